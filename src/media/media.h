@@ -1,0 +1,80 @@
+/*
+ * media.h - where pool bytes live. One narrow interface, one file per backend
+ * (media_shm.c, media_file.c, media_numa.c, media_devdax.c); the pool layer
+ * sees only this header. A pool is one media object mapped whole.
+ *
+ *   shm     POSIX shm object /dev/shm/cxlp.NAME (the embedded default; stands
+ *           in for a CXL pool with local DRAM: emulated)
+ *   file    any path; created sparse with ftruncate, so a file pool may be far
+ *           larger than RAM (emulated unless it is on a DAX filesystem)
+ *   numa    a shm object /dev/shm/cxlp.NAME whose pages are bound to one NUMA
+ *           node with mbind(MPOL_BIND) before first touch (how CXL memory in
+ *           kmem mode is used); pages move with move_pages(2)
+ *   devdax  /dev/daxX.Y mapped MAP_SHARED at the device's alignment (2 MiB);
+ *           size fixed by the device; no NUMA policy applies
+ *
+ * All mappings are MAP_SHARED | MAP_NORESERVE of the whole object.
+ */
+#ifndef CXLP_MEDIA_H
+#define CXLP_MEDIA_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define MEDIA_PATH_MAX 256
+
+struct media_ops;
+
+struct media {
+    const struct media_ops *ops;
+    int kind;                 /* enum cxlp_media_kind */
+    int fd;                   /* -1 when closed */
+    int writable;
+    int numa_node;            /* numa: bound node; else -1 */
+    int emulated;             /* 1 when this stands in for CXL hardware */
+    uint64_t size;            /* bytes mapped (whole object) */
+    uint64_t align;           /* mapping alignment the backend needs */
+    void *base;               /* NULL when unmapped */
+    uid_t owner;              /* st_uid of the backing object */
+    char path[MEDIA_PATH_MAX];/* backing object, for messages */
+};
+
+/* Backend vtable (internal to src/media). */
+struct media_ops {
+    const char *name;
+    int (*create)(struct media *m, uint64_t size, uint32_t mode, char *err, size_t errlen);
+    int (*open)(struct media *m, char *err, size_t errlen);
+    int (*sync)(struct media *m, uint64_t off, uint64_t len);
+    int (*destroy)(struct media *m, char *err, size_t errlen);
+    /* Move [off, off+len) to NUMA node; -EOPNOTSUPP where pages cannot move. */
+    int (*migrate)(struct media *m, uint64_t off, uint64_t len, int node, uint64_t *moved);
+};
+
+/* Parses a pool spec ("NAME", "shm:NAME", "file:PATH", "numa:NODE:NAME",
+ * "devdax:/dev/daxX.Y") into m->kind, m->path, m->numa_node. Does not open.
+ * Returns 0 or CXLP_EARG with a message in err. */
+int media_parse(struct media *m, const char *spec, char *err, size_t errlen);
+
+/* Creates the backing object exclusively (O_EXCL; CXLP_EEXIST if present)
+ * with mode (0 -> 0600), sizes it, and maps it writable. devdax: checks the
+ * device is at least size bytes (CXLP_ENODEV when absent). On failure nothing
+ * is left behind. */
+int media_create(struct media *m, const char *spec, uint64_t size, uint32_t mode,
+                 char *err, size_t errlen);
+/* Opens and maps an existing object whole (read-only when !writable).
+ * -ENOENT (as CXLP_ENOTFOUND) when absent, -EACCES when not permitted. */
+int media_open(struct media *m, const char *spec, int writable, char *err, size_t errlen);
+/* Unmaps and closes. Safe on a closed media. */
+void media_close(struct media *m);
+/* Makes [off, off+len) durable where the backend persists (file: msync;
+ * devdax: msync; shm/numa: no-op). */
+int media_sync(struct media *m, uint64_t off, uint64_t len);
+/* Removes the backing object (shm_unlink / unlink); devdax: zeroes the first
+ * 4 KiB so the device no longer holds a pool. */
+int media_destroy(const char *spec, char *err, size_t errlen);
+/* numa backend: move_pages of the range to node (per-page status folded into
+ * the return: 0 all moved, else the first negative status). Others:
+ * -EOPNOTSUPP. */
+int media_migrate(struct media *m, uint64_t off, uint64_t len, int node, uint64_t *moved);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * pool.h - the pool layer's private interface to the store layer above it.
+ *
+ * The store layer never sees the catalog's shared-memory layout: it asks for
+ * a private snapshot of one dataset (pool_lookup) and hands complete records
+ * to pool_publish. Extents of an ingest in progress are reservations owned by
+ * the ingesting process (pid + start time): they become a dataset's extents
+ * in the same atomic catalog flip that publishes it, and are reclaimed by the
+ * next writer when their owner is dead.
+ */
+#ifndef CXLP_POOL_H
+#define CXLP_POOL_H
+
+#include <stdint.h>
+
+#include "common/common.h"
+#include "media/media.h"
+
+/* A refcounted attachment: the mapping plus this process's lease slot. The
+ * pool handle holds one reference; every open cxlp_store holds one, so a
+ * store outlives cxlp_pool_close. Thread-safe refcount. */
+struct attach;
+void attach_ref(struct attach *a);
+void attach_unref(struct attach *a);
+/* Base address and size of the mapping (valid while a reference is held). */
+const uint8_t *attach_base(const struct attach *a);
+uint64_t attach_size(const struct attach *a);
+/* Lease pins: while pinned, extents visible in catalog generation gen are
+ * not reused. pin returns a token for unpin. Thread-safe. */
+void attach_pin(struct attach *a, uint64_t gen);
+void attach_unpin(struct attach *a, uint64_t gen);
+
+/* One extent of pool memory, as an offset from the region start. */
+struct pool_extent {
+    uint64_t off;
+    uint64_t len;
+};
+
+/* One shard of a dataset: a whole extent holding one store-format shard. */
+struct pool_shard {
+    uint64_t off;             /* extent offset in the region */
+    uint64_t len;             /* extent length (shard header..end) */
+    uint64_t first_record;    /* global id of the shard's first record */
+    uint64_t n_records;
+    uint64_t version;         /* location version (bumped by migration) */
+    uint32_t media;           /* media index; 0 = the pool's own media */
+    uint32_t pad;
+};
+
+/* A dataset's catalog record as the store layer builds and reads it. */
+struct pool_dataset {
+    struct cxlp_dataset_info info;  /* name, counts, sizes (version set by pool) */
+    struct cxlp_schema schema;
+    struct pool_extent docs;        /* int64 doc index (n_docs+1); len 0 if none */
+    uint64_t docs_checksum;         /* XXH3-64 of the docs extent bytes */
+    uint32_t n_shards;
+};
+
+/* Catalog snapshot for one dataset. On success *shards is malloc'd (caller
+ * frees), *a is a new reference, and *gen is the catalog generation pinned
+ * for the caller (attach_unpin(a, gen) when done). CXLP_ENOTFOUND if absent. */
+int pool_lookup(cxlp_pool *p, const char *name, struct pool_dataset *ds,
+                struct pool_shard **shards, struct attach **a, uint64_t *gen);
+
+/* The pool handle's attachment (borrowed) and its error object. */
+struct attach *pool_attach(cxlp_pool *p);
+struct obj *pool_obj(cxlp_pool *p);
+int pool_writable(const cxlp_pool *p);
+/* Writable base address (NULL for read-only handles). */
+uint8_t *pool_base_rw(cxlp_pool *p);
+uint64_t pool_size(const cxlp_pool *p);
+
+/* Writer side. Each call takes and releases the writer lock itself.
+ *
+ * pool_reserve: allocates len bytes (rounded up to the extent alignment) and
+ * records it as a reservation of this process, published durably before it
+ * returns. CXLP_EFULL with a message when no free extent is large enough. */
+int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out);
+/* Returns a reservation (or its tail: off..off+len inside one) to free space. */
+int pool_unreserve(cxlp_pool *p, struct pool_extent ext);
+/* Makes ds visible: every shard extent and ds->docs must lie inside this
+ * process's reservations; those reservations are dropped and any part of them
+ * not used by the dataset returns to free space; the dataset appears in one
+ * atomic catalog flip; ds->info.version is set to the new generation.
+ * CXLP_EEXIST if the name was published meanwhile (reservations then stay
+ * reserved; the caller unreserves). */
+int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards);
+/* Makes [off, off+len) durable (file backend), before a publish. */
+int pool_sync(cxlp_pool *p, uint64_t off, uint64_t len);
+
+/* Structural check of header, catalog and extent map (no data checksums);
+ * report may be NULL. Used by cxlp_pool_verify (store layer). */
+int pool_check(cxlp_pool *p, void (*report)(void *ctx, const char *line), void *ctx);
+
+#endif

@@ -1,0 +1,100 @@
+/*
+ * test.h - the tiny harness every C test uses. A test is a small program:
+ * exit 0 pass, 1 fail, 77 skip (ctest SKIP_RETURN_CODE). CHECK prints the
+ * failing expression with file:line and exits 1. Randomized tests print their
+ * seed (TEST_SEED env overrides it).
+ */
+#ifndef CXLP_TEST_H
+#define CXLP_TEST_H
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cxlpool.h"
+
+#define CHECK(x)                                                                \
+    do {                                                                        \
+        if (!(x)) {                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #x); \
+            exit(1);                                                            \
+        }                                                                       \
+    } while (0)
+
+/* rc must be 0; prints the code and the thread's last message otherwise. */
+#define CHECK_OK(expr)                                                          \
+    do {                                                                        \
+        int rc_ = (expr);                                                       \
+        if (rc_ != 0) {                                                         \
+            fprintf(stderr, "%s:%d: %s = %d (%s): %s\n", __FILE__, __LINE__,    \
+                    #expr, rc_, cxlp_strerror(rc_), cxlp_errmsg(NULL));         \
+            exit(1);                                                            \
+        }                                                                       \
+    } while (0)
+
+/* rc must equal want. */
+#define CHECK_RC(expr, want)                                                    \
+    do {                                                                        \
+        int rc_ = (expr);                                                       \
+        if (rc_ != (want)) {                                                    \
+            fprintf(stderr, "%s:%d: %s = %d (%s), want %d (%s): %s\n",          \
+                    __FILE__, __LINE__, #expr, rc_, cxlp_strerror(rc_),         \
+                    (int)(want), cxlp_strerror(want), cxlp_errmsg(NULL));       \
+            exit(1);                                                            \
+        }                                                                       \
+    } while (0)
+
+#define SKIP(...)                                                               \
+    do {                                                                        \
+        printf("SKIP: " __VA_ARGS__);                                           \
+        printf("\n");                                                           \
+        exit(77);                                                               \
+    } while (0)
+
+/* Unique name for a test pool or file: prefix.PID.counter */
+static inline const char *test_name(const char *prefix)
+{
+    static char buf[8][128];
+    static int k;
+    char *b = buf[k++ % 8];
+    static int ctr;
+    snprintf(b, 128, "%s.%d.%d", prefix, (int)getpid(), ctr++);
+    return b;
+}
+
+static inline uint64_t test_seed(void)
+{
+    const char *s = getenv("TEST_SEED");
+    uint64_t seed = s ? strtoull(s, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)getpid();
+    printf("seed %" PRIu64 " (TEST_SEED to replay)\n", seed);
+    return seed;
+}
+
+/* splitmix64: small, good-enough PRNG for tests */
+static inline uint64_t test_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* 1 when running under ASan/UBSan (stress tests scale down). */
+static inline int test_sanitized(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    return 1;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+    return 1;
+#endif
+#endif
+    return getenv("CXLP_SANITIZED") != NULL;
+}
+
+#endif

@@ -1,0 +1,3 @@
+#include <stdio.h>
+#include "cxlpool.h"
+int main(void) { printf("cxlpool %s\n", cxlp_version()); return 0; }
