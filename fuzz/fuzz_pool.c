@@ -10,6 +10,11 @@
  * way it does after a reboot: a mutex word crafted as "held by someone" is a
  * denial of service that any process sharing a pool can cause, not a memory
  * safety bug, and would only make the fuzzer report hangs.
+ *
+ * The last input byte is not part of the image but flags: bit 0 re-signs
+ * the header checksum, bit 1 the current catalog's checksum. Without them
+ * nearly every mutation dies at a checksum and the structural checks behind
+ * it (geometry, counts, extents, names) would go unexplored.
  */
 #include <fcntl.h>
 #include <stdint.h>
@@ -19,9 +24,15 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
 #include "pool/pool_internal.h"
 
 #define FUZZ_IMG (4u << 20)
+
+/* successful opens, for the test that checks the seeds are valid pools */
+static unsigned fuzz_opens;
 
 static void ignore(void *ctx, const char *line)
 {
@@ -63,6 +74,45 @@ static void exercise(cxlp_pool *p)
     pool_check(p, ignore, NULL);
 }
 
+static void resign(int fd, int flags)
+{
+    struct pool_hdr h;
+    if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+        return;
+    if (flags & 1) {
+        h.checksum = XXH3_64bits(&h, offsetof(struct pool_hdr, checksum));
+        if (pwrite(fd, &h.checksum, 8, offsetof(struct pool_hdr, checksum)) != 8)
+            abort();
+    }
+    if (!(flags & 2))
+        return;
+    uint64_t slot;
+    if (h.cat_bytes > FUZZ_IMG || h.cat_off > FUZZ_IMG)
+        return;
+    slot = h.cat_off + (h.gen & 1) * h.cat_bytes;
+    if (slot + sizeof(struct cat_hdr) > FUZZ_IMG)
+        return;
+    struct cat_hdr c;
+    if (pread(fd, &c, sizeof c, (off_t)slot) != (ssize_t)sizeof c)
+        return;
+    uint64_t body = c.bytes > sizeof c ? c.bytes - sizeof c : 0;
+    if (body > h.cat_bytes || slot + sizeof c + body > FUZZ_IMG)
+        return;
+    uint8_t *b = malloc(body ? body : 1);
+    if (!b || pread(fd, b, body, (off_t)(slot + sizeof c)) != (ssize_t)body) {
+        free(b);
+        return;
+    }
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, &c, offsetof(struct cat_hdr, checksum));
+    XXH3_64bits_update(&st, b, body);
+    c.checksum = XXH3_64bits_digest(&st);
+    free(b);
+    if (pwrite(fd, &c.checksum, 8, (off_t)(slot + offsetof(struct cat_hdr, checksum))) != 8)
+        abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static int fd = -1;
@@ -75,20 +125,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (ftruncate(fd, 0) || ftruncate(fd, FUZZ_IMG))
         abort();
+    int flags = size ? data[size - 1] : 0;
+    size = size ? size - 1 : 0;
     size_t n = size < FUZZ_IMG ? size : FUZZ_IMG;
     if (n && pwrite(fd, data, n, 0) != (ssize_t)n)
         abort();
     static const uint8_t zero[16];
     if (pwrite(fd, zero, sizeof zero, offsetof(struct pool_hdr, boot)) != sizeof zero)
         abort();
+    resign(fd, flags);
 
     cxlp_pool *p;
     struct cxlp_pool_opts ro = {.readonly = 1};
     if (cxlp_pool_open(spec, &ro, &p) == 0) {
+        fuzz_opens++;
         exercise(p);
         cxlp_pool_close(p);
     }
     if (cxlp_pool_open(spec, NULL, &p) == 0) {
+        fuzz_opens++;
         exercise(p);
         struct pool_extent e;
         if (pool_reserve(p, 4096, &e) == 0)

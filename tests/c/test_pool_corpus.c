@@ -27,7 +27,8 @@ static uint8_t *image(const char *path, size_t *len)
     memset(b + n, 0, FUZZ_IMG - n);
     while (n > 4096 && b[n - 1] == 0)
         n--;
-    *len = n;
+    b[n] = 3; /* fuzz flags: re-sign header and catalog after mutation */
+    *len = n + 1;
     return b;
 }
 
@@ -76,7 +77,21 @@ static void seed(int kind, const char *outdir)
     CHECK_OK(cxlp_pool_destroy(spec));
     printf("seed %d: %zu bytes\n", kind, len);
     CHECK(len < 64 * 1024);
+    unsigned before = fuzz_opens;
     CHECK(LLVMFuzzerTestOneInput(img, len) == 0);
+    CHECK(fuzz_opens == before + 2); /* read-only and writable */
+    /* a flipped byte in the catalog is caught unless the flags re-sign it */
+    struct pool_hdr h;
+    memcpy(&h, img, sizeof h);
+    uint64_t at = h.cat_off + (h.gen & 1) * h.cat_bytes + sizeof(struct cat_hdr) + 8;
+    CHECK(at < len - 1);
+    img[at] ^= 0x40;
+    img[len - 1] = 1;
+    before = fuzz_opens;
+    CHECK(LLVMFuzzerTestOneInput(img, len) == 0);
+    CHECK(fuzz_opens == before);
+    img[at] ^= 0x40;
+    img[len - 1] = 3;
     if (outdir) {
         char path[512];
         snprintf(path, sizeof path, "%s/seed-%d", outdir, kind);
@@ -113,7 +128,10 @@ static void replay(void)
         CHECK(buf);
         size_t len = fread(buf, 1, FUZZ_IMG, f);
         fclose(f);
+        unsigned before = fuzz_opens;
         CHECK(LLVMFuzzerTestOneInput(buf, len) == 0);
+        if (strncmp(e->d_name, "seed-", 5) == 0)
+            CHECK(fuzz_opens == before + 2);
         free(buf);
         n++;
     }
