@@ -186,8 +186,53 @@ static void pins(void)
     CHECK_OK(cxlp_pool_destroy(name));
 }
 
+/* a live writer that keeps the lock: others give up with CXLP_EBUSY */
+static void stuck_writer(void)
+{
+    const char *name = test_name("stuck");
+    struct cxlp_pool_opts o = {.catalog_bytes = 16384, .lease_slots = 4};
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_create(name, 8 * MiB, &o, &p));
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        cxlp_pool *c;
+        if (cxlp_pool_open(name, NULL, &c) ||
+            pthread_mutex_lock(&pool_attach(c)->hdr->lock))
+            _exit(2);
+        char ok = 'y';
+        if (write(fds[1], &ok, 1) != 1)
+            _exit(3);
+        for (;;)
+            pause();
+    }
+    char c;
+    CHECK(read(fds[0], &c, 1) == 1 && c == 'y');
+    setenv("CXLP_LOCK_TIMEOUT_MS", "200", 1);
+    struct pool_extent e;
+    CHECK_RC(pool_reserve(p, 4096, &e), CXLP_EBUSY);
+    CHECK(strstr(cxlp_errmsg(pool_obj(p)), "writer lock") != NULL);
+    CHECK_RC(cxlp_pool_remove(p, "x"), CXLP_EBUSY);
+    /* readers are not affected */
+    struct cxlp_pool_stat st;
+    CHECK_OK(cxlp_pool_stat(p, &st));
+    /* once the holder dies the lock is recovered */
+    kill_wait(pid);
+    CHECK_OK(pool_reserve(p, 4096, &e));
+    CHECK_OK(pool_unreserve(p, e));
+    unsetenv("CXLP_LOCK_TIMEOUT_MS");
+    close(fds[0]);
+    close(fds[1]);
+    CHECK_OK(cxlp_pool_close(p));
+    CHECK_OK(cxlp_pool_destroy(name));
+}
+
 int main(void)
 {
+    stuck_writer();
     table();
     many();
     pins();
