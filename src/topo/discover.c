@@ -86,7 +86,10 @@ static int read_text(struct disc *d, const char *rel)
     if (n >= 0)
         return 1;
     if (n != -ENOENT && n != -ENOTDIR)
-        topo_warn(d->t, "%s: %s", rel, n == -EFBIG ? "longer than 64 KiB" : cxlp_strerror((int)n));
+        topo_warn(d->t, "%s: %s", rel,
+                  n == -EFBIG    ? "longer than 64 KiB"
+                  : n == -EINVAL ? "not a regular text file"
+                                 : cxlp_strerror((int)n));
     return 0;
 }
 
@@ -129,7 +132,7 @@ static int read_nodeset(struct disc *d, const char *rel, struct nodeset *set)
     if (rc) {
         memset(set, 0, sizeof *set);
         topo_warn(d->t, "%s: %s", rel,
-                  rc == -ERANGE ? "node id beyond 1023" : "not a node list");
+                  rc == -ERANGE ? "node id out of range 0..1023" : "not a node list");
         return 0;
     }
     return 1;
