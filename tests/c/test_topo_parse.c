@@ -5,7 +5,7 @@
 
 static int u64(const char *s, uint64_t *v)
 {
-    return parse_u64(s, v);
+    return topo_parse_u64(s, v);
 }
 
 int main(void)
@@ -26,54 +26,54 @@ int main(void)
     CHECK(u64("010", &v) == 0 && v == 10);     /* decimal, never octal */
 
     long l = 0;
-    CHECK(parse_int("-1\n", -1, 1023, &l) == 0 && l == -1);
-    CHECK(parse_int("-2", -1, 1023, &l) == -ERANGE);
-    CHECK(parse_int("1024", -1, 1023, &l) == -ERANGE);
-    CHECK(parse_int("99999999999999999999", -1, 1023, &l) == -ERANGE);
-    CHECK(parse_int("-", -1, 1023, &l) == -EINVAL);
-    CHECK(parse_int("1x", -1, 1023, &l) == -EINVAL);
+    CHECK(topo_parse_int("-1\n", -1, 1023, &l) == 0 && l == -1);
+    CHECK(topo_parse_int("-2", -1, 1023, &l) == -ERANGE);
+    CHECK(topo_parse_int("1024", -1, 1023, &l) == -ERANGE);
+    CHECK(topo_parse_int("99999999999999999999", -1, 1023, &l) == -ERANGE);
+    CHECK(topo_parse_int("-", -1, 1023, &l) == -EINVAL);
+    CHECK(topo_parse_int("1x", -1, 1023, &l) == -EINVAL);
 
-    struct nodeset s;
+    struct topo_nodeset s;
     uint64_t n;
     memset(&s, 0, sizeof s);
-    CHECK(parse_list("0-3,8,10-11\n", TOPO_MAX_NODE, &s, &n) == 0 && n == 7);
-    CHECK(nodeset_has(&s, 0) && nodeset_has(&s, 3) && !nodeset_has(&s, 4));
-    CHECK(nodeset_has(&s, 8) && nodeset_has(&s, 11) && !nodeset_has(&s, 12));
-    CHECK(!nodeset_has(&s, 5000));
-    CHECK(parse_list("\n", TOPO_MAX_NODE, NULL, &n) == 0 && n == 0);
-    CHECK(parse_list("", TOPO_MAX_NODE, NULL, &n) == 0 && n == 0);
-    CHECK(parse_list("1023", TOPO_MAX_NODE, NULL, &n) == 0 && n == 1);
-    CHECK(parse_list("1024", TOPO_MAX_NODE, NULL, &n) == -ERANGE);
-    CHECK(parse_list("0-18446744073709551616", UINT32_MAX, NULL, &n) == -ERANGE);
-    CHECK(parse_list("0-4294967295", UINT32_MAX, NULL, &n) == 0 && n == 4294967296ULL);
-    CHECK(parse_list("3-1", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
-    CHECK(parse_list("1,", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
-    CHECK(parse_list(",1", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
-    CHECK(parse_list("1,,2", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
-    CHECK(parse_list("1-", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
-    CHECK(parse_list("0-3:2/4", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
-    CHECK(parse_list("1 2", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
+    CHECK(topo_parse_list("0-3,8,10-11\n", TOPO_MAX_NODE, &s, &n) == 0 && n == 7);
+    CHECK(topo_nodeset_has(&s, 0) && topo_nodeset_has(&s, 3) && !topo_nodeset_has(&s, 4));
+    CHECK(topo_nodeset_has(&s, 8) && topo_nodeset_has(&s, 11) && !topo_nodeset_has(&s, 12));
+    CHECK(!topo_nodeset_has(&s, 5000));
+    CHECK(topo_parse_list("\n", TOPO_MAX_NODE, NULL, &n) == 0 && n == 0);
+    CHECK(topo_parse_list("", TOPO_MAX_NODE, NULL, &n) == 0 && n == 0);
+    CHECK(topo_parse_list("1023", TOPO_MAX_NODE, NULL, &n) == 0 && n == 1);
+    CHECK(topo_parse_list("1024", TOPO_MAX_NODE, NULL, &n) == -ERANGE);
+    CHECK(topo_parse_list("0-18446744073709551616", UINT32_MAX, NULL, &n) == -ERANGE);
+    CHECK(topo_parse_list("0-4294967295", UINT32_MAX, NULL, &n) == 0 && n == 4294967296ULL);
+    CHECK(topo_parse_list("3-1", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
+    CHECK(topo_parse_list("1,", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
+    CHECK(topo_parse_list(",1", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
+    CHECK(topo_parse_list("1,,2", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
+    CHECK(topo_parse_list("1-", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
+    CHECK(topo_parse_list("0-3:2/4", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
+    CHECK(topo_parse_list("1 2", TOPO_MAX_NODE, NULL, &n) == -EINVAL);
 
-    CHECK(parse_meminfo_total("Node 0 MemTotal:       16384 kB\nNode 0 MemFree: 1 kB\n", &v) == 0 &&
+    CHECK(topo_parse_meminfo("Node 0 MemTotal:       16384 kB\nNode 0 MemFree: 1 kB\n", &v) == 0 &&
           v == 16384 * 1024);
-    CHECK(parse_meminfo_total("Node 0 MemFree: 1 kB\n", &v) == -ENOENT);
-    CHECK(parse_meminfo_total("Node 0 MemTotal: 12 MB\n", &v) == -EINVAL);
-    CHECK(parse_meminfo_total("Node 0 MemTotal: 18014398509481984 kB\n", &v) == -ERANGE);
-    CHECK(parse_meminfo_total("Node 0 MemTotal: 18014398509481983 kB", &v) == 0);
+    CHECK(topo_parse_meminfo("Node 0 MemFree: 1 kB\n", &v) == -ENOENT);
+    CHECK(topo_parse_meminfo("Node 0 MemTotal: 12 MB\n", &v) == -EINVAL);
+    CHECK(topo_parse_meminfo("Node 0 MemTotal: 18014398509481984 kB\n", &v) == -ERANGE);
+    CHECK(topo_parse_meminfo("Node 0 MemTotal: 18014398509481983 kB", &v) == 0);
 
-    CHECK(parse_name_id("node12", "node", TOPO_MAX_NODE, &v) == 0 && v == 12);
-    CHECK(parse_name_id("node0", "node", TOPO_MAX_NODE, &v) == 0 && v == 0);
-    CHECK(parse_name_id("node01", "node", TOPO_MAX_NODE, &v) != 0);
-    CHECK(parse_name_id("node1024", "node", TOPO_MAX_NODE, &v) != 0);
-    CHECK(parse_name_id("node", "node", TOPO_MAX_NODE, &v) != 0);
-    CHECK(parse_name_id("nodes", "node", TOPO_MAX_NODE, &v) != 0);
+    CHECK(topo_parse_name_id("node12", "node", TOPO_MAX_NODE, &v) == 0 && v == 12);
+    CHECK(topo_parse_name_id("node0", "node", TOPO_MAX_NODE, &v) == 0 && v == 0);
+    CHECK(topo_parse_name_id("node01", "node", TOPO_MAX_NODE, &v) != 0);
+    CHECK(topo_parse_name_id("node1024", "node", TOPO_MAX_NODE, &v) != 0);
+    CHECK(topo_parse_name_id("node", "node", TOPO_MAX_NODE, &v) != 0);
+    CHECK(topo_parse_name_id("nodes", "node", TOPO_MAX_NODE, &v) != 0);
 
-    CHECK(natural_cmp("dax2.0", "dax10.0") < 0);
-    CHECK(natural_cmp("dax10.0", "dax2.0") > 0);
-    CHECK(natural_cmp("dax1.10", "dax1.9") > 0);
-    CHECK(natural_cmp("mem0", "mem0") == 0);
-    CHECK(natural_cmp("mem", "mem0") < 0);
-    CHECK(natural_cmp("a007", "a7") == 0);
+    CHECK(topo_natural_cmp("dax2.0", "dax10.0") < 0);
+    CHECK(topo_natural_cmp("dax10.0", "dax2.0") > 0);
+    CHECK(topo_natural_cmp("dax1.10", "dax1.9") > 0);
+    CHECK(topo_natural_cmp("mem0", "mem0") == 0);
+    CHECK(topo_natural_cmp("mem", "mem0") < 0);
+    CHECK(topo_natural_cmp("a007", "a7") == 0);
     printf("ok\n");
     return 0;
 }
