@@ -10,6 +10,11 @@
  * environment variables). It then binds a buffer to node 1 with mbind and
  * asks the kernel where the pages landed: the numa backend's premise.
  *
+ * With the argument "cxl" it checks the other guest the script can boot
+ * (--cxl): an emulated CXL type-3 device enumerated by the kernel's CXL
+ * drivers, whose /sys/bus/cxl/devices must show the memdev with its
+ * persistent capacity, the root and ports, and decoders.
+ *
  * Prints "GUEST-PASS" or "GUEST-FAIL: reason" as its last line; the script
  * reads that from the serial console. Built static: the initramfs has no
  * shared libraries.
@@ -62,8 +67,58 @@ static int page_node_after_mbind(int node)
     return where;
 }
 
-int main(void)
+static const struct cxlp_topo_cxl *find_cxl(const cxlp_topo *t, const char *name)
 {
+    for (size_t i = 0; i < cxlp_topo_cxl_count(t); i++)
+        if (!strcmp(cxlp_topo_cxl(t, i)->name, name))
+            return cxlp_topo_cxl(t, i);
+    return NULL;
+}
+
+static int count_kind(const cxlp_topo *t, const char *kind)
+{
+    int n = 0;
+    for (size_t i = 0; i < cxlp_topo_cxl_count(t); i++)
+        n += !strcmp(cxlp_topo_cxl(t, i)->kind, kind);
+    return n;
+}
+
+static int check_cxl(void)
+{
+    uint64_t size = env_u64("QEMU_EXPECT_CXL_SIZE", 256ULL << 20);
+    cxlp_topo *t;
+    int rc = cxlp_topo_discover(NULL, &t);
+    if (rc) {
+        printf("GUEST-FAIL: cxlp_topo_discover: %s\n", cxlp_errmsg(NULL));
+        return 1;
+    }
+    cxlp_topo_print(t, stdout, 0);
+    printf("checks:\n");
+    const struct cxlp_topo_cxl *mem0 = find_cxl(t, "mem0"), *root0 = find_cxl(t, "root0");
+    expect(mem0 && !strcmp(mem0->kind, "memdev"), "mem0 is a memdev");
+    expect(mem0 && mem0->size == size, "mem0 capacity (ram + pmem) as configured");
+    expect(root0 && !strcmp(root0->kind, "port"), "root0 is a port");
+    expect(count_kind(t, "port") >= 3, "root, host bridge port and endpoint");
+    expect(count_kind(t, "decoder") >= 1, "decoders enumerated");
+    expect(count_kind(t, "region") == 0, "no region configured");
+    /* a device without a region onlines no memory: no node may be CXL */
+    int any = 0;
+    for (size_t i = 0; i < cxlp_topo_node_count(t); i++)
+        any |= cxlp_topo_node(t, i)->is_cxl;
+    expect(!any, "no node claimed as CXL without a region");
+    cxlp_topo_free(t);
+    if (fails) {
+        printf("GUEST-FAIL: %d check(s) failed\n", fails);
+        return 1;
+    }
+    printf("GUEST-PASS\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "cxl"))
+        return check_cxl();
     uint64_t lat1 = env_u64("QEMU_EXPECT_LAT1", 250);
     uint64_t bw1 = env_u64("QEMU_EXPECT_BW1", 32768);
     uint64_t lat0 = env_u64("QEMU_EXPECT_LAT0", 80);
