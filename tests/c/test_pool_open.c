@@ -151,11 +151,7 @@ static void corrupt_catalog(void)
         case 4: c.ds[0].d.n_shards = 3; c.ds[0].d.info.n_shards = 3; want = "shard"; break;
         case 5: c.ds[0].first_shard = UINT64_MAX; want = "shard"; break;
         }
-        uint64_t save = 0;
-        if (kind == 1)
-            save = c.sh[0].len;
         cat_encode(&c, pool_base_rw(p) + a->L.cat_off + (gen & 1) * a->L.cat_bytes);
-        (void)save;
         cat_free(&c);
         CHECK_OK(cxlp_pool_close(p));
         CHECK_RC(cxlp_pool_open(spec, NULL, &p), CXLP_ECORRUPT);
