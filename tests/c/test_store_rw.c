@@ -345,7 +345,7 @@ static void test_full(void)
 {
     const char *spec = test_name("storefull");
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_create(spec, 8 << 20, NULL, &p));
+    CHECK_OK(cxlp_pool_create(spec, 32 << 20, NULL, &p));
     struct cxlp_schema sc = var_schema(CXLP_DT_U8);
     cxlp_writer *w;
     /* a dataset already there must survive untouched */
