@@ -3,6 +3,8 @@
  * records, document indexes, names and schemas refused, reads after the pool
  * handle is closed or the dataset removed, and the pool left as it was after
  * an abort or a failed commit. */
+#include <pthread.h>
+
 #include "test.h"
 #include "pool/pool.h"
 #include "store/store.h"
@@ -171,6 +173,31 @@ static void test_direct(cxlp_pool *p)
     CHECK(st1.reserved_bytes == 0);
 }
 
+struct reader_arg {
+    const cxlp_store *s;
+    uint64_t seed, big_at, big_len, checked;
+    int bad;
+};
+
+/* Several threads share one store handle: reads are thread-safe. */
+static void *read_all(void *arg)
+{
+    struct reader_arg *r = arg;
+    uint8_t *buf = malloc(r->big_len);
+    uint64_t n = cxlp_store_count(r->s);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t i = (k * 7919 + r->checked) % n;
+        uint64_t len = i == r->big_at ? r->big_len : var_len(i, r->seed);
+        struct cxlp_view v;
+        fill_var(buf, len, i);
+        if (cxlp_store_read(r->s, i, &v) || v.len != len || (len && memcmp(v.data, buf, len)))
+            r->bad++;
+    }
+    r->checked = n;
+    free(buf);
+    return NULL;
+}
+
 static void test_var(cxlp_pool *p, uint64_t seed)
 {
     struct cxlp_schema sc = var_schema(CXLP_DT_U16);
@@ -214,6 +241,17 @@ static void test_var(cxlp_pool *p, uint64_t seed)
         CHECK(len == 0 || memcmp(v.data, buf, len) == 0);
     }
     CHECK_OK(cxlp_store_verify(s));
+    pthread_t th[4];
+    struct reader_arg ra[4];
+    for (int t = 0; t < 4; t++) {
+        ra[t] = (struct reader_arg){.s = s, .seed = seed, .big_at = big_at, .big_len = big_len,
+                                    .checked = (uint64_t)t * 101};
+        CHECK(pthread_create(&th[t], NULL, read_all, &ra[t]) == 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        CHECK(pthread_join(th[t], NULL) == 0);
+        CHECK(ra[t].bad == 0 && ra[t].checked == n);
+    }
     CHECK_OK(cxlp_store_close(s));
     free(buf);
 }
