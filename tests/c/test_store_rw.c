@@ -256,6 +256,57 @@ static void test_var(cxlp_pool *p, uint64_t seed)
     free(buf);
 }
 
+/* Importer-style variable records: runs of records written in place. */
+static void test_direct_var(cxlp_pool *p, uint64_t seed)
+{
+    struct cxlp_schema sc = var_schema(CXLP_DT_U16);
+    struct cxlp_writer_opts o = {.shard_bytes = 128 << 10};
+    cxlp_writer *w;
+    CHECK_OK(cxlp_writer_begin(p, "dvar", &sc, &o, &w));
+    const uint64_t n = 20000;
+    uint64_t lens[512], i = 0;
+    void *dst;
+    CHECK_RC(cxlp_writer_direct(w, 64, &dst), CXLP_EARG); /* fixed-only call */
+    while (i < n) {
+        uint64_t k = 1 + (i % 500), bytes = 0;
+        if (i + k > n)
+            k = n - i;
+        for (uint64_t j = 0; j < k; j++)
+            bytes += lens[j] = var_len(i + j, seed);
+        CHECK_OK(writer_direct_var(w, bytes, k, &dst));
+        CHECK_RC(cxlp_writer_append(w, "ab", 2), CXLP_EARG); /* grant outstanding */
+        uint8_t *d = dst;
+        for (uint64_t j = 0; j < k; j++) {
+            fill_var(d, lens[j], i + j);
+            d += lens[j];
+        }
+        if (k > 1 && i % 3 == 0) { /* commit fewer than announced */
+            CHECK_RC(writer_commit_var(w, lens, k + 1), CXLP_EARG);
+            k--;
+        }
+        CHECK_OK(writer_commit_var(w, lens, k));
+        i += k;
+    }
+    CHECK_RC(writer_commit_var(w, lens, 1), CXLP_EARG); /* nothing granted */
+    CHECK_OK(cxlp_writer_commit(w));
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, "dvar", &s));
+    CHECK(cxlp_store_count(s) == n);
+    uint8_t buf[40000];
+    for (i = 0; i < n; i++) {
+        struct cxlp_view v;
+        CHECK_OK(cxlp_store_read(s, i, &v));
+        uint64_t len = var_len(i, seed);
+        fill_var(buf, len, i);
+        CHECK(v.len == len && (len == 0 || memcmp(v.data, buf, len) == 0));
+    }
+    struct cxlp_dataset_info in;
+    CHECK_OK(cxlp_store_info(s, &in));
+    CHECK(in.n_shards > 10);
+    CHECK_OK(cxlp_store_verify(s));
+    CHECK_OK(cxlp_store_close(s));
+}
+
 static void test_empty(cxlp_pool *p)
 {
     struct cxlp_pool_stat st0, st1;
@@ -442,6 +493,7 @@ int main(void)
     test_fixed(p);
     test_direct(p);
     test_var(p, seed);
+    test_direct_var(p, seed);
     test_empty(p);
     test_refused(p);
     CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
