@@ -430,6 +430,50 @@ static void test_lifetime(const char *spec)
     CHECK_OK(cxlp_pool_close(p));
 }
 
+/* A read-only handle reads; it cannot write. A file pool takes the sync
+ * path of the writer. */
+static void test_readonly_and_file(const char *spec)
+{
+    struct cxlp_pool_opts ro = {.readonly = 1};
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_open(spec, &ro, &p));
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, "var", &s));
+    CHECK(cxlp_store_count(s) == 3000);
+    CHECK_OK(cxlp_store_verify(s));
+    CHECK_OK(cxlp_store_close(s));
+    struct cxlp_schema sc = fixed_schema();
+    cxlp_writer *w;
+    CHECK_RC(cxlp_writer_begin(p, "nope", &sc, NULL, &w), CXLP_EREADONLY);
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+
+    char fspec[256];
+    snprintf(fspec, sizeof fspec, "file:/tmp/%s", test_name("storefile"));
+    CHECK_OK(cxlp_pool_create(fspec, 64 << 20, NULL, &p));
+    struct cxlp_writer_opts o = {.shard_bytes = 16 << 10};
+    CHECK_OK(cxlp_writer_begin(p, "f", &sc, &o, &w));
+    uint8_t rec[32];
+    for (uint64_t i = 0; i < 2000; i++) {
+        fill_fixed(rec, i);
+        CHECK_OK(cxlp_writer_append(w, rec, 32));
+    }
+    CHECK_OK(cxlp_writer_commit(w));
+    CHECK_OK(cxlp_pool_close(p));
+    CHECK_OK(cxlp_pool_open(fspec, NULL, &p));
+    CHECK_OK(cxlp_store_open(p, "f", &s));
+    for (uint64_t i = 0; i < 2000; i++) {
+        struct cxlp_view v;
+        CHECK_OK(cxlp_store_read(s, i, &v));
+        fill_fixed(rec, i);
+        CHECK(memcmp(v.data, rec, 32) == 0);
+    }
+    CHECK_OK(cxlp_store_close(s));
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+    CHECK_OK(cxlp_pool_destroy(fspec));
+}
+
 static void test_full(void)
 {
     const char *spec = test_name("storefull");
@@ -499,6 +543,7 @@ int main(void)
     CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
     CHECK_OK(cxlp_pool_close(p));
     test_lifetime(spec);
+    test_readonly_and_file(spec);
     test_full();
     CHECK_OK(cxlp_pool_destroy(spec));
     printf("ok\n");
