@@ -25,12 +25,16 @@
  * Copies. append() copies each record once, from the caller into pool
  * memory; direct()/commit_direct() let an importer read() into pool memory
  * with no copy at all. Data is hashed in chunks of HASH_CHUNK right after it
- * lands (still in cache), never re-read from memory at seal.
+ * lands (still in cache), never re-read from memory at seal; a direct chunk
+ * is hashed at its commit_direct, so importers that read 256 KiB..1 MiB at a
+ * time hash from L2 (with 4 MiB chunks the hash's CPU time doubles).
  *
  * Alternatives rejected: staging records in private memory and copying whole
  * shards (a second copy of every byte); one reservation of a guessed size
  * when the size is unknown (either too small or holding the pool hostage);
- * hashing at seal (re-reads 256 MiB that has left the cache).
+ * hashing at seal (re-reads 256 MiB that has left the cache);
+ * madvise(MADV_POPULATE_WRITE) of each new shard to save the per-page write
+ * faults (measured: more system time than the faults it replaces).
  */
 #include <errno.h>
 #include <inttypes.h>
