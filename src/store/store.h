@@ -1,0 +1,45 @@
+/*
+ * store.h - the store layer's private interface: schema checks shared by the
+ * writer and the reader, and what importers may use beyond the public writer
+ * API.
+ */
+#ifndef CXLP_STORE_H
+#define CXLP_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+/* Checks a dataset name: 1..63 bytes, printable ASCII, no '/'. 0 or
+ * CXLP_EARG with a message in err. */
+int store_name_check(const char *name, char *err, size_t errlen);
+
+/* Checks schema in and writes its normalized form to out: fixed-size field
+ * offsets and record_size filled in where the caller left them 0; nonzero
+ * values that disagree with the back-to-back layout are refused. 0 or
+ * CXLP_EARG naming the field. in == out is allowed. */
+int schema_normalize(const struct cxlp_schema *in, struct cxlp_schema *out,
+                     char *err, size_t errlen);
+
+/* Bytes of one element of a variable-size record (the schema's one field),
+ * or record_size for fixed. */
+uint64_t schema_unit(const struct cxlp_schema *s);
+
+/* Fixed-size records: bytes that cxlp_writer_direct can hand out without
+ * closing the current shard early (a multiple of record_size; 0 when the
+ * writer failed). Importers size their read()s by it so that shards stay
+ * equal and the reader finds a record's shard by one division. */
+uint64_t writer_room(const cxlp_writer *w);
+
+/* Variable-size records without a bounce buffer (e.g. a run of Megatron
+ * sequences, contiguous in the .bin, read() straight into the pool):
+ * writer_direct_var returns room for n records totalling bytes at *dst;
+ * writer_commit_var(lens, n) then makes the first n (<= the announced n)
+ * records of lens[i] bytes each out of what was written there (sum(lens) <=
+ * bytes). A run larger than a shard gets a shard of its own size, so callers
+ * keep runs near the ~1-4 MiB they read at once. CXLP_EARG on misuse. */
+int writer_direct_var(cxlp_writer *w, uint64_t bytes, uint64_t n, void **dst);
+int writer_commit_var(cxlp_writer *w, const uint64_t *lens, uint64_t n);
+
+#endif
