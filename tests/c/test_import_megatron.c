@@ -48,7 +48,7 @@ static void gen(struct mds *d, uint8_t code, int itemsize, uint64_t n, uint64_t 
     d->docs[d->nd++] = 0;
     for (uint64_t i = 0; i < n;) {
         i += 1 + test_rand(seed) % 4;
-        d->docs[d->nd++] = (int64_t)MIN(i, n);
+        d->docs[d->nd++] = (int64_t)(i < n ? i : n);
     }
 }
 

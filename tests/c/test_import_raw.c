@@ -56,7 +56,7 @@ int main(void)
     CHECK(data != NULL);
     for (uint64_t i = 0; i < n * rs; i += 8) {
         uint64_t r = test_rand(&seed);
-        memcpy(data + i, &r, MIN(8, n * rs - i));
+        memcpy(data + i, &r, n * rs - i < 8 ? n * rs - i : 8);
     }
     const char *f = path_of("records.dat");
     write_file(f, data, n * rs);
