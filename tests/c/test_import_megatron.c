@@ -327,6 +327,31 @@ int main(void)
     snprintf(path, sizeof path, "%s.idx", nothing);
     IMPORT_FAILS(p, "x", nothing, &o, -ENOENT, path, "open");
 
+    /* a pool too small, found out mid-ingest: aborted, the pool as it was */
+    struct mds big;
+    gen(&big, 5, 8, 3000, &seed);
+    CHECK(big.bin_len > (8u << 20));
+    const char *bp = path_of("big");
+    write_mds(&big, bp);
+    const char *small_spec = test_name("imp_small");
+    cxlp_pool *q;
+    CHECK_OK(cxlp_pool_create(small_spec, 14u << 20, NULL, &q));
+    snprintf(binp, sizeof binp, "%s.bin", bp);
+    IMPORT_FAILS(q, "big", bp, &o, CXLP_EFULL, binp, "");
+    struct cxlp_pool_stat qs;
+    CHECK_OK(cxlp_pool_stat(q, &qs));
+    CHECK(qs.used_bytes == 0 && qs.reserved_bytes == 0 && qs.n_datasets == 0);
+    struct mds sm;
+    gen(&sm, 8, 2, 100, &seed);
+    const char *sp = path_of("fits");
+    write_mds(&sm, sp);
+    CHECK_OK(cxlp_import(q, "fits", sp, &o));
+    check_mds(q, "fits", &sm, CXLP_DT_U16);
+    free_mds(&sm);
+    CHECK_OK(cxlp_pool_close(q));
+    CHECK_OK(cxlp_pool_destroy(small_spec));
+    free_mds(&big);
+
     free_mds(&d);
     teardown(p);
     printf("ok\n");
