@@ -164,6 +164,29 @@ int main(void)
     CHECK_OK(cxlp_pool_close(q));
     CHECK_OK(cxlp_pool_destroy(small_spec));
 
+    /* other media: a file pool (the kernel copies into the file's page
+     * cache) and a numa pool (read() into the mapping, so pages follow the
+     * mapping's node policy) hold the same records */
+    char specs[2][600];
+    snprintf(specs[0], sizeof specs[0], "file:%s", path_of("pool.file"));
+    snprintf(specs[1], sizeof specs[1], "numa:0:%s", test_name("imp_numa"));
+    for (int k = 0; k < 2; k++) {
+        cxlp_pool *m;
+        int rc = cxlp_pool_create(specs[k], 64u << 20, NULL, &m);
+        if (rc == CXLP_ENODEV || rc == -EOPNOTSUPP || rc == -ENOSYS) {
+            printf("%s: %s, not tested\n", specs[k], cxlp_strerror(rc));
+            continue;
+        }
+        CHECK_OK(rc);
+        struct cxlp_import_opts om = {.format = CXLP_FMT_RAW, .record_size = rs,
+                                      .shard_bytes = 4u << 20};
+        CHECK_OK(cxlp_import(m, "raw", f, &om));
+        check_records(m, "raw", data, n, rs);
+        CHECK_OK(cxlp_pool_verify(m, NULL, NULL));
+        CHECK_OK(cxlp_pool_close(m));
+        CHECK_OK(cxlp_pool_destroy(specs[k]));
+    }
+
     /* format names */
     CHECK(cxlp_format_parse("raw") == CXLP_FMT_RAW);
     CHECK(cxlp_format_parse("npy") == CXLP_FMT_NPY);
