@@ -9,10 +9,11 @@
  *     .idx), and any later failure aborts the writer, which returns its
  *     reservations; nothing is published.
  *   - raw/npy: dataset bytes == file bytes [data_offset, data_offset + n *
- *     record_size), read() straight into pool memory handed out by
- *     cxlp_writer_direct in chunks of whole records, committed chunk by
- *     chunk; chunk <= MAX(CHUNK, record_size) and <= writer_room(), so every
- *     shard but the last holds the same number of records.
+ *     record_size), copied by the kernel straight into the pool memory that
+ *     cxlp_writer_direct hands out (see struct sink), in chunks of whole
+ *     records, committed chunk by chunk; chunk <= MAX(CHUNK, record_size)
+ *     and <= writer_room(), so every shard but the last holds the same
+ *     number of records.
  *   - Megatron: record i == .bin[pointers[i], pointers[i] + lengths[i] *
  *     itemsize); docs == document_indices.
  *   - Every message starts with the file it is about.
@@ -21,7 +22,9 @@
  *   - A bounce buffer (read, then append): a second pass over every byte, the
  *     ingest would run at half the speed of a copy.
  *   - mmap of raw/npy sources: page faults on the source plus on the pool
- *     per 4 KiB; read() into the pool is one copy with large requests.
+ *     per 4 KiB; a kernel copy into the pool is one copy with large requests.
+ *   - Chunks of 4 MiB: the writer hashes each chunk right after it lands,
+ *     and 1 MiB still sits in L2 then; measured faster on the same files.
  *   - Reading the .bin in chunks: sequences straddle chunk edges and may be
  *     out of order; the .bin is mapped read-only instead (as Megatron does).
  *     A .bin truncated during the import would raise SIGBUS: a file being
@@ -42,8 +45,8 @@
 #include "store/npy.h"
 #include "store/store.h"
 
-/* Bytes per read(): large enough that syscall cost vanishes, small enough to
- * stay in the last-level cache between the kernel's copy and the hash. */
+/* Bytes per copy: large enough that syscall cost vanishes, small enough to
+ * stay in L2 between the kernel's copy and the writer's hash. */
 #define CHUNK (1ull << 20)
 /* Megatron: progress is reported about this often. */
 #define PROGRESS_STEP (4ull << 20)
