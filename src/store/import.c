@@ -327,7 +327,7 @@ static int ingest_fixed(cxlp_pool *p, struct obj *o, const char *name, const str
 }
 
 static int import_raw(cxlp_pool *p, struct obj *o, const char *name, const char *path,
-                      const struct cxlp_import_opts *opts)
+                      const struct cxlp_import_opts *opts, int guessed)
 {
     /* the file first: a missing source is reported as such in any case */
     struct src s;
@@ -339,7 +339,9 @@ static int import_raw(cxlp_pool *p, struct obj *o, const char *name, const char 
     int isz = cxlp_dtype_size(dtype);
     if (rs == 0)
         rc = seterr(o, CXLP_EARG,
-                    "%s: record_size: required for a raw import (bytes per record)", path);
+                    "%s: record_size: required for a raw import (bytes per record)%s", path,
+                    guessed ? "; format auto found no .npy suffix or magic and no "
+                              "PREFIX.bin + PREFIX.idx pair" : "");
     else if (isz <= 0)
         rc = seterr(o, CXLP_EARG, "%s: dtype: %d is not a known element type", path,
                     opts->dtype);
@@ -593,7 +595,7 @@ int cxlp_import(cxlp_pool *p, const char *name, const char *src,
     int fmt = opts->format == CXLP_FMT_AUTO ? guess_format(src) : opts->format;
     switch (fmt) {
     case CXLP_FMT_RAW:
-        return import_raw(p, o, name, src, opts);
+        return import_raw(p, o, name, src, opts, opts->format == CXLP_FMT_AUTO);
     case CXLP_FMT_NPY:
         return import_npy(p, o, name, src, opts);
     case CXLP_FMT_MEGATRON:
