@@ -350,7 +350,9 @@ CXLP_API const char *cxlp_writer_errmsg(const cxlp_writer *w);
  * ====================================================================== */
 
 enum cxlp_format { CXLP_FMT_AUTO = 0, CXLP_FMT_RAW, CXLP_FMT_NPY, CXLP_FMT_MEGATRON };
-CXLP_API int cxlp_format_parse(const char *name);  /* "raw", "npy", "megatron", "auto" */
+/* "raw", "npy", "megatron", "auto" -> enum cxlp_format; anything else (or
+ * NULL) -> CXLP_EARG with cxlp_errmsg(NULL) naming it. */
+CXLP_API int cxlp_format_parse(const char *name);
 
 struct cxlp_import_opts {
     int format;              /* enum cxlp_format; AUTO guesses by extension */
@@ -365,7 +367,18 @@ struct cxlp_import_opts {
  * all accepted). Bad input fails with CXLP_EBADINPUT / CXLP_EUNSUPPORTED and
  * cxlp_errmsg(p) naming the file and field; the pool is left unchanged.
  * Megatron: one record per sequence (dtype from the .idx), document
- * boundaries kept (cxlp_store_docs). npy: one record per row of axis 0. */
+ * boundaries kept (cxlp_store_docs). npy: one record per row of axis 0.
+ * Format AUTO: ".npy" -> npy; "PREFIX", "PREFIX.bin" or "PREFIX.idx" where
+ * both PREFIX.bin and PREFIX.idx exist -> megatron; a file starting with the
+ * .npy magic -> npy; anything else -> raw.
+ * Schemas: raw and npy give fixed-size records with one field "data" (raw: a
+ * 1-D field of record_size / itemsize elements of opts->dtype; npy: the
+ * array's dtype and its shape without axis 0, at most CXLP_MAX_DIMS-1 axes,
+ * C order, little-endian numeric dtypes only); megatron gives variable-size
+ * records with one field "tokens". Other codes: CXLP_EARG (record_size 0 for
+ * raw, bad dtype or format), -errno (e.g. -ENOENT naming the path),
+ * CXLP_EEXIST, CXLP_EFULL. opts may be NULL (AUTO); progress(ctx, done,
+ * total) is called after each chunk of about 4 MiB, in the calling thread. */
 CXLP_API int cxlp_import(cxlp_pool *p, const char *name, const char *src,
                          const struct cxlp_import_opts *opts);
 
