@@ -392,6 +392,10 @@ struct cxlp_loader_opts {
     uint32_t batch_size;     /* rows per batch (> 0) */
     uint32_t threads;        /* gather threads; 0 means 1 */
     uint32_t slots;          /* batches in the ring; 0 means 2 * threads + 2 */
+    uint32_t max_slots;      /* the ring grows by one slot when the consumer holds
+                                every slot and asks for the next batch, up to
+                                this; 0: no limit (a loop may keep every batch,
+                                as with torch's DataLoader) */
     int collate;             /* enum cxlp_collate */
     uint64_t seq_len;        /* PAD, PACK: elements per row (> 0) */
     int64_t pad_value;       /* PAD, PACK: fill for the unused tail of a row */
@@ -428,7 +432,8 @@ CXLP_API int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *op
                                 cxlp_loader **out);
 /* Next batch in order; blocks until it is ready. Sets *out to NULL at the end
  * of the stream. A gather or index error is returned here (the loader stays
- * usable for cxlp_loader_free only). One consumer thread. */
+ * usable for cxlp_loader_free only); CXLP_EBUSY when every slot is held and
+ * max_slots is reached. One consumer thread. */
 CXLP_API int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out);
 /* Returns a batch's slot to the ring. Thread-safe; any order. */
 CXLP_API void cxlp_loader_release(cxlp_loader *l, struct cxlp_batch *b);

@@ -3,13 +3,16 @@
  *
  * Glossary
  *   batch k     the k-th batch of the stream (k = 0, 1, 2...)
- *   slot        one of S buffers of the ring; batch k lives in slot k mod S
+ *   slot        one of S buffers of the ring; a free slot takes the next
+ *               batch planned; the consumer finds batch k by its number
  *   plan        which records (and, PACK, which parts of them) make batch k
  *   gather      copying the planned bytes from the pool into the slot
  *
  * Invariants
  *   planned batches   = next_plan;  delivered batches = next_out <= next_plan
- *   slot k mod S holds batch k only after batch k - S was released
+ *   batches in flight (planned, not yet released) <= S
+ *   S grows by one when the consumer holds all S slots and asks for more
+ *   (as torch's DataLoader lets a loop keep every batch), up to max_slots
  *   batches are delivered in order k = 0, 1, 2... whatever thread gathered them
  *   resume point of batch k = (records fully consumed, elements of the next
  *   record consumed) after planning k; planning is sequential, so it is exact
@@ -76,11 +79,10 @@ struct cxlp_loader {
     uint32_t lent;
     int stopping, freed;
 
-    uint32_t nthreads, nslots;
+    uint32_t nthreads, nslots, cap_slots;
     pthread_t *threads;
-    struct slot *slots;
-    uint8_t *arena;
-    size_t arena_bytes;
+    struct slot **slots;     /* each slot its own allocation: the array grows */
+    uint64_t slot_bytes;
 };
 
 /* ---------------------------------------------------------------- plan --- */
@@ -180,7 +182,7 @@ static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
     /* planning state is committed only when the batch is kept (drop_last) */
     uint64_t done0 = l->records_done;
     while (pos < total) {
-        uint64_t id, elems;
+        uint64_t id, elems = 0;
         int have, rc = peek_id(l, &id, &have);
         if (rc)
             return rc;
@@ -329,8 +331,11 @@ static void *worker(void *arg)
         uint64_t k = l->next_plan;
         if (k >= l->end_batch)
             break;
-        struct slot *s = &l->slots[k % l->nslots];
-        if (s->state != SLOT_FREE) {
+        struct slot *s = NULL;
+        for (uint32_t i = 0; i < l->nslots && !s; i++)
+            if (l->slots[i]->state == SLOT_FREE)
+                s = l->slots[i];
+        if (!s) {
             pthread_cond_wait(&l->cv_free, &l->mu);
             continue;
         }
@@ -376,22 +381,73 @@ static void *worker(void *arg)
     return NULL;
 }
 
+static void slot_free(cxlp_loader *l, struct slot *s)
+{
+    if (!s)
+        return;
+    free(s->ids);
+    free(s->lengths);
+    free(s->seg_row);
+    free(s->seg_start);
+    free(s->seg_len);
+    free(s->seg_offset);
+    if (s->data)
+        munmap(s->data, (size_t)l->slot_bytes);
+    free(s);
+}
+
+/* Adds one slot to the ring (under mu, or before the threads start). Its
+ * data is an anonymous mapping of its own: page aligned, so it can be
+ * registered with CUDA (cudaHostRegister) or bound to a node. */
+static int slot_add(cxlp_loader *l)
+{
+    if (l->nslots == l->cap_slots) {
+        uint32_t cap = l->cap_slots ? 2 * l->cap_slots : 8;
+        struct slot **a = realloc(l->slots, cap * sizeof *a);
+        if (!a)
+            return -ENOMEM;
+        l->slots = a;
+        l->cap_slots = cap;
+    }
+    struct slot *s = calloc(1, sizeof *s);
+    if (!s)
+        return -ENOMEM;
+    uint64_t rows = l->o.batch_size;
+    s->data = mmap(NULL, (size_t)l->slot_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (s->data == MAP_FAILED) {
+        int e = errno;
+        s->data = NULL;
+        slot_free(l, s);
+        return -e;
+    }
+    s->b.data = s->data;
+    s->b.row_bytes = l->row_bytes;
+    int bad = 0;
+    if (l->o.collate == CXLP_COLLATE_PACK) {
+        bad = grow_segments(s, rows * 2) != 0;
+    } else {
+        s->ids = malloc(rows * sizeof(uint64_t));
+        s->ids_cap = rows;
+        bad = !s->ids;
+    }
+    if (!bad && l->o.collate != CXLP_COLLATE_STACK)
+        bad = !(s->lengths = malloc(rows * sizeof(int64_t)));
+    if (bad) {
+        slot_free(l, s);
+        return -ENOMEM;
+    }
+    l->slots[l->nslots++] = s;
+    return 0;
+}
+
 static void destroy(cxlp_loader *l)
 {
-    for (uint32_t i = 0; l->slots && i < l->nslots; i++) {
-        struct slot *s = &l->slots[i];
-        free(s->ids);
-        free(s->lengths);
-        free(s->seg_row);
-        free(s->seg_start);
-        free(s->seg_len);
-        free(s->seg_offset);
-    }
+    for (uint32_t i = 0; l->slots && i < l->nslots; i++)
+        slot_free(l, l->slots[i]);
     free(l->slots);
     free(l->idbuf);
     free(l->threads);
-    if (l->arena)
-        munmap(l->arena, l->arena_bytes);
     pthread_mutex_destroy(&l->mu);
     pthread_cond_destroy(&l->cv_free);
     pthread_cond_destroy(&l->cv_ready);
@@ -449,6 +505,8 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     l->index_ctx = index_ctx;
     l->nthreads = opts->threads ? opts->threads : 1;
     l->nslots = opts->slots ? opts->slots : 2 * l->nthreads + 2;
+    if (opts->max_slots && opts->max_slots < l->nslots)
+        l->nslots = opts->max_slots;
     l->end_batch = UINT64_MAX;
     l->cur_off = opts->first_offset;
     pthread_mutex_init(&l->mu, NULL);
@@ -463,44 +521,23 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
         if (mul_overflow_u64(opts->seq_len, (uint64_t)l->itemsize, &l->row_bytes))
             goto too_big;
     }
-    uint64_t slot_bytes, arena;
-    if (mul_overflow_u64(rows, l->row_bytes, &slot_bytes))
+    uint64_t slot_bytes;
+    if (mul_overflow_u64(rows, l->row_bytes, &slot_bytes) || slot_bytes > ((uint64_t)1 << 40))
         goto too_big;
-    slot_bytes = ALIGN_UP(slot_bytes ? slot_bytes : 1, 4096);
-    if (mul_overflow_u64(slot_bytes, l->nslots, &arena) || arena > ((uint64_t)1 << 40))
-        goto too_big;
-    /* one anonymous mapping for all slots: page aligned, so it can be
-     * registered with CUDA (cudaHostRegister) or bound to a node in one go */
-    l->arena_bytes = (size_t)arena;
-    l->arena = mmap(NULL, l->arena_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (l->arena == MAP_FAILED) {
-        l->arena = NULL;
-        rc = seterr(NULL, -errno, "loader: mmap of %zu bytes for %u slots: %s", l->arena_bytes,
-                    l->nslots, strerror(errno));
-        goto fail;
-    }
+    l->slot_bytes = ALIGN_UP(slot_bytes ? slot_bytes : 1, 4096);
     l->idbuf_cap = MAX(rows, 1024);
     l->idbuf = malloc(l->idbuf_cap * sizeof(uint64_t));
-    l->slots = calloc(l->nslots, sizeof *l->slots);
     l->threads = calloc(l->nthreads, sizeof *l->threads);
-    if (!l->idbuf || !l->slots || !l->threads)
+    if (!l->idbuf || !l->threads)
         goto nomem;
-    for (uint32_t i = 0; i < l->nslots; i++) {
-        struct slot *s = &l->slots[i];
-        s->data = l->arena + (uint64_t)i * slot_bytes;
-        s->b.data = s->data;
-        s->b.row_bytes = l->row_bytes;
-        if (opts->collate == CXLP_COLLATE_PACK) {
-            if (grow_segments(s, rows * 2))
-                goto nomem;
-        } else {
-            s->ids = malloc(rows * sizeof(uint64_t));
-            s->ids_cap = rows;
-            if (!s->ids)
-                goto nomem;
+    uint32_t want = l->nslots;
+    l->nslots = 0;
+    for (uint32_t i = 0; i < want; i++) {
+        if ((rc = slot_add(l))) {
+            rc = seterr(NULL, rc, "loader: %u slots of %llu bytes: %s", want,
+                        (unsigned long long)l->slot_bytes, strerror(-rc));
+            goto fail;
         }
-        if (opts->collate != CXLP_COLLATE_STACK && !(s->lengths = malloc(rows * sizeof(int64_t))))
-            goto nomem;
     }
     for (uint32_t i = 0; i < l->nthreads; i++) {
         if ((rc = pthread_create(&l->threads[i], NULL, worker, l))) {
@@ -557,8 +594,15 @@ int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out)
             *out = NULL;
             return 0;
         }
-        struct slot *s = &l->slots[k % l->nslots];
-        if (s->state == SLOT_READY && s->batch_no == k) {
+        struct slot *s = NULL;
+        int any_free = 0;
+        for (uint32_t i = 0; i < l->nslots; i++) {
+            struct slot *t = l->slots[i];
+            any_free |= t->state == SLOT_FREE;
+            if ((t->state == SLOT_READY || t->state == SLOT_FILLING) && t->batch_no == k)
+                s = t;
+        }
+        if (s && s->state == SLOT_READY) {
             l->next_out++;
             if (s->err) {
                 int rc = s->err;
@@ -573,12 +617,21 @@ int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out)
             *out = &s->b;
             return 0;
         }
-        if (s->state == SLOT_LENT && s->batch_no < k) {
-            pthread_mutex_unlock(&l->mu);
-            return seterr(&l->obj, CXLP_EBUSY,
-                          "loader: all %u ring slots are held by unreleased batches (batch %llu "
-                          "is still held); release batches or use more slots",
-                          l->nslots, (unsigned long long)s->batch_no);
+        if (!s && !any_free && k >= l->next_plan) {
+            /* batch k is not planned and every slot is lent to the consumer */
+            if (l->o.max_slots && l->nslots >= l->o.max_slots) {
+                pthread_mutex_unlock(&l->mu);
+                return seterr(&l->obj, CXLP_EBUSY,
+                              "loader: all %u ring slots are held by unreleased batches; "
+                              "release batches or raise max_slots", l->nslots);
+            }
+            int rc = slot_add(l);
+            if (rc) {
+                pthread_mutex_unlock(&l->mu);
+                return seterr(&l->obj, rc, "loader: growing the ring past %u slots: %s",
+                              l->nslots, strerror(-rc));
+            }
+            pthread_cond_broadcast(&l->cv_free);
         }
         pthread_cond_wait(&l->cv_ready, &l->mu);
     }

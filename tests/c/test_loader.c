@@ -280,7 +280,7 @@ static void test_errors_and_lifetime(void)
     mem_fixed(&m, 100, 8);
     struct rec_src src = src_of(&m, 1, 8);
     struct order o = {.n = 100, .mul = 1, .fail_at = 50};
-    struct cxlp_loader_opts opts = {.batch_size = 10, .threads = 2, .slots = 2,
+    struct cxlp_loader_opts opts = {.batch_size = 10, .threads = 2, .slots = 2, .max_slots = 2,
                                     .collate = CXLP_COLLATE_STACK, .numa_node = -1};
     cxlp_loader *l;
     /* an index source error reaches the consumer at its batch, in order */
@@ -311,6 +311,25 @@ static void test_errors_and_lifetime(void)
     cxlp_loader_release(l, b0);
     CHECK(((uint8_t *)b1->data)[0] == first);
     cxlp_loader_release(l, b1);
+
+    /* without max_slots the ring grows: a consumer may keep every batch */
+    o.pos = 0;
+    opts.max_slots = 0;
+    CHECK_OK(loader_create_src(&src, &opts, order_fn, &o, &l));
+    struct cxlp_batch *all[10];
+    for (int i = 0; i < 10; i++) {
+        CHECK_OK(cxlp_loader_next(l, &all[i]));
+        CHECK(all[i] && all[i]->index == (uint64_t)i);
+    }
+    CHECK_OK(cxlp_loader_next(l, &b));
+    CHECK(b == NULL);
+    for (int i = 0; i < 10; i++)
+        for (uint32_t r = 0; r < 10; r++)
+            CHECK(((uint8_t *)all[i]->data)[r * 8] == (uint8_t)(((i * 10 + r) + 3) % 100 * 31));
+    cxlp_loader_free(l);
+    for (int i = 9; i >= 0; i--)
+        cxlp_loader_release(l, all[i]);
+    opts.max_slots = 2;
 
     /* a record source error */
     m.len[42] = 7;
