@@ -382,6 +382,85 @@ struct cxlp_import_opts {
 CXLP_API int cxlp_import(cxlp_pool *p, const char *name, const char *src,
                          const struct cxlp_import_opts *opts);
 
+/* ======================================================================
+ * load: the gather engine
+ *
+ * Worker threads take batches of sample ids from an index source (a sampler),
+ * copy the records straight from the pool into slots of a batch ring, and
+ * publish the slots in order. The consumer borrows a slot (cxlp_loader_next)
+ * and hands it back (cxlp_loader_release) when the tensors that view it are
+ * gone; a slot is reused only after that. Collation:
+ *   STACK  fixed-size records back to back: n * record_size bytes
+ *   PAD    variable-length 1-D records, one per row of seq_len elements,
+ *          cut at seq_len, the rest filled with pad_value; lengths[] per row
+ *   PACK   variable-length records concatenated into rows of exactly seq_len
+ *          elements (a record may continue on the next row, or the next
+ *          batch); segments[] marks where each record starts in each row
+ * ====================================================================== */
+
+typedef struct cxlp_loader cxlp_loader;
+
+enum cxlp_collate { CXLP_COLLATE_STACK = 0, CXLP_COLLATE_PAD = 1, CXLP_COLLATE_PACK = 2 };
+
+/* The index source: writes up to max sample ids to out and their count to *n;
+ * *n == 0 ends the stream. Called by one loader thread at a time (under the
+ * loader's planning lock), never concurrently. Returns 0 or a negative code,
+ * which the consumer receives in place of the next batch. */
+typedef int (*cxlp_index_fn)(void *ctx, uint64_t *out, size_t max, size_t *n);
+
+struct cxlp_loader_opts {
+    uint32_t batch_size;     /* rows per batch (> 0) */
+    uint32_t threads;        /* gather threads; 0 means 1 */
+    uint32_t slots;          /* batches in the ring; 0 means 2 * threads + 2 */
+    uint32_t max_slots;      /* the ring grows by one slot when the consumer holds
+                                every slot and asks for the next batch, up to
+                                this; 0: no limit (a loop may keep every batch,
+                                as with torch's DataLoader) */
+    int collate;             /* enum cxlp_collate */
+    uint64_t seq_len;        /* PAD, PACK: elements per row (> 0) */
+    int64_t pad_value;       /* PAD, PACK: fill for the unused tail of a row */
+    int drop_last;           /* drop a final batch with fewer than batch_size rows */
+    int numa_node;           /* run gather threads on this node's CPUs; -1: anywhere */
+    uint64_t first_offset;   /* PACK resume: elements of the first record already
+                                delivered (from cxlp_batch.resume_offset) */
+};
+
+struct cxlp_batch {          /* borrowed from the ring until cxlp_loader_release */
+    uint64_t index;          /* 0, 1, 2... in delivery order */
+    uint32_t rows;           /* rows in this batch (<= batch_size) */
+    uint64_t row_bytes;      /* bytes per row (STACK: record_size) */
+    void *data;              /* rows * row_bytes bytes, 64-byte aligned */
+    const uint64_t *ids;     /* STACK, PAD: sample id per row; PACK: per segment */
+    const int64_t *lengths;  /* PAD, PACK: valid elements per row; STACK: NULL */
+    /* PACK: segment s covers row seg_row[s], elements [seg_start[s],
+     * seg_start[s] + seg_len[s]) of that row, holding elements
+     * [seg_offset[s], seg_offset[s] + seg_len[s]) of record ids[s]. */
+    uint64_t n_segments;
+    const int64_t *seg_row, *seg_start, *seg_len, *seg_offset;
+    /* Resume point after this batch: records fully consumed from the index
+     * stream since the loader started, and (PACK) elements of the next record
+     * already delivered. */
+    uint64_t resume_records;
+    uint64_t resume_offset;
+};
+
+/* Starts threads gathering from store s in the order index_fn gives.
+ * The store must stay open until cxlp_loader_free returns.
+ * CXLP_EARG names a bad option (e.g. PAD on fixed-size records). */
+CXLP_API int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
+                                cxlp_index_fn index_fn, void *index_ctx,
+                                cxlp_loader **out);
+/* Next batch in order; blocks until it is ready. Sets *out to NULL at the end
+ * of the stream. A gather or index error is returned here (the loader stays
+ * usable for cxlp_loader_free only); CXLP_EBUSY when every slot is held and
+ * max_slots is reached. One consumer thread. */
+CXLP_API int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out);
+/* Returns a batch's slot to the ring. Thread-safe; any order. */
+CXLP_API void cxlp_loader_release(cxlp_loader *l, struct cxlp_batch *b);
+/* Stops the threads. Batches not yet released stay valid; their memory goes
+ * when the last of them is released. NULL is a no-op. */
+CXLP_API void cxlp_loader_free(cxlp_loader *l);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,14 @@
+"""cxl_dataloader: PyTorch data loading from a CXL memory pool.
+
+One copy of a dataset lives in a pool (shared memory by default: emulated
+CXL; a NUMA node, a device-dax device or a file otherwise) and every process
+on the host reads it in place. ``CXLDataset`` returns zero-copy tensors;
+``CXLDataLoader`` builds batches in C threads.
+"""
+from ._core import CXLError
+from .pool import CXLMemoryPool
+from .dataset import CXLDataset
+from .loader import CXLDataLoader
+
+__all__ = ["CXLError", "CXLMemoryPool", "CXLDataset", "CXLDataLoader"]
+__version__ = "0.1.0"

@@ -1,0 +1,73 @@
+/*
+ * _core.h - what the CPython extension's files share. One .c per Python
+ * type; errors become exceptions in one place (core_raise).
+ *
+ * Ownership chain (each arrow is a strong reference), so that memory a
+ * tensor views stays mapped as long as the tensor lives:
+ *   tensor -> DLPack capsule ctx -> Array -> owner (Store | Batch)
+ *   Batch -> Loader -> Store;  Store holds the C store, which holds the pool
+ *   mapping (attachment) even after the Pool object is closed.
+ */
+#ifndef CXLP_CORE_H
+#define CXLP_CORE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "cxlpool.h"
+
+#define MIN_U64(a, b) ((uint64_t)(a) < (uint64_t)(b) ? (uint64_t)(a) : (uint64_t)(b))
+
+extern PyObject *CoreError;
+extern PyTypeObject PoolType, StoreType, ArrayType, LoaderType, BatchType;
+
+/* Raises CoreError(code, message) from rc and the handle's message (NULL:
+ * the thread's). Returns NULL for `return core_raise(...)`. */
+PyObject *core_raise(int rc, const void *handle);
+
+typedef struct {
+    PyObject_HEAD
+    cxlp_pool *p;
+    PyObject *spec;
+} PoolObject;
+
+typedef struct {
+    PyObject_HEAD
+    cxlp_store *s;
+    PyObject *name;
+    int closed;              /* close() asked; the C store goes at dealloc */
+} StoreObject;
+
+#define ARRAY_MAX_DIMS 5
+/* A borrowed n-d view of memory owned by owner; exports DLPack and the
+ * buffer protocol (read-only). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *owner;
+    void *data;
+    int dtype;               /* enum cxlp_dtype */
+    int ndim;
+    int64_t shape[ARRAY_MAX_DIMS];
+    Py_ssize_t bshape[ARRAY_MAX_DIMS], bstrides[ARRAY_MAX_DIMS];
+} ArrayObject;
+
+/* New Array over data; takes a new reference to owner. */
+PyObject *array_new(PyObject *owner, void *data, int dtype, int ndim, const int64_t *shape);
+
+typedef struct {
+    PyObject_HEAD
+    cxlp_loader *l;
+    PyObject *store;         /* StoreObject */
+    Py_buffer order;         /* the sample ids, int64 or uint64 */
+    uint64_t pos;            /* next position in order handed to the engine */
+    int collate;
+    uint64_t seq_len;
+} LoaderObject;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *loader;        /* LoaderObject */
+    struct cxlp_batch *b;    /* released in dealloc */
+} BatchObject;
+
+#endif

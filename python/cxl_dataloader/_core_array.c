@@ -1,0 +1,289 @@
+/*
+ * _core_array.c - Array: an n-d view of pool or ring memory, exported to
+ * torch by DLPack (the protocol exactly: DLManagedTensorVersioned in a
+ * "dltensor_versioned" capsule, renamed "used_dltensor_versioned" by the
+ * consumer; one allocation for struct + shape + strides; manager_ctx holds
+ * the Array, so the memory stays mapped while any tensor views it; the
+ * deleter takes the GIL) and to numpy by the buffer protocol (read-only).
+ * The legacy unversioned capsule is produced for consumers that do not ask
+ * for max_version >= (1, 0).
+ */
+#include "_core.h"
+#include "dlpack.h"
+
+static DLDataType dl_dtype(int dt)
+{
+    DLDataType d = {kDLUInt, 8, 1};
+    switch (dt) {
+    case CXLP_DT_U8: d.code = kDLUInt; d.bits = 8; break;
+    case CXLP_DT_I8: d.code = kDLInt; d.bits = 8; break;
+    case CXLP_DT_U16: d.code = kDLUInt; d.bits = 16; break;
+    case CXLP_DT_I16: d.code = kDLInt; d.bits = 16; break;
+    case CXLP_DT_U32: d.code = kDLUInt; d.bits = 32; break;
+    case CXLP_DT_I32: d.code = kDLInt; d.bits = 32; break;
+    case CXLP_DT_U64: d.code = kDLUInt; d.bits = 64; break;
+    case CXLP_DT_I64: d.code = kDLInt; d.bits = 64; break;
+    case CXLP_DT_F16: d.code = kDLFloat; d.bits = 16; break;
+    case CXLP_DT_BF16: d.code = kDLBfloat; d.bits = 16; break;
+    case CXLP_DT_F32: d.code = kDLFloat; d.bits = 32; break;
+    case CXLP_DT_F64: d.code = kDLFloat; d.bits = 64; break;
+    case CXLP_DT_BOOL: d.code = kDLBool; d.bits = 8; break;
+    default: break;
+    }
+    return d;
+}
+
+static const char *buffer_format(int dt)
+{
+    switch (dt) {
+    case CXLP_DT_U8: return "B";
+    case CXLP_DT_I8: return "b";
+    case CXLP_DT_U16: return "H";
+    case CXLP_DT_I16: return "h";
+    case CXLP_DT_U32: return "I";
+    case CXLP_DT_I32: return "i";
+    case CXLP_DT_U64: return "Q";
+    case CXLP_DT_I64: return "q";
+    case CXLP_DT_F16: return "e";
+    case CXLP_DT_F32: return "f";
+    case CXLP_DT_F64: return "d";
+    case CXLP_DT_BOOL: return "?";
+    default: return NULL; /* bfloat16 has no struct-module code */
+    }
+}
+
+PyObject *array_new(PyObject *owner, void *data, int dtype, int ndim, const int64_t *shape)
+{
+    if (ndim < 0 || ndim > ARRAY_MAX_DIMS)
+        return PyErr_Format(PyExc_ValueError, "array of %d dimensions (max %d)", ndim,
+                            ARRAY_MAX_DIMS);
+    ArrayObject *a = PyObject_New(ArrayObject, &ArrayType);
+    if (!a)
+        return NULL;
+    a->owner = Py_NewRef(owner);
+    a->data = data;
+    a->dtype = dtype;
+    a->ndim = ndim;
+    Py_ssize_t stride = cxlp_dtype_size(dtype);
+    for (int i = ndim - 1; i >= 0; i--) {
+        a->shape[i] = shape[i];
+        a->bshape[i] = (Py_ssize_t)shape[i];
+        a->bstrides[i] = stride;
+        stride *= (Py_ssize_t)shape[i];
+    }
+    return (PyObject *)a;
+}
+
+static void array_dealloc(ArrayObject *a)
+{
+    Py_XDECREF(a->owner);
+    PyObject_Free(a);
+}
+
+/* Memory a consumer may write: ring slots yes, pool memory no. */
+static int array_readonly(const ArrayObject *a)
+{
+    return !PyObject_TypeCheck(a->owner, &BatchType);
+}
+
+/* ---- DLPack ---- */
+
+static void fill_tensor(ArrayObject *a, DLTensor *t, int64_t *shape, int64_t *strides)
+{
+    t->data = a->data;
+    t->device.device_type = kDLCPU;
+    t->device.device_id = 0;
+    t->ndim = a->ndim;
+    t->dtype = dl_dtype(a->dtype);
+    int64_t stride = 1;
+    for (int i = a->ndim - 1; i >= 0; i--) {
+        shape[i] = a->shape[i];
+        strides[i] = stride;
+        stride *= a->shape[i];
+    }
+    t->shape = shape;
+    t->strides = strides;
+    t->byte_offset = 0;
+}
+
+static void release_owner(void *ctx)
+{
+    if (!Py_IsInitialized())
+        return; /* interpreter gone: the process is exiting, nothing to return */
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_DECREF((PyObject *)ctx);
+    PyGILState_Release(g);
+}
+
+static void deleter_versioned(DLManagedTensorVersioned *m)
+{
+    release_owner(m->manager_ctx);
+    PyMem_RawFree(m);
+}
+
+static void deleter_legacy(DLManagedTensor *m)
+{
+    release_owner(m->manager_ctx);
+    PyMem_RawFree(m);
+}
+
+static void capsule_versioned(PyObject *cap)
+{
+    if (PyCapsule_IsValid(cap, "used_dltensor_versioned"))
+        return;
+    DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
+    if (m && m->deleter)
+        m->deleter(m);
+    PyErr_Clear();
+}
+
+static void capsule_legacy(PyObject *cap)
+{
+    if (PyCapsule_IsValid(cap, "used_dltensor"))
+        return;
+    DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
+    if (m && m->deleter)
+        m->deleter(m);
+    PyErr_Clear();
+}
+
+static PyObject *array_dlpack(ArrayObject *a, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
+    PyObject *stream = Py_None, *max_version = Py_None, *dl_device = Py_None, *copy = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|$OOOO", kwlist, &stream, &max_version,
+                                     &dl_device, &copy))
+        return NULL;
+    if (stream != Py_None && !(PyLong_Check(stream) && PyLong_AsLong(stream) == -1))
+        return PyErr_Format(PyExc_ValueError, "stream must be None or -1 for CPU memory");
+    if (copy == Py_True)
+        return PyErr_Format(PyExc_BufferError, "copy=True: this array exports views only");
+    if (dl_device != Py_None) {
+        int dt = 0, di = 0;
+        if (!PyArg_ParseTuple(dl_device, "ii", &dt, &di))
+            return NULL;
+        if (dt != kDLCPU)
+            return PyErr_Format(PyExc_BufferError, "dl_device %d: only CPU (1) is served", dt);
+    }
+    long major = 0;
+    if (max_version != Py_None) {
+        long minor;
+        if (!PyArg_ParseTuple(max_version, "ll", &major, &minor))
+            return NULL;
+    }
+    size_t dims = (size_t)a->ndim * 2 * sizeof(int64_t);
+    if (major >= 1) {
+        DLManagedTensorVersioned *m = PyMem_RawMalloc(sizeof *m + dims);
+        if (!m)
+            return PyErr_NoMemory();
+        int64_t *shape = (int64_t *)(m + 1);
+        m->version.major = DLPACK_MAJOR_VERSION;
+        m->version.minor = DLPACK_MINOR_VERSION;
+        m->manager_ctx = Py_NewRef(a);
+        m->deleter = deleter_versioned;
+        m->flags = array_readonly(a) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+        fill_tensor(a, &m->dl_tensor, shape, shape + a->ndim);
+        PyObject *cap = PyCapsule_New(m, "dltensor_versioned", capsule_versioned);
+        if (!cap)
+            deleter_versioned(m);
+        return cap;
+    }
+    DLManagedTensor *m = PyMem_RawMalloc(sizeof *m + dims);
+    if (!m)
+        return PyErr_NoMemory();
+    int64_t *shape = (int64_t *)(m + 1);
+    m->manager_ctx = Py_NewRef(a);
+    m->deleter = deleter_legacy;
+    fill_tensor(a, &m->dl_tensor, shape, shape + a->ndim);
+    PyObject *cap = PyCapsule_New(m, "dltensor", capsule_legacy);
+    if (!cap)
+        deleter_legacy(m);
+    return cap;
+}
+
+static PyObject *array_dlpack_device(ArrayObject *a, PyObject *unused)
+{
+    (void)a;
+    (void)unused;
+    return Py_BuildValue("(ii)", kDLCPU, 0);
+}
+
+/* ---- buffer protocol ---- */
+
+static int array_getbuffer(ArrayObject *a, Py_buffer *view, int flags)
+{
+    const char *fmt = buffer_format(a->dtype);
+    if (!fmt) {
+        PyErr_Format(PyExc_BufferError, "dtype %s has no buffer format; use DLPack",
+                     cxlp_dtype_name(a->dtype));
+        return -1;
+    }
+    if ((flags & PyBUF_WRITABLE) && array_readonly(a)) {
+        PyErr_SetString(PyExc_BufferError, "pool memory is read-only");
+        return -1;
+    }
+    Py_ssize_t n = 1;
+    for (int i = 0; i < a->ndim; i++)
+        n *= a->bshape[i];
+    view->buf = a->data;
+    view->obj = Py_NewRef(a);
+    view->itemsize = cxlp_dtype_size(a->dtype);
+    view->len = n * view->itemsize;
+    view->readonly = array_readonly(a);
+    view->ndim = a->ndim;
+    view->format = (flags & PyBUF_FORMAT) ? (char *)fmt : NULL;
+    view->shape = (flags & PyBUF_ND) ? a->bshape : NULL;
+    view->strides = (flags & PyBUF_STRIDES) ? a->bstrides : NULL;
+    view->suboffsets = NULL;
+    view->internal = NULL;
+    return 0;
+}
+
+static PyBufferProcs array_as_buffer = {(getbufferproc)array_getbuffer, NULL};
+
+static PyObject *array_get_shape(ArrayObject *a, void *c)
+{
+    (void)c;
+    PyObject *t = PyTuple_New(a->ndim);
+    for (int i = 0; t && i < a->ndim; i++)
+        PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(a->shape[i]));
+    return t;
+}
+
+static PyObject *array_get_dtype(ArrayObject *a, void *c)
+{
+    (void)c;
+    return PyUnicode_FromString(cxlp_dtype_name(a->dtype));
+}
+
+static PyObject *array_get_readonly(ArrayObject *a, void *c)
+{
+    (void)c;
+    return PyBool_FromLong(array_readonly(a));
+}
+
+static PyMethodDef array_methods[] = {
+    {"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "DLPack capsule viewing this memory (no copy)."},
+    {"__dlpack_device__", (PyCFunction)array_dlpack_device, METH_NOARGS, "(kDLCPU, 0)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef array_getset[] = {
+    {"shape", (getter)array_get_shape, NULL, "shape", NULL},
+    {"dtype", (getter)array_get_dtype, NULL, "dtype name (cxlpool's)", NULL},
+    {"readonly", (getter)array_get_readonly, NULL, "True for pool memory", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject ArrayType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cxl_dataloader._core.Array",
+    .tp_basicsize = sizeof(ArrayObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A zero-copy view of pool or batch-ring memory (DLPack, buffer protocol).",
+    .tp_dealloc = (destructor)array_dealloc,
+    .tp_methods = array_methods,
+    .tp_getset = array_getset,
+    .tp_as_buffer = &array_as_buffer,
+};

@@ -1,0 +1,236 @@
+/*
+ * _core_loader.c - Loader: the C gather engine over an order of sample ids;
+ * Batch: one ring slot lent to Python. The engine's threads read the order
+ * buffer directly (no GIL, no per-sample Python); next() releases the GIL
+ * while it waits. A slot goes back to the ring when its Batch and every
+ * Array/tensor viewing it are gone.
+ */
+#include "_core.h"
+
+/* index source over the order buffer: runs on engine threads without the
+ * GIL; it only reads memory the Loader pins (Py_buffer) */
+static int order_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
+{
+    LoaderObject *l = ctx;
+    uint64_t total = (uint64_t)(l->order.len / 8);
+    uint64_t k = MIN_U64(max, total - l->pos);
+    memcpy(out, (const uint64_t *)l->order.buf + l->pos, (size_t)k * 8);
+    l->pos += k;
+    *n = (size_t)k;
+    return 0;
+}
+
+static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"store", "order", "batch_size", "threads", "slots", "collate",
+                             "seq_len", "pad_value", "drop_last", "numa_node", "first_offset",
+                             NULL};
+    StoreObject *store;
+    PyObject *order;
+    unsigned int batch_size, threads = 1, slots = 0;
+    int collate = CXLP_COLLATE_STACK, drop_last = 0, numa_node = -1;
+    unsigned long long seq_len = 0, first_offset = 0;
+    long long pad_value = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiK", kwlist, &StoreType, &store,
+                                     &order, &batch_size, &threads, &slots, &collate, &seq_len,
+                                     &pad_value, &drop_last, &numa_node, &first_offset))
+        return -1;
+    if (self->l) {
+        PyErr_SetString(PyExc_RuntimeError, "Loader already initialized");
+        return -1;
+    }
+    if (!store->s || store->closed) {
+        PyErr_SetString(PyExc_ValueError, "dataset is closed");
+        return -1;
+    }
+    if (PyObject_GetBuffer(order, &self->order, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        return -1;
+    const char *f = self->order.format ? self->order.format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    if (self->order.itemsize != 8 || !strchr("qQlL", *f)) {
+        PyBuffer_Release(&self->order);
+        PyErr_Format(PyExc_TypeError, "order must be a contiguous int64 or uint64 buffer, got "
+                     "format '%s' itemsize %zd", self->order.format ? self->order.format : "B",
+                     self->order.itemsize);
+        return -1;
+    }
+    /* ids out of range fail in the engine with the record named; checking
+     * here once is cheaper than a surprise mid-epoch */
+    uint64_t n = cxlp_store_count(store->s), cnt = (uint64_t)(self->order.len / 8);
+    const uint64_t *ids = self->order.buf;
+    for (uint64_t i = 0; i < cnt; i++)
+        if (ids[i] >= n) {
+            PyBuffer_Release(&self->order);
+            PyErr_Format(PyExc_IndexError, "order[%llu] = %lld is outside the dataset's %llu records",
+                         (unsigned long long)i, (long long)ids[i], (unsigned long long)n);
+            return -1;
+        }
+    self->store = Py_NewRef(store);
+    self->collate = collate;
+    self->seq_len = seq_len;
+    struct cxlp_loader_opts o = {.batch_size = batch_size, .threads = threads, .slots = slots,
+                                 .collate = collate, .seq_len = seq_len, .pad_value = pad_value,
+                                 .drop_last = drop_last, .numa_node = numa_node,
+                                 .first_offset = first_offset};
+    int rc = cxlp_loader_create(store->s, &o, order_fn, self, &self->l);
+    if (rc) {
+        core_raise(rc, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+static void loader_dealloc(LoaderObject *self)
+{
+    if (self->l) {
+        Py_BEGIN_ALLOW_THREADS
+        cxlp_loader_free(self->l);
+        Py_END_ALLOW_THREADS
+    }
+    if (self->order.obj)
+        PyBuffer_Release(&self->order);
+    Py_XDECREF(self->store);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *loader_next(LoaderObject *self)
+{
+    if (!self->l) {
+        PyErr_SetString(PyExc_ValueError, "loader not initialized");
+        return NULL;
+    }
+    struct cxlp_batch *b = NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cxlp_loader_next(self->l, &b);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return core_raise(rc, self->l);
+    if (!b)
+        return NULL; /* StopIteration */
+    BatchObject *bo = PyObject_New(BatchObject, &BatchType);
+    if (!bo) {
+        cxlp_loader_release(self->l, b);
+        return NULL;
+    }
+    bo->loader = Py_NewRef(self);
+    bo->b = b;
+    return (PyObject *)bo;
+}
+
+PyTypeObject LoaderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cxl_dataloader._core.Loader",
+    .tp_basicsize = sizeof(LoaderObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Loader(store, order, batch_size, *, threads=1, slots=0, collate=COLLATE_STACK, "
+              "seq_len=0, pad_value=0, drop_last=False, numa_node=-1, first_offset=0)",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)loader_init,
+    .tp_dealloc = (destructor)loader_dealloc,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)loader_next,
+};
+
+/* ---- Batch ---- */
+
+static void batch_dealloc(BatchObject *self)
+{
+    LoaderObject *l = (LoaderObject *)self->loader;
+    cxlp_loader_release(l->l, self->b);
+    Py_DECREF(self->loader);
+    PyObject_Free(self);
+}
+
+static PyObject *batch_data(BatchObject *self, void *c)
+{
+    (void)c;
+    LoaderObject *l = (LoaderObject *)self->loader;
+    const struct cxlp_schema *sc = cxlp_store_schema(((StoreObject *)l->store)->s);
+    struct cxlp_batch *b = self->b;
+    int64_t shape[ARRAY_MAX_DIMS] = {b->rows};
+    if (l->collate != CXLP_COLLATE_STACK) {
+        shape[1] = (int64_t)l->seq_len;
+        return array_new((PyObject *)self, b->data, sc->fields[0].dtype, 2, shape);
+    }
+    if (sc->n_fields == 1 && sc->fields[0].ndim < ARRAY_MAX_DIMS) {
+        const struct cxlp_field *f = &sc->fields[0];
+        for (int d = 0; d < f->ndim; d++)
+            shape[d + 1] = (int64_t)f->shape[d];
+        return array_new((PyObject *)self, b->data, f->dtype, f->ndim + 1, shape);
+    }
+    shape[1] = (int64_t)b->row_bytes;
+    return array_new((PyObject *)self, b->data, CXLP_DT_U8, 2, shape);
+}
+
+static PyObject *batch_ids(BatchObject *self, void *c)
+{
+    (void)c;
+    LoaderObject *l = (LoaderObject *)self->loader;
+    int64_t n = l->collate == CXLP_COLLATE_PACK ? (int64_t)self->b->n_segments : self->b->rows;
+    return array_new((PyObject *)self, (void *)self->b->ids, CXLP_DT_I64, 1, &n);
+}
+
+static PyObject *batch_lengths(BatchObject *self, void *c)
+{
+    (void)c;
+    if (!self->b->lengths)
+        Py_RETURN_NONE;
+    int64_t n = self->b->rows;
+    return array_new((PyObject *)self, (void *)self->b->lengths, CXLP_DT_I64, 1, &n);
+}
+
+static PyObject *batch_segments(BatchObject *self, void *c)
+{
+    (void)c;
+    LoaderObject *l = (LoaderObject *)self->loader;
+    if (l->collate != CXLP_COLLATE_PACK)
+        Py_RETURN_NONE;
+    int64_t n = (int64_t)self->b->n_segments;
+    const int64_t *cols[4] = {self->b->seg_row, self->b->seg_start, self->b->seg_len,
+                              self->b->seg_offset};
+    PyObject *t = PyTuple_New(4);
+    for (int i = 0; t && i < 4; i++) {
+        PyObject *a = array_new((PyObject *)self, (void *)cols[i], CXLP_DT_I64, 1, &n);
+        if (!a) {
+            Py_CLEAR(t);
+            break;
+        }
+        PyTuple_SET_ITEM(t, i, a);
+    }
+    return t;
+}
+
+static PyObject *batch_int(BatchObject *self, void *c)
+{
+    const struct cxlp_batch *b = self->b;
+    switch ((int)(intptr_t)c) {
+    case 0: return PyLong_FromUnsignedLongLong(b->index);
+    case 1: return PyLong_FromUnsignedLong(b->rows);
+    case 2: return PyLong_FromUnsignedLongLong(b->resume_records);
+    default: return PyLong_FromUnsignedLongLong(b->resume_offset);
+    }
+}
+
+static PyGetSetDef batch_getset[] = {
+    {"data", (getter)batch_data, NULL, "the batch: [rows, ...] Array over the ring slot", NULL},
+    {"ids", (getter)batch_ids, NULL, "sample id per row (PACK: per segment)", NULL},
+    {"lengths", (getter)batch_lengths, NULL, "PAD/PACK: valid elements per row", NULL},
+    {"segments", (getter)batch_segments, NULL, "PACK: (row, start, len, offset) Arrays", NULL},
+    {"index", (getter)batch_int, NULL, "batch number", (void *)0},
+    {"rows", (getter)batch_int, NULL, "rows in this batch", (void *)1},
+    {"resume_records", (getter)batch_int, NULL, "records consumed after this batch", (void *)2},
+    {"resume_offset", (getter)batch_int, NULL, "PACK: elements of the next record consumed", (void *)3},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject BatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cxl_dataloader._core.Batch",
+    .tp_basicsize = sizeof(BatchObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "One batch lent from the ring; the slot returns when this and its arrays are gone.",
+    .tp_dealloc = (destructor)batch_dealloc,
+    .tp_getset = batch_getset,
+};

@@ -1,0 +1,272 @@
+/*
+ * _core_pool.c - Pool: create/open a pool, list, stat, verify, remove,
+ * import. Long calls release the GIL.
+ */
+#include "_core.h"
+
+static int pool_init(PoolObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"spec", "create", "size", "mode", "readonly", "catalog_bytes", NULL};
+    const char *spec;
+    int create = 0, readonly = 0;
+    unsigned long long size = 0, catalog_bytes = 0;
+    unsigned int mode = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$pKIpK", kwlist, &spec, &create, &size, &mode,
+                                     &readonly, &catalog_bytes))
+        return -1;
+    if (self->p) {
+        PyErr_SetString(PyExc_RuntimeError, "Pool already initialized");
+        return -1;
+    }
+    struct cxlp_pool_opts o = {.mode = mode, .catalog_bytes = catalog_bytes, .readonly = readonly};
+    int rc;
+    cxlp_pool *p = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rc = create ? cxlp_pool_create(spec, size, &o, &p) : cxlp_pool_open(spec, &o, &p);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        core_raise(rc, NULL);
+        return -1;
+    }
+    self->p = p;
+    self->spec = PyUnicode_FromString(spec);
+    return self->spec ? 0 : -1;
+}
+
+static void pool_dealloc(PoolObject *self)
+{
+    cxlp_pool_close(self->p);
+    Py_XDECREF(self->spec);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int pool_ok(PoolObject *self)
+{
+    if (!self->p) {
+        PyErr_SetString(PyExc_ValueError, "pool is closed");
+        return 0;
+    }
+    return 1;
+}
+
+static PyObject *pool_close(PoolObject *self, PyObject *unused)
+{
+    (void)unused;
+    cxlp_pool_close(self->p);
+    self->p = NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *info_dict(const struct cxlp_dataset_info *d)
+{
+    return Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:I,s:O,s:K,s:K,s:K}", "name", d->name,
+                         "version", (unsigned long long)d->version, "n_records",
+                         (unsigned long long)d->n_records, "data_bytes",
+                         (unsigned long long)d->data_bytes, "stored_bytes",
+                         (unsigned long long)d->stored_bytes, "n_shards", d->n_shards, "fixed",
+                         d->fixed ? Py_True : Py_False, "record_size",
+                         (unsigned long long)d->record_size, "n_docs",
+                         (unsigned long long)d->n_docs, "created_unix",
+                         (unsigned long long)d->created_unix);
+}
+
+PyObject *core_info_dict(const struct cxlp_dataset_info *d)
+{
+    return info_dict(d);
+}
+
+static PyObject *pool_list(PoolObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!pool_ok(self))
+        return NULL;
+    size_t cap = 64, n = 0;
+    struct cxlp_dataset_info *v = NULL;
+    int rc;
+    for (;;) {
+        v = PyMem_Realloc(v, cap * sizeof *v);
+        if (!v)
+            return PyErr_NoMemory();
+        rc = cxlp_pool_list(self->p, v, cap, &n);
+        if (rc || n <= cap)
+            break;
+        cap = n;
+    }
+    if (rc) {
+        PyMem_Free(v);
+        return core_raise(rc, self->p);
+    }
+    PyObject *out = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; out && i < n; i++) {
+        PyObject *d = info_dict(&v[i]);
+        if (!d) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, d);
+    }
+    PyMem_Free(v);
+    return out;
+}
+
+static PyObject *pool_stat(PoolObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!pool_ok(self))
+        return NULL;
+    struct cxlp_pool_stat st;
+    int rc = cxlp_pool_stat(self->p, &st);
+    if (rc)
+        return core_raise(rc, self->p);
+    return Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s}", "size",
+        (unsigned long long)st.size, "data_bytes", (unsigned long long)st.data_bytes,
+        "used_bytes", (unsigned long long)st.used_bytes, "reserved_bytes",
+        (unsigned long long)st.reserved_bytes, "deferred_bytes",
+        (unsigned long long)st.deferred_bytes, "free_bytes", (unsigned long long)st.free_bytes,
+        "largest_free", (unsigned long long)st.largest_free, "generation",
+        (unsigned long long)st.generation, "n_datasets", st.n_datasets, "live_leases",
+        st.live_leases, "lease_slots", st.lease_slots, "media", cxlp_media_name(st.media),
+        "emulated", st.emulated ? Py_True : Py_False, "numa_node", st.numa_node, "path", st.path);
+}
+
+static void collect_line(void *ctx, const char *line)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *s = PyUnicode_FromString(line);
+    if (s) {
+        PyList_Append((PyObject *)ctx, s);
+        Py_DECREF(s);
+    }
+    PyGILState_Release(g);
+}
+
+static PyObject *pool_verify(PoolObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!pool_ok(self))
+        return NULL;
+    PyObject *lines = PyList_New(0);
+    if (!lines)
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cxlp_pool_verify(self->p, collect_line, lines);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        Py_DECREF(lines);
+        return core_raise(rc, self->p);
+    }
+    return lines;
+}
+
+static PyObject *pool_remove(PoolObject *self, PyObject *arg)
+{
+    if (!pool_ok(self))
+        return NULL;
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name)
+        return NULL;
+    int rc = cxlp_pool_remove(self->p, name);
+    if (rc)
+        return core_raise(rc, self->p);
+    Py_RETURN_NONE;
+}
+
+struct progress_ctx {
+    PyObject *fn;
+    int failed;
+};
+
+static void progress_cb(void *ctx, uint64_t done, uint64_t total)
+{
+    struct progress_ctx *pc = ctx;
+    if (pc->failed)
+        return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *r = PyObject_CallFunction(pc->fn, "KK", (unsigned long long)done,
+                                        (unsigned long long)total);
+    if (!r) {
+        PyErr_WriteUnraisable(pc->fn);
+        pc->failed = 1;
+    }
+    Py_XDECREF(r);
+    PyGILState_Release(g);
+}
+
+static PyObject *pool_import(PoolObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"name", "src", "format", "record_size", "dtype", "shard_bytes",
+                             "progress", NULL};
+    const char *name, *src, *format = "auto", *dtype = NULL;
+    unsigned long long record_size = 0, shard_bytes = 0;
+    PyObject *progress = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sKzKO", kwlist, &name, &src, &format,
+                                     &record_size, &dtype, &shard_bytes, &progress))
+        return NULL;
+    if (!pool_ok(self))
+        return NULL;
+    struct cxlp_import_opts o = {.record_size = record_size, .dtype = -1,
+                                 .shard_bytes = shard_bytes};
+    o.format = cxlp_format_parse(format);
+    if (o.format < 0)
+        return PyErr_Format(PyExc_ValueError, "format '%s': expected auto, raw, npy or megatron",
+                            format);
+    if (dtype && (o.dtype = cxlp_dtype_parse(dtype)) < 0)
+        return PyErr_Format(PyExc_ValueError, "dtype '%s' is not a cxlpool dtype", dtype);
+    struct progress_ctx pc = {.fn = progress};
+    if (progress != Py_None) {
+        o.progress = progress_cb;
+        o.progress_ctx = &pc;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cxlp_import(self->p, name, src, &o);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return core_raise(rc, self->p);
+    Py_RETURN_NONE;
+}
+
+static PyObject *pool_get_spec(PoolObject *self, void *closure)
+{
+    (void)closure;
+    return Py_NewRef(self->spec ? self->spec : Py_None);
+}
+
+static PyObject *pool_get_closed(PoolObject *self, void *closure)
+{
+    (void)closure;
+    return PyBool_FromLong(self->p == NULL);
+}
+
+static PyMethodDef pool_methods[] = {
+    {"close", (PyCFunction)pool_close, METH_NOARGS, "Detach (open datasets stay usable)."},
+    {"list", (PyCFunction)pool_list, METH_NOARGS, "Datasets in the catalog, as dicts."},
+    {"stat", (PyCFunction)pool_stat, METH_NOARGS, "Space, leases, media, as a dict."},
+    {"verify", (PyCFunction)pool_verify, METH_NOARGS, "Check structure and every checksum."},
+    {"remove", (PyCFunction)pool_remove, METH_O, "remove(name): drop a dataset."},
+    {"import_", (PyCFunction)(void (*)(void))pool_import, METH_VARARGS | METH_KEYWORDS,
+     "import_(name, src, *, format='auto', record_size=0, dtype=None, shard_bytes=0, "
+     "progress=None): ingest a raw, .npy or Megatron dataset."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef pool_getset[] = {
+    {"spec", (getter)pool_get_spec, NULL, "the pool spec", NULL},
+    {"closed", (getter)pool_get_closed, NULL, "True after close()", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject PoolType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cxl_dataloader._core.Pool",
+    .tp_basicsize = sizeof(PoolObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "Pool(spec, *, create=False, size=0, mode=0, readonly=False, catalog_bytes=0)",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)pool_init,
+    .tp_dealloc = (destructor)pool_dealloc,
+    .tp_methods = pool_methods,
+    .tp_getset = pool_getset,
+};

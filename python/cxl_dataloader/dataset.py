@@ -1,0 +1,78 @@
+"""CXLDataset: a map-style torch Dataset over one dataset of a pool."""
+from __future__ import annotations
+
+import os
+from typing import Any, Optional, Union
+
+import torch
+
+from . import _core
+from .pool import CXLMemoryPool, make_spec
+
+
+class CXLDataset(torch.utils.data.Dataset):
+    """``ds[i]`` is a tensor viewing record i in pool memory (no copy).
+
+    Tensors are read-only views: the dataset attaches its pool read-only, so
+    the pages are mapped without write permission and a write through a
+    tensor faults instead of corrupting the pool. Clone a tensor before
+    modifying it in place. A tensor keeps the mapping alive after the dataset
+    and pool objects are gone.
+
+    Pickling sends a reference (pool spec and dataset name), not data: each
+    DataLoader worker attaches the same pool.
+    """
+
+    def __init__(self, pool: Union[CXLMemoryPool, str], name: str) -> None:
+        self.spec = pool.spec if isinstance(pool, CXLMemoryPool) else make_spec(pool)
+        self.name = name
+        self._attach()
+
+    def _attach(self) -> None:
+        pool = _core.Pool(self.spec, readonly=True)
+        try:
+            self._store = _core.Store(pool, self.name)
+        finally:
+            pool.close()  # the store keeps the mapping
+        self._len = len(self._store)
+        self.schema = self._store.schema()
+
+    @classmethod
+    def ingest(cls, pool: CXLMemoryPool, name: str, source: Union[str, os.PathLike], *,
+               format: str = "auto", record_size: int = 0, dtype: Optional[str] = None,
+               progress: Optional[bool] = None) -> "CXLDataset":
+        pool.ingest(name, source, format=format, record_size=record_size, dtype=dtype,
+                    progress=progress)
+        return cls(pool, name)
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __getitem__(self, i: int) -> Any:
+        rec = self._store.get(int(i))
+        if isinstance(rec, dict):
+            return {k: torch.from_dlpack(v) for k, v in rec.items()}
+        return torch.from_dlpack(rec)
+
+    @property
+    def store(self) -> "_core.Store":
+        return self._store
+
+    def documents(self) -> Optional[torch.Tensor]:
+        """Document start ids (Megatron imports), n_docs + 1 entries."""
+        d = self._store.docs()
+        return None if d is None else torch.from_dlpack(d)
+
+    def info(self) -> dict:
+        return self._store.info()
+
+    def __getstate__(self) -> dict:
+        return {"spec": self.spec, "name": self.name}
+
+    def __setstate__(self, state: dict) -> None:
+        self.spec = state["spec"]
+        self.name = state["name"]
+        self._attach()
+
+    def __repr__(self) -> str:
+        return f"CXLDataset({self.spec!r}, {self.name!r}, {self._len} records)"

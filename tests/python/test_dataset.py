@@ -1,0 +1,83 @@
+"""CXLDataset: zero-copy tensors, pickling by reference, workers, lifetime."""
+from __future__ import annotations
+
+import gc
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import torch
+
+from cxl_dataloader import CXLDataset, CXLMemoryPool
+
+
+def test_getitem_is_a_view_of_pool_memory(pool: CXLMemoryPool, tmp_path) -> None:
+    arr = np.random.default_rng(0).standard_normal((500, 4, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", arr)
+    ds = CXLDataset.ingest(pool, "x", tmp_path / "x.npy")
+    assert len(ds) == 500
+    for i in (0, 1, 250, 499, -1):
+        t = ds[i]
+        assert t.dtype == torch.float32 and t.shape == (4, 8)
+        assert torch.equal(t, torch.from_numpy(arr[i]))
+    # the same record twice is the same memory: no copy was made
+    assert ds[7].data_ptr() == ds[7].data_ptr()
+    assert ds[8].data_ptr() - ds[7].data_ptr() == 4 * 8 * 4
+
+
+def test_token_dataset_and_documents(pool: CXLMemoryPool, tokens) -> None:
+    prefix, seqs = tokens
+    ds = CXLDataset.ingest(pool, "tok", prefix, format="megatron")
+    assert len(ds) == len(seqs)
+    for i in (0, 5, 299):
+        assert torch.equal(ds[i], torch.from_numpy(seqs[i]))
+    assert ds.documents().tolist() == list(range(0, 301, 10))
+
+
+def test_pickles_as_a_reference(pool: CXLMemoryPool, tmp_path) -> None:
+    np.save(tmp_path / "big.npy", np.zeros((4096, 256), dtype=np.uint8))
+    ds = CXLDataset.ingest(pool, "big", tmp_path / "big.npy")
+    blob = pickle.dumps(ds)
+    assert len(blob) < 512  # 1 MiB of data, a few bytes of reference
+    ds2 = pickle.loads(blob)
+    assert len(ds2) == 4096 and ds2[3].data_ptr() != 0
+
+
+def test_works_in_torch_dataloader_with_workers(pool: CXLMemoryPool, tmp_path) -> None:
+    arr = np.arange(64 * 16, dtype=np.int64).reshape(64, 16)
+    np.save(tmp_path / "w.npy", arr)
+    ds = CXLDataset.ingest(pool, "w", tmp_path / "w.npy")
+    dl = torch.utils.data.DataLoader(ds, batch_size=8, num_workers=2)
+    got = torch.cat(list(dl))
+    assert torch.equal(got, torch.from_numpy(arr))
+
+
+def test_tensors_outlive_dataset_and_pool(pool: CXLMemoryPool, tmp_path) -> None:
+    arr = np.arange(1000, dtype=np.int32).reshape(100, 10)
+    np.save(tmp_path / "l.npy", arr)
+    ds = CXLDataset.ingest(pool, "l", tmp_path / "l.npy")
+    kept = [ds[i] for i in range(0, 100, 9)]
+    del ds
+    pool.close()
+    gc.collect()
+    for k, t in zip(range(0, 100, 9), kept):
+        assert t.tolist() == arr[k].tolist()
+
+
+def test_writing_a_tensor_never_reaches_the_pool(pool: CXLMemoryPool, tmp_path) -> None:
+    np.save(tmp_path / "ro.npy", np.ones((10, 10), dtype=np.float32))
+    CXLDataset.ingest(pool, "ro", tmp_path / "ro.npy")
+    code = textwrap.dedent(f"""
+        from cxl_dataloader import CXLDataset
+        ds = CXLDataset({pool.spec!r}, "ro")
+        t = ds[3]
+        t += 1   # the page is mapped without write permission: this faults
+        print("wrote")
+    """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode != 0 and "wrote" not in r.stdout
+    ds = CXLDataset(pool, "ro")
+    assert torch.equal(ds[3], torch.ones(10))
+    pool.verify()

@@ -1,0 +1,54 @@
+"""CXLMemoryPool through the public API."""
+from __future__ import annotations
+
+import os
+import uuid
+
+import numpy as np
+import pytest
+
+from cxl_dataloader import CXLError, CXLMemoryPool
+
+
+def test_create_attach_list_stat_remove(pool: CXLMemoryPool, tmp_path) -> None:
+    st = pool.stat()
+    assert st["media"] == "shm" and st["emulated"] is True
+    assert st["n_datasets"] == 0 and st["size"] == 256 << 20
+    np.save(tmp_path / "a.npy", np.arange(100, dtype=np.int32).reshape(10, 10))
+    pool.ingest("a", tmp_path / "a.npy")
+    assert "a" in pool and "b" not in pool
+    (d,) = pool.datasets()
+    assert d["name"] == "a" and d["n_records"] == 10 and d["fixed"] and d["record_size"] == 40
+    with CXLMemoryPool(pool.spec) as other:  # a second attachment sees it
+        assert [x["name"] for x in other.datasets()] == ["a"]
+    assert any("a" in line for line in pool.verify())
+    pool.remove("a")
+    assert pool.datasets() == []
+
+
+def test_errors_carry_code_and_context(pool: CXLMemoryPool, tmp_path) -> None:
+    with pytest.raises(CXLError) as e:
+        CXLMemoryPool(pool.spec.split(":")[1], create=True, size=16 << 20)
+    assert "exists" in e.value.args[1]
+    with pytest.raises(CXLError) as e:
+        CXLMemoryPool(f"nope-{uuid.uuid4().hex}")
+    assert "no such pool" in e.value.args[1]
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(b"x" * 10)
+    with pytest.raises(CXLError) as e:
+        pool.ingest("r", bad, format="raw", record_size=3)
+    assert str(bad) in e.value.args[1] and "multiple" in e.value.args[1]
+    assert pool.datasets() == []  # nothing half-made is visible
+    with pytest.raises(ValueError):
+        CXLMemoryPool("x", backend="s3")
+
+
+def test_exist_ok_attaches(pool: CXLMemoryPool) -> None:
+    name = pool.spec.split(":", 1)[1]
+    with CXLMemoryPool(name, create=True, size=16 << 20, exist_ok=True) as p:
+        assert p.stat()["size"] == 256 << 20
+
+
+def test_new_pool_is_private(pool: CXLMemoryPool) -> None:
+    path = pool.stat()["path"]
+    assert os.stat(path).st_mode & 0o777 == 0o600
