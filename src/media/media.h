@@ -45,6 +45,7 @@ struct media_ops {
     int (*create)(struct media *m, uint64_t size, uint32_t mode, char *err, size_t errlen);
     int (*open)(struct media *m, char *err, size_t errlen);
     int (*sync)(struct media *m, uint64_t off, uint64_t len);
+    int (*prepare)(struct media *m, uint64_t off, uint64_t len);
     int (*destroy)(struct media *m, char *err, size_t errlen);
     /* Move [off, off+len) to NUMA node; -EOPNOTSUPP where pages cannot move. */
     int (*migrate)(struct media *m, uint64_t off, uint64_t len, int node, uint64_t *moved);
@@ -69,6 +70,10 @@ void media_close(struct media *m);
 /* Makes [off, off+len) durable where the backend persists (file: msync;
  * devdax: msync; shm/numa: no-op). */
 int media_sync(struct media *m, uint64_t off, uint64_t len);
+/* Backs [off, off+len) with storage now (fallocate), so that a full /dev/shm
+ * or disk is an error here (-ENOSPC) instead of a SIGBUS on first touch of a
+ * sparse mapping. devdax memory is always there: no-op. */
+int media_prepare(struct media *m, uint64_t off, uint64_t len);
 /* Removes the backing object (shm_unlink / unlink); devdax: zeroes the first
  * 4 KiB so the device no longer holds a pool. */
 int media_destroy(const char *spec, char *err, size_t errlen);

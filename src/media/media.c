@@ -1,0 +1,271 @@
+/*
+ * media.c - pool specs and dispatch to the backends.
+ *
+ * A pool lives on exactly one media object, mapped whole, MAP_SHARED |
+ * MAP_NORESERVE: the mapping costs address space, not memory, so a sparse
+ * 1 TiB file maps instantly and pages arrive on first touch. Backends differ
+ * only in how the object is named, created, bound and made durable; that is
+ * all the vtable carries (the OS-specific part, like mimalloc's prim/).
+ *
+ * Rejected: a pool spread over several media objects. Tiers (later) place
+ * whole shards on other pools; one object per pool keeps offsets simple.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "media/media_impl.h"
+
+const char *cxlp_media_name(int kind)
+{
+    switch (kind) {
+    case CXLP_MEDIA_SHM: return "shm";
+    case CXLP_MEDIA_FILE: return "file";
+    case CXLP_MEDIA_NUMA: return "numa";
+    case CXLP_MEDIA_DEVDAX: return "devdax";
+    default: return "?";
+    }
+}
+
+int media_err(char *err, size_t errlen, int rc, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static const struct media_ops *ops_for(int kind)
+{
+    switch (kind) {
+    case CXLP_MEDIA_SHM: return &media_shm_ops;
+    case CXLP_MEDIA_FILE: return &media_file_ops;
+    case CXLP_MEDIA_NUMA: return &media_numa_ops;
+    case CXLP_MEDIA_DEVDAX: return &media_devdax_ops;
+    default: return NULL;
+    }
+}
+
+/* Shared-memory names: the object is /dev/shm/cxlp.NAME. A name is one path
+ * component of safe characters so no spec can reach outside /dev/shm. */
+static int valid_shm_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 200 || strcmp(s, ".") == 0 || strcmp(s, "..") == 0)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+static int parse_shm_name(struct media *m, const char *name, const char *spec,
+                          char *err, size_t errlen)
+{
+    if (!valid_shm_name(name))
+        return media_err(err, errlen, CXLP_EARG,
+                         "pool spec '%s': name '%s' must be 1-200 characters of "
+                         "[A-Za-z0-9._-]", spec, name);
+    snprintf(m->path, sizeof m->path, "/dev/shm/cxlp.%s", name);
+    return 0;
+}
+
+int media_parse(struct media *m, const char *spec, char *err, size_t errlen)
+{
+    memset(m, 0, sizeof *m);
+    m->fd = -1;
+    m->numa_node = -1;
+    if (!spec || !*spec)
+        return media_err(err, errlen, CXLP_EARG, "pool spec is empty");
+    const char *colon = strchr(spec, ':');
+    int rc;
+    if (!colon) {
+        m->kind = CXLP_MEDIA_SHM;
+        rc = parse_shm_name(m, spec, spec, err, errlen);
+    } else if (strncmp(spec, "shm:", 4) == 0) {
+        m->kind = CXLP_MEDIA_SHM;
+        rc = parse_shm_name(m, spec + 4, spec, err, errlen);
+    } else if (strncmp(spec, "file:", 5) == 0) {
+        m->kind = CXLP_MEDIA_FILE;
+        if (!spec[5])
+            return media_err(err, errlen, CXLP_EARG, "pool spec '%s': file path is empty", spec);
+        if (strlen(spec + 5) >= sizeof m->path)
+            return media_err(err, errlen, CXLP_EARG, "pool spec '%s': path too long", spec);
+        strlcpy0(m->path, spec + 5, sizeof m->path);
+        rc = 0;
+    } else if (strncmp(spec, "numa:", 5) == 0) {
+        m->kind = CXLP_MEDIA_NUMA;
+        char *end;
+        errno = 0;
+        long node = strtol(spec + 5, &end, 10);
+        if (end == spec + 5 || *end != ':' || errno || node < 0 || node > 1023)
+            return media_err(err, errlen, CXLP_EARG,
+                             "pool spec '%s': expected numa:NODE:NAME with NODE 0..1023", spec);
+        m->numa_node = (int)node;
+        rc = parse_shm_name(m, end + 1, spec, err, errlen);
+    } else if (strncmp(spec, "devdax:", 7) == 0) {
+        m->kind = CXLP_MEDIA_DEVDAX;
+        const char *p = spec + 7;
+        if (strncmp(p, "/dev/dax", 8) != 0 || strlen(p) >= sizeof m->path)
+            return media_err(err, errlen, CXLP_EARG,
+                             "pool spec '%s': expected devdax:/dev/daxX.Y", spec);
+        strlcpy0(m->path, p, sizeof m->path);
+        rc = 0;
+    } else {
+        return media_err(err, errlen, CXLP_EARG,
+                         "pool spec '%s': unknown backend (use NAME, shm:NAME, file:PATH, "
+                         "numa:NODE:NAME or devdax:/dev/daxX.Y)", spec);
+    }
+    if (rc == 0) {
+        m->ops = ops_for(m->kind);
+        m->align = 4096;
+    }
+    return rc;
+}
+
+int media_fstat(struct media *m, char *err, size_t errlen)
+{
+    struct stat st;
+    if (fstat(m->fd, &st) < 0)
+        return media_err(err, errlen, -errno, "%s: fstat: %s", m->path, strerror(errno));
+    m->owner = st.st_uid;
+    if (S_ISREG(st.st_mode))
+        m->size = (uint64_t)st.st_size;
+    return 0;
+}
+
+int media_map_fd(struct media *m, char *err, size_t errlen)
+{
+    if (m->size == 0)
+        return media_err(err, errlen, CXLP_EFORMAT, "%s: empty object, not a pool", m->path);
+    if (m->size > (uint64_t)SIZE_MAX)
+        return media_err(err, errlen, CXLP_EARG, "%s: too large to map", m->path);
+    int prot = PROT_READ | (m->writable ? PROT_WRITE : 0);
+    void *p = mmap(NULL, (size_t)m->size, prot, MAP_SHARED | MAP_NORESERVE, m->fd, 0);
+    if (p == MAP_FAILED)
+        return media_err(err, errlen, -errno, "%s: mmap of %llu bytes: %s", m->path,
+                         (unsigned long long)m->size, strerror(errno));
+    m->base = p;
+    return 0;
+}
+
+int media_msync(struct media *m, uint64_t off, uint64_t len)
+{
+    if (!m->base || !m->writable || len == 0)
+        return 0;
+    if (!range_ok(off, len, m->size))
+        return CXLP_ERANGE;
+    uint64_t pg = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t start = off & ~(pg - 1);
+    if (msync((uint8_t *)m->base + start, (size_t)(off + len - start), MS_SYNC) < 0)
+        return -errno;
+    return 0;
+}
+
+int media_create(struct media *m, const char *spec, uint64_t size, uint32_t mode,
+                 char *err, size_t errlen)
+{
+    int rc = media_parse(m, spec, err, errlen);
+    if (rc)
+        return rc;
+    if (size == 0)
+        return media_err(err, errlen, CXLP_EARG, "%s: size must be > 0", m->path);
+    if (mode == 0)
+        mode = 0600;
+    m->writable = 1;
+    rc = m->ops->create(m, size, mode, err, errlen);
+    if (rc) {
+        media_close(m);
+        return rc;
+    }
+    return 0;
+}
+
+int media_open(struct media *m, const char *spec, int writable, char *err, size_t errlen)
+{
+    int rc = media_parse(m, spec, err, errlen);
+    if (rc)
+        return rc;
+    m->writable = writable ? 1 : 0;
+    rc = m->ops->open(m, err, errlen);
+    if (rc) {
+        media_close(m);
+        return rc;
+    }
+    return 0;
+}
+
+void media_close(struct media *m)
+{
+    if (m->base) {
+        munmap(m->base, (size_t)m->size);
+        m->base = NULL;
+    }
+    if (m->fd >= 0) {
+        close(m->fd);
+        m->fd = -1;
+    }
+}
+
+int media_sync(struct media *m, uint64_t off, uint64_t len)
+{
+    if (!m->ops || !m->ops->sync)
+        return 0;
+    return m->ops->sync(m, off, len);
+}
+
+int media_destroy(const char *spec, char *err, size_t errlen)
+{
+    struct media m;
+    int rc = media_parse(&m, spec, err, errlen);
+    if (rc)
+        return rc;
+    return m.ops->destroy(&m, err, errlen);
+}
+
+int media_migrate(struct media *m, uint64_t off, uint64_t len, int node, uint64_t *moved)
+{
+    uint64_t ignored;
+    if (!moved)
+        moved = &ignored;
+    *moved = 0;
+    if (!m->ops || !m->ops->migrate)
+        return -EOPNOTSUPP;
+    if (!range_ok(off, len, m->size))
+        return CXLP_ERANGE;
+    return m->ops->migrate(m, off, len, node, moved);
+}
+
+int media_prepare(struct media *m, uint64_t off, uint64_t len)
+{
+    if (!range_ok(off, len, m->size))
+        return CXLP_ERANGE;
+    if (!m->ops || !m->ops->prepare || len == 0)
+        return 0;
+    return m->ops->prepare(m, off, len);
+}
+
+/* fallocate for shm, numa and file objects; filesystems without it (some
+ * network filesystems) fall back to touching nothing: -EOPNOTSUPP is not an
+ * error, the mapping then faults pages in lazily as before. */
+int media_fallocate(struct media *m, uint64_t off, uint64_t len)
+{
+    if (fallocate(m->fd, 0, (off_t)off, (off_t)len) < 0) {
+        if (errno == EOPNOTSUPP)
+            return 0;
+        return -errno;
+    }
+    return 0;
+}

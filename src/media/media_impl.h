@@ -1,0 +1,35 @@
+/*
+ * media_impl.h - shared by the backends in src/media only.
+ */
+#ifndef CXLP_MEDIA_IMPL_H
+#define CXLP_MEDIA_IMPL_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "media/media.h"
+
+extern const struct media_ops media_shm_ops;
+extern const struct media_ops media_file_ops;
+extern const struct media_ops media_numa_ops;
+extern const struct media_ops media_devdax_ops;
+
+/* Formats into err (when not NULL) and returns rc. */
+int media_err(char *err, size_t errlen, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* Maps the whole of m->fd (m->size bytes) per m->writable; sets m->base. */
+int media_map_fd(struct media *m, char *err, size_t errlen);
+/* fstat: size (regular files) and owner. */
+int media_fstat(struct media *m, char *err, size_t errlen);
+/* fallocate [off, off+len) of m->fd; EOPNOTSUPP tolerated. */
+int media_fallocate(struct media *m, uint64_t off, uint64_t len);
+/* msync of [off, off+len) rounded out to pages. */
+int media_msync(struct media *m, uint64_t off, uint64_t len);
+
+/* The shm object steps that the numa backend reuses (media_shm.c). */
+int shm_create_common(struct media *m, uint64_t size, uint32_t mode, char *err, size_t errlen);
+int shm_open_common(struct media *m, char *err, size_t errlen);
+int shm_destroy_common(struct media *m, char *err, size_t errlen);
+
+#endif

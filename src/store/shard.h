@@ -1,0 +1,234 @@
+/*
+ * shard.h - the store's shard format, encoded and decoded over plain memory.
+ *
+ * A shard is one pool extent (or any byte buffer: the fuzz target and the
+ * importers' tests use plain memory) laid out as
+ *
+ *   [0, 128)                      struct shard_hdr (little-endian, packed)
+ *   [data_off, data_off+data_len) the records, back to back
+ *   [index_off, index_off+index_len) the index (variable-size records only)
+ *
+ * with data_off = SHARD_DATA_OFF (one page: records start page aligned, so a
+ * record of a fixed-size dataset is naturally aligned for any dtype) and
+ * index_off = ALIGN_UP(data_off + data_len, 8).
+ *
+ * Fixed-size records: no index; record i is [i*record_size, (i+1)*record_size)
+ * of the data and  data_len == n_records * record_size.
+ *
+ * Variable-size records: blocks of SHARD_BLOCK (64) records. The index opens
+ * with a directory of n_blocks = ceil(n_records / 64) entries of 16 bytes
+ *   anchor     u64  data offset of the block's first record
+ *   pos_width  u64  bits 0..55: index offset of the block's deltas,
+ *                   bits 56..63: delta width w in bytes (1, 2, 4 or 8)
+ * followed by the deltas: per record j of the block, start(j) - anchor packed
+ * at w bytes (little-endian). Record i ends where record i+1 starts; the last
+ * record ends at data_len. So
+ *   start(i) = anchor[i/64] + delta[i/64][i%64]
+ *   end(i)   = i+1 < n ? start(i+1) : data_len
+ * and a read touches one directory entry and two deltas: O(1). The width is
+ * chosen per block (the smallest that holds the block's largest delta), so a
+ * block of short token sequences costs 1-2 bytes per record whatever the
+ * shard's size, and no size or offset has a 32-bit limit.
+ *
+ * Checksums: checksum = XXH3-64 over the data bytes followed by the index
+ * bytes (one stream: the writer hashes each chunk of records right after it
+ * lands, then the index at seal); hdr_checksum = XXH3-64 of header bytes
+ * [0, 120).
+ *
+ * Trust: a shard lives in shared memory that another process may scribble
+ * on. shard_open copies the header into a private struct shard after checking
+ * every field against the extent, and checks every directory entry; the read
+ * path re-checks the directory entry and deltas it loads (a few compares), so
+ * a corrupt or concurrently modified shard yields CXLP_ECORRUPT, never an
+ * access outside [data, data + data_len).
+ *
+ * Alternatives rejected: a flat u64 offset per record (8 bytes per record:
+ * for 10^11 short sequences that is 800 GB of index); Elias-Fano (smaller but
+ * a select per read is slower than one unaligned load); one global width per
+ * shard (a single long record would widen the whole index).
+ */
+#ifndef CXLP_SHARD_H
+#define CXLP_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/common.h"
+
+#define SHARD_MAGIC "CXLPSHD1"
+#define SHARD_VERSION 1u
+#define SHARD_KIND_FIXED 0u
+#define SHARD_KIND_VAR 1u
+#define SHARD_HDR_BYTES 128u
+#define SHARD_DATA_OFF 4096u
+#define SHARD_BLOCK 64u
+#define SHARD_DIRENT_BYTES 16u
+#define SHARD_POS_MASK ((UINT64_C(1) << 56) - 1)
+
+struct shard_hdr {
+    char magic[8];           /* "CXLPSHD1" */
+    uint32_t version;        /* SHARD_VERSION */
+    uint32_t kind;           /* SHARD_KIND_FIXED / SHARD_KIND_VAR */
+    uint64_t layout;         /* shard_layout(): ABI facts of this layout */
+    uint64_t record_size;    /* fixed: bytes per record; var: 0 */
+    uint64_t n_records;
+    uint64_t data_off;
+    uint64_t data_len;
+    uint64_t index_off;
+    uint64_t index_len;
+    uint64_t block_records;  /* var: SHARD_BLOCK; fixed: 0 */
+    uint64_t n_blocks;       /* var: ceil(n_records / block_records) */
+    uint64_t checksum;       /* XXH3-64 of data then index */
+    uint64_t reserved[3];    /* zero */
+    uint64_t hdr_checksum;   /* XXH3-64 of bytes [0, 120) */
+};
+_Static_assert(sizeof(struct shard_hdr) == SHARD_HDR_BYTES, "shard header is 128 bytes");
+
+/* A validated shard: private copies of the header fields plus pointers into
+ * the extent. Immutable after shard_open, so any thread may read through it. */
+struct shard {
+    const uint8_t *base;
+    uint64_t extent_len;
+    const uint8_t *data;
+    uint64_t data_len;
+    uint64_t n_records;
+    uint64_t record_size;    /* fixed only */
+    uint32_t kind;
+    const uint8_t *index;    /* var only */
+    uint64_t index_off;
+    uint64_t index_len;
+    uint64_t n_blocks;
+    uint64_t checksum;
+};
+
+/* Signature of this build's shard layout (struct sizes, constants). */
+uint64_t shard_layout(void);
+
+/* Validates the header and index bounds of the shard at base (extent_len
+ * bytes) and fills *s. Returns 0, CXLP_EFORMAT (magic, version),
+ * CXLP_ELAYOUT, or CXLP_ECORRUPT, with a message naming the field and its
+ * offset inside the extent in err. Does not read the records. */
+int shard_open(struct shard *s, const void *base, uint64_t extent_len,
+               char *err, size_t errlen);
+
+/* Recomputes the checksum over data and index. 0 or CXLP_ECORRUPT. */
+int shard_verify(const struct shard *s, char *err, size_t errlen);
+
+/* Describes why shard_record(s, i) failed: which index entry, at which
+ * offset of the extent. Cold path for messages. */
+void shard_explain(const struct shard *s, uint64_t i, char *err, size_t errlen);
+
+static inline uint64_t shard_load_le(const uint8_t *p, unsigned w)
+{
+    /* memcpy into a zeroed u64 is one unaligned load on x86 and arm64 for
+     * each constant width; the switch keeps the width constant per arm. */
+    uint64_t v = 0;
+    switch (w) {
+    case 1: v = p[0]; break;
+    case 2: { uint16_t x; memcpy(&x, p, 2); v = x; break; }
+    case 4: { uint32_t x; memcpy(&x, p, 4); v = x; break; }
+    case 8: memcpy(&v, p, 8); break;
+    default: break;
+    }
+    return v;
+}
+
+/* Checks one directory entry (already loaded) of block b against the shard.
+ * 1 when usable. */
+static inline int shard_dirent_ok(const struct shard *s, uint64_t b, uint64_t anchor,
+                                  uint64_t pw)
+{
+    unsigned w = (unsigned)(pw >> 56);
+    uint64_t pos = pw & SHARD_POS_MASK;
+    uint64_t first = b * SHARD_BLOCK;
+    uint64_t cnt = s->n_records - first < SHARD_BLOCK ? s->n_records - first : SHARD_BLOCK;
+    return (w == 1 || w == 2 || w == 4 || w == 8) && anchor <= s->data_len &&
+           pos >= s->n_blocks * SHARD_DIRENT_BYTES && range_ok(pos, cnt * w, s->index_len);
+}
+
+/* Start of record i of a var shard; i < n_records. 0 or CXLP_ECORRUPT. */
+static inline int shard_var_start(const struct shard *s, uint64_t i, uint64_t *start)
+{
+    uint64_t b = i / SHARD_BLOCK;
+    const uint8_t *e = s->index + b * SHARD_DIRENT_BYTES;
+    uint64_t anchor, pw, d;
+    memcpy(&anchor, e, 8);
+    memcpy(&pw, e + 8, 8);
+    if (!shard_dirent_ok(s, b, anchor, pw))
+        return CXLP_ECORRUPT;
+    unsigned w = (unsigned)(pw >> 56);
+    d = shard_load_le(s->index + (pw & SHARD_POS_MASK) + (i % SHARD_BLOCK) * w, w);
+    if (add_overflow_u64(anchor, d, start))
+        return CXLP_ECORRUPT;
+    return 0;
+}
+
+/* Record i (< n_records) as a pointer and length inside the data area.
+ * The hot path: no allocation, no locks; 0 or CXLP_ECORRUPT. */
+static inline int shard_record(const struct shard *s, uint64_t i, const uint8_t **p,
+                               uint64_t *len)
+{
+    if (s->kind == SHARD_KIND_FIXED) {
+        *p = s->data + i * s->record_size; /* n*record_size == data_len checked at open */
+        *len = s->record_size;
+        return 0;
+    }
+    uint64_t start, end;
+    if (shard_var_start(s, i, &start))
+        return CXLP_ECORRUPT;
+    if (i + 1 == s->n_records)
+        end = s->data_len;
+    else if (shard_var_start(s, i + 1, &end))
+        return CXLP_ECORRUPT;
+    if (start > end || end > s->data_len)
+        return CXLP_ECORRUPT;
+    *p = s->data + start;
+    *len = end - start;
+    return 0;
+}
+
+/* ---- encoding ---------------------------------------------------------- */
+
+/* Delta width that holds v. */
+static inline unsigned shard_width_for(uint64_t v)
+{
+    return v <= 0xff ? 1 : v <= 0xffff ? 2 : v <= 0xffffffffu ? 4 : 8;
+}
+
+/* Exact index bytes for n var records whose starts (data offsets, ascending,
+ * starts[0] == 0) are given. */
+uint64_t shard_index_len(const uint64_t *starts, uint64_t n);
+
+/* Upper bound of the index bytes of n var records in a data area of at most
+ * data_cap bytes (every delta fits the width of data_cap). */
+static inline uint64_t shard_index_bound(uint64_t n, uint64_t data_cap)
+{
+    uint64_t nb = (n + SHARD_BLOCK - 1) / SHARD_BLOCK;
+    return nb * SHARD_DIRENT_BYTES + n * shard_width_for(data_cap);
+}
+
+/* Total extent bytes a shard needs: header page, data, index. */
+static inline uint64_t shard_extent_need(uint64_t data_len, uint64_t index_len)
+{
+    return ALIGN_UP((uint64_t)SHARD_DATA_OFF + data_len, 8) + index_len;
+}
+
+/* Seals a shard whose records already lie at base + SHARD_DATA_OFF:
+ * writes the index (var: from starts[0..n)) after the data, the checksum
+ * (data_hash is the XXH3 streaming state that has absorbed exactly the
+ * data bytes, or NULL to hash them here), then the header. cap is the extent
+ * size; *used receives the bytes the shard occupies. CXLP_EARG when it does
+ * not fit or the input is inconsistent (our bug, or the caller's). */
+struct XXH3_state_s;
+int shard_seal(uint8_t *base, uint64_t cap, uint32_t kind, uint64_t record_size,
+               uint64_t n_records, uint64_t data_len, const uint64_t *starts,
+               struct XXH3_state_s *data_hash, uint64_t *used);
+
+/* One-shot encoder for tests, seed generators and small importers: copies
+ * data into buf and seals. starts as for shard_seal (ignored when fixed). */
+int shard_build(uint8_t *buf, uint64_t cap, uint32_t kind, uint64_t record_size,
+                const void *data, uint64_t data_len, const uint64_t *starts,
+                uint64_t n_records, uint64_t *used);
+
+#endif

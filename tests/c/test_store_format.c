@@ -1,0 +1,409 @@
+/* Shard format over plain memory: fixed and variable round trips, every delta
+ * width, empty records and shards, corruption of each part, and a replay of
+ * the fuzz corpus. `test_store_format --write-seeds DIR` writes the fuzz
+ * target's seed shards. */
+#include <dirent.h>
+#include <sys/mman.h>
+
+#include "test.h"
+#include "store/shard.h"
+
+static char err[512];
+
+static uint8_t *alloc_buf(uint64_t cap)
+{
+    uint8_t *b = malloc(cap);
+    CHECK(b);
+    memset(b, 0xee, cap);
+    return b;
+}
+
+/* Opens, reads every record, verifies: what the fuzz target does. */
+static int scan(const uint8_t *buf, uint64_t len)
+{
+    struct shard s;
+    int rc = shard_open(&s, buf, len, err, sizeof err);
+    if (rc)
+        return rc;
+    for (uint64_t i = 0; i < s.n_records; i++) {
+        const uint8_t *p;
+        uint64_t l;
+        rc = shard_record(&s, i, &p, &l);
+        if (rc)
+            return rc;
+        CHECK(p >= s.data && l <= s.data_len && (uint64_t)(p - s.data) <= s.data_len - l);
+    }
+    return shard_verify(&s, err, sizeof err);
+}
+
+static void test_fixed(uint64_t *seed)
+{
+    uint64_t rs = 1 + test_rand(seed) % 40, n = 1 + test_rand(seed) % 3000;
+    uint8_t *ref = malloc(rs * n);
+    for (uint64_t i = 0; i < rs * n; i++)
+        ref[i] = (uint8_t)test_rand(seed);
+    uint64_t cap = shard_extent_need(rs * n, 0), used;
+    uint8_t *buf = alloc_buf(cap);
+    CHECK_RC(shard_build(buf, cap - 1, SHARD_KIND_FIXED, rs, ref, rs * n, NULL, n, &used), CXLP_EARG);
+    CHECK_OK(shard_build(buf, cap, SHARD_KIND_FIXED, rs, ref, rs * n, NULL, n, &used));
+    CHECK(used == cap);
+    struct shard s;
+    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    CHECK(s.n_records == n && s.record_size == rs);
+    CHECK((uintptr_t)s.data % 4096 == (uintptr_t)buf % 4096);
+    for (int k = 0; k < 5000; k++) {
+        uint64_t i = test_rand(seed) % n;
+        const uint8_t *p;
+        uint64_t l;
+        CHECK_OK(shard_record(&s, i, &p, &l));
+        CHECK(l == rs && memcmp(p, ref + i * rs, rs) == 0);
+    }
+    CHECK_OK(shard_verify(&s, err, sizeof err));
+    /* one data byte flipped: structure fine, checksum not */
+    buf[SHARD_DATA_OFF + test_rand(seed) % (rs * n)] ^= 0x10;
+    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    CHECK_RC(shard_verify(&s, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "checksum mismatch"));
+    /* truncated extent */
+    CHECK_RC(shard_open(&s, buf, used - 1, err, sizeof err), CXLP_ECORRUPT);
+    free(buf);
+    free(ref);
+}
+
+/* Variable-size records with lengths drawn from sizes (0 allowed). */
+struct var {
+    uint8_t *data;
+    uint64_t *starts;
+    uint64_t n, len;
+};
+
+static void var_make(struct var *v, uint64_t n, uint64_t (*size)(uint64_t *, uint64_t),
+                     uint64_t *seed)
+{
+    v->n = n;
+    v->starts = malloc((n + 1) * sizeof *v->starts);
+    uint64_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        v->starts[i] = off;
+        off += size(seed, i);
+    }
+    v->starts[n] = off;
+    v->len = off;
+    v->data = malloc(off + 1);
+    for (uint64_t i = 0; i < off; i++)
+        v->data[i] = (uint8_t)(i * 131 + (i >> 9));
+}
+
+static void var_free(struct var *v)
+{
+    free(v->data);
+    free(v->starts);
+}
+
+static uint8_t *var_build(const struct var *v, uint64_t *used)
+{
+    uint64_t cap = shard_extent_need(v->len, shard_index_bound(v->n, v->len));
+    uint8_t *buf = alloc_buf(cap);
+    CHECK_OK(shard_build(buf, cap, SHARD_KIND_VAR, 0, v->data, v->len, v->starts, v->n, used));
+    CHECK(*used <= cap);
+    CHECK(*used == shard_extent_need(v->len, shard_index_len(v->starts, v->n)));
+    return buf;
+}
+
+static void var_check_all(const struct var *v, const struct shard *s)
+{
+    CHECK(s->n_records == v->n && s->data_len == v->len);
+    for (uint64_t i = 0; i < v->n; i++) {
+        const uint8_t *p;
+        uint64_t l;
+        CHECK_OK(shard_record(s, i, &p, &l));
+        CHECK(l == v->starts[i + 1] - v->starts[i]);
+        CHECK(p == s->data + v->starts[i]);
+        CHECK(l == 0 || memcmp(p, v->data + v->starts[i], l) == 0);
+    }
+}
+
+static unsigned block_width(const struct shard *s, uint64_t b)
+{
+    uint64_t pw;
+    memcpy(&pw, s->index + b * SHARD_DIRENT_BYTES + 8, 8);
+    return (unsigned)(pw >> 56);
+}
+
+static uint64_t size_random(uint64_t *seed, uint64_t i)
+{
+    (void)i;
+    uint64_t r = test_rand(seed) % 100;
+    return r < 10 ? 0 : r < 90 ? test_rand(seed) % 64 : test_rand(seed) % 5000;
+}
+
+/* block 0: tiny (width 1); block 1: one 300-byte record (width 2);
+ * block 2: one 70000-byte record (width 4); block 3: empty records only */
+static uint64_t size_widths(uint64_t *seed, uint64_t i)
+{
+    (void)seed;
+    if (i == 64 + 5)
+        return 300;
+    if (i == 128 + 7)
+        return 70000;
+    if (i >= 192)
+        return 0;
+    return 3;
+}
+
+static void test_var(uint64_t *seed)
+{
+    struct var v;
+    struct shard s;
+    uint64_t used;
+
+    var_make(&v, 1 + test_rand(seed) % 5000, size_random, seed);
+    uint8_t *buf = var_build(&v, &used);
+    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    var_check_all(&v, &s);
+    for (int k = 0; k < 20000; k++) {
+        uint64_t i = test_rand(seed) % v.n;
+        const uint8_t *p;
+        uint64_t l;
+        CHECK_OK(shard_record(&s, i, &p, &l));
+        CHECK(l == v.starts[i + 1] - v.starts[i] && p == s.data + v.starts[i]);
+    }
+    CHECK_OK(shard_verify(&s, err, sizeof err));
+
+    /* an index byte changed: the checksum covers the index too */
+    uint8_t *ix = buf + s.index_off;
+    uint64_t last_delta = s.index_len - 1;
+    ix[last_delta] ^= 1;
+    CHECK_RC(shard_verify(&s, err, sizeof err), CXLP_ECORRUPT);
+    ix[last_delta] ^= 1;
+
+    /* a directory entry pointing outside the index: refused at open, and on
+     * read when it changes after open */
+    uint64_t pw;
+    memcpy(&pw, ix + 8, 8);
+    uint64_t bad = (pw & ~SHARD_POS_MASK) | (s.index_len + 1000);
+    memcpy(ix + 8, &bad, 8);
+    struct shard s2;
+    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "index block 0"));
+    const uint8_t *p;
+    uint64_t l;
+    CHECK_RC(shard_record(&s, 0, &p, &l), CXLP_ECORRUPT);
+    shard_explain(&s, 0, err, sizeof err);
+    CHECK(strstr(err, "index block 0") && strstr(err, "out of bounds"));
+    /* width 3 is not a width */
+    bad = (pw & SHARD_POS_MASK) | ((uint64_t)3 << 56);
+    memcpy(ix + 8, &bad, 8);
+    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    memcpy(ix + 8, &pw, 8);
+    CHECK_OK(shard_open(&s2, buf, used, err, sizeof err));
+    /* an anchor past the data */
+    uint64_t anchor, big = v.len + 1;
+    memcpy(&anchor, ix, 8);
+    memcpy(ix, &big, 8);
+    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    memcpy(ix, &anchor, 8);
+    /* a delta making a record end before it starts (or past the data) */
+    if (v.n >= 2 && block_width(&s, 0) == 1) {
+        uint64_t pos = pw & SHARD_POS_MASK;
+        uint8_t old = ix[pos + 1];
+        ix[pos + 1] = 0xff;
+        /* start(1) = 255: record 0 then ends past a short data area */
+        int rc0 = shard_record(&s, 0, &p, &l);
+        if (v.len < 255)
+            CHECK(rc0 == CXLP_ECORRUPT);
+        else
+            CHECK(rc0 == 0 && l == 255);
+        ix[pos + 1] = old;
+    }
+    CHECK_OK(shard_verify(&s, err, sizeof err));
+
+    /* header damage */
+    uint8_t keep[SHARD_HDR_BYTES];
+    memcpy(keep, buf, sizeof keep);
+    buf[offsetof(struct shard_hdr, n_records)] ^= 1;
+    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "header checksum"));
+    memcpy(buf, keep, sizeof keep);
+    buf[0] = 'X';
+    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_EFORMAT);
+    memcpy(buf, keep, sizeof keep);
+    buf[offsetof(struct shard_hdr, layout)] ^= 1;
+    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_ELAYOUT);
+    memcpy(buf, keep, sizeof keep);
+    buf[offsetof(struct shard_hdr, version)] = 9;
+    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_EFORMAT);
+    memcpy(buf, keep, sizeof keep);
+    CHECK_OK(scan(buf, used));
+    /* every truncation of the extent is refused at open */
+    for (uint64_t cut = 0; cut < used; cut += 1 + used / 50)
+        CHECK(shard_open(&s2, buf, cut, err, sizeof err) < 0);
+    free(buf);
+    var_free(&v);
+
+    /* widths 1, 2, 4 and empty records */
+    var_make(&v, 256, size_widths, seed);
+    buf = var_build(&v, &used);
+    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    CHECK(s.n_blocks == 4);
+    CHECK(block_width(&s, 0) == 1 && block_width(&s, 1) == 2 && block_width(&s, 2) == 4);
+    CHECK(block_width(&s, 3) == 1);
+    var_check_all(&v, &s);
+    CHECK_OK(shard_verify(&s, err, sizeof err));
+    free(buf);
+    var_free(&v);
+}
+
+/* Width 8 needs a block spanning more than 4 GiB of data: a sparse anonymous
+ * mapping (untouched pages read as zero and cost no memory). */
+static void test_width8(void)
+{
+    uint64_t big = (UINT64_C(1) << 32) + 5;
+    uint64_t starts[3] = {0, 10, 10 + big};
+    uint64_t data_len = 10 + big + 3;
+    uint64_t cap = shard_extent_need(data_len, shard_index_len(starts, 3));
+    uint8_t *buf = mmap(NULL, cap, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (buf == MAP_FAILED)
+        SKIP("cannot map %" PRIu64 " bytes", cap);
+    memcpy(buf + SHARD_DATA_OFF, "0123456789", 10);
+    buf[SHARD_DATA_OFF + 10 + big - 1] = 'Z';
+    memcpy(buf + SHARD_DATA_OFF + 10 + big, "abc", 3);
+    uint64_t used;
+    CHECK_OK(shard_seal(buf, cap, SHARD_KIND_VAR, 0, 3, data_len, starts, NULL, &used));
+    struct shard s;
+    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    CHECK(block_width(&s, 0) == 8);
+    const uint8_t *p;
+    uint64_t l;
+    CHECK_OK(shard_record(&s, 0, &p, &l));
+    CHECK(l == 10 && memcmp(p, "0123456789", 10) == 0);
+    CHECK_OK(shard_record(&s, 1, &p, &l));
+    CHECK(l == big && p[big - 1] == 'Z');
+    CHECK_OK(shard_record(&s, 2, &p, &l));
+    CHECK(l == 3 && memcmp(p, "abc", 3) == 0);
+    munmap(buf, cap);
+}
+
+static void test_empty(void)
+{
+    uint64_t used;
+    uint8_t *buf = alloc_buf(SHARD_DATA_OFF);
+    struct shard s;
+    CHECK_OK(shard_build(buf, SHARD_DATA_OFF, SHARD_KIND_VAR, 0, NULL, 0, NULL, 0, &used));
+    CHECK(used == SHARD_DATA_OFF);
+    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    CHECK(s.n_records == 0 && s.data_len == 0);
+    CHECK_OK(shard_verify(&s, err, sizeof err));
+    CHECK_OK(shard_build(buf, SHARD_DATA_OFF, SHARD_KIND_FIXED, 8, NULL, 0, NULL, 0, &used));
+    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    CHECK(s.n_records == 0);
+    /* all records empty */
+    uint64_t starts[100] = {0};
+    CHECK_RC(shard_build(buf, SHARD_DATA_OFF, SHARD_KIND_VAR, 0, NULL, 0, starts, 100, &used), CXLP_EARG);
+    free(buf);
+    buf = alloc_buf(8192);
+    CHECK_OK(shard_build(buf, 8192, SHARD_KIND_VAR, 0, NULL, 0, starts, 100, &used));
+    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    for (uint64_t i = 0; i < 100; i++) {
+        const uint8_t *p;
+        uint64_t l;
+        CHECK_OK(shard_record(&s, i, &p, &l));
+        CHECK(l == 0);
+    }
+    /* inconsistent encoder input is refused */
+    uint64_t desc[2] = {5, 2};
+    CHECK_RC(shard_build(buf, SHARD_DATA_OFF, SHARD_KIND_VAR, 0, "abcdef", 6, desc, 2, &used), CXLP_EARG);
+    CHECK_RC(shard_build(buf, SHARD_DATA_OFF, SHARD_KIND_FIXED, 0, NULL, 0, NULL, 0, &used), CXLP_EARG);
+    CHECK_RC(shard_build(buf, SHARD_DATA_OFF, SHARD_KIND_FIXED, 4, "abcdef", 6, NULL, 2, &used), CXLP_EARG);
+    free(buf);
+}
+
+static void write_file(const char *dir, const char *name, const uint8_t *b, uint64_t n)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(b, 1, n, f) == n && fclose(f) == 0);
+}
+
+/* Seeds for fuzz_shard: small valid shards of each kind. The data offset is
+ * one page, so seeds are ~4 KiB plus a little. */
+static int write_seeds(const char *dir)
+{
+    uint64_t seed = 1, used;
+    struct var v;
+    var_make(&v, 70, size_random, &seed);
+    uint8_t *buf = var_build(&v, &used);
+    write_file(dir, "var-70-random", buf, used);
+    free(buf);
+    var_free(&v);
+    var_make(&v, 130, size_widths, &seed);
+    buf = var_build(&v, &used);
+    write_file(dir, "var-130-widths", buf, used);
+    free(buf);
+    var_free(&v);
+    uint8_t recs[96];
+    for (int i = 0; i < 96; i++)
+        recs[i] = (uint8_t)i;
+    buf = alloc_buf(8192);
+    CHECK_OK(shard_build(buf, 8192, SHARD_KIND_FIXED, 12, recs, 96, NULL, 8, &used));
+    write_file(dir, "fixed-8x12", buf, used);
+    CHECK_OK(shard_build(buf, 8192, SHARD_KIND_VAR, 0, NULL, 0, NULL, 0, &used));
+    write_file(dir, "var-empty", buf, used);
+    free(buf);
+    return 0;
+}
+
+/* Every committed seed still scans clean; other corpus entries (findings
+ * kept as regressions) must scan without crashing. */
+static void replay_corpus(void)
+{
+    const char *td = getenv("CXLP_TEST_DATA");
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/../../fuzz/corpus/fuzz_shard", td ? td : "tests/data");
+    DIR *d = opendir(dir);
+    if (!d) {
+        printf("no corpus at %s\n", dir);
+        return;
+    }
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "rb");
+        CHECK(f);
+        fseek(f, 0, SEEK_END);
+        long len = ftell(f);
+        fseek(f, 0, SEEK_SET);
+        uint8_t *b = malloc(len > 0 ? (size_t)len : 1);
+        CHECK(fread(b, 1, (size_t)len, f) == (size_t)len);
+        fclose(f);
+        int rc = scan(b, (uint64_t)len);
+        if (strncmp(e->d_name, "var-", 4) == 0 || strncmp(e->d_name, "fixed-", 6) == 0)
+            CHECK_OK(rc);
+        free(b);
+        n++;
+    }
+    closedir(d);
+    printf("replayed %d corpus files\n", n);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && strcmp(argv[1], "--write-seeds") == 0)
+        return write_seeds(argv[2]);
+    uint64_t seed = test_seed();
+    for (int k = 0; k < 20; k++) {
+        test_fixed(&seed);
+        test_var(&seed);
+    }
+    test_empty();
+    test_width8();
+    replay_corpus();
+    printf("ok\n");
+    return 0;
+}
