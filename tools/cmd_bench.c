@@ -1,5 +1,5 @@
 /*
- * cmd_bench.c - `cxlpool bench gather`: what the pool read path costs
+ * cli_cmd_bench.c - `cxlpool bench gather`: what the pool read path costs
  * against the best a process could do with a private copy of the data.
  *
  * Both paths gather the same records in the same seeded random order into
@@ -95,10 +95,10 @@ static double run_pass(struct bench *b, struct worker *w, int use_pool)
     for (int t = 0; t < b->threads; t++)
         pthread_create(&w[t].tid, NULL, gather, &w[t]);
     pthread_barrier_wait(&b->start);
-    double t0 = now_sec();
+    double t0 = cli_now_sec();
     for (int t = 0; t < b->threads; t++)
         pthread_join(w[t].tid, NULL);
-    double el = now_sec() - t0;
+    double el = cli_now_sec() - t0;
     pthread_barrier_destroy(&b->start);
     return b->err ? -1 : el;
 }
@@ -160,42 +160,42 @@ static int bench_gather(int argc, char **argv)
     };
     uint64_t batch = 32, n_batches = 0, rounds = 5, seed = 42;
     int tlist[16] = {1, 2}, nt = 2, json = 0, c;
-    while ((c = next_opt(argc, argv, lo)) != -1) {
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         switch (c) {
         case -2:
             return EXIT_USAGE;
         case 'b':
-            if (parse_u64(optarg, &batch) || !batch || batch > (1u << 20))
-                return usage_error("--batch: '%s' is not a count in 1..1048576", optarg);
+            if (cli_parse_u64(optarg, &batch) || !batch || batch > (1u << 20))
+                return cli_usage_error("--batch: '%s' is not a count in 1..1048576", optarg);
             break;
         case 'n':
-            if (parse_u64(optarg, &n_batches) || !n_batches)
-                return usage_error("--batches: '%s' is not a positive count", optarg);
+            if (cli_parse_u64(optarg, &n_batches) || !n_batches)
+                return cli_usage_error("--batches: '%s' is not a positive count", optarg);
             break;
         case 't':
             if (parse_threads(optarg, tlist, &nt))
-                return usage_error("--threads: '%s' is not a list like 1,2,4 (1..%d)", optarg,
+                return cli_usage_error("--threads: '%s' is not a list like 1,2,4 (1..%d)", optarg,
                                    MAX_THREADS);
             break;
         case 'r':
-            if (parse_u64(optarg, &rounds) || !rounds || rounds > MAX_ROUNDS)
-                return usage_error("--rounds: '%s' is not in 1..%d", optarg, MAX_ROUNDS);
+            if (cli_parse_u64(optarg, &rounds) || !rounds || rounds > MAX_ROUNDS)
+                return cli_usage_error("--rounds: '%s' is not in 1..%d", optarg, MAX_ROUNDS);
             break;
         case 's':
-            if (parse_u64(optarg, &seed))
-                return usage_error("--seed: '%s' is not a number", optarg);
+            if (cli_parse_u64(optarg, &seed))
+                return cli_usage_error("--seed: '%s' is not a number", optarg);
             break;
         case 'j':
             json = 1;
             break;
         }
     }
-    if (!npos_ok(argc, argv, 2, 2))
+    if (!cli_npos_ok(argc, argv, 2, 2))
         return EXIT_USAGE;
     const char *spec = argv[optind], *name = argv[optind + 1];
 
     cxlp_pool *p;
-    int ex = open_pool(spec, 1, &p);
+    int ex = cli_open_pool(spec, 1, &p);
     if (ex)
         return ex;
     cxlp_store *s = NULL;
@@ -205,7 +205,7 @@ static int bench_gather(int argc, char **argv)
     struct result res[16] = {0};
     int rc = cxlp_store_open(p, name, &s);
     if (rc) {
-        ex = report_error(rc, p, name);
+        ex = cli_report_error(rc, p, name);
         goto out;
     }
     uint64_t n = cxlp_store_count(s);
@@ -218,7 +218,7 @@ static int bench_gather(int argc, char **argv)
     /* The baseline: a private anonymous copy of every record, back to back. */
     off = malloc((n + 1) * sizeof *off);
     if (!off) {
-        ex = report_error(-ENOMEM, NULL, "record offsets");
+        ex = cli_report_os(-ENOMEM, "record offsets");
         goto out;
     }
     off[0] = 0;
@@ -227,7 +227,7 @@ static int bench_gather(int argc, char **argv)
         struct cxlp_view v;
         rc = cxlp_store_read(s, i, &v);
         if (rc) {
-            ex = report_error(rc, s, name);
+            ex = cli_report_error(rc, s, name);
             goto out;
         }
         off[i + 1] = off[i] + v.len;
@@ -237,7 +237,7 @@ static int bench_gather(int argc, char **argv)
     plain = mmap(NULL, plain_bytes ? plain_bytes : 1, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (plain == MAP_FAILED) {
-        ex = report_error(-errno, NULL, "baseline copy (mmap)");
+        ex = cli_report_os(-errno, "baseline copy (mmap)");
         goto out;
     }
     for (uint64_t i = 0; i < n; i++) {
@@ -256,19 +256,19 @@ static int bench_gather(int argc, char **argv)
     }
     uint64_t total;
     if (__builtin_mul_overflow(n_batches, batch, &total) || total > (1ULL << 32)) {
-        ex = usage_error("--batch x --batches is too large");
+        ex = cli_usage_error("--batch x --batches is too large");
         goto out;
     }
     order = malloc(total * sizeof *order);
     if (!order) {
-        ex = report_error(-ENOMEM, NULL, "order");
+        ex = cli_report_os(-ENOMEM, "order");
         goto out;
     }
     uint64_t rng = seed;
     if (total <= n) {
         uint64_t *perm = malloc(n * sizeof *perm);
         if (!perm) {
-            ex = report_error(-ENOMEM, NULL, "permutation");
+            ex = cli_report_os(-ENOMEM, "permutation");
             goto out;
         }
         for (uint64_t i = 0; i < n; i++)
@@ -304,7 +304,7 @@ static int bench_gather(int argc, char **argv)
         w[t].t = t;
         w[t].buf = malloc(bufsz);
         if (!w[t].buf) {
-            ex = report_error(-ENOMEM, NULL, "batch buffer");
+            ex = cli_report_os(-ENOMEM, "batch buffer");
             goto out;
         }
         memset(w[t].buf, 0, bufsz);
@@ -313,7 +313,7 @@ static int bench_gather(int argc, char **argv)
     /* Warm-up: both paths once with the most threads, untimed. */
     b.threads = maxt;
     if (run_pass(&b, w, 1) < 0 || run_pass(&b, w, 0) < 0) {
-        ex = report_error(b.err, s, name);
+        ex = cli_report_error(b.err, s, name);
         goto out;
     }
     double tp[16][MAX_ROUNDS], tb[16][MAX_ROUNDS];
@@ -324,7 +324,7 @@ static int bench_gather(int argc, char **argv)
             double a = run_pass(&b, w, pool_first);
             double d = run_pass(&b, w, !pool_first);
             if (a < 0 || d < 0) {
-                ex = report_error(b.err, s, name);
+                ex = cli_report_error(b.err, s, name);
                 goto out;
             }
             tp[i][r] = pool_first ? a : d;
@@ -343,9 +343,9 @@ static int bench_gather(int argc, char **argv)
     int emulated = have_st ? st.emulated : 0;
     if (json) {
         printf("{\"pool\": ");
-        json_str(stdout, spec);
+        cli_json_str(stdout, spec);
         printf(", \"dataset\": ");
-        json_str(stdout, name);
+        cli_json_str(stdout, name);
         printf(", \"media\": \"%s\", \"emulated\": %s, \"records\": %" PRIu64
                ", \"batch\": %" PRIu64 ", \"batches\": %" PRIu64 ", \"records_per_pass\": %" PRIu64
                ", \"bytes_per_pass\": %" PRIu64 ", \"rounds\": %" PRIu64 ", \"seed\": %" PRIu64
@@ -365,7 +365,7 @@ static int bench_gather(int argc, char **argv)
                ", %" PRIu64 " batches = %" PRIu64 " records (%s) per pass, median of %" PRIu64
                " rounds, seed %" PRIu64 "\n",
                spec, name, media, emulated ? ", emulated CXL" : "", n, batch, n_batches, total,
-               fmt_bytes(bytes, bb), rounds, seed);
+               cli_fmt_bytes(bytes, bb), rounds, seed);
         printf("%7s %10s %14s %10s %14s %10s\n", "threads", "pool GB/s", "pool rec/s",
                "plain GB/s", "plain rec/s", "pool/plain");
         for (int i = 0; i < nt; i++)
@@ -388,11 +388,11 @@ out:
     return ex;
 }
 
-int cmd_bench(int argc, char **argv)
+int cli_cmd_bench(int argc, char **argv)
 {
     if (argc < 2 || argv[1][0] == '-')
-        return usage_error("which benchmark? (gather)");
+        return cli_usage_error("which benchmark? (gather)");
     if (strcmp(argv[1], "gather"))
-        return usage_error("unknown benchmark '%s' (gather)", argv[1]);
+        return cli_usage_error("unknown benchmark '%s' (gather)", argv[1]);
     return bench_gather(argc - 1, argv + 1);
 }

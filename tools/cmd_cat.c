@@ -1,5 +1,5 @@
 /*
- * cmd_cat.c - `cxlpool cat`: one record as raw bytes, a hex dump, or values
+ * cli_cmd_cat.c - `cxlpool cat`: one record as raw bytes, a hex dump, or values
  * printed by the dataset's schema (dtype and shape per field).
  *
  * Values are decoded with memcpy from the borrowed view (records carry no
@@ -18,7 +18,7 @@
 
 #include "cli.h"
 
-double half_to_double(uint16_t h)
+double cli_half_to_double(uint16_t h)
 {
     int e = (h >> 10) & 0x1f, m = h & 0x3ff;
     double v;
@@ -31,7 +31,7 @@ double half_to_double(uint16_t h)
     return (h & 0x8000) ? -v : v;
 }
 
-double bf16_to_double(uint16_t h)
+double cli_bf16_to_double(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;
     float f;
@@ -57,8 +57,8 @@ static void print_elem(int dt, const uint8_t *p, int json)
     case CXLP_DT_I32: memcpy(&x.i32, p, 4); printf("%" PRId32, x.i32); return;
     case CXLP_DT_U64: memcpy(&x.u64, p, 8); printf("%" PRIu64, x.u64); return;
     case CXLP_DT_I64: memcpy(&x.i64, p, 8); printf("%" PRId64, x.i64); return;
-    case CXLP_DT_F16: memcpy(&x.u16, p, 2); d = half_to_double(x.u16); break;
-    case CXLP_DT_BF16: memcpy(&x.u16, p, 2); d = bf16_to_double(x.u16); break;
+    case CXLP_DT_F16: memcpy(&x.u16, p, 2); d = cli_half_to_double(x.u16); break;
+    case CXLP_DT_BF16: memcpy(&x.u16, p, 2); d = cli_bf16_to_double(x.u16); break;
     case CXLP_DT_F32: memcpy(&x.f32, p, 4); d = x.f32; break;
     case CXLP_DT_F64: memcpy(&x.f64, p, 8); d = x.f64; break;
     default: printf("?"); return;
@@ -132,7 +132,7 @@ static void print_values(const struct cxlp_schema *sc, const struct cxlp_view *v
     const uint8_t *p = v->data;
     if (json) {
         printf("{\"dataset\": ");
-        json_str(stdout, name);
+        cli_json_str(stdout, name);
         printf(", \"index\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"fields\": [", idx, v->len);
     }
     uint32_t nf = sc->n_fields < CXLP_MAX_FIELDS ? sc->n_fields : CXLP_MAX_FIELDS;
@@ -150,7 +150,7 @@ static void print_values(const struct cxlp_schema *sc, const struct cxlp_view *v
             n = 0, ndim = 1, shape = shp1, shp1[0] = 0; /* damaged schema: show nothing */
         if (json) {
             printf("%s{\"name\": ", i ? ", " : "");
-            json_str(stdout, f->name);
+            cli_json_str(stdout, f->name);
             printf(", \"dtype\": \"%s\", \"values\": ", cxlp_dtype_name(f->dtype));
             if (ndim == 0)
                 print_elem(f->dtype, p + off, 1);
@@ -173,12 +173,12 @@ static void print_values(const struct cxlp_schema *sc, const struct cxlp_view *v
         printf("]}\n");
 }
 
-int cmd_cat(int argc, char **argv)
+int cli_cmd_cat(int argc, char **argv)
 {
     static const struct option lo[] = {{"format", required_argument, 0, 'f'}, {0, 0, 0, 0}};
     enum { RAW, HEX, DTYPE, JSON } fmt = isatty(STDOUT_FILENO) ? DTYPE : RAW;
     int c;
-    while ((c = next_opt(argc, argv, lo)) != -1) {
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         if (c == -2)
             return EXIT_USAGE;
         if (!strcmp(optarg, "raw"))
@@ -190,35 +190,35 @@ int cmd_cat(int argc, char **argv)
         else if (!strcmp(optarg, "json"))
             fmt = JSON;
         else
-            return usage_error("--format: '%s' is not raw, hex, dtype or json", optarg);
+            return cli_usage_error("--format: '%s' is not raw, hex, dtype or json", optarg);
     }
-    if (!npos_ok(argc, argv, 3, 3))
+    if (!cli_npos_ok(argc, argv, 3, 3))
         return EXIT_USAGE;
     const char *spec = argv[optind], *name = argv[optind + 1];
     uint64_t idx;
-    if (parse_u64(argv[optind + 2], &idx))
-        return usage_error("INDEX: '%s' is not a record number", argv[optind + 2]);
+    if (cli_parse_u64(argv[optind + 2], &idx))
+        return cli_usage_error("INDEX: '%s' is not a record number", argv[optind + 2]);
     cxlp_pool *p;
-    int ex = open_pool(spec, 1, &p);
+    int ex = cli_open_pool(spec, 1, &p);
     if (ex)
         return ex;
     cxlp_store *s;
     int rc = cxlp_store_open(p, name, &s);
     if (rc) {
-        ex = report_error(rc, p, name);
+        ex = cli_report_error(rc, p, name);
         cxlp_pool_close(p);
         return ex;
     }
     struct cxlp_view v;
     rc = cxlp_store_read(s, idx, &v);
     if (rc) {
-        ex = report_error(rc, s, name);
+        ex = cli_report_error(rc, s, name);
         /* An index past the end is "not found" for scripts. */
         if (rc == CXLP_ERANGE)
             ex = EXIT_NOTFOUND;
     } else if (fmt == RAW) {
         if (v.len && fwrite(v.data, 1, v.len, stdout) != v.len)
-            ex = report_error(-errno, NULL, "stdout");
+            ex = cli_report_os(-errno, "stdout");
     } else if (fmt == HEX) {
         hexdump(v.data, v.len, 0);
     } else {
@@ -227,6 +227,6 @@ int cmd_cat(int argc, char **argv)
     cxlp_store_close(s);
     cxlp_pool_close(p);
     if (fflush(stdout) && !ex)
-        ex = report_error(-errno, NULL, "stdout");
+        ex = cli_report_os(-errno, "stdout");
     return ex;
 }

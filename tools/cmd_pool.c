@@ -1,7 +1,7 @@
 /*
  * cmd_pool.c - the subcommands that manage pools and datasets: topo, create,
- * ingest, ls, stat, verify, rm, destroy. (cat is in cmd_cat.c, bench in
- * cmd_bench.c.)
+ * ingest, ls, stat, verify, rm, destroy. (cat is in cli_cmd_cat.c, bench in
+ * cli_cmd_bench.c.)
  *
  * Every command opens the pool read-only unless it writes, so inspecting a
  * pool never needs write permission and never takes the writer lock.
@@ -18,7 +18,7 @@
 
 /* ---------------------------------------------------------------- topo */
 
-int cmd_topo(int argc, char **argv)
+int cli_cmd_topo(int argc, char **argv)
 {
     static const struct option lo[] = {
         {"json", no_argument, 0, 'j'},
@@ -28,7 +28,7 @@ int cmd_topo(int argc, char **argv)
     int json = 0;
     const char *root = NULL;
     int c;
-    while ((c = next_opt(argc, argv, lo)) != -1) {
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         if (c == -2)
             return EXIT_USAGE;
         if (c == 'j')
@@ -36,21 +36,21 @@ int cmd_topo(int argc, char **argv)
         else if (c == 'r')
             root = optarg;
     }
-    if (!npos_ok(argc, argv, 0, 0))
+    if (!cli_npos_ok(argc, argv, 0, 0))
         return EXIT_USAGE;
     cxlp_topo *t;
     int rc = cxlp_topo_discover(root, &t);
     if (rc)
-        return report_error(rc, NULL, root ? root : "/sys");
+        return cli_report_error(rc, NULL, root ? root : "/sys");
     rc = cxlp_topo_print(t, stdout, json);
-    int ex = rc ? report_error(rc, t, "cannot print topology") : EXIT_OKAY;
+    int ex = rc ? cli_report_error(rc, t, "cannot print topology") : EXIT_OKAY;
     cxlp_topo_free(t);
     return ex;
 }
 
 /* -------------------------------------------------------------- create */
 
-int cmd_create(int argc, char **argv)
+int cli_cmd_create(int argc, char **argv)
 {
     static const struct option lo[] = {
         {"mode", required_argument, 0, 'm'},
@@ -61,7 +61,7 @@ int cmd_create(int argc, char **argv)
     struct cxlp_pool_opts o = {0};
     int c;
     uint64_t v;
-    while ((c = next_opt(argc, argv, lo)) != -1) {
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         char *end;
         switch (c) {
         case -2:
@@ -69,35 +69,35 @@ int cmd_create(int argc, char **argv)
         case 'm':
             v = strtoull(optarg, &end, 8);
             if (!*optarg || *end || v > 07777)
-                return usage_error("--mode: '%s' is not an octal file mode", optarg);
+                return cli_usage_error("--mode: '%s' is not an octal file mode", optarg);
             o.mode = (uint32_t)v;
             break;
         case 'c':
-            if (parse_size(optarg, &o.catalog_bytes) || !o.catalog_bytes)
-                return usage_error("--catalog-bytes: '%s' is not a size", optarg);
+            if (cli_parse_size(optarg, &o.catalog_bytes) || !o.catalog_bytes)
+                return cli_usage_error("--catalog-bytes: '%s' is not a size", optarg);
             break;
         case 'l':
-            if (parse_u64(optarg, &v) || v == 0 || v > UINT32_MAX)
-                return usage_error("--lease-slots: '%s' is not a count", optarg);
+            if (cli_parse_u64(optarg, &v) || v == 0 || v > UINT32_MAX)
+                return cli_usage_error("--lease-slots: '%s' is not a count", optarg);
             o.lease_slots = (uint32_t)v;
             break;
         }
     }
-    if (!npos_ok(argc, argv, 2, 2))
+    if (!cli_npos_ok(argc, argv, 2, 2))
         return EXIT_USAGE;
     const char *spec = argv[optind];
     uint64_t size;
-    if (parse_size(argv[optind + 1], &size) || size == 0)
-        return usage_error("SIZE: '%s' is not a size (e.g. 4G, 512MiB)", argv[optind + 1]);
+    if (cli_parse_size(argv[optind + 1], &size) || size == 0)
+        return cli_usage_error("SIZE: '%s' is not a size (e.g. 4G, 512MiB)", argv[optind + 1]);
     cxlp_pool *p;
     int rc = cxlp_pool_create(spec, size, &o, &p);
     if (rc)
-        return report_error(rc, NULL, spec);
+        return cli_report_error(rc, NULL, spec);
     struct cxlp_pool_stat st;
     char b1[32], b2[32];
     if (cxlp_pool_stat(p, &st) == 0)
         printf("created pool %s: %s (%s for data) at %s, media %s%s\n", spec,
-               fmt_bytes(st.size, b1), fmt_bytes(st.data_bytes, b2), st.path,
+               cli_fmt_bytes(st.size, b1), cli_fmt_bytes(st.data_bytes, b2), st.path,
                cxlp_media_name(st.media), st.emulated ? " (emulated CXL)" : "");
     else
         printf("created pool %s\n", spec);
@@ -109,7 +109,7 @@ int cmd_create(int argc, char **argv)
 
 static void print_dataset_json(const struct cxlp_dataset_info *d);
 
-int cmd_ingest(int argc, char **argv)
+int cli_cmd_ingest(int argc, char **argv)
 {
     static const struct option lo[] = {
         {"format", required_argument, 0, 'f'},
@@ -124,28 +124,28 @@ int cmd_ingest(int argc, char **argv)
     o.format = CXLP_FMT_AUTO;
     o.dtype = -1;
     int show = 1, json = 0, c;
-    while ((c = next_opt(argc, argv, lo)) != -1) {
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         switch (c) {
         case -2:
             return EXIT_USAGE;
         case 'f':
             o.format = cxlp_format_parse(optarg);
             if (o.format < 0)
-                return usage_error("--format: '%s' is not raw, npy, megatron or auto", optarg);
+                return cli_usage_error("--format: '%s' is not raw, npy, megatron or auto", optarg);
             break;
         case 'r':
-            if (parse_size(optarg, &o.record_size) || !o.record_size)
-                return usage_error("--record-size: '%s' is not a positive size", optarg);
+            if (cli_parse_size(optarg, &o.record_size) || !o.record_size)
+                return cli_usage_error("--record-size: '%s' is not a positive size", optarg);
             break;
         case 'd':
             o.dtype = cxlp_dtype_parse(optarg);
             if (o.dtype < 0)
-                return usage_error("--dtype: unknown dtype '%s' (uint8, int32, float16, ...)",
+                return cli_usage_error("--dtype: unknown dtype '%s' (uint8, int32, float16, ...)",
                                    optarg);
             break;
         case 's':
-            if (parse_size(optarg, &o.shard_bytes) || !o.shard_bytes)
-                return usage_error("--shard-bytes: '%s' is not a positive size", optarg);
+            if (cli_parse_size(optarg, &o.shard_bytes) || !o.shard_bytes)
+                return cli_usage_error("--shard-bytes: '%s' is not a positive size", optarg);
             break;
         case 'n':
             show = 0;
@@ -155,11 +155,11 @@ int cmd_ingest(int argc, char **argv)
             break;
         }
     }
-    if (!npos_ok(argc, argv, 3, 3))
+    if (!cli_npos_ok(argc, argv, 3, 3))
         return EXIT_USAGE;
     const char *spec = argv[optind], *name = argv[optind + 1], *src = argv[optind + 2];
     if (!*name || strlen(name) >= CXLP_NAME_MAX)
-        return usage_error("NAME: must be 1..%d bytes", CXLP_NAME_MAX - 1);
+        return cli_usage_error("NAME: must be 1..%d bytes", CXLP_NAME_MAX - 1);
     if (access(src, F_OK) != 0) {
         /* Megatron prefixes name no file themselves; let the importer judge. */
         char b[4096];
@@ -170,20 +170,20 @@ int cmd_ingest(int argc, char **argv)
         }
     }
     cxlp_pool *p;
-    int ex = open_pool(spec, 0, &p);
+    int ex = cli_open_pool(spec, 0, &p);
     if (ex)
         return ex;
     struct progress pg = {0};
-    pg.t0 = now_sec();
+    pg.t0 = cli_now_sec();
     if (show && isatty(STDERR_FILENO)) {
-        o.progress = progress_cb;
+        o.progress = cli_progress_cb;
         o.progress_ctx = &pg;
     }
     int rc = cxlp_import(p, name, src, &o);
-    double secs = now_sec() - pg.t0;
-    progress_end(&pg);
+    double secs = cli_now_sec() - pg.t0;
+    cli_progress_end(&pg);
     if (rc) {
-        ex = report_error(rc, p, src);
+        ex = cli_report_error(rc, p, src);
         /* A missing source is a runtime error, not a missing pool/dataset. */
         if (rc == -ENOENT)
             ex = EXIT_RUNTIME;
@@ -198,7 +198,7 @@ int cmd_ingest(int argc, char **argv)
         cxlp_store_close(s);
     }
     if (rc) {
-        ex = report_error(rc, p, name);
+        ex = cli_report_error(rc, p, name);
         cxlp_pool_close(p);
         return ex;
     }
@@ -210,7 +210,7 @@ int cmd_ingest(int argc, char **argv)
     } else {
         char b[32];
         printf("ingested %s: %" PRIu64 " records, %" PRIu64 " bytes (%s) in %.3f s, %.2f GB/s",
-               name, d.n_records, d.data_bytes, fmt_bytes(d.data_bytes, b), secs, gbs);
+               name, d.n_records, d.data_bytes, cli_fmt_bytes(d.data_bytes, b), secs, gbs);
         if (d.n_docs)
             printf(", %" PRIu64 " documents", d.n_docs);
         printf("\n");
@@ -248,7 +248,7 @@ static int list_all(cxlp_pool *p, struct cxlp_dataset_info **out, size_t *n)
 static void print_dataset_json(const struct cxlp_dataset_info *d)
 {
     printf("{\"name\": ");
-    json_str(stdout, d->name);
+    cli_json_str(stdout, d->name);
     printf(", \"version\": %" PRIu64 ", \"records\": %" PRIu64 ", \"data_bytes\": %" PRIu64
            ", \"stored_bytes\": %" PRIu64 ", \"shards\": %u, \"fixed\": %s"
            ", \"record_size\": %" PRIu64 ", \"docs\": %" PRIu64 ", \"created_unix\": %" PRIu64 "}",
@@ -256,26 +256,26 @@ static void print_dataset_json(const struct cxlp_dataset_info *d)
            d->fixed ? "true" : "false", d->record_size, d->n_docs, d->created_unix);
 }
 
-int cmd_ls(int argc, char **argv)
+int cli_cmd_ls(int argc, char **argv)
 {
     static const struct option lo[] = {{"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
     int json = 0, c;
-    while ((c = next_opt(argc, argv, lo)) != -1) {
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         if (c == -2)
             return EXIT_USAGE;
         json = 1;
     }
-    if (!npos_ok(argc, argv, 1, 1))
+    if (!cli_npos_ok(argc, argv, 1, 1))
         return EXIT_USAGE;
     cxlp_pool *p;
-    int ex = open_pool(argv[optind], 1, &p);
+    int ex = cli_open_pool(argv[optind], 1, &p);
     if (ex)
         return ex;
     struct cxlp_dataset_info *v;
     size_t n;
     int rc = list_all(p, &v, &n);
     if (rc) {
-        ex = report_error(rc, p, argv[optind]);
+        ex = cli_report_error(rc, p, argv[optind]);
         cxlp_pool_close(p);
         return ex;
     }
@@ -298,8 +298,8 @@ int cmd_ls(int argc, char **argv)
             else
                 snprintf(rec, sizeof rec, "variable");
             printf("%-24s %14" PRIu64 " %-14s %12s %12s %6u %10" PRIu64 " %8" PRIu64 "\n",
-                   v[i].name, v[i].n_records, rec, fmt_bytes(v[i].data_bytes, b1),
-                   fmt_bytes(v[i].stored_bytes, b2), v[i].n_shards, v[i].n_docs,
+                   v[i].name, v[i].n_records, rec, cli_fmt_bytes(v[i].data_bytes, b1),
+                   cli_fmt_bytes(v[i].stored_bytes, b2), v[i].n_shards, v[i].n_docs,
                    v[i].version);
         }
     }
@@ -350,11 +350,11 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
     cxlp_store *s;
     int rc = cxlp_store_open(p, name, &s);
     if (rc)
-        return report_error(rc, p, name);
+        return cli_report_error(rc, p, name);
     struct cxlp_dataset_info d;
     rc = cxlp_store_info(s, &d);
     if (rc) {
-        int ex = report_error(rc, s, name);
+        int ex = cli_report_error(rc, s, name);
         cxlp_store_close(s);
         return ex;
     }
@@ -367,7 +367,7 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
         for (uint32_t i = 0; i < sc->n_fields && i < CXLP_MAX_FIELDS; i++) {
             const struct cxlp_field *f = &sc->fields[i];
             printf("%s{\"name\": ", i ? ", " : "");
-            json_str(stdout, f->name);
+            cli_json_str(stdout, f->name);
             printf(", \"dtype\": \"%s\", \"shape\": [", cxlp_dtype_name(f->dtype));
             for (int k = 0; k < f->ndim && k < CXLP_MAX_DIMS; k++)
                 printf("%s%" PRIu64, k ? ", " : "", f->shape[k]);
@@ -379,8 +379,8 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
         printf("dataset:  %s\nversion:  %" PRIu64 "\nrecords:  %" PRIu64 "\n", d.name, d.version,
                d.n_records);
         printf("data:     %" PRIu64 " bytes (%s)\nstored:   %" PRIu64 " bytes (%s)\n",
-               d.data_bytes, fmt_bytes(d.data_bytes, b1), d.stored_bytes,
-               fmt_bytes(d.stored_bytes, b2));
+               d.data_bytes, cli_fmt_bytes(d.data_bytes, b1), d.stored_bytes,
+               cli_fmt_bytes(d.stored_bytes, b2));
         printf("shards:   %u\n", d.n_shards);
         if (d.fixed)
             printf("records:  fixed, %" PRIu64 " bytes each\n", d.record_size);
@@ -402,20 +402,20 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
     return EXIT_OKAY;
 }
 
-int cmd_stat(int argc, char **argv)
+int cli_cmd_stat(int argc, char **argv)
 {
     static const struct option lo[] = {{"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
     int json = 0, c;
-    while ((c = next_opt(argc, argv, lo)) != -1) {
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         if (c == -2)
             return EXIT_USAGE;
         json = 1;
     }
-    if (!npos_ok(argc, argv, 1, 2))
+    if (!cli_npos_ok(argc, argv, 1, 2))
         return EXIT_USAGE;
     cxlp_pool *p;
     const char *spec = argv[optind];
-    int ex = open_pool(spec, 1, &p);
+    int ex = cli_open_pool(spec, 1, &p);
     if (ex)
         return ex;
     if (argc - optind == 2) {
@@ -426,7 +426,7 @@ int cmd_stat(int argc, char **argv)
     struct cxlp_pool_stat st;
     int rc = cxlp_pool_stat(p, &st);
     if (rc) {
-        ex = report_error(rc, p, spec);
+        ex = cli_report_error(rc, p, spec);
         cxlp_pool_close(p);
         return ex;
     }
@@ -435,12 +435,12 @@ int cmd_stat(int argc, char **argv)
     uuid_str(st.uuid, uu);
     if (json) {
         printf("{\"pool\": ");
-        json_str(stdout, spec);
+        cli_json_str(stdout, spec);
         printf(", \"path\": ");
-        json_str(stdout, st.path);
+        cli_json_str(stdout, st.path);
         printf(", \"media\": \"%s\", \"emulated\": %s, \"numa_node\": %d, \"media_desc\": ",
                cxlp_media_name(st.media), st.emulated ? "true" : "false", st.numa_node);
-        json_str(stdout, md);
+        cli_json_str(stdout, md);
         printf(", \"format_version\": %u, \"uuid\": \"%s\", \"size\": %" PRIu64
                ", \"data_bytes\": %" PRIu64 ", \"used_bytes\": %" PRIu64
                ", \"reserved_bytes\": %" PRIu64 ", \"deferred_bytes\": %" PRIu64
@@ -454,11 +454,11 @@ int cmd_stat(int argc, char **argv)
         char b[8][32];
         printf("pool:       %s\npath:       %s\nmedia:      %s\n", spec, st.path, md);
         printf("format:     v%u, uuid %s\n", st.format_version, uu);
-        printf("size:       %s\n", fmt_bytes(st.size, b[0]));
+        printf("size:       %s\n", cli_fmt_bytes(st.size, b[0]));
         printf("data area:  %s (used %s, reserved %s, deferred %s, free %s, largest free %s)\n",
-               fmt_bytes(st.data_bytes, b[1]), fmt_bytes(st.used_bytes, b[2]),
-               fmt_bytes(st.reserved_bytes, b[3]), fmt_bytes(st.deferred_bytes, b[4]),
-               fmt_bytes(st.free_bytes, b[5]), fmt_bytes(st.largest_free, b[6]));
+               cli_fmt_bytes(st.data_bytes, b[1]), cli_fmt_bytes(st.used_bytes, b[2]),
+               cli_fmt_bytes(st.reserved_bytes, b[3]), cli_fmt_bytes(st.deferred_bytes, b[4]),
+               cli_fmt_bytes(st.free_bytes, b[5]), cli_fmt_bytes(st.largest_free, b[6]));
         printf("datasets:   %u (catalog generation %" PRIu64 ")\n", st.n_datasets,
                st.generation);
         printf("leases:     %u live of %u slots (this command holds one)\n", st.live_leases,
@@ -481,14 +481,14 @@ static void verify_line(void *ctx, const char *line)
     struct vlines *vl = ctx;
     if (vl->json) {
         printf("%s", vl->n ? ",\n  " : "");
-        json_str(stdout, line);
+        cli_json_str(stdout, line);
     } else if (vl->print) {
         printf("%s\n", line);
     }
     vl->n++;
 }
 
-int cmd_verify(int argc, char **argv)
+int cli_cmd_verify(int argc, char **argv)
 {
     static const struct option lo[] = {
         {"json", no_argument, 0, 'j'},
@@ -496,7 +496,7 @@ int cmd_verify(int argc, char **argv)
         {0, 0, 0, 0},
     };
     int json = 0, quiet = 0, c;
-    while ((c = next_opt(argc, argv, lo)) != -1) {
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         if (c == -2)
             return EXIT_USAGE;
         if (c == 'j')
@@ -504,7 +504,7 @@ int cmd_verify(int argc, char **argv)
         else
             quiet = 1;
     }
-    if (!npos_ok(argc, argv, 1, 1))
+    if (!cli_npos_ok(argc, argv, 1, 1))
         return EXIT_USAGE;
     const char *spec = argv[optind];
     cxlp_pool *p = NULL;
@@ -514,7 +514,7 @@ int cmd_verify(int argc, char **argv)
     int rc = cxlp_pool_open(spec, &o, &p);
     const char *msg;
     if (json)
-        printf("{\"pool\": "), json_str(stdout, spec), printf(", \"checked\": [\n  ");
+        printf("{\"pool\": "), cli_json_str(stdout, spec), printf(", \"checked\": [\n  ");
     if (rc == 0) {
         rc = cxlp_pool_verify(p, verify_line, &vl);
         msg = cxlp_errmsg(p);
@@ -524,14 +524,14 @@ int cmd_verify(int argc, char **argv)
     if (json) {
         printf("],\n \"ok\": %s, \"items\": %d", rc ? "false" : "true", vl.n);
         if (rc) {
-            printf(", \"code\": \"%s\", \"error\": ", rc_name(rc));
-            json_str(stdout, msg);
+            printf(", \"code\": \"%s\", \"error\": ", cli_rc_name(rc));
+            cli_json_str(stdout, msg);
         }
         printf("}\n");
     }
     int ex = EXIT_OKAY;
     if (rc) {
-        ex = report_error(rc, p, spec);
+        ex = cli_report_error(rc, p, spec);
         /* A damaged header or catalog is corruption too; a missing pool is not. */
         if (rc == CXLP_ECORRUPT || rc == CXLP_EFORMAT || rc == CXLP_ELAYOUT)
             ex = EXIT_CORRUPT;
@@ -544,22 +544,22 @@ int cmd_verify(int argc, char **argv)
 
 /* ------------------------------------------------------------------ rm */
 
-int cmd_rm(int argc, char **argv)
+int cli_cmd_rm(int argc, char **argv)
 {
     static const struct option lo[] = {{0, 0, 0, 0}};
     int c;
-    while ((c = next_opt(argc, argv, lo)) != -1)
+    while ((c = cli_next_opt(argc, argv, lo)) != -1)
         if (c == -2)
             return EXIT_USAGE;
-    if (!npos_ok(argc, argv, 2, 2))
+    if (!cli_npos_ok(argc, argv, 2, 2))
         return EXIT_USAGE;
     cxlp_pool *p;
-    int ex = open_pool(argv[optind], 0, &p);
+    int ex = cli_open_pool(argv[optind], 0, &p);
     if (ex)
         return ex;
     int rc = cxlp_pool_remove(p, argv[optind + 1]);
     if (rc)
-        ex = report_error(rc, p, argv[optind + 1]);
+        ex = cli_report_error(rc, p, argv[optind + 1]);
     else
         printf("removed %s from %s\n", argv[optind + 1], argv[optind]);
     cxlp_pool_close(p);
@@ -568,21 +568,21 @@ int cmd_rm(int argc, char **argv)
 
 /* ------------------------------------------------------------- destroy */
 
-int cmd_destroy(int argc, char **argv)
+int cli_cmd_destroy(int argc, char **argv)
 {
     static const struct option lo[] = {{"yes", no_argument, 0, 'y'}, {0, 0, 0, 0}};
     int yes = 0, c;
-    while ((c = next_opt(argc, argv, lo)) != -1) {
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         if (c == -2)
             return EXIT_USAGE;
         yes = 1;
     }
-    if (!npos_ok(argc, argv, 1, 1))
+    if (!cli_npos_ok(argc, argv, 1, 1))
         return EXIT_USAGE;
     const char *spec = argv[optind];
     if (!yes) {
         if (!isatty(STDIN_FILENO))
-            return usage_error("refusing to destroy %s without --yes (stdin is not a terminal)",
+            return cli_usage_error("refusing to destroy %s without --yes (stdin is not a terminal)",
                                spec);
         fprintf(stderr, "destroy pool %s and every dataset in it? [y/N] ", spec);
         char line[16];
@@ -593,7 +593,7 @@ int cmd_destroy(int argc, char **argv)
     }
     int rc = cxlp_pool_destroy(spec);
     if (rc)
-        return report_error(rc, NULL, spec);
+        return cli_report_error(rc, NULL, spec);
     printf("destroyed %s\n", spec);
     return EXIT_OKAY;
 }

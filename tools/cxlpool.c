@@ -31,13 +31,13 @@ static const struct cli_cmd cmds[] = {
      "  bandwidth, memory tiers, dax and CXL devices, and the backend a pool on\n"
      "  each node would use. --sysfs-root reads a captured sysfs tree instead\n"
      "  of /sys.\n",
-     cmd_topo},
+     cli_cmd_topo},
     {"create", "create a pool",
      "cxlpool create POOL SIZE [--mode MODE] [--catalog-bytes N] [--lease-slots N]\n"
      "  Creates POOL of SIZE bytes (suffixes K M G T, KiB.., KB..). POOL is NAME\n"
      "  or shm:NAME (/dev/shm, emulated CXL: local DRAM), file:PATH,\n"
      "  numa:NODE:NAME or devdax:/dev/daxX.Y. --mode is octal (default 0600).\n",
-     cmd_create},
+     cli_cmd_create},
     {"ingest", "import a raw, .npy or Megatron .bin/.idx file as a dataset",
      "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|auto]\n"
      "               [--record-size N] [--dtype T] [--shard-bytes N] [--no-progress] [--json]\n"
@@ -45,29 +45,29 @@ static const struct cli_cmd cmds[] = {
      "  else raw). raw needs --record-size (bytes per record) and takes --dtype\n"
      "  (uint8 default). A progress bar is drawn on stderr when it is a terminal.\n"
      "  Nothing is visible to readers until the import completes.\n",
-     cmd_ingest},
+     cli_cmd_ingest},
     {"ls", "list the datasets of a pool",
-     "cxlpool ls POOL [--json]\n", cmd_ls},
+     "cxlpool ls POOL [--json]\n", cli_cmd_ls},
     {"stat", "show pool usage and media (or one dataset's details)",
      "cxlpool stat POOL [NAME] [--json]\n"
      "  Without NAME: sizes, free space, leases, media (and whether it is an\n"
      "  emulation of CXL). With NAME: the dataset's counts, sizes and schema.\n",
-     cmd_stat},
+     cli_cmd_stat},
     {"verify", "check a pool's structure and every checksum",
      "cxlpool verify POOL [--json] [--quiet]\n"
      "  Exit 0 when every structure and checksum is valid, 3 when corrupt.\n",
-     cmd_verify},
+     cli_cmd_verify},
     {"cat", "print one record",
      "cxlpool cat POOL NAME INDEX [--format raw|hex|dtype|json]\n"
      "  raw: the record's bytes (default when stdout is not a terminal);\n"
      "  hex: a hex dump; dtype: values by the schema's dtype and shape (default\n"
      "  on a terminal); json: the same values as JSON.\n",
-     cmd_cat},
-    {"rm", "remove a dataset", "cxlpool rm POOL NAME\n", cmd_rm},
+     cli_cmd_cat},
+    {"rm", "remove a dataset", "cxlpool rm POOL NAME\n", cli_cmd_rm},
     {"destroy", "remove a pool and everything in it",
      "cxlpool destroy POOL [--yes]\n"
      "  Asks on a terminal; elsewhere needs --yes.\n",
-     cmd_destroy},
+     cli_cmd_destroy},
     {"bench", "measure gather throughput against a plain memcpy baseline",
      "cxlpool bench gather POOL NAME [--batch 32] [--batches N] [--threads 1,2]\n"
      "                  [--rounds 5] [--seed S] [--json]\n"
@@ -77,7 +77,7 @@ static const struct cli_cmd cmds[] = {
      "  the dataset (the baseline). The two alternate each round; the figures\n"
      "  are medians over the rounds. Each thread has its own batch buffer and\n"
      "  its own slice of the order.\n",
-     cmd_bench},
+     cli_cmd_bench},
 };
 #define N_CMDS (sizeof cmds / sizeof cmds[0])
 
@@ -103,7 +103,7 @@ static void main_usage(FILE *f)
             "  4  not found (pool or dataset)\n");
 }
 
-void print_usage(FILE *f)
+void cli_print_usage(FILE *f)
 {
     if (cur_cmd)
         fprintf(f, "usage: %s", cur_cmd->usage);
@@ -111,7 +111,7 @@ void print_usage(FILE *f)
         main_usage(f);
 }
 
-int usage_error(const char *fmt, ...)
+int cli_usage_error(const char *fmt, ...)
 {
     va_list ap;
     fprintf(stderr, "cxlpool: %s%s", cli_cmd_name, *cli_cmd_name ? ": " : "");
@@ -123,7 +123,7 @@ int usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-const char *rc_name(int rc)
+const char *cli_rc_name(int rc)
 {
     static const char *names[] = {
         "CXLP_EPANIC",   "CXLP_ECORRUPT",     "CXLP_EFORMAT",  "CXLP_ELAYOUT",
@@ -141,28 +141,38 @@ const char *rc_name(int rc)
     return "EUNKNOWN";
 }
 
-int report_error(int rc, const void *handle, const char *what)
+int cli_report_error(int rc, const void *handle, const char *what)
 {
     const char *msg = cxlp_errmsg(handle);
-    if (!msg || !*msg)
-        msg = what;
-    fprintf(stderr, "cxlpool: %s: %s [%s: %s]\n", cli_cmd_name, msg, rc_name(rc),
-            cxlp_strerror(rc));
+    if (!msg || !*msg || !strcmp(msg, what))
+        fprintf(stderr, "cxlpool: %s: %s [%s: %s]\n", cli_cmd_name, what, cli_rc_name(rc),
+                cxlp_strerror(rc));
+    else if (strstr(msg, what))
+        fprintf(stderr, "cxlpool: %s: %s [%s: %s]\n", cli_cmd_name, msg, cli_rc_name(rc),
+                cxlp_strerror(rc));
+    else /* the library's message lacks the subject: name it */
+        fprintf(stderr, "cxlpool: %s: %s: %s [%s: %s]\n", cli_cmd_name, what, msg,
+                cli_rc_name(rc), cxlp_strerror(rc));
     if (rc == CXLP_ENOTFOUND || rc == -ENOENT)
         return EXIT_NOTFOUND;
     return EXIT_RUNTIME;
 }
 
-int open_pool(const char *spec, int readonly, cxlp_pool **out)
+int cli_report_os(int rc, const char *what)
+{
+    fprintf(stderr, "cxlpool: %s: %s [%s: %s]\n", cli_cmd_name, what, cli_rc_name(rc),
+            cxlp_strerror(rc));
+    return EXIT_RUNTIME;
+}
+
+int cli_open_pool(const char *spec, int readonly, cxlp_pool **out)
 {
     struct cxlp_pool_opts o = {0};
     o.readonly = readonly;
     int rc = cxlp_pool_open(spec, &o, out);
     if (rc == 0)
         return 0;
-    char what[512];
-    snprintf(what, sizeof what, "cannot open pool %s", spec);
-    return report_error(rc, NULL, what);
+    return cli_report_error(rc, NULL, spec);
 }
 
 static int parse_scaled(const char *s, uint64_t *out, int allow_frac)
@@ -210,12 +220,12 @@ static int parse_scaled(const char *s, uint64_t *out, int allow_frac)
     return 0;
 }
 
-int parse_size(const char *s, uint64_t *out)
+int cli_parse_size(const char *s, uint64_t *out)
 {
     return parse_scaled(s, out, 1);
 }
 
-int parse_u64(const char *s, uint64_t *out)
+int cli_parse_u64(const char *s, uint64_t *out)
 {
     if (!s || !*s || *s == '-' || *s == '+')
         return -1;
@@ -228,7 +238,7 @@ int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-void json_str(FILE *f, const char *s)
+void cli_json_str(FILE *f, const char *s)
 {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -248,7 +258,7 @@ void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
-const char *fmt_bytes(uint64_t n, char *buf)
+const char *cli_fmt_bytes(uint64_t n, char *buf)
 {
     static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     double v = (double)n;
@@ -264,7 +274,7 @@ const char *fmt_bytes(uint64_t n, char *buf)
     return buf;
 }
 
-double now_sec(void)
+double cli_now_sec(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -273,34 +283,34 @@ double now_sec(void)
 
 /* getopt_long with our error conventions: returns the option, -1 at the end,
  * or -2 after reporting a usage error. */
-int next_opt(int argc, char **argv, const struct option *lo)
+int cli_next_opt(int argc, char **argv, const struct option *lo)
 {
     opterr = 0;
     int c = getopt_long(argc, argv, ":", lo, NULL);
     if (c == '?') {
         if (optopt)
-            usage_error("unknown option '-%c'", optopt);
+            cli_usage_error("unknown option '-%c'", optopt);
         else
-            usage_error("unknown option '%s'", argv[optind - 1]);
+            cli_usage_error("unknown option '%s'", argv[optind - 1]);
         return -2;
     }
     if (c == ':') {
-        usage_error("option '%s' needs a value", argv[optind - 1]);
+        cli_usage_error("option '%s' needs a value", argv[optind - 1]);
         return -2;
     }
     return c;
 }
 
 /* Positional count check after options: want in [lo, hi]. */
-int npos_ok(int argc, char **argv, int lo, int hi)
+int cli_npos_ok(int argc, char **argv, int lo, int hi)
 {
     int n = argc - optind;
     if (n < lo) {
-        usage_error("missing argument%s", lo - n > 1 ? "s" : "");
+        cli_usage_error("missing argument%s", lo - n > 1 ? "s" : "");
         return 0;
     }
     if (n > hi) {
-        usage_error("unexpected argument '%s'", argv[optind + hi]);
+        cli_usage_error("unexpected argument '%s'", argv[optind + hi]);
         return 0;
     }
     return 1;
@@ -345,7 +355,7 @@ int main(int argc, char **argv)
         cur_cmd = &cmds[i];
         cli_cmd_name = cmds[i].name;
         if (wants_help(argc - 1, argv + 1)) {
-            print_usage(stdout);
+            cli_print_usage(stdout);
             return EXIT_OKAY;
         }
         return cmds[i].run(argc - 1, argv + 1);

@@ -15,9 +15,9 @@ static void draw(struct progress *pg, uint64_t done, uint64_t total, double t)
     double el = t - pg->t0;
     double mbs = el > 0 ? (double)done / el / 1e6 : 0;
     char bd[32], bt[32], eta[32] = "--:--";
-    fmt_bytes(done, bd);
+    cli_fmt_bytes(done, bd);
     if (total) {
-        fmt_bytes(total, bt);
+        cli_fmt_bytes(total, bt);
         if (mbs > 0 && total >= done) {
             double left = (double)(total - done) / (mbs * 1e6);
             unsigned s = left > 359999 ? 359999 : (unsigned)(left + 0.5);
@@ -44,16 +44,16 @@ static void draw(struct progress *pg, uint64_t done, uint64_t total, double t)
     pg->last_draw = t;
 }
 
-void progress_cb(void *ctx, uint64_t done, uint64_t total)
+void cli_progress_cb(void *ctx, uint64_t done, uint64_t total)
 {
     struct progress *pg = ctx;
-    double t = now_sec();
+    double t = cli_now_sec();
     if (pg->drawn && t - pg->last_draw < 0.1 && (total == 0 || done < total))
         return;
     draw(pg, done, total, t);
 }
 
-void progress_end(struct progress *pg)
+void cli_progress_end(struct progress *pg)
 {
     if (pg->drawn)
         fputc('\n', stderr);

@@ -19,7 +19,7 @@ expect 2 "ls: unknown option '--bogus'" "$CXLPOOL" ls somepool --bogus
 expect 2 "ls: missing argument" "$CXLPOOL" ls
 expect 2 "ls: unexpected argument 'extra'" "$CXLPOOL" ls p extra
 expect 2 "create: SIZE: '12Q' is not a size" "$CXLPOOL" create p 12Q
-expect 2 "create: SIZE" "$CXLPOOL" create p -5
+expect 2 "create: SIZE" "$CXLPOOL" create p 0
 expect 2 "create: --mode" "$CXLPOOL" create p 1M --mode 999
 expect 2 "create: option '--mode' needs a value" "$CXLPOOL" create p 1M --mode
 expect 2 "ingest: --format: 'csv'" "$CXLPOOL" ingest p d f --format csv
