@@ -30,6 +30,9 @@ uint64_t attach_size(const struct attach *a);
 void attach_pin(struct attach *a, uint64_t gen);
 void attach_unpin(struct attach *a, uint64_t gen);
 
+/* Extents are allocated in multiples of this, at offsets aligned to it. */
+#define POOL_EXTENT_ALIGN 4096u
+
 /* One extent of pool memory, as an offset from the region start. */
 struct pool_extent {
     uint64_t off;

@@ -1,0 +1,358 @@
+/*
+ * catalog.c - the catalog blob: encoding, validation of untrusted copies,
+ * and the lock-free reader protocol.
+ *
+ * Readers never lock. The writer publishes generation g+1 by writing slot
+ * (g+1)&1 completely and then storing hdr->gen = g+1 with release order
+ * (txn.c, cat_commit). A reader:
+ *   1. g = load_acquire(hdr->gen)            pairs with that release
+ *   2. [pin g in its lease; fence; recheck gen == g]    (pool_lookup only)
+ *   3. copy slot g&1 to private memory
+ *   4. fence; recheck gen == g
+ * Slot g&1 is rewritten only for generation g+2, whose writer has already
+ * stored g+1, so an unchanged gen after the copy proves the copy was not
+ * torn. A changed gen means "try again" (bounded: CXLP_ECORRUPT after
+ * SNAP_TRIES). A copy taken while gen stood still and that fails validation
+ * is real corruption. Everything is then validated on the private copy:
+ * a concurrent (or hostile) writer cannot change bytes after the check.
+ *
+ * Invariants of a valid blob (cat_decode):
+ *   bytes = sizeof(cat_hdr) + n_ds*|cat_ds| + n_sh*|pool_shard|
+ *           + n_free*|pool_extent| + n_resv*|cat_resv| + n_def*|cat_def|
+ *   gen(blob) = gen(header) that selected the slot
+ *   every extent lies inside [data_off, data_off + data_len)
+ *   dataset i's shards are sh[first_shard_i .. first_shard_i + n_shards_i)
+ *   names are NUL-terminated and non-empty
+ * Overlaps between extents are a pool_check matter (check.c), not a decode
+ * one: decoding is on every lookup and stays O(n).
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "common/atomic.h"
+#include "pool/pool_internal.h"
+
+#define SNAP_TRIES 100000
+
+void cat_free(struct cat *c)
+{
+    free(c->ds);
+    free(c->sh);
+    free(c->fr);
+    free(c->resv);
+    free(c->def);
+    memset(c, 0, sizeof *c);
+}
+
+int arr_push(void *arrp, uint64_t *n, uint64_t *cap, size_t elsz, const void *el)
+{
+    void **arr = arrp;
+    if (*n == *cap) {
+        uint64_t nc = *cap ? *cap * 2 : 8;
+        void *p = realloc(*arr, nc * elsz);
+        if (!p)
+            return -ENOMEM;
+        *arr = p;
+        *cap = nc;
+    }
+    memcpy((uint8_t *)*arr + *n * elsz, el, elsz);
+    (*n)++;
+    return 0;
+}
+
+void arr_del(void *arr, uint64_t *n, size_t elsz, uint64_t i)
+{
+    uint8_t *a = arr;
+    memmove(a + i * elsz, a + (i + 1) * elsz, (*n - i - 1) * elsz);
+    (*n)--;
+}
+
+static uint64_t cat_checksum(const struct cat_hdr *h, const uint8_t *body, uint64_t body_len)
+{
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, h, offsetof(struct cat_hdr, checksum));
+    XXH3_64bits_update(&st, body, body_len);
+    return XXH3_64bits_digest(&st);
+}
+
+uint64_t cat_encoded_size(const struct cat *c)
+{
+    return sizeof(struct cat_hdr) + c->n_ds * sizeof(struct cat_ds) +
+           c->n_sh * sizeof(struct pool_shard) + c->n_fr * sizeof(struct pool_extent) +
+           c->n_resv * sizeof(struct cat_resv) + c->n_def * sizeof(struct cat_def);
+}
+
+static uint8_t *put(uint8_t *p, const void *src, uint64_t n)
+{
+    if (n)
+        memcpy(p, src, n);
+    return p + n;
+}
+
+void cat_encode(const struct cat *c, uint8_t *buf)
+{
+    struct cat_hdr h = {
+        .magic = CAT_MAGIC, .gen = c->gen, .bytes = cat_encoded_size(c),
+        .n_ds = c->n_ds, .n_sh = c->n_sh, .n_free = c->n_fr,
+        .n_resv = c->n_resv, .n_def = c->n_def,
+    };
+    uint8_t *body = buf + sizeof h, *p = body;
+    p = put(p, c->ds, c->n_ds * sizeof *c->ds);
+    p = put(p, c->sh, c->n_sh * sizeof *c->sh);
+    p = put(p, c->fr, c->n_fr * sizeof *c->fr);
+    p = put(p, c->resv, c->n_resv * sizeof *c->resv);
+    p = put(p, c->def, c->n_def * sizeof *c->def);
+    h.checksum = cat_checksum(&h, body, (uint64_t)(p - body));
+    memcpy(buf, &h, sizeof h);
+}
+
+static int in_data(const struct pool_layout *L, uint64_t off, uint64_t len)
+{
+    return off >= L->data_off && range_ok(off - L->data_off, len, L->data_len);
+}
+
+/* Copies n records of size elsz from *p into a fresh array. */
+static int take(const uint8_t **p, uint64_t n, size_t elsz, void *arrp, uint64_t *cap)
+{
+    void **arr = arrp;
+    *arr = NULL;
+    *cap = n;
+    if (n == 0)
+        return 0;
+    *arr = malloc(n * elsz);
+    if (!*arr)
+        return -ENOMEM;
+    memcpy(*arr, *p, n * elsz);
+    *p += n * elsz;
+    return 0;
+}
+
+int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
+               uint64_t gen, struct cat *out, struct obj *o)
+{
+    struct cat_hdr h;
+    memset(out, 0, sizeof *out);
+    if (len < sizeof h)
+        return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: %llu bytes, shorter than its header",
+                      (unsigned long long)gen, (unsigned long long)len);
+    memcpy(&h, blob, sizeof h);
+    if (h.magic != CAT_MAGIC)
+        return seterr(o, CXLP_ECORRUPT, "catalog slot %llu: bad magic %#llx",
+                      (unsigned long long)(gen & 1), (unsigned long long)h.magic);
+    if (h.gen != gen)
+        return seterr(o, CXLP_ECORRUPT, "catalog slot %llu: holds gen %llu, header says %llu",
+                      (unsigned long long)(gen & 1), (unsigned long long)h.gen,
+                      (unsigned long long)gen);
+    /* counts must add up to the length without overflow */
+    const uint64_t cnt[5] = {h.n_ds, h.n_sh, h.n_free, h.n_resv, h.n_def};
+    const uint64_t sz[5] = {sizeof(struct cat_ds), sizeof(struct pool_shard),
+                            sizeof(struct pool_extent), sizeof(struct cat_resv),
+                            sizeof(struct cat_def)};
+    uint64_t total = sizeof h;
+    for (int i = 0; i < 5; i++) {
+        uint64_t b;
+        if (mul_overflow_u64(cnt[i], sz[i], &b) || add_overflow_u64(total, b, &total))
+            return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: record counts overflow",
+                          (unsigned long long)gen);
+    }
+    if (total != h.bytes || h.bytes > len)
+        return seterr(o, CXLP_ECORRUPT,
+                      "catalog gen %llu: counts need %llu bytes, blob says %llu, slot has %llu",
+                      (unsigned long long)gen, (unsigned long long)total,
+                      (unsigned long long)h.bytes, (unsigned long long)len);
+    const uint8_t *body = blob + sizeof h;
+    if (cat_checksum(&h, body, h.bytes - sizeof h) != h.checksum)
+        return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: checksum mismatch",
+                      (unsigned long long)gen);
+
+    struct cat c = {.gen = gen, .n_ds = h.n_ds, .n_sh = h.n_sh, .n_fr = h.n_free,
+                    .n_resv = h.n_resv, .n_def = h.n_def};
+    const uint8_t *p = body;
+    int rc = 0;
+    if ((rc = take(&p, c.n_ds, sizeof *c.ds, &c.ds, &c.cap_ds)) ||
+        (rc = take(&p, c.n_sh, sizeof *c.sh, &c.sh, &c.cap_sh)) ||
+        (rc = take(&p, c.n_fr, sizeof *c.fr, &c.fr, &c.cap_fr)) ||
+        (rc = take(&p, c.n_resv, sizeof *c.resv, &c.resv, &c.cap_resv)) ||
+        (rc = take(&p, c.n_def, sizeof *c.def, &c.def, &c.cap_def))) {
+        cat_free(&c);
+        return seterr(o, rc, "catalog gen %llu: out of memory", (unsigned long long)gen);
+    }
+
+    for (uint64_t i = 0; i < c.n_ds; i++) {
+        const struct cat_ds *d = &c.ds[i];
+        const char *nm = d->d.info.name;
+        uint64_t end;
+        if (memchr(nm, 0, sizeof d->d.info.name) == NULL || nm[0] == 0) {
+            rc = seterr(o, CXLP_ECORRUPT, "catalog gen %llu: dataset %llu: name not terminated or empty",
+                        (unsigned long long)gen, (unsigned long long)i);
+            goto bad;
+        }
+        if (add_overflow_u64(d->first_shard, d->d.n_shards, &end) || end > c.n_sh ||
+            d->d.info.n_shards != d->d.n_shards) {
+            rc = seterr(o, CXLP_ECORRUPT,
+                        "catalog gen %llu: dataset '%s': shards %llu+%u outside %llu shard records",
+                        (unsigned long long)gen, nm, (unsigned long long)d->first_shard,
+                        d->d.n_shards, (unsigned long long)c.n_sh);
+            goto bad;
+        }
+        if (d->d.schema.n_fields > CXLP_MAX_FIELDS) {
+            rc = seterr(o, CXLP_ECORRUPT, "catalog gen %llu: dataset '%s': %u fields",
+                        (unsigned long long)gen, nm, d->d.schema.n_fields);
+            goto bad;
+        }
+        if (d->d.docs.len && !in_data(L, d->d.docs.off, d->d.docs.len)) {
+            rc = seterr(o, CXLP_ECORRUPT,
+                        "catalog gen %llu: dataset '%s': docs extent %#llx+%llu outside the data area",
+                        (unsigned long long)gen, nm, (unsigned long long)d->d.docs.off,
+                        (unsigned long long)d->d.docs.len);
+            goto bad;
+        }
+    }
+    for (uint64_t i = 0; i < c.n_sh; i++) {
+        if (!in_data(L, c.sh[i].off, c.sh[i].len) || c.sh[i].len == 0) {
+            rc = seterr(o, CXLP_ECORRUPT,
+                        "catalog gen %llu: shard record %llu: extent %#llx+%llu outside the data area",
+                        (unsigned long long)gen, (unsigned long long)i,
+                        (unsigned long long)c.sh[i].off, (unsigned long long)c.sh[i].len);
+            goto bad;
+        }
+    }
+    for (uint64_t i = 0; i < c.n_fr + c.n_resv + c.n_def; i++) {
+        const char *what;
+        uint64_t off, len, k;
+        if (i < c.n_fr) {
+            what = "free extent", k = i, off = c.fr[k].off, len = c.fr[k].len;
+        } else if (i < c.n_fr + c.n_resv) {
+            what = "reservation", k = i - c.n_fr, off = c.resv[k].off, len = c.resv[k].len;
+        } else {
+            what = "deferred free", k = i - c.n_fr - c.n_resv;
+            off = c.def[k].off, len = c.def[k].len;
+        }
+        if (!in_data(L, off, len) || len == 0 || off % POOL_EXTENT_ALIGN || len % POOL_EXTENT_ALIGN) {
+            rc = seterr(o, CXLP_ECORRUPT,
+                        "catalog gen %llu: %s %llu: extent %#llx+%llu outside the data area or unaligned",
+                        (unsigned long long)gen, what, (unsigned long long)k,
+                        (unsigned long long)off, (unsigned long long)len);
+            goto bad;
+        }
+    }
+    /* the allocator relies on a sorted, coalesced free list */
+    for (uint64_t i = 1; i < c.n_fr; i++) {
+        if (c.fr[i - 1].off + c.fr[i - 1].len >= c.fr[i].off) {
+            rc = seterr(o, CXLP_ECORRUPT,
+                        "catalog gen %llu: free list not sorted/coalesced at entry %llu (%#llx)",
+                        (unsigned long long)gen, (unsigned long long)i,
+                        (unsigned long long)c.fr[i].off);
+            goto bad;
+        }
+    }
+    *out = c;
+    return 0;
+bad:
+    cat_free(&c);
+    return rc;
+}
+
+static const uint8_t *slot_addr(const struct attach *a, uint64_t gen)
+{
+    return (const uint8_t *)a->m.base + a->L.cat_off + (gen & 1) * a->L.cat_bytes;
+}
+
+/* Copies the blob in the slot of gen: its header's length, bounded by the
+ * slot size, decides how much. *blob is malloc'd. */
+static int copy_slot(const struct attach *a, uint64_t gen, uint8_t **blob, uint64_t *len)
+{
+    const uint8_t *s = slot_addr(a, gen);
+    struct cat_hdr h;
+    memcpy(&h, s, sizeof h);
+    uint64_t n = h.bytes;
+    if (n < sizeof h || n > a->L.cat_bytes)
+        n = sizeof h; /* decode reports it */
+    *blob = malloc(n);
+    if (!*blob)
+        return -ENOMEM;
+    memcpy(*blob, s, n);
+    *len = n;
+    return 0;
+}
+
+int cat_read_slot(struct attach *a, uint64_t slot, struct cat *out, struct obj *o)
+{
+    uint8_t *blob;
+    uint64_t len;
+    if (copy_slot(a, slot, &blob, &len))
+        return seterr(o, -ENOMEM, "catalog slot copy: out of memory");
+    struct cat_hdr h;
+    memcpy(&h, blob, sizeof h);
+    if ((h.gen & 1) != (slot & 1)) {
+        free(blob);
+        return seterr(o, CXLP_ECORRUPT, "catalog slot %llu holds gen %llu of the other slot",
+                      (unsigned long long)(slot & 1), (unsigned long long)h.gen);
+    }
+    int rc = cat_decode(blob, len, &a->L, h.gen, out, o);
+    free(blob);
+    return rc;
+}
+
+int cat_snapshot(struct attach *a, struct cat *out, int pin, uint64_t *gen, struct obj *o)
+{
+    for (int tries = 0; tries < SNAP_TRIES; tries++) {
+        if (tries > 8)
+            sched_yield();
+        /* pairs with at_store_release(&hdr->gen) in cat_commit */
+        uint64_t g = at_load_acquire(&a->hdr->gen);
+        if (pin) {
+            attach_pin(a, g);
+            at_fence_seq_cst();
+            /* pairs with at_store_release(&hdr->gen) in cat_commit: if gen
+             * still reads g, any writer that frees extents of g scans the
+             * leases after our pin is visible. */
+            if (at_load_acquire(&a->hdr->gen) != g) {
+                attach_unpin(a, g);
+                continue;
+            }
+        }
+        uint8_t *blob;
+        uint64_t len;
+        if (copy_slot(a, g, &blob, &len)) {
+            if (pin)
+                attach_unpin(a, g);
+            return seterr(o, -ENOMEM, "catalog snapshot: out of memory");
+        }
+        at_fence_seq_cst();
+        /* pairs with at_store_release(&hdr->gen) in cat_commit: unchanged
+         * means slot g&1 was not rewritten while we copied it. */
+        if (at_load_acquire(&a->hdr->gen) != g) {
+            free(blob);
+            if (pin)
+                attach_unpin(a, g);
+            continue;
+        }
+        int rc = cat_decode(blob, len, &a->L, g, out, o);
+        free(blob);
+        if (rc) {
+            if (pin)
+                attach_unpin(a, g);
+            return rc;
+        }
+        if (gen)
+            *gen = g;
+        return 0;
+    }
+    return seterr(o, CXLP_ECORRUPT, "%s: catalog generation kept changing during %d snapshot tries",
+                  a->m.path, SNAP_TRIES);
+}
+
+int64_t cat_find(const struct cat *c, const char *name)
+{
+    for (uint64_t i = 0; i < c->n_ds; i++)
+        if (strncmp(c->ds[i].d.info.name, name, sizeof c->ds[i].d.info.name) == 0)
+            return (int64_t)i;
+    return -1;
+}

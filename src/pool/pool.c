@@ -1,0 +1,491 @@
+/*
+ * pool.c - pool lifecycle (create, open, close, destroy), header
+ * validation, and the read side of the public API (stat, list) and of
+ * pool.h (lookup, accessors).
+ *
+ * Create touches only metadata: the header page, the lease table and the
+ * first catalog blob (a few hundred bytes of slot 1). The data area stays a
+ * hole in a sparse file, so a 1 TiB file pool creates in O(1). The magic is
+ * written last, after everything else is durable: a create killed halfway
+ * leaves an object that open refuses as "not a pool" (CXLP_EFORMAT).
+ *
+ * Open validates in this order, so each failure gets its own code:
+ *   magic, version, header size -> CXLP_EFORMAT (not ours / not this format)
+ *   layout signature            -> CXLP_ELAYOUT (ours, other ABI or build)
+ *   header checksum             -> CXLP_ECORRUPT
+ *   every area inside the media and non-overlapping -> CXLP_ECORRUPT
+ *   the current catalog decodes -> CXLP_ECORRUPT
+ * The validated geometry is copied into private memory (struct pool_layout)
+ * and never re-read from the pool.
+ *
+ * Ownership: a pool opened for writing must belong to the effective uid,
+ * even for root: a writer takes the pool's lock and reuses its extents, and
+ * another user's pool should not be changed by accident (CXLP_EOWNER).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "common/atomic.h"
+#include "pool/pool_internal.h"
+
+#define ERRLEN 384
+
+uint64_t pool_layout_signature(void)
+{
+    const uint64_t facts[] = {
+        sizeof(struct pool_hdr), offsetof(struct pool_hdr, checksum),
+        offsetof(struct pool_hdr, gen), offsetof(struct pool_hdr, boot),
+        offsetof(struct pool_hdr, lock), sizeof(pthread_mutex_t), _Alignof(pthread_mutex_t),
+        sizeof(struct pool_lease), sizeof(struct cat_hdr), sizeof(struct cat_ds),
+        sizeof(struct pool_dataset), offsetof(struct pool_dataset, schema),
+        offsetof(struct pool_dataset, docs), offsetof(struct pool_dataset, n_shards),
+        sizeof(struct cxlp_dataset_info), sizeof(struct cxlp_schema),
+        sizeof(struct cxlp_field), CXLP_MAX_FIELDS, CXLP_MAX_DIMS, CXLP_NAME_MAX,
+        sizeof(struct pool_shard), sizeof(struct pool_extent), sizeof(struct cat_resv),
+        sizeof(struct cat_def), POOL_EXTENT_ALIGN, POOL_DATA_ALIGN,
+    };
+    return layout_signature(facts, sizeof facts / sizeof facts[0]);
+}
+
+static uint64_t hdr_checksum(const struct pool_hdr *h)
+{
+    return XXH3_64bits(h, offsetof(struct pool_hdr, checksum));
+}
+
+int hdr_validate(const struct pool_hdr *hp, uint64_t media_size, struct pool_layout *L,
+                 struct obj *o, const char *path)
+{
+    struct pool_hdr h;
+    if (media_size < POOL_HDR_SIZE)
+        return seterr(o, CXLP_EFORMAT, "%s: %llu bytes, too small for a pool header",
+                      path, (unsigned long long)media_size);
+    memcpy(&h, hp, offsetof(struct pool_hdr, gen));
+    if (memcmp(h.magic, POOL_MAGIC, sizeof h.magic) != 0)
+        return seterr(o, CXLP_EFORMAT, "%s: bad magic (not a cxlpool pool)", path);
+    if (h.version != POOL_FORMAT_VERSION)
+        return seterr(o, CXLP_EFORMAT, "%s: format version %u, this build reads %u",
+                      path, h.version, POOL_FORMAT_VERSION);
+    if (h.hdr_size != POOL_HDR_SIZE)
+        return seterr(o, CXLP_EFORMAT, "%s: header size %u, expected %u", path,
+                      h.hdr_size, POOL_HDR_SIZE);
+    uint64_t sig = pool_layout_signature();
+    if (h.layout_sig != sig)
+        return seterr(o, CXLP_ELAYOUT,
+                      "%s: layout signature %#llx, this build has %#llx (built for another ABI)",
+                      path, (unsigned long long)h.layout_sig, (unsigned long long)sig);
+    if (hdr_checksum(&h) != h.checksum)
+        return seterr(o, CXLP_ECORRUPT, "%s: header checksum mismatch", path);
+    uint64_t lease_end, cat_end, data_end, t;
+    if (h.size > media_size || h.size < POOL_HDR_SIZE)
+        return seterr(o, CXLP_ECORRUPT, "%s: header size field %llu, media has %llu bytes",
+                      path, (unsigned long long)h.size, (unsigned long long)media_size);
+    if (h.lease_off != POOL_HDR_SIZE || h.lease_slots == 0 || h.lease_slots > POOL_MAX_LEASES ||
+        add_overflow_u64(h.lease_off, h.lease_slots * POOL_LEASE_SIZE, &lease_end))
+        return seterr(o, CXLP_ECORRUPT, "%s: lease table at %#llx with %llu slots is invalid",
+                      path, (unsigned long long)h.lease_off, (unsigned long long)h.lease_slots);
+    if (h.cat_off < lease_end || h.cat_off % POOL_EXTENT_ALIGN ||
+        h.cat_bytes < POOL_MIN_CAT_BYTES || h.cat_bytes > POOL_MAX_CAT_BYTES ||
+        h.cat_bytes % POOL_EXTENT_ALIGN || mul_overflow_u64(h.cat_bytes, 2, &t) ||
+        add_overflow_u64(h.cat_off, t, &cat_end) || cat_end > h.size)
+        return seterr(o, CXLP_ECORRUPT, "%s: catalog slots at %#llx of %llu bytes are invalid",
+                      path, (unsigned long long)h.cat_off, (unsigned long long)h.cat_bytes);
+    if (h.data_off < cat_end || h.data_off % POOL_DATA_ALIGN || h.data_len == 0 ||
+        h.data_len % POOL_EXTENT_ALIGN || add_overflow_u64(h.data_off, h.data_len, &data_end) ||
+        data_end > h.size || h.extent_align != POOL_EXTENT_ALIGN)
+        return seterr(o, CXLP_ECORRUPT, "%s: data area %#llx+%llu is invalid (pool %llu bytes)",
+                      path, (unsigned long long)h.data_off, (unsigned long long)h.data_len,
+                      (unsigned long long)h.size);
+    *L = (struct pool_layout){.size = h.size, .lease_off = h.lease_off,
+                              .lease_slots = h.lease_slots, .cat_off = h.cat_off,
+                              .cat_bytes = h.cat_bytes, .data_off = h.data_off,
+                              .data_len = h.data_len};
+    return 0;
+}
+
+static int compute_layout(uint64_t size, const struct cxlp_pool_opts *opts,
+                          struct pool_layout *L, const char *spec)
+{
+    uint64_t slots = opts && opts->lease_slots ? opts->lease_slots : POOL_DEF_LEASES;
+    uint64_t cb = opts && opts->catalog_bytes ? opts->catalog_bytes : POOL_DEF_CAT_BYTES;
+    if (slots > POOL_MAX_LEASES)
+        return seterr(NULL, CXLP_EARG, "%s: lease_slots %llu exceeds %u", spec,
+                      (unsigned long long)slots, POOL_MAX_LEASES);
+    if (cb < POOL_MIN_CAT_BYTES || cb > POOL_MAX_CAT_BYTES)
+        return seterr(NULL, CXLP_EARG, "%s: catalog_bytes %llu outside [%llu, %llu]", spec,
+                      (unsigned long long)cb, POOL_MIN_CAT_BYTES, POOL_MAX_CAT_BYTES);
+    cb = ALIGN_UP(cb, POOL_EXTENT_ALIGN);
+    L->lease_off = POOL_HDR_SIZE;
+    L->lease_slots = slots;
+    L->cat_off = ALIGN_UP(L->lease_off + slots * POOL_LEASE_SIZE, POOL_EXTENT_ALIGN);
+    L->cat_bytes = cb;
+    L->data_off = ALIGN_UP(L->cat_off + 2 * cb, POOL_DATA_ALIGN);
+    L->size = size;
+    if (size < L->data_off + POOL_EXTENT_ALIGN || size > (UINT64_MAX >> 1))
+        return seterr(NULL, CXLP_EARG,
+                      "%s: size %llu too small: metadata needs %llu bytes plus at least one "
+                      "%u-byte extent", spec, (unsigned long long)size,
+                      (unsigned long long)L->data_off, POOL_EXTENT_ALIGN);
+    L->data_len = (size - L->data_off) & ~(uint64_t)(POOL_EXTENT_ALIGN - 1);
+    return 0;
+}
+
+static void init_lock(pthread_mutex_t *mu)
+{
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(mu, &ma);
+    pthread_mutexattr_destroy(&ma);
+}
+
+/* Writes every metadata structure of a new pool into m; magic last. */
+static int format_pool(struct media *m, const struct pool_layout *L)
+{
+    uint8_t *base = m->base;
+    struct pool_hdr *h = (struct pool_hdr *)base;
+    int rc = media_prepare(m, 0, L->cat_off + 2 * L->cat_bytes);
+    if (rc)
+        return seterr(NULL, rc, "%s: cannot back pool metadata: %s", m->path, cxlp_strerror(rc));
+    /* devdax memory is not zeroed for us; a fresh file or shm object is */
+    memset(h, 0, POOL_HDR_SIZE);
+    memset(base + L->lease_off, 0, L->lease_slots * POOL_LEASE_SIZE);
+    struct pool_lease *l = (struct pool_lease *)(base + L->lease_off);
+    for (uint64_t i = 0; i < L->lease_slots; i++)
+        l[i].min_gen = UINT64_MAX;
+
+    struct pool_extent all = {L->data_off, L->data_len};
+    struct cat c = {.gen = 1, .fr = &all, .n_fr = 1};
+    uint8_t *slot = base + L->cat_off + (c.gen & 1) * L->cat_bytes;
+    cat_encode(&c, slot);
+
+    h->version = POOL_FORMAT_VERSION;
+    h->hdr_size = POOL_HDR_SIZE;
+    h->layout_sig = pool_layout_signature();
+    if (getrandom(h->uuid, sizeof h->uuid, 0) != (ssize_t)sizeof h->uuid) {
+        /* getrandom fails only without entropy at early boot; time+pid still
+         * distinguishes pools on one machine */
+        uint64_t x[2] = {(uint64_t)time(NULL), (uint64_t)getpid()};
+        XXH128_hash_t r = XXH3_128bits(x, sizeof x);
+        memcpy(h->uuid, &r, sizeof h->uuid);
+    }
+    h->size = L->size;
+    h->lease_off = L->lease_off;
+    h->lease_slots = L->lease_slots;
+    h->cat_off = L->cat_off;
+    h->cat_bytes = L->cat_bytes;
+    h->data_off = L->data_off;
+    h->data_len = L->data_len;
+    h->extent_align = POOL_EXTENT_ALIGN;
+    h->created_unix = (uint64_t)time(NULL);
+    h->media_kind = (uint32_t)m->kind;
+    memcpy(h->magic, POOL_MAGIC, sizeof h->magic);
+    h->checksum = hdr_checksum(h);
+    memset(h->magic, 0, sizeof h->magic);
+    h->gen = 1;
+    uint8_t bid[16];
+    boot_id(bid);
+    memcpy(h->boot, bid, sizeof bid);
+    init_lock(&h->lock);
+    rc = media_sync(m, 0, L->cat_off + 2 * L->cat_bytes);
+    if (rc)
+        return seterr(NULL, rc, "%s: sync of pool metadata: %s", m->path, cxlp_strerror(rc));
+    memcpy(h->magic, POOL_MAGIC, sizeof h->magic);
+    rc = media_sync(m, 0, POOL_HDR_SIZE);
+    if (rc)
+        return seterr(NULL, rc, "%s: sync of pool header: %s", m->path, cxlp_strerror(rc));
+    return 0;
+}
+
+/* Second half of create and open: validate, map the lease, take it. On
+ * failure a is freed (with its media). */
+static int attach_finish(struct attach *a, int want_lease, cxlp_pool **out)
+{
+    struct obj tmp;
+    obj_init(&tmp);
+    int rc = hdr_validate(a->m.base, a->m.size, &a->L, &tmp, a->m.path);
+    if (rc)
+        goto fail;
+    a->hdr = a->m.base;
+    a->leases = (struct pool_lease *)((uint8_t *)a->m.base + a->L.lease_off);
+    if (!a->m.writable && a->lm.base) {
+        if (a->lm.size < a->L.size) {
+            media_close(&a->lm);
+        } else {
+            a->leases = (struct pool_lease *)((uint8_t *)a->lm.base + a->L.lease_off);
+        }
+    }
+    attach_boot_check(a);
+    if (want_lease && (a->m.writable || a->lm.base)) {
+        rc = attach_lease_claim(a, &tmp);
+        if (rc)
+            goto fail;
+    }
+    struct cat c;
+    rc = cat_snapshot(a, &c, 0, NULL, &tmp);
+    if (rc)
+        goto fail;
+    cat_free(&c);
+
+    cxlp_pool *p = calloc(1, sizeof *p);
+    if (!p) {
+        rc = seterr(&tmp, -ENOMEM, "%s: out of memory", a->m.path);
+        goto fail;
+    }
+    obj_init(&p->obj);
+    p->a = a;
+    p->writable = a->m.writable;
+    *out = p;
+    return 0;
+fail:
+    attach_unref(a);
+    return rc;
+}
+
+static struct attach *attach_alloc(void)
+{
+    struct attach *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    pthread_mutex_init(&a->mu, NULL);
+    a->refs = 1;
+    a->m.fd = -1;
+    a->lm.fd = -1;
+    return a;
+}
+
+int cxlp_pool_create(const char *spec, uint64_t size, const struct cxlp_pool_opts *opts,
+                     cxlp_pool **out)
+{
+    char err[ERRLEN] = "";
+    struct pool_layout L = {0};
+    if (!out)
+        return seterr(NULL, CXLP_EARG, "cxlp_pool_create: out is NULL");
+    if (!spec)
+        return seterr(NULL, CXLP_EARG, "cxlp_pool_create: spec is NULL");
+    struct media probe;
+    int rc = media_parse(&probe, spec, err, sizeof err);
+    if (rc)
+        return seterr(NULL, rc, "%s", err);
+    rc = compute_layout(size, opts, &L, spec);
+    if (rc)
+        return rc;
+    struct attach *a = attach_alloc();
+    if (!a)
+        return seterr(NULL, -ENOMEM, "%s: out of memory", spec);
+    rc = media_create(&a->m, spec, size, opts ? opts->mode : 0, err, sizeof err);
+    if (rc) {
+        attach_unref(a);
+        return seterr(NULL, rc, "%s", err);
+    }
+    if (a->m.size < size) {
+        rc = seterr(NULL, CXLP_EARG, "%s: media has %llu bytes, %llu requested", a->m.path,
+                    (unsigned long long)a->m.size, (unsigned long long)size);
+        goto undo;
+    }
+    rc = format_pool(&a->m, &L);
+    if (rc)
+        goto undo;
+    rc = attach_finish(a, 1, out);
+    if (rc)
+        media_destroy(spec, err, sizeof err);
+    return rc;
+undo:
+    attach_unref(a);
+    media_destroy(spec, err, sizeof err);
+    return rc;
+}
+
+int cxlp_pool_open(const char *spec, const struct cxlp_pool_opts *opts, cxlp_pool **out)
+{
+    char err[ERRLEN] = "";
+    if (!out)
+        return seterr(NULL, CXLP_EARG, "cxlp_pool_open: out is NULL");
+    if (!spec)
+        return seterr(NULL, CXLP_EARG, "cxlp_pool_open: spec is NULL");
+    int ro = opts && opts->readonly;
+    struct attach *a = attach_alloc();
+    if (!a)
+        return seterr(NULL, -ENOMEM, "%s: out of memory", spec);
+    int rc = media_open(&a->m, spec, !ro, err, sizeof err);
+    if (rc) {
+        attach_unref(a);
+        if (rc == -EACCES && !strstr(err, "ermission"))
+            return seterr(NULL, rc, "%s: permission denied", err);
+        return seterr(NULL, rc, "%s", err);
+    }
+    if (!ro && a->m.owner != geteuid()) {
+        rc = seterr(NULL, CXLP_EOWNER,
+                    "%s: pool is owned by uid %u, not by this process's uid %u; "
+                    "open it read-only or as its owner",
+                    a->m.path, (unsigned)a->m.owner, (unsigned)geteuid());
+        attach_unref(a);
+        return rc;
+    }
+    /* read-only: a writable second mapping for the lease, if permitted */
+    if (ro && media_open(&a->lm, spec, 1, err, sizeof err) != 0)
+        media_close(&a->lm);
+    return attach_finish(a, 1, out);
+}
+
+int cxlp_pool_close(cxlp_pool *p)
+{
+    if (!p)
+        return 0;
+    attach_unref(p->a);
+    p->obj.magic = 0;
+    free(p);
+    return 0;
+}
+
+int cxlp_pool_destroy(const char *spec)
+{
+    char err[ERRLEN] = "";
+    if (!spec)
+        return seterr(NULL, CXLP_EARG, "cxlp_pool_destroy: spec is NULL");
+    int rc = media_destroy(spec, err, sizeof err);
+    if (rc)
+        return seterr(NULL, rc, "%s", err);
+    return 0;
+}
+
+struct attach *pool_attach(cxlp_pool *p)
+{
+    return p->a;
+}
+
+struct obj *pool_obj(cxlp_pool *p)
+{
+    return &p->obj;
+}
+
+int pool_writable(const cxlp_pool *p)
+{
+    return p->writable;
+}
+
+uint8_t *pool_base_rw(cxlp_pool *p)
+{
+    return p->writable ? p->a->m.base : NULL;
+}
+
+uint64_t pool_size(const cxlp_pool *p)
+{
+    return p->a->L.size;
+}
+
+static int check_handle(cxlp_pool *p)
+{
+    if (!p || p->obj.magic != OBJ_MAGIC)
+        return seterr(NULL, CXLP_EARG, "not a pool handle");
+    if (p->obj.panic)
+        return seterr(&p->obj, CXLP_EPANIC, "pool handle poisoned: %s", p->obj.err);
+    return 0;
+}
+
+int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
+{
+    int rc = check_handle(p);
+    if (rc)
+        return rc;
+    if (!st)
+        return seterr(&p->obj, CXLP_EARG, "cxlp_pool_stat: st is NULL");
+    struct attach *a = p->a;
+    struct cat c;
+    uint64_t gen;
+    rc = cat_snapshot(a, &c, 0, &gen, &p->obj);
+    if (rc)
+        return rc;
+    struct cxlp_pool_stat s;
+    memset(&s, 0, sizeof s);
+    s.size = a->L.size;
+    s.data_bytes = a->L.data_len;
+    for (uint64_t i = 0; i < c.n_ds; i++) {
+        struct pool_extent *fp;
+        uint64_t n;
+        if (ds_footprint(&c, i, &fp, &n) == 0) {
+            for (uint64_t k = 0; k < n; k++)
+                s.used_bytes += fp[k].len;
+            free(fp);
+        }
+    }
+    for (uint64_t i = 0; i < c.n_resv; i++)
+        s.reserved_bytes += c.resv[i].len;
+    for (uint64_t i = 0; i < c.n_def; i++)
+        s.deferred_bytes += c.def[i].len;
+    s.free_bytes = ext_free_bytes(&c, &s.largest_free);
+    s.generation = gen;
+    s.n_datasets = (uint32_t)MIN(c.n_ds, UINT32_MAX);
+    lease_scan(a, 0, NULL, &s.live_leases);
+    s.lease_slots = (uint32_t)a->L.lease_slots;
+    s.media = a->m.kind;
+    s.emulated = a->m.emulated;
+    s.numa_node = a->m.kind == CXLP_MEDIA_NUMA ? a->m.numa_node : -1;
+    s.format_version = POOL_FORMAT_VERSION;
+    memcpy(s.uuid, a->hdr->uuid, sizeof s.uuid);
+    strlcpy0(s.path, a->m.path, sizeof s.path);
+    cat_free(&c);
+    *st = s;
+    return 0;
+}
+
+int cxlp_pool_list(cxlp_pool *p, struct cxlp_dataset_info *infos, size_t cap, size_t *n_out)
+{
+    int rc = check_handle(p);
+    if (rc)
+        return rc;
+    if (!n_out || (cap && !infos))
+        return seterr(&p->obj, CXLP_EARG, "cxlp_pool_list: %s is NULL", n_out ? "infos" : "n_out");
+    struct cat c;
+    rc = cat_snapshot(p->a, &c, 0, NULL, &p->obj);
+    if (rc)
+        return rc;
+    for (uint64_t i = 0; i < c.n_ds && i < cap; i++)
+        infos[i] = c.ds[i].d.info;
+    *n_out = (size_t)c.n_ds;
+    cat_free(&c);
+    return 0;
+}
+
+int pool_lookup(cxlp_pool *p, const char *name, struct pool_dataset *ds,
+                struct pool_shard **shards, struct attach **ap, uint64_t *genp)
+{
+    int rc = check_handle(p);
+    if (rc)
+        return rc;
+    if (!name || !ds || !shards || !ap || !genp)
+        return seterr(&p->obj, CXLP_EARG, "pool_lookup: NULL argument");
+    struct cat c;
+    uint64_t gen;
+    rc = cat_snapshot(p->a, &c, 1, &gen, &p->obj);
+    if (rc)
+        return rc;
+    int64_t i = cat_find(&c, name);
+    if (i < 0) {
+        cat_free(&c);
+        attach_unpin(p->a, gen);
+        return seterr(&p->obj, CXLP_ENOTFOUND, "%s: no dataset '%s'", p->a->m.path, name);
+    }
+    const struct cat_ds *d = &c.ds[i];
+    struct pool_shard *sh = malloc((d->d.n_shards ? d->d.n_shards : 1) * sizeof *sh);
+    if (!sh) {
+        cat_free(&c);
+        attach_unpin(p->a, gen);
+        return seterr(&p->obj, -ENOMEM, "pool_lookup '%s': out of memory", name);
+    }
+    if (d->d.n_shards)
+        memcpy(sh, &c.sh[d->first_shard], d->d.n_shards * sizeof *sh);
+    *ds = d->d;
+    *shards = sh;
+    attach_ref(p->a);
+    *ap = p->a;
+    *genp = gen;
+    cat_free(&c);
+    return 0;
+}

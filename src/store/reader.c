@@ -1,0 +1,291 @@
+/*
+ * reader.c - an open dataset: a private snapshot of its catalog record, one
+ * validated struct shard per shard, and the O(1) record lookup the gather
+ * engine calls for every sample.
+ *
+ * Lifetime: cxlp_store_open takes (through pool_lookup) a reference on the
+ * pool's attachment and a lease pin on the catalog generation it read, so
+ * the mapping stays and the extents are not reused while the store is open,
+ * even after cxlp_pool_close or a cxlp_pool_remove of the dataset.
+ *
+ * Lookup: record idx lives in shard k with first[k] <= idx < first[k+1].
+ *   per_shard != 0 (every shard but the last holds per_shard records, what
+ *   the writer produces for fixed-size records): k = idx / per_shard.
+ *   otherwise: binary search over the first[] array. It is contiguous, 8
+ *   bytes per shard: a 100 TB dataset of 256 MiB shards has 4*10^5 shards,
+ *   19 probes in an array that stays in cache. An interpolation table would
+ *   add memory and a second validation for no measurable gain at that size.
+ * Then shard_record (shard.h) turns the in-shard index into a view, with
+ * bounds checks on everything it loads from shared memory.
+ *
+ * Thread safety: after open the handle is immutable; reads touch only it and
+ * the pool. Errors on the read path go to the calling thread's message
+ * (cxlp_errmsg(NULL)), not to the shared handle.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "pool/pool.h"
+#include "store/shard.h"
+#include "store/store.h"
+
+struct cxlp_store {
+    struct obj obj;
+    struct attach *a;
+    uint64_t gen;
+    struct pool_dataset ds;
+    uint64_t count;
+    uint64_t n_shards;
+    uint64_t per_shard;       /* nonzero: shard = idx / per_shard */
+    uint64_t *first;          /* first record of each shard */
+    struct shard *shards;
+    struct pool_shard *loc;   /* catalog locations, for messages and verify */
+    const int64_t *docs;      /* NULL when absent */
+    const char *name;         /* ds.info.name */
+};
+
+static void store_free(cxlp_store *s)
+{
+    if (s->a) {
+        attach_unpin(s->a, s->gen);
+        attach_unref(s->a);
+    }
+    free(s->first);
+    free(s->shards);
+    free(s->loc);
+    s->obj.magic = 0;
+    free(s);
+}
+
+static int open_fail(cxlp_store *s, cxlp_pool *p, int rc)
+{
+    seterr(pool_obj(p), rc, "%s", s->obj.err);
+    store_free(s);
+    return rc;
+}
+
+/* Checks the catalog record and every shard against the mapping. */
+static int store_validate(cxlp_store *s)
+{
+    const uint8_t *base = attach_base(s->a);
+    uint64_t size = attach_size(s->a);
+    const struct pool_dataset *ds = &s->ds;
+    char err[ERRMSG_MAX];
+    struct cxlp_schema norm;
+    int rc = schema_normalize(&ds->schema, &norm, err, sizeof err);
+    if (rc || norm.fixed != ds->info.fixed || (norm.fixed && norm.record_size != ds->info.record_size))
+        return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: catalog schema is invalid: %s", s->name,
+                      rc ? err : "kind or record_size differ from the dataset record");
+    s->ds.schema = norm;
+    uint64_t next = 0, bytes = 0;
+    for (uint64_t k = 0; k < s->n_shards; k++) {
+        const struct pool_shard *l = &s->loc[k];
+        if (l->media != 0)
+            return seterr(&s->obj, CXLP_EUNSUPPORTED, "dataset %s shard %" PRIu64 ": on media %u, "
+                          "this build reads shards in the pool's own media only", s->name, k, l->media);
+        if (!range_ok(l->off, l->len, size) || l->off % 8)
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": extent [%" PRIu64 ", +%" PRIu64 ") "
+                          "outside the pool of %" PRIu64 " bytes or misaligned", s->name, k, l->off, l->len, size);
+        rc = shard_open(&s->shards[k], base + l->off, l->len, err, sizeof err);
+        if (rc)
+            return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
+                          s->name, k, l->off, err);
+        const struct shard *sh = &s->shards[k];
+        if (l->first_record != next || l->n_records != sh->n_records)
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): "
+                          "catalog says records [%" PRIu64 ", +%" PRIu64 "), shard header holds %" PRIu64 " and %" PRIu64 " precede it",
+                          s->name, k, l->off, l->first_record, l->n_records, sh->n_records, next);
+        if ((sh->kind == SHARD_KIND_FIXED) != (norm.fixed != 0) ||
+            (norm.fixed && sh->record_size != norm.record_size))
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): "
+                          "record kind/size differ from the schema", s->name, k, l->off);
+        s->first[k] = next;
+        next += sh->n_records; /* no overflow: each term is bounded by its extent */
+        bytes += sh->data_len;
+    }
+    if (next != ds->info.n_records || bytes != ds->info.data_bytes)
+        return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: shards hold %" PRIu64 " records / %" PRIu64 " bytes, "
+                      "the catalog says %" PRIu64 " / %" PRIu64, s->name, next, bytes,
+                      ds->info.n_records, ds->info.data_bytes);
+    s->count = next;
+
+    /* shard = idx / per_shard when the writer's equal-shard layout holds */
+    if (s->n_shards > 0) {
+        uint64_t per = s->shards[0].n_records;
+        int equal = per > 0;
+        for (uint64_t k = 0; equal && k + 1 < s->n_shards; k++)
+            equal = s->shards[k].n_records == per;
+        if (equal && s->shards[s->n_shards - 1].n_records <= per &&
+            s->shards[s->n_shards - 1].n_records > 0)
+            s->per_shard = per;
+    }
+
+    if (ds->info.n_docs || ds->docs.len) {
+        uint64_t want;
+        if (ds->info.n_docs == UINT64_MAX ||
+            mul_overflow_u64(ds->info.n_docs + 1, sizeof(int64_t), &want) || want != ds->docs.len ||
+            !range_ok(ds->docs.off, ds->docs.len, size) || ds->docs.off % 8)
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: document index [%" PRIu64 ", +%" PRIu64 ") "
+                          "does not hold %" PRIu64 "+1 entries inside the pool", s->name, ds->docs.off,
+                          ds->docs.len, ds->info.n_docs);
+        const int64_t *d = (const int64_t *)(base + ds->docs.off);
+        int64_t prev = 0;
+        for (uint64_t i = 0; i <= ds->info.n_docs; i++) {
+            int64_t v = d[i];
+            if (v < prev || (uint64_t)v > s->count || (i == 0 && v != 0))
+                return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: document index entry %" PRIu64 " (pool offset %" PRIu64 ") "
+                              "is %" PRId64 ", outside [%" PRId64 ", %" PRIu64 "]", s->name, i,
+                              ds->docs.off + i * 8, v, prev, s->count);
+            prev = v;
+        }
+        s->docs = d;
+    }
+    return 0;
+}
+
+int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
+{
+    char err[ERRMSG_MAX];
+    if (!p || !out)
+        return seterr(NULL, CXLP_EARG, "store_open: %s is NULL", p ? "out" : "pool");
+    int rc = store_name_check(name, err, sizeof err);
+    if (rc)
+        return seterr(pool_obj(p), rc, "%s", err);
+    cxlp_store *s = calloc(1, sizeof *s);
+    if (!s)
+        return seterr(pool_obj(p), -ENOMEM, "dataset %s: out of memory", name);
+    obj_init(&s->obj);
+    rc = pool_lookup(p, name, &s->ds, &s->loc, &s->a, &s->gen);
+    if (rc) {
+        free(s);
+        return rc; /* the pool layer's message names the dataset */
+    }
+    s->name = s->ds.info.name;
+    s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';
+    s->n_shards = s->ds.n_shards;
+    if (s->n_shards != s->ds.info.n_shards) {
+        seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: %u shards listed, %u in the record", s->name,
+               s->ds.n_shards, s->ds.info.n_shards);
+        return open_fail(s, p, CXLP_ECORRUPT);
+    }
+    s->first = malloc((s->n_shards ? s->n_shards : 1) * sizeof *s->first);
+    s->shards = malloc((s->n_shards ? s->n_shards : 1) * sizeof *s->shards);
+    if (!s->first || !s->shards) {
+        seterr(&s->obj, -ENOMEM, "dataset %s: out of memory for %" PRIu64 " shards", s->name, s->n_shards);
+        return open_fail(s, p, -ENOMEM);
+    }
+    rc = store_validate(s);
+    if (rc)
+        return open_fail(s, p, rc);
+    *out = s;
+    return 0;
+}
+
+int cxlp_store_close(cxlp_store *s)
+{
+    if (!s)
+        return 0;
+    if (s->obj.magic != OBJ_MAGIC)
+        return seterr(NULL, CXLP_EARG, "store_close: not a store handle");
+    store_free(s);
+    return 0;
+}
+
+uint64_t cxlp_store_count(const cxlp_store *s)
+{
+    return s ? s->count : 0;
+}
+
+int cxlp_store_info(const cxlp_store *s, struct cxlp_dataset_info *info)
+{
+    if (!s || !info)
+        return seterr(NULL, CXLP_EARG, "store_info: NULL argument");
+    *info = s->ds.info;
+    return 0;
+}
+
+const struct cxlp_schema *cxlp_store_schema(const cxlp_store *s)
+{
+    return s ? &s->ds.schema : NULL;
+}
+
+__attribute__((cold, noinline)) static int read_corrupt(const cxlp_store *s, uint64_t k, uint64_t idx)
+{
+    char err[ERRMSG_MAX];
+    shard_explain(&s->shards[k], idx - s->first[k], err, sizeof err);
+    return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
+                  s->name, k, s->loc[k].off, err);
+}
+
+int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
+{
+    if (__builtin_expect(idx >= s->count, 0))
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " past the end (%" PRIu64 " records)",
+                      s->name, idx, s->count);
+    uint64_t k;
+    if (s->per_shard) {
+        k = idx / s->per_shard;
+    } else {
+        uint64_t lo = 0, hi = s->n_shards; /* first[lo] <= idx < first[hi] (first[n] = count) */
+        while (hi - lo > 1) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            if (s->first[mid] <= idx)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        k = lo;
+    }
+    const uint8_t *p;
+    uint64_t len;
+    if (__builtin_expect(shard_record(&s->shards[k], idx - s->first[k], &p, &len), 0))
+        return read_corrupt(s, k, idx);
+    v->data = p;
+    v->len = len;
+    return 0;
+}
+
+int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs)
+{
+    if (!s || !docs || !n_docs)
+        return seterr(NULL, CXLP_EARG, "store_docs: NULL argument");
+    *docs = s->docs;
+    *n_docs = s->docs ? s->ds.info.n_docs : 0;
+    return 0;
+}
+
+int cxlp_store_verify(cxlp_store *s)
+{
+    char err[ERRMSG_MAX];
+    if (!s || s->obj.magic != OBJ_MAGIC)
+        return seterr(NULL, CXLP_EARG, "store_verify: not a store handle");
+    const uint8_t *base = attach_base(s->a);
+    for (uint64_t k = 0; k < s->n_shards; k++) {
+        const struct pool_shard *l = &s->loc[k];
+        struct shard sh;
+        /* re-open: the header may have changed since cxlp_store_open */
+        int rc = shard_open(&sh, base + l->off, l->len, err, sizeof err);
+        if (!rc && (sh.n_records != s->shards[k].n_records || sh.data_len != s->shards[k].data_len)) {
+            rc = CXLP_ECORRUPT;
+            snprintf(err, sizeof err, "shard header changed since the dataset was opened");
+        }
+        if (!rc)
+            rc = shard_verify(&sh, err, sizeof err);
+        if (rc)
+            return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 ", %" PRIu64 " bytes): %s",
+                          s->name, k, l->off, l->len, err);
+    }
+    if (s->docs) {
+        uint64_t h = XXH3_64bits(s->docs, s->ds.docs.len);
+        if (h != s->ds.docs_checksum)
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: document index (pool offset %" PRIu64 ", %" PRIu64 " bytes): "
+                          "checksum mismatch: stored %016" PRIx64 ", computed %016" PRIx64,
+                          s->name, s->ds.docs.off, s->ds.docs.len, s->ds.docs_checksum, h);
+    }
+    return 0;
+}
+

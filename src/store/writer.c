@@ -1,0 +1,642 @@
+/*
+ * writer.c - the streaming ingest: records go straight into reserved pool
+ * extents, shards are sealed as they fill, and the dataset appears to
+ * readers in one catalog flip at commit.
+ *
+ * Space. The writer holds reservations (pool_reserve) and carves shards out
+ * of them back to back, each shard at a 4 KiB aligned offset:
+ *   reservation = [shard][shard]...[docs?][unused tail]
+ * A reservation is made for one shard at a time (shard_bytes of payload), or,
+ * when the caller gives expected_bytes of fixed-size records, once for the
+ * whole dataset, sized exactly. Unused tails go back to free space at
+ * publish; everything goes back at abort. A killed writer's reservations are
+ * reclaimed by the pool (they are owned by pid + start time).
+ *
+ * Invariants (s = the open shard, r = the last reservation):
+ *   s.off + s.cap <= r.off + r.len
+ *   SHARD_DATA_OFF + s.len  <= s.cap                      (fixed)
+ *   shard_extent_need(s.len, index_bound(s.n, s.cap)) <= s.cap   (var)
+ *   s.hashed <= s.len: data [0, hashed) is in the running XXH3 state
+ *   n_records == sum of sealed shards' n_records + s.n
+ * Fixed-size shards hold per_shard = max(1, shard_bytes / record_size)
+ * records each, so all but the last have the same count and the reader maps
+ * a record to its shard by one division.
+ *
+ * Copies. append() copies each record once, from the caller into pool
+ * memory; direct()/commit_direct() let an importer read() into pool memory
+ * with no copy at all. Data is hashed in chunks of HASH_CHUNK right after it
+ * lands (still in cache), never re-read from memory at seal.
+ *
+ * Alternatives rejected: staging records in private memory and copying whole
+ * shards (a second copy of every byte); one reservation of a guessed size
+ * when the size is unknown (either too small or holding the pool hostage);
+ * hashing at seal (re-reads 256 MiB that has left the cache).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+#include "pool/pool.h"
+#include "store/shard.h"
+#include "store/store.h"
+
+#define DEFAULT_SHARD_BYTES (UINT64_C(256) << 20)
+#define SHARD_ALIGN 4096u
+#define HASH_CHUNK (UINT64_C(256) << 10)
+#define PROGRESS_STEP (UINT64_C(4) << 20)
+
+struct resv {
+    struct pool_extent ext;
+    uint64_t used;            /* bytes from ext.off taken by shards/docs */
+};
+
+struct cxlp_writer {
+    struct obj obj;
+    cxlp_pool *p;
+    uint8_t *base;            /* writable pool mapping */
+    char name[CXLP_NAME_MAX];
+    struct cxlp_schema schema;
+    uint64_t unit;            /* record_size (fixed) or element size (var) */
+    uint64_t shard_bytes;
+    uint64_t expected;
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
+    uint64_t progress_last;
+    int failed;               /* first fatal error; later calls return it */
+    int fault_done;
+
+    struct resv *res;
+    size_t n_res, cap_res;
+
+    struct pool_shard *shards;  /* sealed */
+    size_t n_shards, cap_shards;
+
+    /* the open shard */
+    int open;
+    uint64_t s_off, s_cap, s_len, s_n, s_hashed;
+    uint64_t s_data_cap;      /* fixed: per_shard * record_size */
+    uint64_t *starts;         /* var: data offset of each record */
+    uint64_t cap_starts;
+    XXH3_state_t *hash;
+    uint64_t direct_len;      /* bytes handed out by direct(), not committed */
+
+    uint64_t n_records, data_bytes;
+    int64_t *docs;
+    uint64_t n_docs;
+};
+
+static int fail(cxlp_writer *w, int rc)
+{
+    if (!w->failed)
+        w->failed = rc;
+    return rc;
+}
+
+/* Pool failures: keep the pool's words, prefixed with the dataset. */
+static int pool_fail(cxlp_writer *w, int rc, const char *what)
+{
+    seterr(&w->obj, rc, "dataset %s: %s: %s", w->name, what, cxlp_errmsg(pool_obj(w->p)));
+    return fail(w, rc);
+}
+
+static uint64_t per_shard_records(const cxlp_writer *w)
+{
+    uint64_t n = w->shard_bytes / w->unit;
+    return n ? n : 1;
+}
+
+/* Extent bytes a fixed shard of n records takes, rounded to the carve
+ * alignment. */
+static uint64_t fixed_shard_extent(uint64_t n, uint64_t rs)
+{
+    return ALIGN_UP((uint64_t)SHARD_DATA_OFF + n * rs, SHARD_ALIGN);
+}
+
+static int reserve(cxlp_writer *w, uint64_t len)
+{
+    if (w->n_res == w->cap_res) {
+        size_t nc = w->cap_res ? 2 * w->cap_res : 8;
+        struct resv *r = realloc(w->res, nc * sizeof *r);
+        if (!r)
+            return fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory", w->name));
+        w->res = r;
+        w->cap_res = nc;
+    }
+    struct pool_extent e;
+    int rc = pool_reserve(w->p, len, &e);
+    if (rc)
+        return pool_fail(w, rc, "reserving a shard extent");
+    w->res[w->n_res++] = (struct resv){.ext = e, .used = 0};
+    return 0;
+}
+
+/* Opens a new shard able to take at least need extent bytes (want when
+ * possible), in the current reservation if it has room, else in a new one. */
+static int open_shard(cxlp_writer *w, uint64_t need, uint64_t want)
+{
+    struct resv *r = w->n_res ? &w->res[w->n_res - 1] : NULL;
+    uint64_t room = 0, at = 0;
+    if (r) {
+        at = ALIGN_UP(r->used, SHARD_ALIGN);
+        room = at < r->ext.len ? r->ext.len - at : 0;
+    }
+    if (room < need) {
+        int rc = reserve(w, MAX(need, want));
+        if (rc)
+            return rc;
+        r = &w->res[w->n_res - 1];
+        at = 0;
+        room = r->ext.len;
+    }
+    w->open = 1;
+    w->s_off = r->ext.off + at;
+    w->s_cap = MIN(room, MAX(need, want));
+    w->s_len = w->s_n = w->s_hashed = 0;
+    r->used = at + w->s_cap; /* provisional; trimmed at seal */
+    if (w->schema.fixed) {
+        uint64_t fit = (w->s_cap - SHARD_DATA_OFF) / w->unit;
+        w->s_data_cap = MIN(fit, per_shard_records(w)) * w->unit;
+    } else {
+        w->s_data_cap = w->s_cap - SHARD_DATA_OFF;
+    }
+    XXH3_64bits_reset(w->hash);
+    return 0;
+}
+
+static uint8_t *shard_data(const cxlp_writer *w)
+{
+    return w->base + w->s_off + SHARD_DATA_OFF;
+}
+
+static void hash_upto(cxlp_writer *w, uint64_t end)
+{
+    if (end > w->s_hashed) {
+        XXH3_64bits_update(w->hash, shard_data(w) + w->s_hashed, end - w->s_hashed);
+        w->s_hashed = end;
+    }
+}
+
+static int seal_shard(cxlp_writer *w)
+{
+    if (!w->open)
+        return 0;
+    w->open = 0;
+    struct resv *r = &w->res[w->n_res - 1];
+    if (w->s_n == 0) {
+        r->used = w->s_off - r->ext.off; /* give the space back to the carve */
+        return 0;
+    }
+    hash_upto(w, w->s_len);
+    uint64_t used;
+    int rc = shard_seal(w->base + w->s_off, w->s_cap, w->schema.fixed ? SHARD_KIND_FIXED : SHARD_KIND_VAR,
+                        w->schema.record_size, w->s_n, w->s_len, w->starts, w->hash, &used);
+    if (rc)
+        return fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: shard %zu does not fit its extent "
+                              "(%" PRIu64 " records, %" PRIu64 " bytes in %" PRIu64 ")",
+                              w->name, w->n_shards, w->s_n, w->s_len, w->s_cap));
+    rc = pool_sync(w->p, w->s_off, used);
+    if (rc)
+        return pool_fail(w, rc, "syncing a shard");
+    if (w->n_shards == w->cap_shards) {
+        size_t nc = w->cap_shards ? 2 * w->cap_shards : 16;
+        struct pool_shard *s = realloc(w->shards, nc * sizeof *s);
+        if (!s)
+            return fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory", w->name));
+        w->shards = s;
+        w->cap_shards = nc;
+    }
+    w->shards[w->n_shards++] = (struct pool_shard){
+        .off = w->s_off, .len = used, .first_record = w->n_records - w->s_n,
+        .n_records = w->s_n, .version = 0, .media = 0,
+    };
+    r->used = w->s_off - r->ext.off + used;
+    return 0;
+}
+
+static void mid_shard_fault(cxlp_writer *w)
+{
+    /* a kill here leaves a reservation with sealed shards and a half-written
+     * one: what the crash tests must see reclaimed */
+    if (!w->fault_done && (w->n_shards > 0 || w->s_len * 2 >= w->s_data_cap)) {
+        w->fault_done = 1;
+        fault_point("writer-mid-shard");
+    }
+}
+
+static void progress(cxlp_writer *w, int force)
+{
+    if (w->progress && (force || w->data_bytes - w->progress_last >= PROGRESS_STEP)) {
+        w->progress_last = w->data_bytes;
+        w->progress(w->progress_ctx, w->data_bytes, w->expected);
+    }
+}
+
+static int check_usable(cxlp_writer *w)
+{
+    if (!w || w->obj.magic != OBJ_MAGIC)
+        return seterr(NULL, CXLP_EARG, "writer handle is NULL or invalid");
+    if (w->failed)
+        return seterr(&w->obj, w->failed, "dataset %s: writer failed earlier: %s", w->name,
+                      cxlp_strerror(w->failed));
+    return 0;
+}
+
+int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *schema,
+                      const struct cxlp_writer_opts *opts, cxlp_writer **out)
+{
+    char err[ERRMSG_MAX];
+    struct cxlp_schema norm;
+    if (!p || !out)
+        return seterr(NULL, CXLP_EARG, "writer_begin: %s is NULL", p ? "out" : "pool");
+    int rc = store_name_check(name, err, sizeof err);
+    if (rc)
+        return seterr(pool_obj(p), rc, "%s", err);
+    rc = schema_normalize(schema, &norm, err, sizeof err);
+    if (rc)
+        return seterr(pool_obj(p), rc, "dataset %s: %s", name, err);
+    if (!pool_writable(p) || !pool_base_rw(p))
+        return seterr(pool_obj(p), CXLP_EREADONLY, "dataset %s: pool handle is read-only", name);
+
+    struct pool_dataset ds;
+    struct pool_shard *sh = NULL;
+    struct attach *a = NULL;
+    uint64_t gen;
+    rc = pool_lookup(p, name, &ds, &sh, &a, &gen);
+    if (rc == 0) {
+        free(sh);
+        attach_unpin(a, gen);
+        attach_unref(a);
+        return seterr(pool_obj(p), CXLP_EEXIST, "dataset %s already exists", name);
+    }
+    if (rc != CXLP_ENOTFOUND)
+        return rc;
+
+    cxlp_writer *w = calloc(1, sizeof *w);
+    if (!w)
+        return seterr(pool_obj(p), -ENOMEM, "dataset %s: out of memory", name);
+    obj_init(&w->obj);
+    w->p = p;
+    w->base = pool_base_rw(p);
+    strlcpy0(w->name, name, sizeof w->name);
+    w->schema = norm;
+    w->unit = schema_unit(&norm);
+    w->shard_bytes = opts && opts->shard_bytes ? opts->shard_bytes : DEFAULT_SHARD_BYTES;
+    w->expected = opts ? opts->expected_bytes : 0;
+    w->progress = opts ? opts->progress : NULL;
+    w->progress_ctx = opts ? opts->progress_ctx : NULL;
+    w->hash = XXH3_createState();
+    if (!w->hash) {
+        free(w);
+        return seterr(pool_obj(p), -ENOMEM, "dataset %s: out of memory", name);
+    }
+    if (w->shard_bytes > UINT64_MAX / 4 || w->expected > UINT64_MAX / 4) {
+        cxlp_writer_abort(w);
+        return seterr(pool_obj(p), CXLP_EARG, "dataset %s: shard_bytes or expected_bytes too large", name);
+    }
+
+    /* Reserve now, so a pool too small fails before any data is read. */
+    if (norm.fixed && w->expected) {
+        uint64_t n = w->expected / w->unit + (w->expected % w->unit != 0);
+        uint64_t per = per_shard_records(w);
+        uint64_t total = (n / per) * fixed_shard_extent(per, w->unit);
+        if (n % per)
+            total += fixed_shard_extent(n % per, w->unit);
+        if (n == 0)
+            total = fixed_shard_extent(0, w->unit);
+        rc = reserve(w, total);
+        if (rc == CXLP_EFULL && n > per) { /* no single hole: go shard by shard */
+            w->failed = 0;
+            rc = 0;
+        }
+    }
+    if (!rc) {
+        uint64_t want = norm.fixed ? fixed_shard_extent(per_shard_records(w), w->unit)
+                                   : ALIGN_UP(SHARD_DATA_OFF + w->shard_bytes, SHARD_ALIGN);
+        rc = open_shard(w, fixed_shard_extent(norm.fixed ? 1 : 0, w->unit), want);
+    }
+    if (rc) {
+        seterr(pool_obj(p), rc, "%s", w->obj.err);
+        cxlp_writer_abort(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+/* Var: does a record of len bytes fit the open shard? */
+static int var_fits(const cxlp_writer *w, uint64_t len)
+{
+    uint64_t end;
+    if (add_overflow_u64(w->s_len, len, &end) || end > w->s_data_cap)
+        return 0;
+    return shard_extent_need(end, shard_index_bound(w->s_n + 1, w->s_cap)) <= w->s_cap;
+}
+
+static int var_next_shard(cxlp_writer *w, uint64_t len)
+{
+    int rc = seal_shard(w);
+    if (rc)
+        return rc;
+    if (len > UINT64_MAX / 4)
+        return fail(w, seterr(&w->obj, CXLP_EARG, "dataset %s: record of %" PRIu64 " bytes is too large",
+                              w->name, len));
+    /* index bound at the widest delta: fits whatever the shard's size */
+    uint64_t need = ALIGN_UP(shard_extent_need(len, shard_index_bound(1, UINT64_MAX)), SHARD_ALIGN);
+    rc = open_shard(w, need, ALIGN_UP(SHARD_DATA_OFF + w->shard_bytes, SHARD_ALIGN));
+    if (!rc && !var_fits(w, len))
+        rc = fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: a %" PRIu64 "-byte record does not fit a new shard of %" PRIu64 " bytes",
+                            w->name, len, w->s_cap));
+    return rc;
+}
+
+static int grow_starts(cxlp_writer *w)
+{
+    if (w->s_n < w->cap_starts)
+        return 0;
+    uint64_t nc = w->cap_starts ? 2 * w->cap_starts : 1024;
+    uint64_t *s = realloc(w->starts, nc * sizeof *s);
+    if (!s)
+        return fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory for the index", w->name));
+    w->starts = s;
+    w->cap_starts = nc;
+    return 0;
+}
+
+static int append_fixed(cxlp_writer *w, const uint8_t *recs, uint64_t n)
+{
+    uint64_t rs = w->unit;
+    while (n) {
+        if (!w->open || w->s_len == w->s_data_cap) {
+            int rc = seal_shard(w);
+            if (!rc)
+                rc = open_shard(w, fixed_shard_extent(1, rs), fixed_shard_extent(per_shard_records(w), rs));
+            if (rc)
+                return rc;
+        }
+        uint64_t k = MIN(n, (w->s_data_cap - w->s_len) / rs);
+        memcpy(shard_data(w) + w->s_len, recs, k * rs);
+        w->s_len += k * rs;
+        w->s_n += k;
+        w->n_records += k;
+        w->data_bytes += k * rs;
+        if (w->s_len - w->s_hashed >= HASH_CHUNK)
+            hash_upto(w, w->s_len);
+        recs += k * rs;
+        n -= k;
+        mid_shard_fault(w);
+    }
+    progress(w, 0);
+    return 0;
+}
+
+int cxlp_writer_append(cxlp_writer *w, const void *rec, uint64_t len)
+{
+    int rc = check_usable(w);
+    if (rc)
+        return rc;
+    if (w->direct_len)
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: append while direct() bytes are outstanding", w->name);
+    if (len && !rec)
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: rec is NULL", w->name);
+    if (w->schema.fixed) {
+        if (len != w->unit)
+            return seterr(&w->obj, CXLP_EARG, "dataset %s: record of %" PRIu64 " bytes, the schema's record_size is %" PRIu64,
+                          w->name, len, w->unit);
+        return append_fixed(w, rec, 1);
+    }
+    if (len % w->unit)
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: record of %" PRIu64 " bytes is not a whole number of %s elements",
+                      w->name, len, cxlp_dtype_name(w->schema.fields[0].dtype));
+    if (!w->open || !var_fits(w, len)) {
+        rc = var_next_shard(w, len);
+        if (rc)
+            return rc;
+    }
+    rc = grow_starts(w);
+    if (rc)
+        return rc;
+    if (len)
+        memcpy(shard_data(w) + w->s_len, rec, len);
+    w->starts[w->s_n++] = w->s_len;
+    w->s_len += len;
+    w->n_records++;
+    w->data_bytes += len;
+    if (w->s_len - w->s_hashed >= HASH_CHUNK)
+        hash_upto(w, w->s_len);
+    mid_shard_fault(w);
+    progress(w, 0);
+    return 0;
+}
+
+int cxlp_writer_append_fixed(cxlp_writer *w, const void *recs, uint64_t n)
+{
+    int rc = check_usable(w);
+    if (rc)
+        return rc;
+    if (!w->schema.fixed)
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: append_fixed on variable-size records", w->name);
+    if (w->direct_len)
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: append while direct() bytes are outstanding", w->name);
+    uint64_t total;
+    if (n && (!recs || mul_overflow_u64(n, w->unit, &total)))
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: append_fixed of %" PRIu64 " records: recs NULL or size overflows",
+                      w->name, n);
+    return append_fixed(w, recs, n);
+}
+
+uint64_t writer_room(const cxlp_writer *w)
+{
+    if (!w || w->failed || !w->schema.fixed)
+        return 0;
+    if (!w->open || w->s_len == w->s_data_cap)
+        return per_shard_records(w) * w->unit;
+    return w->s_data_cap - w->s_len;
+}
+
+int cxlp_writer_direct(cxlp_writer *w, uint64_t len, void **dst)
+{
+    int rc = check_usable(w);
+    if (rc)
+        return rc;
+    if (!dst || !w->schema.fixed || len == 0 || len % w->unit)
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: direct(%" PRIu64 "): needs fixed-size records and a "
+                      "nonzero multiple of record_size %" PRIu64, w->name, len, w->unit);
+    if (!w->open || w->s_data_cap - w->s_len < len) {
+        rc = seal_shard(w);
+        if (rc)
+            return rc;
+        uint64_t want = fixed_shard_extent(per_shard_records(w), w->unit);
+        if (len > UINT64_MAX / 2)
+            return seterr(&w->obj, CXLP_EARG, "dataset %s: direct(%" PRIu64 ") too large", w->name, len);
+        uint64_t need = ALIGN_UP(SHARD_DATA_OFF + len, SHARD_ALIGN);
+        rc = open_shard(w, need, want);
+        if (rc)
+            return rc;
+        if (w->s_data_cap < len) /* a chunk larger than a shard: this shard grows */
+            w->s_data_cap = (w->s_cap - SHARD_DATA_OFF) / w->unit * w->unit;
+    }
+    w->direct_len = len;
+    *dst = shard_data(w) + w->s_len;
+    return 0;
+}
+
+int cxlp_writer_commit_direct(cxlp_writer *w, uint64_t len)
+{
+    int rc = check_usable(w);
+    if (rc)
+        return rc;
+    if (len > w->direct_len || len % w->unit)
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: commit_direct(%" PRIu64 ") after direct(%" PRIu64 "), or not "
+                      "a multiple of record_size %" PRIu64, w->name, len, w->direct_len, w->unit);
+    w->direct_len = 0;
+    w->s_len += len;
+    w->s_n += len / w->unit;
+    w->n_records += len / w->unit;
+    w->data_bytes += len;
+    hash_upto(w, w->s_len); /* the importer just wrote it: still in cache */
+    mid_shard_fault(w);
+    progress(w, 0);
+    return 0;
+}
+
+int cxlp_writer_set_docs(cxlp_writer *w, const int64_t *docs, uint64_t n_docs)
+{
+    int rc = check_usable(w);
+    if (rc)
+        return rc;
+    uint64_t bytes;
+    if (!docs || n_docs == UINT64_MAX || mul_overflow_u64(n_docs + 1, sizeof *docs, &bytes))
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: set_docs: docs NULL or n_docs too large", w->name);
+    int64_t *copy = malloc(bytes);
+    if (!copy)
+        return seterr(&w->obj, -ENOMEM, "dataset %s: out of memory for %" PRIu64 " documents", w->name, n_docs);
+    memcpy(copy, docs, bytes);
+    free(w->docs);
+    w->docs = copy;
+    w->n_docs = n_docs;
+    return 0;
+}
+
+static void writer_free(cxlp_writer *w)
+{
+    if (w->hash)
+        XXH3_freeState(w->hash);
+    free(w->res);
+    free(w->shards);
+    free(w->starts);
+    free(w->docs);
+    w->obj.magic = 0;
+    free(w);
+}
+
+static void unreserve_all(cxlp_writer *w)
+{
+    for (size_t i = 0; i < w->n_res; i++)
+        pool_unreserve(w->p, w->res[i].ext);
+    w->n_res = 0;
+}
+
+void cxlp_writer_abort(cxlp_writer *w)
+{
+    if (!w || w->obj.magic != OBJ_MAGIC)
+        return;
+    unreserve_all(w);
+    writer_free(w);
+}
+
+/* Copies the document index after the last shard and checks it against the
+ * records: docs[0] == 0, non-decreasing, docs[n_docs] == n_records. */
+static int write_docs(cxlp_writer *w, struct pool_dataset *ds)
+{
+    uint64_t bytes = (w->n_docs + 1) * sizeof(int64_t);
+    if (w->docs[0] != 0 || (uint64_t)w->docs[w->n_docs] != w->n_records)
+        return fail(w, seterr(&w->obj, CXLP_EARG, "dataset %s: document index must run from 0 to %" PRIu64 " records (got %" PRId64 "..%" PRId64 ")",
+                              w->name, w->n_records, w->docs[0], w->docs[w->n_docs]));
+    for (uint64_t i = 0; i < w->n_docs; i++)
+        if (w->docs[i + 1] < w->docs[i])
+            return fail(w, seterr(&w->obj, CXLP_EARG, "dataset %s: document index decreases at entry %" PRIu64,
+                                  w->name, i + 1));
+    int rc = open_shard(w, ALIGN_UP(bytes, SHARD_ALIGN), ALIGN_UP(bytes, SHARD_ALIGN));
+    if (rc)
+        return rc;
+    w->open = 0;
+    memcpy(w->base + w->s_off, w->docs, bytes);
+    ds->docs = (struct pool_extent){.off = w->s_off, .len = bytes};
+    ds->docs_checksum = XXH3_64bits(w->base + w->s_off, bytes);
+    ds->info.n_docs = w->n_docs;
+    struct resv *r = &w->res[w->n_res - 1];
+    r->used = w->s_off - r->ext.off + bytes;
+    rc = pool_sync(w->p, w->s_off, bytes);
+    return rc ? pool_fail(w, rc, "syncing the document index") : 0;
+}
+
+int cxlp_writer_commit(cxlp_writer *w)
+{
+    int rc = check_usable(w);
+    if (rc) {
+        cxlp_writer_abort(w);
+        return rc;
+    }
+    w->direct_len = 0;
+    if (!w->fault_done) {
+        w->fault_done = 1;
+        fault_point("writer-mid-shard");
+    }
+    struct pool_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    rc = seal_shard(w);
+    if (!rc && w->docs)
+        rc = write_docs(w, &ds);
+    if (rc)
+        goto out;
+    /* reservations that hold nothing go back now; used ones are trimmed by
+     * the publish itself */
+    size_t keep = 0;
+    for (size_t i = 0; i < w->n_res; i++) {
+        if (w->res[i].used == 0)
+            pool_unreserve(w->p, w->res[i].ext);
+        else
+            w->res[keep++] = w->res[i];
+    }
+    w->n_res = keep;
+
+    strlcpy0(ds.info.name, w->name, sizeof ds.info.name);
+    ds.info.n_records = w->n_records;
+    ds.info.data_bytes = w->data_bytes;
+    ds.info.n_shards = (uint32_t)w->n_shards;
+    ds.info.fixed = w->schema.fixed;
+    ds.info.record_size = w->schema.record_size;
+    ds.info.created_unix = (uint64_t)time(NULL);
+    uint64_t stored = ds.docs.len;
+    for (size_t i = 0; i < w->n_shards; i++)
+        stored += w->shards[i].len;
+    ds.info.stored_bytes = stored;
+    ds.schema = w->schema;
+    ds.n_shards = (uint32_t)w->n_shards;
+    if (w->n_shards > UINT32_MAX) {
+        rc = seterr(&w->obj, CXLP_EUNSUPPORTED, "dataset %s: %zu shards, the catalog holds at most %u",
+                    w->name, w->n_shards, UINT32_MAX);
+        goto out;
+    }
+    progress(w, 1);
+    rc = pool_publish(w->p, &ds, w->shards);
+    if (rc)
+        pool_fail(w, rc, "publishing");
+    else
+        w->n_res = 0; /* the dataset owns them now */
+out:
+    if (rc)
+        seterr(NULL, rc, "%s", w->obj.err); /* w is freed: keep the words */
+    unreserve_all(w);
+    writer_free(w);
+    return rc;
+}
+
+const char *cxlp_writer_errmsg(const cxlp_writer *w)
+{
+    return cxlp_errmsg(w);
+}
