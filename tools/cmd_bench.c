@@ -40,9 +40,8 @@ struct bench {
     uint64_t batch, n_batches, max_batch_bytes;
     int threads;
     int use_pool;
+    int err;                  /* first read error of a pass, 0 if none */
     pthread_barrier_t start;
-    volatile uint64_t sink;
-    int err;                  /* first read error, 0 if none */
 };
 
 struct worker {
@@ -50,6 +49,9 @@ struct worker {
     int t;
     uint8_t *buf;
     pthread_t tid;
+    double t0, t1;            /* this thread's gather, after the barrier */
+    uint64_t sink;            /* bytes of each batch summed: keeps the copies */
+    int err;                  /* read error, 0 if none */
 };
 
 static void *gather(void *arg)
@@ -58,6 +60,7 @@ static void *gather(void *arg)
     struct bench *b = w->b;
     uint64_t acc = 0;
     pthread_barrier_wait(&b->start);
+    w->t0 = cli_now_sec();
     for (uint64_t k = (uint64_t)w->t; k < b->n_batches; k += (uint64_t)b->threads) {
         const uint64_t *ids = b->order + k * b->batch;
         uint64_t pos = 0;
@@ -66,7 +69,7 @@ static void *gather(void *arg)
                 struct cxlp_view v;
                 int rc = cxlp_store_read(b->s, ids[j], &v);
                 if (rc) {
-                    __atomic_store_n(&b->err, rc, __ATOMIC_RELAXED);
+                    w->err = rc;
                     return NULL;
                 }
                 memcpy(w->buf + pos, v.data, v.len);
@@ -83,7 +86,8 @@ static void *gather(void *arg)
         if (pos)
             acc += w->buf[pos - 1] + w->buf[pos / 2];
     }
-    b->sink += acc;
+    w->t1 = cli_now_sec();
+    w->sink = acc;
     return NULL;
 }
 
@@ -95,12 +99,22 @@ static double run_pass(struct bench *b, struct worker *w, int use_pool)
     for (int t = 0; t < b->threads; t++)
         pthread_create(&w[t].tid, NULL, gather, &w[t]);
     pthread_barrier_wait(&b->start);
-    double t0 = cli_now_sec();
-    for (int t = 0; t < b->threads; t++)
+    double t0 = 1e300, t1 = 0;
+    for (int t = 0; t < b->threads; t++) {
         pthread_join(w[t].tid, NULL);
-    double el = cli_now_sec() - t0;
+        t0 = w[t].t0 < t0 ? w[t].t0 : t0;
+        t1 = w[t].t1 > t1 ? w[t].t1 : t1;
+    }
+    /* From the first thread's start to the last one's end: thread creation
+     * and joining are not the gather. */
+    double el = t1 - t0;
     pthread_barrier_destroy(&b->start);
-    return b->err ? -1 : el;
+    for (int t = 0; t < b->threads; t++)
+        if (w[t].err) {
+            b->err = w[t].err;
+            return -1;
+        }
+    return el;
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -141,13 +141,28 @@ const char *cli_rc_name(int rc)
     return "EUNKNOWN";
 }
 
+/* 1 when msg names what: the whole text, or a pool spec's path part
+ * ("file:/x/p" is named by "/x/p", "shm:NAME" by "NAME"). */
+static int names(const char *msg, const char *what)
+{
+    if (strstr(msg, what))
+        return 1;
+    const char *tail = strchr(what, ':');
+    while (tail && tail[1]) {
+        if (strstr(msg, tail + 1))
+            return 1;
+        tail = strchr(tail + 1, ':');
+    }
+    return 0;
+}
+
 int cli_report_error(int rc, const void *handle, const char *what)
 {
     const char *msg = cxlp_errmsg(handle);
     if (!msg || !*msg || !strcmp(msg, what))
         fprintf(stderr, "cxlpool: %s: %s [%s: %s]\n", cli_cmd_name, what, cli_rc_name(rc),
                 cxlp_strerror(rc));
-    else if (strstr(msg, what))
+    else if (names(msg, what))
         fprintf(stderr, "cxlpool: %s: %s [%s: %s]\n", cli_cmd_name, msg, cli_rc_name(rc),
                 cxlp_strerror(rc));
     else /* the library's message lacks the subject: name it */

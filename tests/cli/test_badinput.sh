@@ -7,7 +7,7 @@ python3 -c 'import numpy' 2>/dev/null || { echo "SKIP: numpy missing"; exit 77; 
 python3 "$(dirname "$0")/mkdata.py" "$T" || { fail "mkdata.py"; finish; }
 
 P=$(pool_name bad)
-expect 0 "" "$CXLPOOL" create "$P" 8M
+expect 0 "" "$CXLPOOL" create "$P" 16M
 expect 0 "" "$CXLPOOL" ingest "$P" keep "$T/good.raw" --format raw --record-size 256
 state "$P" >"$T/before"
 
@@ -32,7 +32,7 @@ bad raw_no_size     "record"                                "$T/good.raw" --form
 expect 1 "keep" "$CXLPOOL" ingest "$P" keep "$T/good.raw" --format raw --record-size 256
 unchanged "$P" "$T/before" "name taken"
 
-# Pool full: 16 MiB of records into an 8 MiB pool.
+# Pool full: 16 MiB of records into a 16 MiB pool (6 MiB of it data area).
 head -c $((16 << 20)) /dev/zero >"$T/big.raw"
 bad pool_full       "full|FULL"                             "$T/big.raw" --format raw --record-size 4096
 

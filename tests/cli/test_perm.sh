@@ -12,7 +12,7 @@ head -c 8192 /dev/urandom >"$T/src.raw"
 chmod 644 "$T/src.raw"
 
 P=$(pool_name perm)
-expect 0 "" "$CXLPOOL" create "$P" 8M
+expect 0 "" "$CXLPOOL" create "$P" 16M
 mode=$(stat -c %a "/dev/shm/cxlp.$P")
 [ "$mode" = 600 ] && ok || fail "new pool has mode $mode, want 600"
 expect 0 "" "$CXLPOOL" ingest "$P" d "$T/src.raw" --format raw --record-size 512
@@ -27,14 +27,14 @@ unchanged "$P" "$T/before" "no permission"
 # file: pools too.
 F="$T/pool.img"
 track "file:$F"
-expect 0 "" "$CXLPOOL" create "file:$F" 8M
+expect 0 "" "$CXLPOOL" create "file:$F" 16M
 mode=$(stat -c %a "$F")
 [ "$mode" = 600 ] && ok || fail "new file pool has mode $mode, want 600"
 expect 1 "$F" nobody "$CXLPOOL" stat "file:$F"
 
 # Readable by others: reading works, writing is refused by owner.
 Q=$(pool_name shared)
-expect 0 "" "$CXLPOOL" create "$Q" 8M --mode 0644
+expect 0 "" "$CXLPOOL" create "$Q" 16M --mode 0644
 expect 0 "" "$CXLPOOL" ingest "$Q" d "$T/src.raw" --format raw --record-size 512
 state "$Q" >"$T/before"
 expect 0 "" nobody "$CXLPOOL" ls "$Q"
@@ -45,7 +45,7 @@ unchanged "$Q" "$T/before" "write by non-owner"
 
 # A source file the user cannot read: the message names it.
 R=$(pool_name mine)
-expect 0 "" nobody "$CXLPOOL" create "$R" 8M
+expect 0 "" nobody "$CXLPOOL" create "$R" 16M
 state "$R" >"$T/before.r"
 chmod 600 "$T/src.raw"
 expect 1 "src\.raw" nobody "$CXLPOOL" ingest "$R" d "$T/src.raw" --format raw --record-size 512

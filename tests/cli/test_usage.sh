@@ -35,15 +35,15 @@ expect 2 "bench: --threads" "$CXLPOOL" bench gather p d --threads 0,2
 expect 2 "bench: --batch" "$CXLPOOL" bench gather p d --batch 0
 expect 2 "topo: unexpected argument" "$CXLPOOL" topo extra
 
-# Sizes take binary and decimal suffixes.
+# Sizes take binary suffixes and fractions.
 P=$(pool_name usage)
-expect 0 "" "$CXLPOOL" create "$P" 1.5MiB
+expect 0 "" "$CXLPOOL" create "$P" 12.5MiB
 expect 0 "" "$CXLPOOL" stat "$P" --json
 python3 - "$T/out" <<'PY' && ok || fail "1.5MiB pool size"
 import json, sys
 s = json.load(open(sys.argv[1]))
-sys.exit(0 if s["size"] >= 1572864 and s["size"] < 2 * 1048576 + 1 else 1)
+sys.exit(0 if 13107200 <= s["size"] <= 13 * 1048576 else 1)
 PY
-expect 1 "exist" "$CXLPOOL" create "$P" 1M
+expect 1 "exist" "$CXLPOOL" create "$P" 16M
 expect 0 "" "$CXLPOOL" destroy "$P" --yes
 finish
