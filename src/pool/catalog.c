@@ -282,6 +282,14 @@ static int copy_slot(const struct attach *a, uint64_t gen, uint8_t **blob, uint6
     return 0;
 }
 
+/* Prefixes the decode message with the pool's path. */
+static int with_path(const struct attach *a, struct obj *o, int rc)
+{
+    char m[ERRMSG_MAX];
+    strlcpy0(m, cxlp_errmsg(o), sizeof m);
+    return seterr(o, rc, "%s: %s", a->m.path, m);
+}
+
 int cat_read_slot(struct attach *a, uint64_t slot, struct cat *out, struct obj *o)
 {
     uint8_t *blob;
@@ -297,7 +305,7 @@ int cat_read_slot(struct attach *a, uint64_t slot, struct cat *out, struct obj *
     }
     int rc = cat_decode(blob, len, &a->L, h.gen, out, o);
     free(blob);
-    return rc;
+    return rc ? with_path(a, o, rc) : 0;
 }
 
 int cat_snapshot(struct attach *a, struct cat *out, int pin, uint64_t *gen, struct obj *o)
@@ -339,7 +347,7 @@ int cat_snapshot(struct attach *a, struct cat *out, int pin, uint64_t *gen, stru
         if (rc) {
             if (pin)
                 attach_unpin(a, g);
-            return rc;
+            return with_path(a, o, rc);
         }
         if (gen)
             *gen = g;

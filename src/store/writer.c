@@ -128,8 +128,10 @@ static int reserve(cxlp_writer *w, uint64_t len)
     }
     struct pool_extent e;
     int rc = pool_reserve(w->p, len, &e);
+    if (rc == CXLP_EARG) /* our lengths are nonzero: it exceeds the whole data area */
+        rc = CXLP_EFULL;
     if (rc)
-        return pool_fail(w, rc, "reserving a shard extent");
+        return pool_fail(w, rc, "reserving an extent");
     w->res[w->n_res++] = (struct resv){.ext = e, .used = 0};
     return 0;
 }
@@ -145,7 +147,18 @@ static int open_shard(cxlp_writer *w, uint64_t need, uint64_t want)
         room = at < r->ext.len ? r->ext.len - at : 0;
     }
     if (room < need) {
-        int rc = reserve(w, MAX(need, want));
+        /* a whole shard if the pool has it, else smaller pieces down to
+         * what the next record needs: a pool smaller than shard_bytes still
+         * takes datasets that fit */
+        uint64_t len = MAX(need, want);
+        int rc;
+        for (;;) {
+            rc = reserve(w, len);
+            if (rc != CXLP_EFULL || len == need)
+                break;
+            w->failed = 0;
+            len = MAX(need, ALIGN_UP(len / 2, SHARD_ALIGN));
+        }
         if (rc)
             return rc;
         r = &w->res[w->n_res - 1];
@@ -274,6 +287,7 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
     }
     if (rc != CXLP_ENOTFOUND)
         return rc;
+    rc = 0;
 
     cxlp_writer *w = calloc(1, sizeof *w);
     if (!w)

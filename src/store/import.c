@@ -1,0 +1,463 @@
+/*
+ * import.c - datasets from what users already have: raw fixed-size records,
+ * NumPy .npy arrays and Megatron-LM indexed datasets (.bin + .idx), written
+ * through the public streaming writer.
+ *
+ * Invariants:
+ *   - Bad input leaves the pool as it was: every check that can be made
+ *     before the first pool write is made first (sizes, headers, the whole
+ *     .idx), and any later failure aborts the writer, which returns its
+ *     reservations; nothing is published.
+ *   - raw/npy: dataset bytes == file bytes [data_offset, data_offset + n *
+ *     record_size), read() straight into pool memory handed out by
+ *     cxlp_writer_direct in chunks of whole records, committed chunk by
+ *     chunk; chunk <= MAX(CHUNK, record_size) and <= writer_room(), so every
+ *     shard but the last holds the same number of records.
+ *   - Megatron: record i == .bin[pointers[i], pointers[i] + lengths[i] *
+ *     itemsize); docs == document_indices.
+ *   - Every message starts with the file it is about.
+ *
+ * Alternatives rejected:
+ *   - A bounce buffer (read, then append): a second pass over every byte, the
+ *     ingest would run at half the speed of a copy.
+ *   - mmap of raw/npy sources: page faults on the source plus on the pool
+ *     per 4 KiB; read() into the pool is one copy with large requests.
+ *   - Reading the .bin in chunks: sequences straddle chunk edges and may be
+ *     out of order; the .bin is mapped read-only instead (as Megatron does).
+ *     A .bin truncated during the import would raise SIGBUS: a file being
+ *     rewritten under the importer is outside what we promise.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "pool/pool.h"
+#include "store/megatron.h"
+#include "store/npy.h"
+#include "store/store.h"
+
+/* Bytes per read(): large enough that syscall cost vanishes, small enough to
+ * stay in the last-level cache between the kernel's copy and the hash. */
+#define CHUNK (4ull << 20)
+/* Megatron: progress is reported about this often. */
+#define PROGRESS_STEP (4ull << 20)
+
+typedef unsigned long long ull;
+
+struct src {
+    int fd;
+    uint64_t size;
+    const char *path;
+};
+
+int cxlp_format_parse(const char *name)
+{
+    if (!name)
+        return seterr(NULL, CXLP_EARG, "format: NULL (expected raw, npy, megatron or auto)");
+    if (strcmp(name, "auto") == 0)
+        return CXLP_FMT_AUTO;
+    if (strcmp(name, "raw") == 0)
+        return CXLP_FMT_RAW;
+    if (strcmp(name, "npy") == 0)
+        return CXLP_FMT_NPY;
+    if (strcmp(name, "megatron") == 0)
+        return CXLP_FMT_MEGATRON;
+    return seterr(NULL, CXLP_EARG, "format '%s': expected raw, npy, megatron or auto", name);
+}
+
+static int src_open(struct obj *o, const char *path, struct src *s)
+{
+    s->path = path;
+    s->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (s->fd < 0)
+        return seterr(o, -errno, "%s: open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(s->fd, &st) != 0) {
+        int rc = -errno;
+        close(s->fd);
+        s->fd = -1;
+        return seterr(o, rc, "%s: stat: %s", path, strerror(-rc));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(s->fd);
+        s->fd = -1;
+        if (S_ISDIR(st.st_mode))
+            return seterr(o, -EISDIR, "%s: is a directory", path);
+        return seterr(o, CXLP_EBADINPUT, "%s: not a regular file", path);
+    }
+    s->size = (uint64_t)st.st_size;
+    return 0;
+}
+
+static void src_close(struct src *s)
+{
+    if (s->fd >= 0)
+        close(s->fd);
+    s->fd = -1;
+}
+
+/* Reads exactly len bytes at off; a short file is bad input (it changed
+ * size since fstat), an I/O error keeps its errno. */
+static int read_exact(struct obj *o, const struct src *s, void *dst, uint64_t len,
+                      uint64_t off)
+{
+    uint8_t *d = dst;
+    uint64_t done = 0;
+    while (done < len) {
+        size_t want = (size_t)MIN(len - done, (uint64_t)1 << 30);
+        ssize_t n = pread(s->fd, d + done, want, (off_t)(off + done));
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return seterr(o, -errno, "%s: read at byte offset %llu: %s", s->path,
+                          (ull)(off + done), strerror(errno));
+        }
+        if (n == 0)
+            return seterr(o, CXLP_EBADINPUT,
+                          "%s: ended at byte offset %llu, expected %llu bytes (did the "
+                          "file shrink during the import?)", s->path, (ull)(off + done),
+                          (ull)s->size);
+        done += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* Records a writer failure on the pool handle, prefixed with the source. The
+ * writer's own message is read before it is freed. */
+static int writer_fail(struct obj *o, cxlp_writer *w, int rc, const char *path)
+{
+    char msg[ERRMSG_MAX];
+    strlcpy0(msg, w ? cxlp_writer_errmsg(w) : cxlp_errmsg(NULL), sizeof msg);
+    cxlp_writer_abort(w);
+    return seterr(o, rc, "%s: %s", path, msg);
+}
+
+static void progress(const struct cxlp_import_opts *opts, uint64_t done, uint64_t total)
+{
+    if (opts->progress)
+        opts->progress(opts->progress_ctx, done, total);
+}
+
+/* raw and npy: bytes [off, off + bytes) of s become fixed-size records. */
+static int ingest_fixed(cxlp_pool *p, struct obj *o, const char *name, const struct src *s,
+                        uint64_t off, uint64_t bytes, const struct cxlp_schema *schema,
+                        const struct cxlp_import_opts *opts)
+{
+    uint64_t rec = schema->record_size;
+    struct cxlp_writer_opts wo = {.shard_bytes = opts->shard_bytes, .expected_bytes = bytes};
+    cxlp_writer *w = NULL;
+    int rc = cxlp_writer_begin(p, name, schema, &wo, &w);
+    if (rc)
+        return writer_fail(o, NULL, rc, s->path);
+    uint64_t chunk = MAX(CHUNK / rec, 1) * rec;
+    posix_fadvise(s->fd, (off_t)off, (off_t)bytes, POSIX_FADV_SEQUENTIAL);
+    uint64_t done = 0;
+    while (done < bytes) {
+        /* never past the open shard's room: an early seal would leave
+         * shards of unequal record counts */
+        uint64_t room = writer_room(w);
+        uint64_t n = MIN(MIN(chunk, bytes - done), room ? room : chunk);
+        void *dst;
+        rc = cxlp_writer_direct(w, n, &dst);
+        if (rc)
+            return writer_fail(o, w, rc, s->path);
+        rc = read_exact(o, s, dst, n, off + done);
+        if (rc) {
+            cxlp_writer_abort(w);
+            return rc;
+        }
+        rc = cxlp_writer_commit_direct(w, n);
+        if (rc)
+            return writer_fail(o, w, rc, s->path);
+        done += n;
+        progress(opts, done, bytes);
+    }
+    rc = cxlp_writer_commit(w);
+    if (rc)
+        return seterr(o, rc, "%s: %s", s->path, cxlp_errmsg(NULL));
+    return 0;
+}
+
+static int import_raw(cxlp_pool *p, struct obj *o, const char *name, const char *path,
+                      const struct cxlp_import_opts *opts)
+{
+    /* the file first: a missing source is reported as such in any case */
+    struct src s;
+    int rc = src_open(o, path, &s);
+    if (rc)
+        return rc;
+    uint64_t rs = opts->record_size;
+    int dtype = opts->dtype < 0 ? CXLP_DT_U8 : opts->dtype;
+    int isz = cxlp_dtype_size(dtype);
+    if (rs == 0)
+        rc = seterr(o, CXLP_EARG,
+                    "%s: record_size: required for a raw import (bytes per record)", path);
+    else if (isz <= 0)
+        rc = seterr(o, CXLP_EARG, "%s: dtype: %d is not a known element type", path,
+                    opts->dtype);
+    else if (rs % (uint64_t)isz)
+        rc = seterr(o, CXLP_EARG,
+                    "%s: record_size: %llu is not a multiple of the %s itemsize (%d)",
+                    path, (ull)rs, cxlp_dtype_name(dtype), isz);
+    else if (s.size % rs)
+        rc = seterr(o, CXLP_EBADINPUT, "%s: size %llu is not a multiple of record size %llu",
+                    path, (ull)s.size, (ull)rs);
+    if (rc) {
+        src_close(&s);
+        return rc;
+    }
+    struct cxlp_schema sc;
+    memset(&sc, 0, sizeof sc);
+    sc.fixed = 1;
+    sc.record_size = rs;
+    sc.n_fields = 1;
+    strlcpy0(sc.fields[0].name, "data", sizeof sc.fields[0].name);
+    sc.fields[0].dtype = dtype;
+    sc.fields[0].ndim = 1;
+    sc.fields[0].shape[0] = rs / (uint64_t)isz;
+    rc = ingest_fixed(p, o, name, &s, 0, s.size, &sc, opts);
+    src_close(&s);
+    return rc;
+}
+
+static int import_npy(cxlp_pool *p, struct obj *o, const char *name, const char *path,
+                      const struct cxlp_import_opts *opts)
+{
+    struct src s;
+    int rc = src_open(o, path, &s);
+    if (rc)
+        return rc;
+    char err[ERRMSG_MAX];
+    uint8_t pre[NPY_PREAMBLE_V2];
+    uint64_t data_offset;
+    uint64_t plen = MIN(s.size, (uint64_t)sizeof pre);
+    rc = read_exact(o, &s, pre, plen, 0);
+    if (!rc) {
+        rc = npy_preamble(pre, plen, path, &data_offset, err, sizeof err);
+        if (rc)
+            seterr(o, rc, "%s", err);
+    }
+    uint8_t *hdr = NULL;
+    struct npy_header h;
+    if (!rc) {
+        /* the whole header, or the whole file when it claims more */
+        uint64_t hlen = MIN(data_offset, s.size);
+        hdr = malloc(hlen ? hlen : 1);
+        if (!hdr)
+            rc = seterr(o, -ENOMEM, "%s: header of %llu bytes: out of memory", path,
+                        (ull)hlen);
+        else if (!(rc = read_exact(o, &s, hdr, hlen, 0))) {
+            rc = npy_parse(hdr, hlen, path, &h, err, sizeof err);
+            if (!rc)
+                rc = npy_check_size(&h, s.size, path, err, sizeof err);
+            if (rc)
+                seterr(o, rc, "%s", err);
+        }
+        free(hdr);
+    }
+    if (rc) {
+        src_close(&s);
+        return rc;
+    }
+    struct cxlp_schema sc;
+    memset(&sc, 0, sizeof sc);
+    sc.fixed = 1;
+    sc.record_size = h.record_bytes;
+    sc.n_fields = 1;
+    strlcpy0(sc.fields[0].name, "data", sizeof sc.fields[0].name);
+    sc.fields[0].dtype = h.dtype;
+    sc.fields[0].ndim = h.ndim ? h.ndim - 1 : 0;
+    for (int i = 1; i < h.ndim; i++)
+        sc.fields[0].shape[i - 1] = h.shape[i];
+    rc = ingest_fixed(p, o, name, &s, h.data_offset, h.data_bytes, &sc, opts);
+    src_close(&s);
+    return rc;
+}
+
+/* Maps a whole file read-only; an empty file maps to a static empty buffer. */
+static int map_ro(struct obj *o, const struct src *s, const uint8_t **out)
+{
+    static const uint8_t empty[1];
+    if (s->size == 0) {
+        *out = empty;
+        return 0;
+    }
+    void *m = mmap(NULL, (size_t)s->size, PROT_READ, MAP_PRIVATE, s->fd, 0);
+    if (m == MAP_FAILED)
+        return seterr(o, -errno, "%s: mmap of %llu bytes: %s", s->path, (ull)s->size,
+                      strerror(errno));
+    *out = m;
+    return 0;
+}
+
+static void unmap_ro(const struct src *s, const uint8_t *m)
+{
+    if (s->size)
+        munmap((void *)m, (size_t)s->size);
+}
+
+/* Megatron prefix from "PREFIX", "PREFIX.bin" or "PREFIX.idx". */
+static int megatron_paths(struct obj *o, const char *src, char *idx, char *bin)
+{
+    size_t n = strlen(src);
+    if (n >= 4 && (strcmp(src + n - 4, ".bin") == 0 || strcmp(src + n - 4, ".idx") == 0))
+        n -= 4;
+    if (n + 5 > PATH_MAX)
+        return seterr(o, -ENAMETOOLONG, "%s: path too long", src);
+    memcpy(idx, src, n);
+    memcpy(idx + n, ".idx", 5);
+    memcpy(bin, src, n);
+    memcpy(bin + n, ".bin", 5);
+    return 0;
+}
+
+static int ingest_megatron(cxlp_pool *p, struct obj *o, const char *name,
+                           const struct megatron_idx *m, const struct src *bs,
+                           const uint8_t *bin, const char *idx_path,
+                           const struct cxlp_import_opts *opts)
+{
+    uint64_t n_docs = m->n_doc_entries - 1;
+    int64_t *docs = malloc((size_t)m->n_doc_entries * sizeof *docs);
+    if (!docs)
+        return seterr(o, -ENOMEM, "%s: %llu document indices: out of memory", idx_path,
+                      (ull)m->n_doc_entries);
+    for (uint64_t i = 0; i < m->n_doc_entries; i++)
+        docs[i] = megatron_doc(m, i);
+
+    struct cxlp_schema sc;
+    memset(&sc, 0, sizeof sc);
+    sc.fixed = 0;
+    sc.n_fields = 1;
+    strlcpy0(sc.fields[0].name, "tokens", sizeof sc.fields[0].name);
+    sc.fields[0].dtype = m->dtype;
+    struct cxlp_writer_opts wo = {.shard_bytes = opts->shard_bytes,
+                                  .expected_bytes = m->total_bytes};
+    cxlp_writer *w = NULL;
+    int rc = cxlp_writer_begin(p, name, &sc, &wo, &w);
+    if (rc) {
+        free(docs);
+        return writer_fail(o, NULL, rc, bs->path);
+    }
+    if (bs->size)
+        madvise((void *)bin, (size_t)bs->size, MADV_SEQUENTIAL);
+    uint64_t done = 0, reported = 0;
+    for (uint64_t i = 0; i < m->n_seqs; i++) {
+        uint64_t ptr = (uint64_t)megatron_seq_ptr(m, i);
+        uint64_t len = (uint64_t)megatron_seq_len(m, i) * (uint64_t)m->itemsize;
+        rc = cxlp_writer_append(w, bin + ptr, len);
+        if (rc) {
+            free(docs);
+            return writer_fail(o, w, rc, bs->path);
+        }
+        done += len;
+        if (done - reported >= PROGRESS_STEP) {
+            progress(opts, done, m->total_bytes);
+            reported = done;
+        }
+    }
+    rc = cxlp_writer_set_docs(w, docs, n_docs);
+    free(docs);
+    if (rc)
+        return writer_fail(o, w, rc, idx_path);
+    rc = cxlp_writer_commit(w);
+    if (rc)
+        return seterr(o, rc, "%s: %s", bs->path, cxlp_errmsg(NULL));
+    progress(opts, done, m->total_bytes);
+    return 0;
+}
+
+static int import_megatron(cxlp_pool *p, struct obj *o, const char *name, const char *src,
+                           const struct cxlp_import_opts *opts)
+{
+    char idx_path[PATH_MAX], bin_path[PATH_MAX];
+    int rc = megatron_paths(o, src, idx_path, bin_path);
+    if (rc)
+        return rc;
+    struct src is = {.fd = -1}, bs = {.fd = -1};
+    const uint8_t *idx = NULL, *bin = NULL;
+    if ((rc = src_open(o, idx_path, &is)) || (rc = src_open(o, bin_path, &bs)) ||
+        (rc = map_ro(o, &is, &idx)))
+        goto out;
+    /* the whole index is validated before the pool is touched */
+    struct megatron_idx m;
+    char err[ERRMSG_MAX];
+    rc = megatron_idx_parse(idx, is.size, bs.size, idx_path, bin_path, &m, err, sizeof err);
+    if (rc) {
+        seterr(o, rc, "%s", err);
+        goto out;
+    }
+    if ((rc = map_ro(o, &bs, &bin)))
+        goto out;
+    rc = ingest_megatron(p, o, name, &m, &bs, bin, idx_path, opts);
+out:
+    if (bin)
+        unmap_ro(&bs, bin);
+    if (idx)
+        unmap_ro(&is, idx);
+    src_close(&bs);
+    src_close(&is);
+    return rc;
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+static int has_suffix(const char *s, const char *suf)
+{
+    size_t n = strlen(s), k = strlen(suf);
+    return n >= k && strcmp(s + n - k, suf) == 0;
+}
+
+/* AUTO: .npy -> npy; PREFIX(.bin|.idx) with both files -> megatron; a file
+ * starting with the .npy magic -> npy; anything else -> raw. */
+static int guess_format(const char *src)
+{
+    if (has_suffix(src, ".npy"))
+        return CXLP_FMT_NPY;
+    char idx[PATH_MAX], bin[PATH_MAX];
+    if (megatron_paths(NULL, src, idx, bin) == 0 && exists(idx) && exists(bin))
+        return CXLP_FMT_MEGATRON;
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        uint8_t magic[6];
+        ssize_t n = pread(fd, magic, sizeof magic, 0);
+        close(fd);
+        if (n == (ssize_t)sizeof magic && memcmp(magic, "\x93NUMPY", 6) == 0)
+            return CXLP_FMT_NPY;
+    }
+    return CXLP_FMT_RAW;
+}
+
+int cxlp_import(cxlp_pool *p, const char *name, const char *src,
+                const struct cxlp_import_opts *opts)
+{
+    if (!p)
+        return seterr(NULL, CXLP_EARG, "cxlp_import: pool: NULL");
+    struct obj *o = pool_obj(p);
+    if (!name || !src)
+        return seterr(o, CXLP_EARG, "cxlp_import: %s: NULL", name ? "src" : "name");
+    const struct cxlp_import_opts def = {.format = CXLP_FMT_AUTO, .dtype = -1};
+    if (!opts)
+        opts = &def;
+    int fmt = opts->format == CXLP_FMT_AUTO ? guess_format(src) : opts->format;
+    switch (fmt) {
+    case CXLP_FMT_RAW:
+        return import_raw(p, o, name, src, opts);
+    case CXLP_FMT_NPY:
+        return import_npy(p, o, name, src, opts);
+    case CXLP_FMT_MEGATRON:
+        return import_megatron(p, o, name, src, opts);
+    default:
+        return seterr(o, CXLP_EARG, "%s: format: %d is not a known format", src,
+                      opts->format);
+    }
+}
