@@ -43,7 +43,8 @@ int cli_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * message), prefixed by "what: " unless the message already names what (a
  * path, pool or dataset name), so every message names its subject.
  * Returns the exit code for rc: EXIT_NOTFOUND for a missing pool or dataset,
- * else EXIT_RUNTIME. */
+ * EXIT_USAGE for CXLP_EARG (an argument the library rejects), else
+ * EXIT_RUNTIME. */
 int cli_report_error(int rc, const void *handle, const char *what);
 
 /* Reports a failure outside the library (rc: -errno) about what. */

@@ -98,7 +98,7 @@ static void main_usage(FILE *f)
             "\nexit codes:\n"
             "  0  success\n"
             "  1  runtime error (message names the file, field or offset)\n"
-            "  2  usage error\n"
+            "  2  usage error (also an argument the library rejects: CXLP_EARG)\n"
             "  3  verify found corruption\n"
             "  4  not found (pool or dataset)\n");
 }
@@ -170,6 +170,8 @@ int cli_report_error(int rc, const void *handle, const char *what)
                 cli_rc_name(rc), cxlp_strerror(rc));
     if (rc == CXLP_ENOTFOUND || rc == -ENOENT)
         return EXIT_NOTFOUND;
+    if (rc == CXLP_EARG) /* the library judged an argument: a usage error */
+        return EXIT_USAGE;
     return EXIT_RUNTIME;
 }
 

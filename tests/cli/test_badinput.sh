@@ -27,7 +27,9 @@ bad npy_dtype       "complex\.npy.*(descr|dtype)|(descr|dtype).*complex\.npy" "$
 bad npy_fortran     "fortran\.npy.*fortran_order|fortran_order.*fortran\.npy" "$T/fortran.npy"
 bad npy_header      "object_hdr\.npy"                       "$T/object_hdr.npy"
 bad raw_multiple    "odd\.raw.*(1000|record)"               "$T/odd.raw" --format raw --record-size 64
-bad raw_no_size     "record"                                "$T/good.raw" --format raw
+# A raw import without --record-size: an argument error (2).
+expect 2 "record_size|record-size" "$CXLPOOL" ingest "$P" x "$T/good.raw" --format raw
+unchanged "$P" "$T/before" "raw without record size"
 # the name is taken
 expect 1 "keep" "$CXLPOOL" ingest "$P" keep "$T/good.raw" --format raw --record-size 256
 unchanged "$P" "$T/before" "name taken"

@@ -46,4 +46,8 @@ sys.exit(0 if 13107200 <= s["size"] <= 13 * 1048576 else 1)
 PY
 expect 1 "exist" "$CXLPOOL" create "$P" 16M
 expect 0 "" "$CXLPOOL" destroy "$P" --yes
+# Arguments the library rejects are usage errors too.
+P=$(pool_name small)
+expect 2 "too small" "$CXLPOOL" create "$P" 1M
+expect 2 "bogus" "$CXLPOOL" ls "bogus:thing"
 finish
