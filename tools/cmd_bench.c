@@ -5,7 +5,8 @@
  * Both paths gather the same records in the same seeded random order into
  * per-thread batch buffers: the pool path through cxlp_store_read + memcpy,
  * the baseline by memcpy from a private anonymous mapping holding a copy of
- * the dataset (offsets precomputed, so it pays no lookup at all). Each round
+ * the dataset, addressed the cheapest way there is: i * record_size for
+ * fixed-size records, a precomputed offset array for variable-size ones. Each round
  * runs both, alternating which goes first, so machine noise (other tenants,
  * frequency changes) hits both; figures are medians over the rounds. Both
  * buffers and mappings are touched in an untimed warm-up pass, so neither
@@ -36,6 +37,7 @@ struct bench {
     cxlp_store *s;
     const uint8_t *plain;     /* private copy: record i at plain[off[i]] */
     const uint64_t *off;      /* n+1 offsets */
+    uint64_t rec_size;        /* fixed-size records: plain[i * rec_size]; else 0 */
     const uint64_t *order;    /* n_batches * batch record ids */
     uint64_t batch, n_batches, max_batch_bytes;
     int threads;
@@ -74,6 +76,12 @@ static void *gather(void *arg)
                 }
                 memcpy(w->buf + pos, v.data, v.len);
                 pos += v.len;
+            }
+        } else if (b->rec_size) {
+            /* Fixed size: the address is arithmetic, as in any array. */
+            for (uint64_t j = 0; j < b->batch; j++) {
+                memcpy(w->buf + pos, b->plain + ids[j] * b->rec_size, b->rec_size);
+                pos += b->rec_size;
             }
         } else {
             for (uint64_t j = 0; j < b->batch; j++) {
@@ -306,6 +314,7 @@ static int bench_gather(int argc, char **argv)
     b.s = s;
     b.plain = plain;
     b.off = off;
+    b.rec_size = cxlp_store_schema(s)->fixed ? max_rec : 0;
     b.order = order;
     b.batch = batch;
     b.n_batches = n_batches;
