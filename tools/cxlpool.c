@@ -70,13 +70,14 @@ static const struct cli_cmd cmds[] = {
      cli_cmd_destroy},
     {"bench", "measure gather throughput against a plain memcpy baseline",
      "cxlpool bench gather POOL NAME [--batch 32] [--batches N] [--threads 1,2]\n"
-     "                  [--rounds 5] [--seed S] [--json]\n"
+     "                  [--rounds 5] [--seed S] [--no-thp] [--json]\n"
      "  Gathers records in a seeded random order into a batch buffer through\n"
      "  cxlp_store_read + memcpy, and in the same run gathers the same records\n"
      "  in the same order from a private anonymous mapping holding a copy of\n"
-     "  the dataset (the baseline). The two alternate each round; the figures\n"
-     "  are medians over the rounds. Each thread has its own batch buffer and\n"
-     "  its own slice of the order.\n",
+     "  the dataset (the baseline; on transparent huge pages unless --no-thp).\n"
+     "  The two alternate each round; throughputs are medians over the rounds,\n"
+     "  the ratio the median of the per-round ratios. Each thread has its own\n"
+     "  batch buffer and its own slice of the order.\n",
      cli_cmd_bench},
 };
 #define N_CMDS (sizeof cmds / sizeof cmds[0])
