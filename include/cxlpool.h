@@ -133,7 +133,9 @@ struct cxlp_topo_node {
     uint64_t read_latency_ns, write_latency_ns;
     uint64_t read_bandwidth_mbs, write_bandwidth_mbs;
     int is_cxl;              /* memory-only node backed by a CXL region or kmem dax */
-    const char *backend;     /* backend a pool tier on this node would use */
+    const char *backend;     /* backend a pool tier on this node would use:
+                                "numa" (memory-only node), "shm" (DRAM node:
+                                emulated CXL), "none" (node without memory) */
 };
 
 struct cxlp_topo_dax {
@@ -141,7 +143,8 @@ struct cxlp_topo_dax {
     uint64_t size;           /* bytes */
     uint64_t align;          /* bytes; 0 if unknown */
     int target_node;         /* -1 if unknown */
-    char mode[16];           /* "devdax" (driver device_dax), "kmem", or "unbound" */
+    char mode[16];           /* "devdax" (driver device_dax), "kmem", "unbound", or
+                                "other" (bound to another driver) */
     char devpath[64];        /* "/dev/dax0.0" */
 };
 
@@ -152,8 +155,11 @@ struct cxlp_topo_cxl {
 };
 
 /* Reads the topology under sysfs_root (NULL or "" means "/"; tests point it
- * at a captured tree). Missing files are not errors: figures stay unknown.
- * Returns 0, -ENOMEM, or -errno when sysfs_root cannot be read at all. */
+ * at a captured tree). Missing files are not errors: figures stay unknown;
+ * files present but unusable add a warning to the reports. Returns 0,
+ * -ENOMEM, CXLP_EARG (out NULL), or -errno when sysfs_root cannot be read at
+ * all. The handle does not change after discovery: the accessors are
+ * thread-safe. */
 CXLP_API int cxlp_topo_discover(const char *sysfs_root, cxlp_topo **out);
 CXLP_API void cxlp_topo_free(cxlp_topo *t);
 CXLP_API size_t cxlp_topo_node_count(const cxlp_topo *t);
@@ -162,7 +168,8 @@ CXLP_API size_t cxlp_topo_dax_count(const cxlp_topo *t);
 CXLP_API const struct cxlp_topo_dax *cxlp_topo_dax(const cxlp_topo *t, size_t i);
 CXLP_API size_t cxlp_topo_cxl_count(const cxlp_topo *t);
 CXLP_API const struct cxlp_topo_cxl *cxlp_topo_cxl(const cxlp_topo *t, size_t i);
-/* Human-readable (json=0) or JSON (json=1) report to f. */
+/* Human-readable (json=0) or JSON (json=1) report to f. CXLP_EARG, or -EIO
+ * when f fails. */
 CXLP_API int cxlp_topo_print(const cxlp_topo *t, FILE *f, int json);
 
 /* ======================================================================
@@ -343,7 +350,9 @@ CXLP_API const char *cxlp_writer_errmsg(const cxlp_writer *w);
  * ====================================================================== */
 
 enum cxlp_format { CXLP_FMT_AUTO = 0, CXLP_FMT_RAW, CXLP_FMT_NPY, CXLP_FMT_MEGATRON };
-CXLP_API int cxlp_format_parse(const char *name);  /* "raw", "npy", "megatron", "auto" */
+/* "raw", "npy", "megatron", "auto" -> enum cxlp_format; anything else (or
+ * NULL) -> CXLP_EARG with cxlp_errmsg(NULL) naming it. */
+CXLP_API int cxlp_format_parse(const char *name);
 
 struct cxlp_import_opts {
     int format;              /* enum cxlp_format; AUTO guesses by extension */
@@ -358,7 +367,18 @@ struct cxlp_import_opts {
  * all accepted). Bad input fails with CXLP_EBADINPUT / CXLP_EUNSUPPORTED and
  * cxlp_errmsg(p) naming the file and field; the pool is left unchanged.
  * Megatron: one record per sequence (dtype from the .idx), document
- * boundaries kept (cxlp_store_docs). npy: one record per row of axis 0. */
+ * boundaries kept (cxlp_store_docs). npy: one record per row of axis 0.
+ * Format AUTO: ".npy" -> npy; "PREFIX", "PREFIX.bin" or "PREFIX.idx" where
+ * both PREFIX.bin and PREFIX.idx exist -> megatron; a file starting with the
+ * .npy magic -> npy; anything else -> raw.
+ * Schemas: raw and npy give fixed-size records with one field "data" (raw: a
+ * 1-D field of record_size / itemsize elements of opts->dtype; npy: the
+ * array's dtype and its shape without axis 0, at most CXLP_MAX_DIMS-1 axes,
+ * C order, little-endian numeric dtypes only); megatron gives variable-size
+ * records with one field "tokens". Other codes: CXLP_EARG (record_size 0 for
+ * raw, bad dtype or format), -errno (e.g. -ENOENT naming the path),
+ * CXLP_EEXIST, CXLP_EFULL. opts may be NULL (AUTO); progress(ctx, done,
+ * total) is called after each chunk of about 4 MiB, in the calling thread. */
 CXLP_API int cxlp_import(cxlp_pool *p, const char *name, const char *src,
                          const struct cxlp_import_opts *opts);
 

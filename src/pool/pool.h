@@ -85,6 +85,10 @@ int pool_unreserve(cxlp_pool *p, struct pool_extent ext);
  * process's reservations; those reservations are dropped and any part of them
  * not used by the dataset returns to free space; the dataset appears in one
  * atomic catalog flip; ds->info.version is set to the new generation.
+ * Extents need not be aligned: the dataset keeps every POOL_EXTENT_ALIGN page
+ * that one of its extents touches (several may share a reservation).
+ * CXLP_EARG (message names shard and offset) for an extent outside the
+ * caller's reservations; CXLP_ECATFULL when the catalog slot has no room.
  * CXLP_EEXIST if the name was published meanwhile (reservations then stay
  * reserved; the caller unreserves). */
 int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards);

@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/atomic.h"
@@ -56,14 +57,43 @@ static int writable_handle(cxlp_pool *p, const char *what)
     return 0;
 }
 
+/* How long a writer waits for the lock. The lock is held only while a
+ * catalog is written (never during an ingest's data copy), so a wait this
+ * long means a live holder is stuck: fail with CXLP_EBUSY rather than hang.
+ * CXLP_LOCK_TIMEOUT_MS overrides it (tests). */
+static uint64_t lock_timeout_ms(void)
+{
+    const char *e = getenv("CXLP_LOCK_TIMEOUT_MS");
+    if (e && *e) {
+        char *end;
+        unsigned long long v = strtoull(e, &end, 10);
+        if (*end == 0)
+            return v;
+    }
+    return 30000;
+}
+
 static int lock_pool(cxlp_pool *p)
 {
-    int rc = pthread_mutex_lock(&p->a->hdr->lock);
+    uint64_t ms = lock_timeout_ms();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += (time_t)(ms / 1000);
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    int rc = pthread_mutex_timedlock(&p->a->hdr->lock, &ts);
     if (rc == EOWNERDEAD) {
         /* the dead holder can only have been writing the inactive slot */
         pthread_mutex_consistent(&p->a->hdr->lock);
         return 0;
     }
+    if (rc == ETIMEDOUT)
+        return seterr(&p->obj, CXLP_EBUSY,
+                      "%s: writer lock not available after %llu ms (held by a live, stuck "
+                      "writer?)", p->a->m.path, (unsigned long long)ms);
     if (rc)
         return seterr(&p->obj, -rc, "%s: writer lock: %s", p->a->m.path, strerror(rc));
     return 0;

@@ -168,7 +168,12 @@ int megatron_idx_parse(const uint8_t *buf, uint64_t len, uint64_t bin_len,
         if ((uint64_t)p != expect)
             m.contiguous = 0;
         expect = (uint64_t)p + bytes;
-        m.total_bytes += bytes; /* <= n_seqs * 2^31 * 8: no overflow */
+        /* sequences may overlap, so the sum is not bounded by bin_len */
+        if (add_overflow_u64(m.total_bytes, bytes, &m.total_bytes))
+            return fail(err, cap, CXLP_EBADINPUT,
+                        "%s: field 'sequence_lengths[%llu]' at byte offset %llu: the "
+                        "sequences add up to more than 2^64 bytes", idx, (ull)i,
+                        (ull)(lens_off + 4 * i));
         prev_ptr = p;
     }
 

@@ -104,8 +104,11 @@ static int store_validate(cxlp_store *s)
             return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): "
                           "record kind/size differ from the schema", s->name, k, l->off);
         s->first[k] = next;
-        next += sh->n_records; /* no overflow: each term is bounded by its extent */
-        bytes += sh->data_len;
+        /* a hostile catalog may list one extent many times: check the sums */
+        if (add_overflow_u64(next, sh->n_records, &next) ||
+            add_overflow_u64(bytes, sh->data_len, &bytes))
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": record or byte count overflows",
+                          s->name, k);
     }
     if (next != ds->info.n_records || bytes != ds->info.data_bytes)
         return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: shards hold %" PRIu64 " records / %" PRIu64 " bytes, "

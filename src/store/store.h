@@ -32,4 +32,14 @@ uint64_t schema_unit(const struct cxlp_schema *s);
  * equal and the reader finds a record's shard by one division. */
 uint64_t writer_room(const cxlp_writer *w);
 
+/* Variable-size records without a bounce buffer (e.g. a run of Megatron
+ * sequences, contiguous in the .bin, read() straight into the pool):
+ * writer_direct_var returns room for n records totalling bytes at *dst;
+ * writer_commit_var(lens, n) then makes the first n (<= the announced n)
+ * records of lens[i] bytes each out of what was written there (sum(lens) <=
+ * bytes). A run larger than a shard gets a shard of its own size, so callers
+ * keep runs near the ~1-4 MiB they read at once. CXLP_EARG on misuse. */
+int writer_direct_var(cxlp_writer *w, uint64_t bytes, uint64_t n, void **dst);
+int writer_commit_var(cxlp_writer *w, const uint64_t *lens, uint64_t n);
+
 #endif

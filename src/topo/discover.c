@@ -64,7 +64,7 @@
 struct disc {
     struct cxlp_topo *t;
     int rootfd;
-    char *buf;                       /* SYSFS_READ_MAX bytes */
+    char *buf;                       /* TOPO_READ_MAX bytes */
 };
 
 void topo_warn(struct cxlp_topo *t, const char *fmt, ...)
@@ -82,11 +82,14 @@ void topo_warn(struct cxlp_topo *t, const char *fmt, ...)
  * unusable (warned). */
 static int read_text(struct disc *d, const char *rel)
 {
-    long n = sysfs_read(d->rootfd, rel, d->buf, SYSFS_READ_MAX);
+    long n = topo_read(d->rootfd, rel, d->buf, TOPO_READ_MAX);
     if (n >= 0)
         return 1;
     if (n != -ENOENT && n != -ENOTDIR)
-        topo_warn(d->t, "%s: %s", rel, n == -EFBIG ? "longer than 64 KiB" : cxlp_strerror((int)n));
+        topo_warn(d->t, "%s: %s", rel,
+                  n == -EFBIG    ? "longer than 64 KiB"
+                  : n == -EINVAL ? "not a regular text file"
+                                 : cxlp_strerror((int)n));
     return 0;
 }
 
@@ -95,7 +98,7 @@ static uint64_t read_u64(struct disc *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 static uint64_t read_u64(struct disc *d, const char *fmt, ...)
 {
-    char rel[SYSFS_PATH_MAX];
+    char rel[TOPO_PATH_MAX];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(rel, sizeof rel, fmt, ap);
@@ -105,7 +108,7 @@ static uint64_t read_u64(struct disc *d, const char *fmt, ...)
     if (!read_text(d, rel))
         return CXLP_TOPO_UNKNOWN;
     uint64_t v;
-    int rc = parse_u64(d->buf, &v);
+    int rc = topo_parse_u64(d->buf, &v);
     if (rc) {
         topo_warn(d->t, "%s: not a number", rel);
         return CXLP_TOPO_UNKNOWN;
@@ -119,17 +122,17 @@ static uint64_t read_u64(struct disc *d, const char *fmt, ...)
 }
 
 /* A node list file into set. 1 known, 0 absent or malformed. */
-static int read_nodeset(struct disc *d, const char *rel, struct nodeset *set)
+static int read_nodeset(struct disc *d, const char *rel, struct topo_nodeset *set)
 {
     memset(set, 0, sizeof *set);
     if (!read_text(d, rel))
         return 0;
     uint64_t count;
-    int rc = parse_list(d->buf, TOPO_MAX_NODE, set, &count);
+    int rc = topo_parse_list(d->buf, TOPO_MAX_NODE, set, &count);
     if (rc) {
         memset(set, 0, sizeof *set);
         topo_warn(d->t, "%s: %s", rel,
-                  rc == -ERANGE ? "node id beyond 1023" : "not a node list");
+                  rc == -ERANGE ? "node id out of range 0..1023" : "not a node list");
         return 0;
     }
     return 1;
@@ -171,8 +174,8 @@ static void collect_node_dir(struct disc *d, const char *name, void *ctx)
 {
     uint64_t id;
     (void)d;
-    if (parse_name_id(name, "node", TOPO_MAX_NODE, &id) == 0) {
-        struct nodeset *ids = ctx;
+    if (topo_parse_name_id(name, "node", TOPO_MAX_NODE, &id) == 0) {
+        struct topo_nodeset *ids = ctx;
         ids->bits[id / 8] |= (uint8_t)(1u << (id % 8));
     }
 }
@@ -189,7 +192,7 @@ static void read_hmat(struct disc *d, struct cxlp_topo_node *n)
 static int read_nodes(struct disc *d)
 {
     struct cxlp_topo *t = d->t;
-    struct nodeset ids, online, cpu, mem, normal;
+    struct topo_nodeset ids, online, cpu, mem, normal;
     memset(&ids, 0, sizeof ids);
     int rc = scan_dir(d, NODE_DIR, collect_node_dir, &ids);
     dir_warn(d, NODE_DIR, rc);
@@ -203,15 +206,15 @@ static int read_nodes(struct disc *d)
 
     size_t count = 0;
     for (uint64_t id = 0; id <= TOPO_MAX_NODE; id++)
-        count += (size_t)nodeset_has(&ids, id);
+        count += (size_t)topo_nodeset_has(&ids, id);
     if (count == 0)
         return 0;
     t->nodes = calloc(count, sizeof *t->nodes);
     if (!t->nodes)
         return -ENOMEM;
-    char rel[SYSFS_PATH_MAX];
+    char rel[TOPO_PATH_MAX];
     for (uint64_t id = 0; id <= TOPO_MAX_NODE; id++) {
-        if (!nodeset_has(&ids, id))
+        if (!topo_nodeset_has(&ids, id))
             continue;
         struct topo_node *tn = &t->nodes[t->n_nodes++];
         struct cxlp_topo_node *n = &tn->pub;
@@ -219,10 +222,10 @@ static int read_nodes(struct disc *d)
         n->tier = -1;
 
         n->mem_total = 0;
-        if (sysfs_path(rel, sizeof rel, NODE_DIR "/node%d/meminfo", n->id) == 0 &&
+        if (topo_path(rel, sizeof rel, NODE_DIR "/node%d/meminfo", n->id) == 0 &&
             read_text(d, rel)) {
             uint64_t bytes;
-            rc = parse_meminfo_total(d->buf, &bytes);
+            rc = topo_parse_meminfo(d->buf, &bytes);
             if (rc == 0)
                 n->mem_total = bytes;
             else
@@ -230,19 +233,19 @@ static int read_nodes(struct disc *d)
         }
 
         if (cpu_known) {
-            n->has_cpu = nodeset_has(&cpu, id);
-        } else if (sysfs_path(rel, sizeof rel, NODE_DIR "/node%d/cpulist", n->id) == 0 &&
+            n->has_cpu = topo_nodeset_has(&cpu, id);
+        } else if (topo_path(rel, sizeof rel, NODE_DIR "/node%d/cpulist", n->id) == 0 &&
                    read_text(d, rel)) {
             /* no has_cpu file (old kernel, partial capture): the node's own
              * cpulist says the same thing */
             uint64_t ncpu;
-            if (parse_list(d->buf, UINT32_MAX, NULL, &ncpu) == 0)
+            if (topo_parse_list(d->buf, UINT32_MAX, NULL, &ncpu) == 0)
                 n->has_cpu = ncpu > 0;
             else
                 topo_warn(t, "%s: not a cpu list", rel);
         }
-        n->has_memory = mem_known ? nodeset_has(&mem, id) : n->mem_total > 0;
-        tn->normal_memory = normal_known ? nodeset_has(&normal, id) : -1;
+        n->has_memory = mem_known ? topo_nodeset_has(&mem, id) : n->mem_total > 0;
+        tn->normal_memory = normal_known ? topo_nodeset_has(&normal, id) : -1;
         read_hmat(d, n);
     }
     return 0;
@@ -261,20 +264,20 @@ static struct topo_node *find_node(struct cxlp_topo *t, uint64_t id)
 static void read_tier(struct disc *d, const char *name, void *ctx)
 {
     uint64_t k;
-    char rel[SYSFS_PATH_MAX];
-    struct nodeset set;
+    char rel[TOPO_PATH_MAX];
+    struct topo_nodeset set;
     (void)ctx;
-    if (parse_name_id(name, "memory_tier", TOPO_MAX_TIER, &k))
+    if (topo_parse_name_id(name, "memory_tier", TOPO_MAX_TIER, &k))
         return;
-    if (sysfs_path(rel, sizeof rel, TIER_DIR "/%s/nodelist", name))
+    if (topo_path(rel, sizeof rel, TIER_DIR "/%s/nodelist", name))
         return;
     int known = read_nodeset(d, rel, &set);
-    if (!known && sysfs_path(rel, sizeof rel, TIER_DIR "/%s/nodes", name) == 0)
+    if (!known && topo_path(rel, sizeof rel, TIER_DIR "/%s/nodes", name) == 0)
         known = read_nodeset(d, rel, &set);
     if (!known)
         return;
     for (uint64_t id = 0; id <= TOPO_MAX_NODE; id++) {
-        if (!nodeset_has(&set, id))
+        if (!topo_nodeset_has(&set, id))
             continue;
         struct topo_node *tn = find_node(d->t, id);
         if (!tn)
@@ -333,8 +336,8 @@ static void read_dax(struct disc *d, const char *name, void *ctx)
     memcpy(head, name, (size_t)(dot - name));
     head[dot - name] = '\0';
     uint64_t sub;
-    if (parse_name_id(head, "dax", UINT32_MAX, &region) ||
-        parse_name_id(dot, ".", UINT32_MAX, &sub))
+    if (topo_parse_name_id(head, "dax", UINT32_MAX, &region) ||
+        topo_parse_name_id(dot, ".", UINT32_MAX, &sub))
         return;
     if (t->n_dax >= TOPO_MAX_DEVS) {
         topo_warn(t, DAX_DIR ": more than %d devices, rest ignored", TOPO_MAX_DEVS);
@@ -349,13 +352,13 @@ static void read_dax(struct disc *d, const char *name, void *ctx)
     v = read_u64(d, DAX_DIR "/%s/align", name);
     x.align = v == CXLP_TOPO_UNKNOWN ? 0 : v;
 
-    char rel[SYSFS_PATH_MAX];
+    char rel[TOPO_PATH_MAX];
     x.target_node = -1;
-    if (sysfs_path(rel, sizeof rel, DAX_DIR "/%s/target_node", name) == 0 &&
+    if (topo_path(rel, sizeof rel, DAX_DIR "/%s/target_node", name) == 0 &&
         read_text(d, rel)) {
         long node;
         /* -1 is the kernel's NUMA_NO_NODE */
-        if (parse_int(d->buf, -1, TOPO_MAX_NODE, &node) == 0)
+        if (topo_parse_int(d->buf, -1, TOPO_MAX_NODE, &node) == 0)
             x.target_node = (int)node;
         else
             topo_warn(t, "%s: not a node id in -1..%d", rel, TOPO_MAX_NODE);
@@ -363,8 +366,8 @@ static void read_dax(struct disc *d, const char *name, void *ctx)
 
     char drv[64];
     strlcpy0(x.mode, "unbound", sizeof x.mode);
-    if (sysfs_path(rel, sizeof rel, DAX_DIR "/%s/driver", name) == 0) {
-        int rc = sysfs_link_base(d->rootfd, rel, drv, sizeof drv);
+    if (topo_path(rel, sizeof rel, DAX_DIR "/%s/driver", name) == 0) {
+        int rc = topo_link_base(d->rootfd, rel, drv, sizeof drv);
         if (rc == 0) {
             if (!strcmp(drv, "device_dax"))
                 strlcpy0(x.mode, "devdax", sizeof x.mode);
@@ -451,13 +454,13 @@ static void read_cxl(struct disc *d, const char *name, void *ctx)
 
 static int cmp_dax(const void *a, const void *b)
 {
-    return natural_cmp(((const struct cxlp_topo_dax *)a)->name,
+    return topo_natural_cmp(((const struct cxlp_topo_dax *)a)->name,
                        ((const struct cxlp_topo_dax *)b)->name);
 }
 
 static int cmp_cxl(const void *a, const void *b)
 {
-    return natural_cmp(((const struct cxlp_topo_cxl *)a)->name,
+    return topo_natural_cmp(((const struct cxlp_topo_cxl *)a)->name,
                        ((const struct cxlp_topo_cxl *)b)->name);
 }
 
@@ -518,7 +521,7 @@ int cxlp_topo_discover(const char *sysfs_root, cxlp_topo **out)
         return seterr(NULL, rc, "topo: cannot open sysfs root %s: %s", root, cxlp_strerror(rc));
     }
     struct cxlp_topo *t = calloc(1, sizeof *t);
-    char *buf = malloc(SYSFS_READ_MAX);
+    char *buf = malloc(TOPO_READ_MAX);
     if (!t || !buf) {
         free(t);
         free(buf);

@@ -25,7 +25,7 @@
 
 #include "topo/topo.h"
 
-int sysfs_path(char *out, size_t cap, const char *fmt, ...)
+int topo_path(char *out, size_t cap, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -36,7 +36,7 @@ int sysfs_path(char *out, size_t cap, const char *fmt, ...)
     return 0;
 }
 
-long sysfs_read(int rootfd, const char *rel, char *buf, size_t cap)
+long topo_read(int rootfd, const char *rel, char *buf, size_t cap)
 {
     if (cap == 0)
         return -EINVAL;
@@ -86,7 +86,7 @@ long sysfs_read(int rootfd, const char *rel, char *buf, size_t cap)
     return (long)len;
 }
 
-int sysfs_link_base(int rootfd, const char *rel, char *out, size_t cap)
+int topo_link_base(int rootfd, const char *rel, char *out, size_t cap)
 {
     char target[1024];
     ssize_t n = readlinkat(rootfd, rel, target, sizeof target);
@@ -147,7 +147,7 @@ static int scan_dec(const char **p, uint64_t *out)
     return 0;
 }
 
-int parse_u64(const char *s, uint64_t *out)
+int topo_parse_u64(const char *s, uint64_t *out)
 {
     uint64_t v = 0;
     if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
@@ -170,7 +170,7 @@ int parse_u64(const char *s, uint64_t *out)
     return 0;
 }
 
-int parse_int(const char *s, long min, long max, long *out)
+int topo_parse_int(const char *s, long min, long max, long *out)
 {
     int neg = 0;
     if (*s == '-') {
@@ -192,7 +192,7 @@ int parse_int(const char *s, long min, long max, long *out)
     return 0;
 }
 
-int parse_list(const char *s, uint64_t maxid, struct nodeset *set, uint64_t *count)
+int topo_parse_list(const char *s, uint64_t maxid, struct topo_nodeset *set, uint64_t *count)
 {
     CXLP_ASSERT(!set || maxid <= TOPO_MAX_NODE);
     uint64_t total = 0;
@@ -233,7 +233,7 @@ int parse_list(const char *s, uint64_t maxid, struct nodeset *set, uint64_t *cou
     return 0;
 }
 
-int parse_meminfo_total(const char *s, uint64_t *bytes)
+int topo_parse_meminfo(const char *s, uint64_t *bytes)
 {
     static const char key[] = "MemTotal:";
     for (const char *line = s; *line;) {
@@ -267,7 +267,7 @@ int parse_meminfo_total(const char *s, uint64_t *bytes)
     return -ENOENT;
 }
 
-int parse_name_id(const char *name, const char *prefix, uint64_t maxid, uint64_t *id)
+int topo_parse_name_id(const char *name, const char *prefix, uint64_t maxid, uint64_t *id)
 {
     size_t n = strlen(prefix);
     if (strncmp(name, prefix, n) != 0)
@@ -283,7 +283,7 @@ int parse_name_id(const char *name, const char *prefix, uint64_t maxid, uint64_t
     return 0;
 }
 
-int natural_cmp(const char *a, const char *b)
+int topo_natural_cmp(const char *a, const char *b)
 {
     while (*a && *b) {
         if (*a >= '0' && *a <= '9' && *b >= '0' && *b <= '9') {

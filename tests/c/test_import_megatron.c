@@ -152,6 +152,19 @@ static const char *variant(const struct mds *d, const char *name,
 
 static uint64_t g_n; /* sequence count of the dataset being edited */
 
+struct prog {
+    uint64_t calls, done, total;
+};
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    struct prog *g = ctx;
+    CHECK(done >= g->done && done <= total);
+    g->calls++;
+    g->done = done;
+    g->total = total;
+}
+
 static void e_magic(uint8_t *i, uint64_t *l, uint8_t *b, uint64_t *bl)
 {
     (void)l, (void)b, (void)bl;
@@ -209,9 +222,13 @@ int main(void)
     gen(&d, 8, 2, small ? 600 : 2000, &seed);
     const char *pre = path_of("tok");
     write_mds(&d, pre);
-    struct cxlp_import_opts o = {.format = CXLP_FMT_MEGATRON, .shard_bytes = 1u << 20};
+    struct prog g = {0, 0, 0};
+    struct cxlp_import_opts o = {.format = CXLP_FMT_MEGATRON, .shard_bytes = 1u << 20,
+                                 .progress = on_progress, .progress_ctx = &g};
     CHECK_OK(cxlp_import(p, "m_prefix", pre, &o));
     check_mds(p, "m_prefix", &d, CXLP_DT_U16);
+    CHECK(g.calls >= 1 && g.done == d.bin_len && g.total == d.bin_len);
+    o.progress = NULL;
     char path[600];
     snprintf(path, sizeof path, "%s.bin", pre);
     CHECK_OK(cxlp_import(p, "m_bin", path, NULL)); /* AUTO */
@@ -319,6 +336,14 @@ int main(void)
     v = variant(&d, "doc_last", e_doc_last);
     PATHS(v);
     IMPORT_FAILS(p, "x", v, &o, CXLP_EBADINPUT, idxp, "'document_indices[");
+    /* a .bin without its .idx: AUTO falls back to raw, which says why */
+    snprintf(path, sizeof path, "%s.idx", v);
+    CHECK(unlink(path) == 0);
+    snprintf(path, sizeof path, "%s.bin", v);
+    IMPORT_FAILS(p, "x", path, NULL, CXLP_EARG, "record_size", "PREFIX.bin + PREFIX.idx");
+    snprintf(path, sizeof path, "%s.idx", v);
+    IMPORT_FAILS(p, "x", v, &o, -ENOENT, path, "open");
+    v = variant(&d, "doc_last", e_doc_last);
     /* missing files name the path */
     snprintf(path, sizeof path, "%s.bin", v);
     CHECK(unlink(path) == 0);
@@ -326,6 +351,31 @@ int main(void)
     const char *nothing = path_of("nothing");
     snprintf(path, sizeof path, "%s.idx", nothing);
     IMPORT_FAILS(p, "x", nothing, &o, -ENOENT, path, "open");
+
+    /* a pool too small, found out mid-ingest: aborted, the pool as it was */
+    struct mds big;
+    gen(&big, 5, 8, 3000, &seed);
+    CHECK(big.bin_len > (8u << 20));
+    const char *bp = path_of("big");
+    write_mds(&big, bp);
+    const char *small_spec = test_name("imp_small");
+    cxlp_pool *q;
+    CHECK_OK(cxlp_pool_create(small_spec, 14u << 20, NULL, &q));
+    snprintf(binp, sizeof binp, "%s.bin", bp);
+    IMPORT_FAILS(q, "big", bp, &o, CXLP_EFULL, binp, "");
+    struct cxlp_pool_stat qs;
+    CHECK_OK(cxlp_pool_stat(q, &qs));
+    CHECK(qs.used_bytes == 0 && qs.reserved_bytes == 0 && qs.n_datasets == 0);
+    struct mds sm;
+    gen(&sm, 8, 2, 100, &seed);
+    const char *sp = path_of("fits");
+    write_mds(&sm, sp);
+    CHECK_OK(cxlp_import(q, "fits", sp, &o));
+    check_mds(q, "fits", &sm, CXLP_DT_U16);
+    free_mds(&sm);
+    CHECK_OK(cxlp_pool_close(q));
+    CHECK_OK(cxlp_pool_destroy(small_spec));
+    free_mds(&big);
 
     free_mds(&d);
     teardown(p);

@@ -138,6 +138,55 @@ int main(void)
     same_snap(&before, &after);
     check_records(p, "vec", data, 100, 12);
 
+    /* empty file: an empty dataset */
+    const char *fe = path_of("empty.dat");
+    write_file(fe, "", 0);
+    CHECK_OK(cxlp_import(p, "empty", fe, &o2));
+    check_records(p, "empty", data, 0, 12);
+
+    /* a pool too small, found out after shards were written: the writer is
+     * aborted and the pool is as it was */
+    const char *small_spec = test_name("imp_small");
+    cxlp_pool *q;
+    CHECK_OK(cxlp_pool_create(small_spec, 14u << 20, NULL, &q));
+    struct cxlp_import_opts o4 = {.format = CXLP_FMT_RAW, .record_size = rs,
+                                  .shard_bytes = 1u << 20};
+    IMPORT_FAILS(q, "toobig", f, &o4, CXLP_EFULL, f, "");
+    struct cxlp_pool_stat qs;
+    CHECK_OK(cxlp_pool_stat(q, &qs));
+    CHECK(qs.used_bytes == 0 && qs.reserved_bytes == 0 && qs.n_datasets == 0);
+    /* and the space is really back: a dataset that fits still goes in */
+    struct cxlp_import_opts o5 = {.format = CXLP_FMT_RAW, .record_size = rs};
+    const char *f5 = path_of("fits.dat");
+    write_file(f5, data, 2000 * rs);
+    CHECK_OK(cxlp_import(q, "fits", f5, &o5));
+    check_records(q, "fits", data, 2000, rs);
+    CHECK_OK(cxlp_pool_close(q));
+    CHECK_OK(cxlp_pool_destroy(small_spec));
+
+    /* other media: a file pool (the kernel copies into the file's page
+     * cache) and a numa pool (read() into the mapping, so pages follow the
+     * mapping's node policy) hold the same records */
+    char specs[2][600];
+    snprintf(specs[0], sizeof specs[0], "file:%s", path_of("pool.file"));
+    snprintf(specs[1], sizeof specs[1], "numa:0:%s", test_name("imp_numa"));
+    for (int k = 0; k < 2; k++) {
+        cxlp_pool *m;
+        int rc = cxlp_pool_create(specs[k], 64u << 20, NULL, &m);
+        if (rc == CXLP_ENODEV || rc == -EOPNOTSUPP || rc == -ENOSYS) {
+            printf("%s: %s, not tested\n", specs[k], cxlp_strerror(rc));
+            continue;
+        }
+        CHECK_OK(rc);
+        struct cxlp_import_opts om = {.format = CXLP_FMT_RAW, .record_size = rs,
+                                      .shard_bytes = 4u << 20};
+        CHECK_OK(cxlp_import(m, "raw", f, &om));
+        check_records(m, "raw", data, n, rs);
+        CHECK_OK(cxlp_pool_verify(m, NULL, NULL));
+        CHECK_OK(cxlp_pool_close(m));
+        CHECK_OK(cxlp_pool_destroy(specs[k]));
+    }
+
     /* format names */
     CHECK(cxlp_format_parse("raw") == CXLP_FMT_RAW);
     CHECK(cxlp_format_parse("npy") == CXLP_FMT_NPY);

@@ -3,6 +3,8 @@
  * records, document indexes, names and schemas refused, reads after the pool
  * handle is closed or the dataset removed, and the pool left as it was after
  * an abort or a failed commit. */
+#include <pthread.h>
+
 #include "test.h"
 #include "pool/pool.h"
 #include "store/store.h"
@@ -171,6 +173,31 @@ static void test_direct(cxlp_pool *p)
     CHECK(st1.reserved_bytes == 0);
 }
 
+struct reader_arg {
+    const cxlp_store *s;
+    uint64_t seed, big_at, big_len, checked;
+    int bad;
+};
+
+/* Several threads share one store handle: reads are thread-safe. */
+static void *read_all(void *arg)
+{
+    struct reader_arg *r = arg;
+    uint8_t *buf = malloc(r->big_len);
+    uint64_t n = cxlp_store_count(r->s);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t i = (k * 7919 + r->checked) % n;
+        uint64_t len = i == r->big_at ? r->big_len : var_len(i, r->seed);
+        struct cxlp_view v;
+        fill_var(buf, len, i);
+        if (cxlp_store_read(r->s, i, &v) || v.len != len || (len && memcmp(v.data, buf, len)))
+            r->bad++;
+    }
+    r->checked = n;
+    free(buf);
+    return NULL;
+}
+
 static void test_var(cxlp_pool *p, uint64_t seed)
 {
     struct cxlp_schema sc = var_schema(CXLP_DT_U16);
@@ -214,8 +241,70 @@ static void test_var(cxlp_pool *p, uint64_t seed)
         CHECK(len == 0 || memcmp(v.data, buf, len) == 0);
     }
     CHECK_OK(cxlp_store_verify(s));
+    pthread_t th[4];
+    struct reader_arg ra[4];
+    for (int t = 0; t < 4; t++) {
+        ra[t] = (struct reader_arg){.s = s, .seed = seed, .big_at = big_at, .big_len = big_len,
+                                    .checked = (uint64_t)t * 101};
+        CHECK(pthread_create(&th[t], NULL, read_all, &ra[t]) == 0);
+    }
+    for (int t = 0; t < 4; t++) {
+        CHECK(pthread_join(th[t], NULL) == 0);
+        CHECK(ra[t].bad == 0 && ra[t].checked == n);
+    }
     CHECK_OK(cxlp_store_close(s));
     free(buf);
+}
+
+/* Importer-style variable records: runs of records written in place. */
+static void test_direct_var(cxlp_pool *p, uint64_t seed)
+{
+    struct cxlp_schema sc = var_schema(CXLP_DT_U16);
+    struct cxlp_writer_opts o = {.shard_bytes = 128 << 10};
+    cxlp_writer *w;
+    CHECK_OK(cxlp_writer_begin(p, "dvar", &sc, &o, &w));
+    const uint64_t n = 20000;
+    uint64_t lens[512], i = 0;
+    void *dst;
+    CHECK_RC(cxlp_writer_direct(w, 64, &dst), CXLP_EARG); /* fixed-only call */
+    while (i < n) {
+        uint64_t k = 1 + (i % 500), bytes = 0;
+        if (i + k > n)
+            k = n - i;
+        for (uint64_t j = 0; j < k; j++)
+            bytes += lens[j] = var_len(i + j, seed);
+        CHECK_OK(writer_direct_var(w, bytes, k, &dst));
+        CHECK_RC(cxlp_writer_append(w, "ab", 2), CXLP_EARG); /* grant outstanding */
+        uint8_t *d = dst;
+        for (uint64_t j = 0; j < k; j++) {
+            fill_var(d, lens[j], i + j);
+            d += lens[j];
+        }
+        if (k > 1 && i % 3 == 0) { /* commit fewer than announced */
+            CHECK_RC(writer_commit_var(w, lens, k + 1), CXLP_EARG);
+            k--;
+        }
+        CHECK_OK(writer_commit_var(w, lens, k));
+        i += k;
+    }
+    CHECK_RC(writer_commit_var(w, lens, 1), CXLP_EARG); /* nothing granted */
+    CHECK_OK(cxlp_writer_commit(w));
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, "dvar", &s));
+    CHECK(cxlp_store_count(s) == n);
+    uint8_t buf[40000];
+    for (i = 0; i < n; i++) {
+        struct cxlp_view v;
+        CHECK_OK(cxlp_store_read(s, i, &v));
+        uint64_t len = var_len(i, seed);
+        fill_var(buf, len, i);
+        CHECK(v.len == len && (len == 0 || memcmp(v.data, buf, len) == 0));
+    }
+    struct cxlp_dataset_info in;
+    CHECK_OK(cxlp_store_info(s, &in));
+    CHECK(in.n_shards > 10);
+    CHECK_OK(cxlp_store_verify(s));
+    CHECK_OK(cxlp_store_close(s));
 }
 
 static void test_empty(cxlp_pool *p)
@@ -341,6 +430,50 @@ static void test_lifetime(const char *spec)
     CHECK_OK(cxlp_pool_close(p));
 }
 
+/* A read-only handle reads; it cannot write. A file pool takes the sync
+ * path of the writer. */
+static void test_readonly_and_file(const char *spec)
+{
+    struct cxlp_pool_opts ro = {.readonly = 1};
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_open(spec, &ro, &p));
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, "var", &s));
+    CHECK(cxlp_store_count(s) == 3000);
+    CHECK_OK(cxlp_store_verify(s));
+    CHECK_OK(cxlp_store_close(s));
+    struct cxlp_schema sc = fixed_schema();
+    cxlp_writer *w;
+    CHECK_RC(cxlp_writer_begin(p, "nope", &sc, NULL, &w), CXLP_EREADONLY);
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+
+    char fspec[256];
+    snprintf(fspec, sizeof fspec, "file:/tmp/%s", test_name("storefile"));
+    CHECK_OK(cxlp_pool_create(fspec, 64 << 20, NULL, &p));
+    struct cxlp_writer_opts o = {.shard_bytes = 16 << 10};
+    CHECK_OK(cxlp_writer_begin(p, "f", &sc, &o, &w));
+    uint8_t rec[32];
+    for (uint64_t i = 0; i < 2000; i++) {
+        fill_fixed(rec, i);
+        CHECK_OK(cxlp_writer_append(w, rec, 32));
+    }
+    CHECK_OK(cxlp_writer_commit(w));
+    CHECK_OK(cxlp_pool_close(p));
+    CHECK_OK(cxlp_pool_open(fspec, NULL, &p));
+    CHECK_OK(cxlp_store_open(p, "f", &s));
+    for (uint64_t i = 0; i < 2000; i++) {
+        struct cxlp_view v;
+        CHECK_OK(cxlp_store_read(s, i, &v));
+        fill_fixed(rec, i);
+        CHECK(memcmp(v.data, rec, 32) == 0);
+    }
+    CHECK_OK(cxlp_store_close(s));
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+    CHECK_OK(cxlp_pool_destroy(fspec));
+}
+
 static void test_full(void)
 {
     const char *spec = test_name("storefull");
@@ -404,11 +537,13 @@ int main(void)
     test_fixed(p);
     test_direct(p);
     test_var(p, seed);
+    test_direct_var(p, seed);
     test_empty(p);
     test_refused(p);
     CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
     CHECK_OK(cxlp_pool_close(p));
     test_lifetime(spec);
+    test_readonly_and_file(spec);
     test_full();
     CHECK_OK(cxlp_pool_destroy(spec));
     printf("ok\n");

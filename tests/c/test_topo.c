@@ -177,6 +177,16 @@ static void test_errors(void)
     snprintf(path, sizeof path, "%s/sys/devices/system/node/online", tree("plain"));
     CHECK_RC(cxlp_topo_discover(path, &t), -ENOTDIR);
     CHECK_RC(cxlp_topo_print(NULL, stdout, 0), CXLP_EARG);
+    CHECK_OK(cxlp_topo_discover(tree("cxl-kmem"), &t));
+    CHECK_RC(cxlp_topo_print(t, NULL, 0), CXLP_EARG);
+    /* a report that cannot be written is an error, named on the handle */
+    FILE *full = fopen("/dev/full", "w");
+    if (full) {
+        CHECK_RC(cxlp_topo_print(t, full, 1), -EIO);
+        CHECK(strstr(cxlp_errmsg(t), "write failed"));
+        fclose(full);
+    }
+    cxlp_topo_free(t);
     cxlp_topo_free(NULL);
     CHECK(cxlp_topo_node_count(NULL) == 0 && cxlp_topo_node(NULL, 0) == NULL);
 }

@@ -1,0 +1,161 @@
+/*
+ * fuzz_pool.c - a pool image from untrusted bytes must never crash or hang
+ * the library: open (read-only and writable), stat, list, pool_check, a
+ * lookup of every listed name, and one write transaction.
+ *
+ * The input is the start of a pool image; it is written to a memfd of
+ * FUZZ_IMG bytes (the rest zero, like a sparse pool) and opened through
+ * file:/proc/self/fd/N. The image's boot id is cleared before opening, so
+ * the writable open reinitializes the writer mutex and the lease table the
+ * way it does after a reboot: a mutex word crafted as "held by someone" is a
+ * denial of service that any process sharing a pool can cause, not a memory
+ * safety bug, and would only make the fuzzer report hangs.
+ *
+ * The last input byte is not part of the image but flags: bit 0 re-signs
+ * the header checksum, bit 1 the current catalog's checksum. Without them
+ * nearly every mutation dies at a checksum and the structural checks behind
+ * it (geometry, counts, extents, names) would go unexplored.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+
+#include "pool/pool_internal.h"
+
+#define FUZZ_IMG (4u << 20)
+
+/* successful opens, for the test that checks the seeds are valid pools */
+static unsigned fuzz_opens;
+
+static void ignore(void *ctx, const char *line)
+{
+    (void)ctx;
+    (void)line;
+}
+
+static void exercise(cxlp_pool *p)
+{
+    struct cxlp_pool_stat st;
+    cxlp_pool_stat(p, &st);
+    struct cxlp_dataset_info inf[8];
+    size_t n = 0;
+    if (cxlp_pool_list(p, inf, 8, &n) == 0) {
+        for (size_t i = 0; i < n && i < 8; i++) {
+            struct pool_dataset ds;
+            struct pool_shard *sh;
+            struct attach *a;
+            uint64_t gen;
+            char name[sizeof inf[i].name];
+            memcpy(name, inf[i].name, sizeof name);
+            name[sizeof name - 1] = 0;
+            if (pool_lookup(p, name, &ds, &sh, &a, &gen) == 0) {
+                /* every extent handed out must lie inside the mapping */
+                const uint8_t *base = attach_base(a);
+                volatile uint8_t sink = 0;
+                for (uint32_t k = 0; k < ds.n_shards; k++)
+                    if (sh[k].len)
+                        sink ^= base[sh[k].off] ^ base[sh[k].off + sh[k].len - 1];
+                if (ds.docs.len)
+                    sink ^= base[ds.docs.off + ds.docs.len - 1];
+                (void)sink;
+                attach_unpin(a, gen);
+                attach_unref(a);
+                free(sh);
+            }
+        }
+    }
+    pool_check(p, ignore, NULL);
+}
+
+static void resign(int fd, int flags)
+{
+    struct pool_hdr h;
+    if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+        return;
+    if (flags & 1) {
+        h.checksum = XXH3_64bits(&h, offsetof(struct pool_hdr, checksum));
+        if (pwrite(fd, &h.checksum, 8, offsetof(struct pool_hdr, checksum)) != 8)
+            abort();
+    }
+    if (!(flags & 2))
+        return;
+    uint64_t slot;
+    if (h.cat_bytes > FUZZ_IMG || h.cat_off > FUZZ_IMG)
+        return;
+    slot = h.cat_off + (h.gen & 1) * h.cat_bytes;
+    if (slot + sizeof(struct cat_hdr) > FUZZ_IMG)
+        return;
+    struct cat_hdr c;
+    if (pread(fd, &c, sizeof c, (off_t)slot) != (ssize_t)sizeof c)
+        return;
+    uint64_t body = c.bytes > sizeof c ? c.bytes - sizeof c : 0;
+    if (body > h.cat_bytes || slot + sizeof c + body > FUZZ_IMG)
+        return;
+    uint8_t *b = malloc(body ? body : 1);
+    if (!b || pread(fd, b, body, (off_t)(slot + sizeof c)) != (ssize_t)body) {
+        free(b);
+        return;
+    }
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, &c, offsetof(struct cat_hdr, checksum));
+    XXH3_64bits_update(&st, b, body);
+    c.checksum = XXH3_64bits_digest(&st);
+    free(b);
+    if (pwrite(fd, &c.checksum, 8, (off_t)(slot + offsetof(struct cat_hdr, checksum))) != 8)
+        abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static int fd = -1;
+    static char spec[64];
+    if (fd < 0) {
+        fd = memfd_create("fuzz_pool", MFD_CLOEXEC);
+        if (fd < 0)
+            abort();
+        snprintf(spec, sizeof spec, "file:/proc/self/fd/%d", fd);
+    }
+    if (ftruncate(fd, 0) || ftruncate(fd, FUZZ_IMG))
+        abort();
+    int flags = size ? data[size - 1] : 0;
+    size = size ? size - 1 : 0;
+    size_t n = size < FUZZ_IMG ? size : FUZZ_IMG;
+    if (n && pwrite(fd, data, n, 0) != (ssize_t)n)
+        abort();
+    static const uint8_t zero[16];
+    if (pwrite(fd, zero, sizeof zero, offsetof(struct pool_hdr, boot)) != sizeof zero)
+        abort();
+    resign(fd, flags);
+
+    cxlp_pool *p;
+    struct cxlp_pool_opts ro = {.readonly = 1};
+    if (cxlp_pool_open(spec, &ro, &p) == 0) {
+        fuzz_opens++;
+        exercise(p);
+        cxlp_pool_close(p);
+    }
+    if (cxlp_pool_open(spec, NULL, &p) == 0) {
+        fuzz_opens++;
+        exercise(p);
+        struct pool_extent e;
+        if (pool_reserve(p, 4096, &e) == 0)
+            pool_unreserve(p, e);
+        struct cxlp_dataset_info inf[1];
+        size_t nd;
+        if (cxlp_pool_list(p, inf, 1, &nd) == 0 && nd > 0) {
+            inf[0].name[sizeof inf[0].name - 1] = 0;
+            cxlp_pool_remove(p, inf[0].name);
+        }
+        pool_check(p, ignore, NULL);
+        cxlp_pool_close(p);
+    }
+    return 0;
+}

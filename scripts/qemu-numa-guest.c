@@ -1,0 +1,165 @@
+/*
+ * qemu-numa-guest.c - runs as part of the initramfs of the guest that
+ * scripts/qemu-numa-check.sh boots: a real kernel with a CPU-less NUMA node
+ * carrying HMAT figures, the way a host with kmem CXL memory looks.
+ *
+ * It discovers the live topology (sysfs root NULL), prints the report, and
+ * checks what the guest was started with: node 0 with CPUs and memory, node
+ * 1 memory-only with the numa backend and the HMAT latency and bandwidth the
+ * script passed (QEMU_EXPECT_* on the kernel command line reach us as
+ * environment variables). It then binds a buffer to node 1 with mbind and
+ * asks the kernel where the pages landed: the numa backend's premise.
+ *
+ * With the argument "cxl" it checks the other guest the script can boot
+ * (--cxl): an emulated CXL type-3 device enumerated by the kernel's CXL
+ * drivers, whose /sys/bus/cxl/devices must show the memdev with its
+ * persistent capacity, the root and ports, and decoders.
+ *
+ * Prints "GUEST-PASS" or "GUEST-FAIL: reason" as its last line; the script
+ * reads that from the serial console. Built static: the initramfs has no
+ * shared libraries.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <numaif.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cxlpool.h"
+
+static int fails;
+
+static void expect(int ok, const char *what)
+{
+    printf("  %-52s %s\n", what, ok ? "ok" : "FAILED");
+    if (!ok)
+        fails++;
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+    const char *s = getenv(name);
+    return s && *s ? strtoull(s, NULL, 10) : dflt;
+}
+
+/* mbind a fresh buffer to node and report where its first page lives. */
+static int page_node_after_mbind(int node)
+{
+    size_t len = 4 << 20;
+    char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED)
+        return -errno;
+    unsigned long mask[16] = {0};
+    mask[node / (8 * sizeof mask[0])] |= 1UL << (node % (8 * sizeof mask[0]));
+    if (mbind(p, len, MPOL_BIND, mask, sizeof mask * 8, MPOL_MF_STRICT) != 0) {
+        int rc = -errno;
+        munmap(p, len);
+        return rc;
+    }
+    memset(p, 0x5a, len);
+    int where = -1;
+    if (get_mempolicy(&where, NULL, 0, p, MPOL_F_NODE | MPOL_F_ADDR) != 0)
+        where = -errno;
+    munmap(p, len);
+    return where;
+}
+
+static const struct cxlp_topo_cxl *find_cxl(const cxlp_topo *t, const char *name)
+{
+    for (size_t i = 0; i < cxlp_topo_cxl_count(t); i++)
+        if (!strcmp(cxlp_topo_cxl(t, i)->name, name))
+            return cxlp_topo_cxl(t, i);
+    return NULL;
+}
+
+static int count_kind(const cxlp_topo *t, const char *kind)
+{
+    int n = 0;
+    for (size_t i = 0; i < cxlp_topo_cxl_count(t); i++)
+        n += !strcmp(cxlp_topo_cxl(t, i)->kind, kind);
+    return n;
+}
+
+static int check_cxl(void)
+{
+    uint64_t size = env_u64("QEMU_EXPECT_CXL_SIZE", 256ULL << 20);
+    cxlp_topo *t;
+    int rc = cxlp_topo_discover(NULL, &t);
+    if (rc) {
+        printf("GUEST-FAIL: cxlp_topo_discover: %s\n", cxlp_errmsg(NULL));
+        return 1;
+    }
+    cxlp_topo_print(t, stdout, 0);
+    printf("checks:\n");
+    const struct cxlp_topo_cxl *mem0 = find_cxl(t, "mem0"), *root0 = find_cxl(t, "root0");
+    expect(mem0 && !strcmp(mem0->kind, "memdev"), "mem0 is a memdev");
+    expect(mem0 && mem0->size == size, "mem0 capacity (ram + pmem) as configured");
+    expect(root0 && !strcmp(root0->kind, "port"), "root0 is a port");
+    expect(count_kind(t, "port") >= 3, "root, host bridge port and endpoint");
+    expect(count_kind(t, "decoder") >= 1, "decoders enumerated");
+    expect(count_kind(t, "region") == 0, "no region configured");
+    /* a device without a region onlines no memory: no node may be CXL */
+    int any = 0;
+    for (size_t i = 0; i < cxlp_topo_node_count(t); i++)
+        any |= cxlp_topo_node(t, i)->is_cxl;
+    expect(!any, "no node claimed as CXL without a region");
+    cxlp_topo_free(t);
+    if (fails) {
+        printf("GUEST-FAIL: %d check(s) failed\n", fails);
+        return 1;
+    }
+    printf("GUEST-PASS\n");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && !strcmp(argv[1], "cxl"))
+        return check_cxl();
+    uint64_t lat1 = env_u64("QEMU_EXPECT_LAT1", 250);
+    uint64_t bw1 = env_u64("QEMU_EXPECT_BW1", 32768);
+    uint64_t lat0 = env_u64("QEMU_EXPECT_LAT0", 80);
+
+    cxlp_topo *t;
+    int rc = cxlp_topo_discover(NULL, &t);
+    if (rc) {
+        printf("GUEST-FAIL: cxlp_topo_discover: %s\n", cxlp_errmsg(NULL));
+        return 1;
+    }
+    cxlp_topo_print(t, stdout, 0);
+    printf("checks:\n");
+    const struct cxlp_topo_node *n0 = NULL, *n1 = NULL;
+    for (size_t i = 0; i < cxlp_topo_node_count(t); i++) {
+        const struct cxlp_topo_node *n = cxlp_topo_node(t, i);
+        if (n->id == 0)
+            n0 = n;
+        if (n->id == 1)
+            n1 = n;
+    }
+    expect(cxlp_topo_node_count(t) == 2, "two NUMA nodes");
+    expect(n0 && n0->has_cpu && n0->has_memory, "node 0 has CPUs and memory");
+    expect(n1 && !n1->has_cpu && n1->has_memory, "node 1 is memory-only");
+    expect(n1 && n1->mem_total >= (900ULL << 20), "node 1 holds about 1 GiB");
+    expect(n1 && !strcmp(n1->backend, "numa"), "node 1 maps to the numa backend");
+    expect(n0 && !strcmp(n0->backend, "shm"), "node 0 maps to the shm backend");
+    expect(n1 && n1->read_latency_ns == lat1, "node 1 HMAT read latency as configured");
+    expect(n1 && n1->read_bandwidth_mbs == bw1, "node 1 HMAT read bandwidth as configured");
+    expect(n0 && n0->read_latency_ns == lat0, "node 0 HMAT read latency as configured");
+    expect(n0 && n1 && n0->tier >= 0 && n1->tier >= 0, "both nodes in a memory tier");
+    /* boot-time memory is DRAM-tier and no dax/CXL device exists: the rule
+     * must not call this node CXL */
+    expect(n1 && !n1->is_cxl, "node 1 not claimed as CXL without evidence");
+    int where = n1 ? page_node_after_mbind(1) : -1;
+    printf("  mbind to node 1: page on node %d\n", where);
+    expect(where == 1, "mbind places pages on node 1");
+    cxlp_topo_free(t);
+    if (fails) {
+        printf("GUEST-FAIL: %d check(s) failed\n", fails);
+        return 1;
+    }
+    printf("GUEST-PASS\n");
+    return 0;
+}

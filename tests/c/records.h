@@ -1,0 +1,117 @@
+/*
+ * records.h - self-checking records for the store's multi-process tests.
+ * Record i of a dataset with seed s has a length drawn from (s, i) and
+ * carries XXH3(i, seed s) in its first 8 bytes, then bytes derived from i:
+ * a reader can check any record knowing only (s, i), with no shared state.
+ */
+#ifndef CXLP_TEST_RECORDS_H
+#define CXLP_TEST_RECORDS_H
+
+#include <stdint.h>
+#include <string.h>
+#include <xxhash.h>
+
+#define REC_FIXED_SIZE 1024u
+#define REC_VAR_MAX 8192u
+
+static inline uint64_t rec_len(int fixed, uint64_t seed, uint64_t i)
+{
+    if (fixed)
+        return REC_FIXED_SIZE;
+    uint64_t h = XXH3_64bits_withSeed(&i, sizeof i, seed ^ 0x5bd1e995u);
+    return 8 + h % (REC_VAR_MAX - 8 + 1);
+}
+
+static inline void rec_fill(uint8_t *b, uint64_t len, uint64_t seed, uint64_t i)
+{
+    uint64_t h = XXH3_64bits_withSeed(&i, sizeof i, seed);
+    memcpy(b, &h, 8);
+    for (uint64_t k = 8; k < len; k++)
+        b[k] = (uint8_t)(i * 31 + k);
+}
+
+/* 1 when the view holds record i of the dataset (fixed, seed). */
+static inline int rec_ok(const void *data, uint64_t len, int fixed, uint64_t seed, uint64_t i)
+{
+    if (len != rec_len(fixed, seed, i))
+        return 0;
+    const uint8_t *b = data;
+    uint64_t h = XXH3_64bits_withSeed(&i, sizeof i, seed), got;
+    memcpy(&got, b, 8);
+    if (got != h)
+        return 0;
+    for (uint64_t k = 8; k < len; k++)
+        if (b[k] != (uint8_t)(i * 31 + k))
+            return 0;
+    return 1;
+}
+
+/* Writes records until about bytes of payload; returns the record count in
+ * *n. 0 or the first error. *progress (may be NULL; shared memory in the
+ * crash test) follows the payload bytes appended, then ends at UINT64_MAX
+ * once the commit returned. */
+static inline int rec_ingest(cxlp_pool *p, const char *name, int fixed, uint64_t seed,
+                             uint64_t bytes, uint64_t shard_bytes, uint64_t *n,
+                             volatile uint64_t *progress)
+{
+    struct cxlp_schema sc;
+    memset(&sc, 0, sizeof sc);
+    sc.fixed = fixed;
+    sc.n_fields = 1;
+    strcpy(sc.fields[0].name, "bytes");
+    sc.fields[0].dtype = CXLP_DT_U8;
+    if (fixed) {
+        sc.fields[0].ndim = 1;
+        sc.fields[0].shape[0] = REC_FIXED_SIZE;
+    }
+    struct cxlp_writer_opts o = {.shard_bytes = shard_bytes};
+    cxlp_writer *w;
+    int rc = cxlp_writer_begin(p, name, &sc, &o, &w);
+    if (rc)
+        return rc;
+    static uint8_t buf[16 * REC_VAR_MAX];
+    uint64_t done = 0, i = 0;
+    while (done < bytes && rc == 0) {
+        if (fixed) {
+            for (uint64_t k = 0; k < 16; k++)
+                rec_fill(buf + k * REC_FIXED_SIZE, REC_FIXED_SIZE, seed, i + k);
+            rc = cxlp_writer_append_fixed(w, buf, 16);
+            i += 16;
+            done += 16 * REC_FIXED_SIZE;
+        } else {
+            uint64_t len = rec_len(0, seed, i);
+            rec_fill(buf, len, seed, i);
+            rc = cxlp_writer_append(w, buf, len);
+            i++;
+            done += len;
+        }
+        if (progress)
+            __atomic_store_n(progress, done, __ATOMIC_RELAXED);
+    }
+    if (rc) {
+        cxlp_writer_abort(w);
+        return rc;
+    }
+    *n = i;
+    rc = cxlp_writer_commit(w);
+    if (progress && rc == 0)
+        __atomic_store_n(progress, UINT64_MAX, __ATOMIC_RELAXED);
+    return rc;
+}
+
+/* Expected record count of rec_ingest(fixed, seed, bytes). */
+static inline uint64_t rec_count(int fixed, uint64_t seed, uint64_t bytes)
+{
+    uint64_t done = 0, i = 0;
+    while (done < bytes) {
+        if (fixed) {
+            i += 16;
+            done += 16 * REC_FIXED_SIZE;
+        } else {
+            done += rec_len(0, seed, i++);
+        }
+    }
+    return i;
+}
+
+#endif
