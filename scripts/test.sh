@@ -19,8 +19,9 @@ step() { echo; echo "=== $*"; }
 
 ctest_build() { # dir, cmake args...
   local dir=$1; shift
-  if ! cmake -S . -B "$dir" -G Ninja "$@" >"$dir.configure.log" 2>&1; then
-    cat "$dir.configure.log"; return 1
+  mkdir -p "$dir"
+  if ! cmake -S . -B "$dir" -G Ninja "$@" >"$dir/configure.log" 2>&1; then
+    cat "$dir/configure.log"; return 1
   fi
   ninja -C "$dir" -j"$JOBS" || return 1
   ctest --test-dir "$dir" --output-on-failure -j"$JOBS"
@@ -42,8 +43,9 @@ if [ ${#targets[@]} -eq 0 ]; then
   echo "no fuzz targets"
 elif ! command -v clang-14 >/dev/null; then
   echo "clang-14 missing (run scripts/setup.sh)"; failed+=("fuzz build")
-elif ! { CC=clang-14 cmake -S . -B "$B-fuzz" -G Ninja -DCXLP_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-           >"$B-fuzz.configure.log" 2>&1 || { cat "$B-fuzz.configure.log"; false; }; } \
+elif ! { mkdir -p "$B-fuzz" && CC=clang-14 cmake -S . -B "$B-fuzz" -G Ninja -DCXLP_FUZZ=ON \
+           -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$B-fuzz/configure.log" 2>&1 \
+           || { cat "$B-fuzz/configure.log"; false; }; } \
      || ! ninja -C "$B-fuzz" -j"$JOBS" $(for s in "${targets[@]}"; do basename "$s" .c; done); then
   failed+=("fuzz build")
 else
