@@ -1,3 +1,383 @@
+/*
+ * cxlpool.c - the command-line tool: dispatch, help, exit codes and the small
+ * helpers every subcommand shares (size parsing, error reporting, JSON).
+ *
+ * Contract with scripts: stdout carries data (tables, JSON, record bytes),
+ * stderr carries messages and the progress bar; the exit code says what kind
+ * of failure happened (see EXIT_* in cli.h), so a script can tell "not
+ * there" (4) from "broken" (3) from "misused" (2) without parsing text.
+ *
+ * Rejected: one getopt string for all subcommands (options differ per
+ * command and a typo must be a usage error, not silently ignored); a
+ * dependency on a CLI/JSON library (the output is small and flat enough that
+ * printf plus one string escaper is clearer).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
-#include "cxlpool.h"
-int main(void) { printf("cxlpool %s\n", cxlp_version()); return 0; }
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+const char *cli_cmd_name = "";
+
+static const struct cli_cmd cmds[] = {
+    {"topo", "show this machine's memory: NUMA nodes, HMAT, tiers, dax, CXL",
+     "cxlpool topo [--json] [--sysfs-root DIR]\n"
+     "  Reports NUMA nodes (with and without CPUs), HMAT access0 latency and\n"
+     "  bandwidth, memory tiers, dax and CXL devices, and the backend a pool on\n"
+     "  each node would use. --sysfs-root reads a captured sysfs tree instead\n"
+     "  of /sys.\n",
+     cli_cmd_topo},
+    {"create", "create a pool",
+     "cxlpool create POOL SIZE [--mode MODE] [--catalog-bytes N] [--lease-slots N]\n"
+     "  Creates POOL of SIZE bytes (suffixes K M G T, KiB.., KB..). POOL is NAME\n"
+     "  or shm:NAME (/dev/shm, emulated CXL: local DRAM), file:PATH,\n"
+     "  numa:NODE:NAME or devdax:/dev/daxX.Y. --mode is octal (default 0600).\n",
+     cli_cmd_create},
+    {"ingest", "import a raw, .npy or Megatron .bin/.idx file as a dataset",
+     "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|auto]\n"
+     "               [--record-size N] [--dtype T] [--shard-bytes N] [--no-progress] [--json]\n"
+     "  Imports SRC into dataset NAME. auto guesses by extension (.npy, .bin/.idx,\n"
+     "  else raw). raw needs --record-size (bytes per record) and takes --dtype\n"
+     "  (uint8 default). A progress bar is drawn on stderr when it is a terminal.\n"
+     "  Nothing is visible to readers until the import completes.\n",
+     cli_cmd_ingest},
+    {"ls", "list the datasets of a pool",
+     "cxlpool ls POOL [--json]\n", cli_cmd_ls},
+    {"stat", "show pool usage and media (or one dataset's details)",
+     "cxlpool stat POOL [NAME] [--json]\n"
+     "  Without NAME: sizes, free space, leases, media (and whether it is an\n"
+     "  emulation of CXL). With NAME: the dataset's counts, sizes and schema.\n",
+     cli_cmd_stat},
+    {"verify", "check a pool's structure and every checksum",
+     "cxlpool verify POOL [--json] [--quiet]\n"
+     "  Exit 0 when every structure and checksum is valid, 3 when corrupt.\n",
+     cli_cmd_verify},
+    {"cat", "print one record",
+     "cxlpool cat POOL NAME INDEX [--format raw|hex|dtype|json]\n"
+     "  raw: the record's bytes (default when stdout is not a terminal);\n"
+     "  hex: a hex dump; dtype: values by the schema's dtype and shape (default\n"
+     "  on a terminal); json: the same values as JSON.\n",
+     cli_cmd_cat},
+    {"rm", "remove a dataset", "cxlpool rm POOL NAME\n", cli_cmd_rm},
+    {"destroy", "remove a pool and everything in it",
+     "cxlpool destroy POOL [--yes]\n"
+     "  Asks on a terminal; elsewhere needs --yes.\n",
+     cli_cmd_destroy},
+    {"bench", "measure gather throughput against a plain memcpy baseline",
+     "cxlpool bench gather POOL NAME [--batch 32] [--batches N] [--threads 1,2]\n"
+     "                  [--rounds 5] [--seed S] [--no-thp] [--json]\n"
+     "  Gathers records in a seeded random order into a batch buffer through\n"
+     "  cxlp_store_read + memcpy, and in the same run gathers the same records\n"
+     "  in the same order from a private anonymous mapping holding a copy of\n"
+     "  the dataset (the baseline; on transparent huge pages unless --no-thp).\n"
+     "  The two alternate each round; throughputs are medians over the rounds,\n"
+     "  the ratio the median of the per-round ratios. Each thread has its own\n"
+     "  batch buffer and its own slice of the order.\n",
+     cli_cmd_bench},
+};
+#define N_CMDS (sizeof cmds / sizeof cmds[0])
+
+static const struct cli_cmd *cur_cmd;
+
+static void main_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: cxlpool COMMAND [ARGS] (cxlpool COMMAND --help for details)\n\n"
+            "Keeps training datasets in a memory pool (CXL memory, or shared\n"
+            "memory standing in for it) that many processes read at once.\n\n"
+            "commands:\n");
+    for (size_t i = 0; i < N_CMDS; i++)
+        fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
+    fprintf(f,
+            "\nPOOL: NAME or shm:NAME (shared memory /dev/shm/cxlp.NAME: emulated CXL),\n"
+            "      file:PATH, numa:NODE:NAME, devdax:/dev/daxX.Y\n"
+            "\nexit codes:\n"
+            "  0  success\n"
+            "  1  runtime error (message names the file, field or offset)\n"
+            "  2  usage error (also an argument the library rejects: CXLP_EARG)\n"
+            "  3  verify found corruption\n"
+            "  4  not found (pool or dataset)\n");
+}
+
+void cli_print_usage(FILE *f)
+{
+    if (cur_cmd)
+        fprintf(f, "usage: %s", cur_cmd->usage);
+    else
+        main_usage(f);
+}
+
+int cli_usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "cxlpool: %s%s", cli_cmd_name, *cli_cmd_name ? ": " : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see cxlpool %s%s--help)\n", cli_cmd_name,
+            *cli_cmd_name ? " " : "");
+    return EXIT_USAGE;
+}
+
+const char *cli_rc_name(int rc)
+{
+    static const char *names[] = {
+        "CXLP_EPANIC",   "CXLP_ECORRUPT",     "CXLP_EFORMAT",  "CXLP_ELAYOUT",
+        "CXLP_ENOTFOUND", "CXLP_EEXIST",      "CXLP_EFULL",    "CXLP_EBUSY",
+        "CXLP_EUNSUPPORTED", "CXLP_EBADINPUT", "CXLP_EOWNER",  "CXLP_ERANGE",
+        "CXLP_ENODEV",   "CXLP_ECATFULL",     "CXLP_EARG",     "CXLP_EREADONLY",
+    };
+    if (rc <= -CXLP_ERR_BASE && rc >= -CXLP_ERR_LAST)
+        return names[-rc - CXLP_ERR_BASE];
+    if (rc < 0) {
+        const char *n = strerrorname_np(-rc);
+        if (n)
+            return n;
+    }
+    return "EUNKNOWN";
+}
+
+/* 1 when msg names what: the whole text, or a pool spec's path part
+ * ("file:/x/p" is named by "/x/p", "shm:NAME" by "NAME"). */
+static int names(const char *msg, const char *what)
+{
+    if (strstr(msg, what))
+        return 1;
+    const char *tail = strchr(what, ':');
+    while (tail && tail[1]) {
+        if (strstr(msg, tail + 1))
+            return 1;
+        tail = strchr(tail + 1, ':');
+    }
+    return 0;
+}
+
+int cli_report_error(int rc, const void *handle, const char *what)
+{
+    const char *msg = cxlp_errmsg(handle);
+    if (!msg || !*msg || !strcmp(msg, what))
+        fprintf(stderr, "cxlpool: %s: %s [%s: %s]\n", cli_cmd_name, what, cli_rc_name(rc),
+                cxlp_strerror(rc));
+    else if (names(msg, what))
+        fprintf(stderr, "cxlpool: %s: %s [%s: %s]\n", cli_cmd_name, msg, cli_rc_name(rc),
+                cxlp_strerror(rc));
+    else /* the library's message lacks the subject: name it */
+        fprintf(stderr, "cxlpool: %s: %s: %s [%s: %s]\n", cli_cmd_name, what, msg,
+                cli_rc_name(rc), cxlp_strerror(rc));
+    if (rc == CXLP_ENOTFOUND || rc == -ENOENT)
+        return EXIT_NOTFOUND;
+    if (rc == CXLP_EARG) /* the library judged an argument: a usage error */
+        return EXIT_USAGE;
+    return EXIT_RUNTIME;
+}
+
+int cli_report_os(int rc, const char *what)
+{
+    fprintf(stderr, "cxlpool: %s: %s [%s: %s]\n", cli_cmd_name, what, cli_rc_name(rc),
+            cxlp_strerror(rc));
+    return EXIT_RUNTIME;
+}
+
+int cli_open_pool(const char *spec, int readonly, cxlp_pool **out)
+{
+    struct cxlp_pool_opts o = {0};
+    o.readonly = readonly;
+    int rc = cxlp_pool_open(spec, &o, out);
+    if (rc == 0)
+        return 0;
+    return cli_report_error(rc, NULL, spec);
+}
+
+static int parse_scaled(const char *s, uint64_t *out, int allow_frac)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long whole = strtoull(s, &end, 10);
+    if (errno || end == s)
+        return -1;
+    double frac = 0;
+    if (allow_frac && *end == '.') {
+        char *fend;
+        frac = strtod(end, &fend);
+        if (fend == end + 1)
+            return -1;
+        end = fend;
+    }
+    uint64_t mult = 1;
+    if (*end) {
+        static const char units[] = "KMGTP";
+        const char *u = strchr(units, end[0] >= 'a' ? end[0] - 32 : end[0]);
+        if (!u || !end[0])
+            return -1;
+        uint64_t base = 1024;
+        const char *rest = end + 1;
+        if (!strcmp(rest, "B"))
+            base = 1000;
+        else if (strcmp(rest, "") && strcmp(rest, "iB"))
+            return -1;
+        for (long k = 0; k <= u - units; k++)
+            mult *= base;
+    }
+    uint64_t v;
+    if (__builtin_mul_overflow((uint64_t)whole, mult, &v))
+        return -1;
+    if (frac > 0) {
+        double extra = frac * (double)mult;
+        if ((double)v + extra >= 18446744073709551615.0)
+            return -1;
+        v += (uint64_t)extra;
+    }
+    *out = v;
+    return 0;
+}
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+    return parse_scaled(s, out, 1);
+}
+
+int cli_parse_u64(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return -1;
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || *end)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+void cli_json_str(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        switch (*p) {
+        case '"': fputs("\\\"", f); break;
+        case '\\': fputs("\\\\", f); break;
+        case '\n': fputs("\\n", f); break;
+        case '\t': fputs("\\t", f); break;
+        case '\r': fputs("\\r", f); break;
+        default:
+            if (*p < 0x20)
+                fprintf(f, "\\u%04x", *p);
+            else
+                fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+const char *cli_fmt_bytes(uint64_t n, char *buf)
+{
+    static const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)n;
+    int i = 0;
+    while (v >= 1024 && i < 6) {
+        v /= 1024;
+        i++;
+    }
+    if (i == 0)
+        snprintf(buf, 32, "%llu B", (unsigned long long)n);
+    else
+        snprintf(buf, 32, "%.2f %s", v, u[i]);
+    return buf;
+}
+
+double cli_now_sec(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* getopt_long with our error conventions: returns the option, -1 at the end,
+ * or -2 after reporting a usage error. */
+int cli_next_opt(int argc, char **argv, const struct option *lo)
+{
+    opterr = 0;
+    int c = getopt_long(argc, argv, ":", lo, NULL);
+    if (c == '?') {
+        if (optopt)
+            cli_usage_error("unknown option '-%c'", optopt);
+        else
+            cli_usage_error("unknown option '%s'", argv[optind - 1]);
+        return -2;
+    }
+    if (c == ':') {
+        cli_usage_error("option '%s' needs a value", argv[optind - 1]);
+        return -2;
+    }
+    return c;
+}
+
+/* Positional count check after options: want in [lo, hi]. */
+int cli_npos_ok(int argc, char **argv, int lo, int hi)
+{
+    int n = argc - optind;
+    if (n < lo) {
+        cli_usage_error("missing argument%s", lo - n > 1 ? "s" : "");
+        return 0;
+    }
+    if (n > hi) {
+        cli_usage_error("unexpected argument '%s'", argv[optind + hi]);
+        return 0;
+    }
+    return 1;
+}
+
+static int wants_help(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--"))
+            break;
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h"))
+            return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        main_usage(stderr);
+        return EXIT_USAGE;
+    }
+    const char *c = argv[1];
+    if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
+        if (argc > 2 && strcmp(c, "help") == 0) {
+            for (size_t i = 0; i < N_CMDS; i++)
+                if (!strcmp(argv[2], cmds[i].name)) {
+                    printf("usage: %s", cmds[i].usage);
+                    return EXIT_OKAY;
+                }
+        }
+        main_usage(stdout);
+        return EXIT_OKAY;
+    }
+    if (!strcmp(c, "--version") || !strcmp(c, "version")) {
+        printf("cxlpool %s\n", cxlp_version());
+        return EXIT_OKAY;
+    }
+    for (size_t i = 0; i < N_CMDS; i++) {
+        if (strcmp(c, cmds[i].name))
+            continue;
+        cur_cmd = &cmds[i];
+        cli_cmd_name = cmds[i].name;
+        if (wants_help(argc - 1, argv + 1)) {
+            cli_print_usage(stdout);
+            return EXIT_OKAY;
+        }
+        return cmds[i].run(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "cxlpool: unknown command '%s' (see cxlpool --help)\n", c);
+    return EXIT_USAGE;
+}

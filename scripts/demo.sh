@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# The main job, end to end on this machine: builds the tool if needed, creates
+# a pool (default: shm, i.e. shared memory standing in for CXL memory),
+# tokenizes a real text corpus (the license texts Debian ships in
+# /usr/share/common-licenses) into a Megatron-LM indexed dataset (.bin/.idx,
+# one document per file, one sequence per paragraph, byte-level tokens) and a
+# NumPy array of fixed 129-token training windows, ingests both, lists,
+# verifies, prints a record, runs the gather benchmark, and destroys the pool.
+#
+# Environment: POOL (default cxlp-demo), CORPUS (default
+# /usr/share/common-licenses), KEEP=1 keeps the pool, SKIP_SETUP=1 skips
+# scripts/setup.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+POOL=${POOL:-cxlp-demo}
+CORPUS=${CORPUS:-/usr/share/common-licenses}
+
+need_setup=0
+for t in cmake ninja pkg-config clang-14; do command -v "$t" >/dev/null || need_setup=1; done
+python3 -c 'import numpy' 2>/dev/null || need_setup=1
+pkg-config --exists libxxhash numa 2>/dev/null || need_setup=1
+if [ "$need_setup" = 1 ] && [ "${SKIP_SETUP:-0}" != 1 ]; then bash scripts/setup.sh; fi
+
+if [ ! -x build/cxlpool ] || [ -n "$(find src tools include -newer build/cxlpool -name '*.[ch]' 2>/dev/null | head -1)" ]; then
+  echo "== building (build/)"
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  ninja -C build -j2 cxlpool_cli >/dev/null
+fi
+X=build/cxlpool
+run() { echo; echo "\$ cxlpool $*"; "$X" "$@"; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/cxlp-demo.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+echo "== tokenizing $CORPUS (byte-level tokens, uint16)"
+python3 - "$CORPUS" "$WORK" <<'PY'
+import os, struct, sys
+import numpy as np
+
+corpus, out = sys.argv[1], sys.argv[2]
+docs = []
+for root, _, files in os.walk(corpus):
+    for f in sorted(files):
+        p = os.path.join(root, f)
+        if os.path.islink(p) or not os.path.isfile(p):
+            continue
+        text = open(p, "rb").read()
+        paras = [s.strip() for s in text.split(b"\n\n") if s.strip()]
+        if paras:
+            docs.append(paras)
+# Megatron-LM indexed dataset: one sequence per paragraph, documents = files.
+seqs = [np.frombuffer(s, dtype=np.uint8).astype(np.uint16) for d in docs for s in d]
+doc_idx = [0]
+for d in docs:
+    doc_idx.append(doc_idx[-1] + len(d))
+with open(os.path.join(out, "licenses_text_document.bin"), "wb") as f:
+    for s in seqs:
+        f.write(s.tobytes())
+ptrs = np.zeros(len(seqs), dtype=np.int64)
+lens = np.array([len(s) for s in seqs], dtype=np.int32)
+ptrs[1:] = np.cumsum(lens[:-1].astype(np.int64) * 2)
+with open(os.path.join(out, "licenses_text_document.idx"), "wb") as f:
+    f.write(b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) + struct.pack("<B", 8))  # 8: uint16
+    f.write(struct.pack("<Q", len(seqs)) + struct.pack("<Q", len(doc_idx)))
+    f.write(lens.tobytes()); f.write(ptrs.tobytes())
+    f.write(np.array(doc_idx, dtype=np.int64).tobytes())
+# Fixed-size training windows: 128 context tokens + 1 target, stride 128.
+stream = np.concatenate(seqs)
+n = (len(stream) - 1) // 128
+win = np.lib.stride_tricks.sliding_window_view(stream, 129)[::128][:n].copy()
+np.save(os.path.join(out, "windows.npy"), win)
+print(f"{len(docs)} documents, {len(seqs)} sequences, {len(stream)} tokens; "
+      f"{n} windows of 129 tokens")
+PY
+
+"$X" destroy "$POOL" --yes >/dev/null 2>&1 || true
+run create "$POOL" 256M
+run ingest "$POOL" licenses "$WORK/licenses_text_document" --format megatron
+run ingest "$POOL" windows "$WORK/windows.npy"
+run ls "$POOL"
+run stat "$POOL"
+run verify "$POOL" --quiet && echo "verify: ok"
+echo; echo "\$ cxlpool cat $POOL licenses 3 --format raw | (decode uint16 byte tokens)"
+"$X" cat "$POOL" licenses 3 --format raw | python3 -c '
+import sys, numpy as np
+t = np.frombuffer(sys.stdin.buffer.read(), dtype=np.uint16)
+print(bytes(t.astype(np.uint8)).decode("utf-8", "replace")[:400])'
+run cat "$POOL" windows 0 --format dtype
+run bench gather "$POOL" windows --batch 32 --threads 1,2 --rounds 5
+if [ "${KEEP:-0}" = 1 ]; then
+  echo; echo "kept pool $POOL (cxlpool destroy $POOL --yes to remove)"
+else
+  run destroy "$POOL" --yes
+fi
+echo
+echo "Training from the pool comes with the PyTorch layer (not built yet)."

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Runs every test of the project:
+#   1. normal build (RelWithDebInfo): ctest
+#   2. ASan+UBSan build (Debug): ctest
+#   3. clang-14 libFuzzer build: replays each committed corpus, then fuzzes
+#      each target for FUZZ_SECONDS (default 10; CI uses 30)
+#   4. pytest, when python/ exists
+# Every step runs even when an earlier one failed; the exit code is 0 only if
+# all passed. Build dirs: build/, build-asan/, build-fuzz/ (BUILD_PREFIX).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+FUZZ_SECONDS=${FUZZ_SECONDS:-10}
+JOBS=${JOBS:-2}
+B=${BUILD_PREFIX:-build}
+failed=()
+
+step() { echo; echo "=== $*"; }
+
+ctest_build() { # dir, cmake args...
+  local dir=$1; shift
+  mkdir -p "$dir"
+  if ! cmake -S . -B "$dir" -G Ninja "$@" >"$dir/configure.log" 2>&1; then
+    cat "$dir/configure.log"; return 1
+  fi
+  ninja -C "$dir" -j"$JOBS" || return 1
+  ctest --test-dir "$dir" --output-on-failure -j"$JOBS"
+}
+
+step "normal build + ctest ($B)"
+ctest_build "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo || failed+=("ctest normal")
+
+step "ASan+UBSan build + ctest ($B-asan)"
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+  ctest_build "$B-asan" -DCXLP_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug || failed+=("ctest asan")
+
+# Only the fuzz targets are built there: the shared library cannot link with
+# the sanitizers' runtime under --no-undefined, and nothing needs it.
+step "fuzz build ($B-fuzz): replay corpora, then ${FUZZ_SECONDS}s per target"
+shopt -s nullglob
+targets=(fuzz/fuzz_*.c)
+if [ ${#targets[@]} -eq 0 ]; then
+  echo "no fuzz targets"
+elif ! command -v clang-14 >/dev/null; then
+  echo "clang-14 missing (run scripts/setup.sh)"; failed+=("fuzz build")
+elif ! { mkdir -p "$B-fuzz" && CC=clang-14 cmake -S . -B "$B-fuzz" -G Ninja -DCXLP_FUZZ=ON \
+           -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$B-fuzz/configure.log" 2>&1 \
+           || { cat "$B-fuzz/configure.log"; false; }; } \
+     || ! ninja -C "$B-fuzz" -j"$JOBS" $(for s in "${targets[@]}"; do basename "$s" .c; done); then
+  failed+=("fuzz build")
+else
+  mkdir -p "$B-fuzz/artifacts"
+  for src in "${targets[@]}"; do
+    t=$(basename "$src" .c)
+    bin="$B-fuzz/$t"
+    corpus="fuzz/corpus/$t"
+    mkdir -p "$corpus"
+    n=$(find "$corpus" -type f | wc -l)
+    echo "--- $t: replay $n corpus files"
+    if ! "$bin" -runs=0 -artifact_prefix="$B-fuzz/artifacts/$t-" "$corpus" 2>"$B-fuzz/$t.replay.log"; then
+      tail -40 "$B-fuzz/$t.replay.log"; failed+=("replay $t"); continue
+    fi
+    echo "--- $t: fuzz ${FUZZ_SECONDS}s"
+    work="$B-fuzz/corpus-$t"; mkdir -p "$work"
+    if "$bin" -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 -timeout=10 \
+         -artifact_prefix="$B-fuzz/artifacts/$t-" "$work" "$corpus" 2>"$B-fuzz/$t.fuzz.log"; then
+      grep -E '^#[0-9]+.*(DONE|pulse)' "$B-fuzz/$t.fuzz.log" | tail -1
+    else
+      tail -40 "$B-fuzz/$t.fuzz.log"; failed+=("fuzz $t")
+    fi
+  done
+fi
+
+if [ -d python ]; then
+  step "pytest"
+  python3 -m pytest -q python
+  rc=$?
+  # 5: no tests collected, not a failure of the code.
+  [ $rc -eq 0 ] || [ $rc -eq 5 ] || failed+=("pytest")
+fi
+
+echo
+if [ ${#failed[@]} -eq 0 ]; then
+  echo "scripts/test.sh: all steps passed"
+  exit 0
+fi
+echo "scripts/test.sh: FAILED: ${failed[*]}"
+exit 1

@@ -1,0 +1,81 @@
+# lib.sh - helpers the CLI shell tests source (not a test itself).
+# Each test: `source "$(dirname "$0")/lib.sh"`; uses $CXLPOOL (the binary),
+# $T (a private temp dir, removed at exit), pool_name (unique shm names, all
+# destroyed at exit), expect (exit code + message check), same_state.
+set -uo pipefail
+
+CXLPOOL=${CXLPOOL_BIN:?CXLPOOL_BIN must point at the cxlpool binary}
+DATA=${CXLP_TEST_DATA:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../data" && pwd)}
+T=$(mktemp -d "${TMPDIR:-/tmp}/cxlp-cli.XXXXXX")
+chmod 755 "$T"
+POOLS=()
+FAILS=0
+CHECKS=0
+
+cleanup() {
+  for p in "${POOLS[@]}"; do "$CXLPOOL" destroy "$p" --yes >/dev/null 2>&1; done
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+# pool_name PREFIX: a unique shm pool name, destroyed at exit.
+pool_name() {
+  local n="clitest.$1.$$.$RANDOM"
+  POOLS+=("$n")
+  echo "$n"
+}
+# track SPEC: destroy SPEC at exit too (file: pools).
+track() { POOLS+=("$1"); }
+
+fail() { echo "FAIL: $*" >&2; FAILS=$((FAILS + 1)); }
+ok() { CHECKS=$((CHECKS + 1)); }
+
+# expect CODE PATTERN CMD...: runs CMD (stdout -> $T/out, stderr -> $T/err),
+# checks its exit code, and that stderr matches the extended regex PATTERN
+# (skipped when PATTERN is empty).
+expect() {
+  local want=$1 pat=$2; shift 2
+  "$@" >"$T/out" 2>"$T/err" </dev/null
+  local rc=$?
+  if [ "$rc" -ne "$want" ]; then
+    fail "'$*' exited $rc, want $want; stderr: $(head -c 600 "$T/err")"
+    return 1
+  fi
+  if [ -n "$pat" ] && ! grep -Eq -- "$pat" "$T/err"; then
+    fail "'$*' stderr does not match /$pat/: $(head -c 600 "$T/err")"
+    return 1
+  fi
+  ok
+  return 0
+}
+
+# is_json FILE: parses as JSON.
+is_json() {
+  if python3 -m json.tool "$1" >/dev/null 2>"$T/jsonerr"; then ok; else
+    fail "not JSON ($1): $(head -c 300 "$T/jsonerr"); text: $(head -c 300 "$1")"; fi
+}
+
+# state POOL: the observable state of a pool (listing + allocation figures).
+state() {
+  "$CXLPOOL" ls "$1" --json 2>&1
+  "$CXLPOOL" stat "$1" --json 2>&1 | python3 -c '
+import json, sys
+s = json.load(sys.stdin)
+print({k: s[k] for k in ("generation", "datasets", "used_bytes", "reserved_bytes", "free_bytes")})'
+}
+
+# unchanged POOL BEFORE_FILE WHAT: the pool state equals the saved one.
+unchanged() {
+  state "$1" >"$T/after"
+  if cmp -s "$2" "$T/after"; then ok; else
+    fail "$3: pool changed: $(diff "$2" "$T/after" | head -10)"; fi
+}
+
+finish() {
+  if [ "$FAILS" -ne 0 ]; then
+    echo "$(basename "$0"): $FAILS of $((CHECKS + FAILS)) checks failed"
+    exit 1
+  fi
+  echo "$(basename "$0"): $CHECKS checks passed"
+  exit 0
+}

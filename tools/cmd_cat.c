@@ -1,0 +1,232 @@
+/*
+ * cli_cmd_cat.c - `cxlpool cat`: one record as raw bytes, a hex dump, or values
+ * printed by the dataset's schema (dtype and shape per field).
+ *
+ * Values are decoded with memcpy from the borrowed view (records carry no
+ * alignment promise). A fixed-size record prints each field with its shape;
+ * a variable-size record is a 1-D array of the schema's single dtype. Bytes
+ * that do not fill a whole element (a damaged schema) are shown as a hex
+ * tail instead of being read past.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+double cli_half_to_double(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    double v;
+    if (e == 0)
+        v = ldexp(m, -24);
+    else if (e == 31)
+        v = m ? NAN : INFINITY;
+    else
+        v = ldexp(m + 1024, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+double cli_bf16_to_double(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Prints element i of dtype dt at p. json: NaN/Inf become null. */
+static void print_elem(int dt, const uint8_t *p, int json)
+{
+    union {
+        uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
+        uint64_t u64; int64_t i64; float f32; double f64;
+    } x;
+    double d;
+    switch (dt) {
+    case CXLP_DT_U8: printf("%u", p[0]); return;
+    case CXLP_DT_I8: memcpy(&x.i8, p, 1); printf("%d", x.i8); return;
+    case CXLP_DT_BOOL: printf("%s", p[0] ? "true" : "false"); return;
+    case CXLP_DT_U16: memcpy(&x.u16, p, 2); printf("%u", x.u16); return;
+    case CXLP_DT_I16: memcpy(&x.i16, p, 2); printf("%d", x.i16); return;
+    case CXLP_DT_U32: memcpy(&x.u32, p, 4); printf("%" PRIu32, x.u32); return;
+    case CXLP_DT_I32: memcpy(&x.i32, p, 4); printf("%" PRId32, x.i32); return;
+    case CXLP_DT_U64: memcpy(&x.u64, p, 8); printf("%" PRIu64, x.u64); return;
+    case CXLP_DT_I64: memcpy(&x.i64, p, 8); printf("%" PRId64, x.i64); return;
+    case CXLP_DT_F16: memcpy(&x.u16, p, 2); d = cli_half_to_double(x.u16); break;
+    case CXLP_DT_BF16: memcpy(&x.u16, p, 2); d = cli_bf16_to_double(x.u16); break;
+    case CXLP_DT_F32: memcpy(&x.f32, p, 4); d = x.f32; break;
+    case CXLP_DT_F64: memcpy(&x.f64, p, 8); d = x.f64; break;
+    default: printf("?"); return;
+    }
+    if (json && !isfinite(d))
+        printf("null");
+    else
+        printf("%.9g", d);
+}
+
+/* Prints n elements shaped by shape[0..ndim) as nested lists (json) or
+ * bracketed rows (text). Returns bytes consumed. */
+static uint64_t print_array(int dt, const uint8_t *p, const uint64_t *shape, int ndim,
+                            uint64_t n, int json)
+{
+    uint64_t es = (uint64_t)cxlp_dtype_size(dt);
+    if (ndim <= 1) {
+        printf("[");
+        for (uint64_t i = 0; i < n; i++) {
+            if (i)
+                printf(json ? ", " : " ");
+            print_elem(dt, p + i * es, json);
+        }
+        printf("]");
+        return n * es;
+    }
+    uint64_t inner = n / shape[0], used = 0;
+    printf("[");
+    for (uint64_t i = 0; i < shape[0]; i++) {
+        if (i)
+            printf(json ? ", " : "\n  ");
+        used += print_array(dt, p + used, shape + 1, ndim - 1, inner, json);
+    }
+    printf("]");
+    return used;
+}
+
+static void hexdump(const uint8_t *p, uint64_t n, uint64_t base)
+{
+    for (uint64_t off = 0; off < n; off += 16) {
+        printf("%08" PRIx64 "  ", base + off);
+        for (uint64_t i = 0; i < 16; i++) {
+            if (off + i < n)
+                printf("%02x ", p[off + i]);
+            else
+                printf("   ");
+            if (i == 7)
+                printf(" ");
+        }
+        printf(" |");
+        for (uint64_t i = 0; i < 16 && off + i < n; i++)
+            putchar(p[off + i] >= 0x20 && p[off + i] < 0x7f ? p[off + i] : '.');
+        printf("|\n");
+    }
+}
+
+/* Elements of a field: the product of its shape (1 for a scalar). 0 on
+ * overflow. */
+static uint64_t field_elems(const struct cxlp_field *f)
+{
+    uint64_t n = 1;
+    for (int k = 0; k < f->ndim && k < CXLP_MAX_DIMS; k++)
+        if (__builtin_mul_overflow(n, f->shape[k], &n))
+            return 0;
+    return n;
+}
+
+static void print_values(const struct cxlp_schema *sc, const struct cxlp_view *v,
+                         const char *name, uint64_t idx, int json)
+{
+    const uint8_t *p = v->data;
+    if (json) {
+        printf("{\"dataset\": ");
+        cli_json_str(stdout, name);
+        printf(", \"index\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"fields\": [", idx, v->len);
+    }
+    uint32_t nf = sc->n_fields < CXLP_MAX_FIELDS ? sc->n_fields : CXLP_MAX_FIELDS;
+    for (uint32_t i = 0; i < nf; i++) {
+        const struct cxlp_field *f = &sc->fields[i];
+        int es = cxlp_dtype_size(f->dtype);
+        uint64_t n, off = sc->fixed ? f->offset : 0, bytes;
+        if (es <= 0 || off > v->len)
+            continue;
+        n = sc->fixed ? field_elems(f) : (v->len / (uint64_t)es);
+        int ndim = sc->fixed ? f->ndim : 1;
+        uint64_t shp1[1] = {n};
+        const uint64_t *shape = sc->fixed ? f->shape : shp1;
+        if (__builtin_mul_overflow(n, (uint64_t)es, &bytes) || bytes > v->len - off)
+            n = 0, ndim = 1, shape = shp1, shp1[0] = 0; /* damaged schema: show nothing */
+        if (json) {
+            printf("%s{\"name\": ", i ? ", " : "");
+            cli_json_str(stdout, f->name);
+            printf(", \"dtype\": \"%s\", \"values\": ", cxlp_dtype_name(f->dtype));
+            if (ndim == 0)
+                print_elem(f->dtype, p + off, 1);
+            else
+                print_array(f->dtype, p + off, shape, ndim, n, 1);
+            printf("}");
+        } else {
+            printf("%s (%s", f->name[0] ? f->name : "values", cxlp_dtype_name(f->dtype));
+            for (int k = 0; k < ndim; k++)
+                printf("%s%" PRIu64, k ? "x" : " ", shape[k]);
+            printf("): ");
+            if (ndim == 0)
+                print_elem(f->dtype, p + off, 0);
+            else
+                print_array(f->dtype, p + off, shape, ndim, n, 0);
+            printf("\n");
+        }
+    }
+    if (json)
+        printf("]}\n");
+}
+
+int cli_cmd_cat(int argc, char **argv)
+{
+    static const struct option lo[] = {{"format", required_argument, 0, 'f'}, {0, 0, 0, 0}};
+    enum { RAW, HEX, DTYPE, JSON } fmt = isatty(STDOUT_FILENO) ? DTYPE : RAW;
+    int c;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
+        if (c == -2)
+            return EXIT_USAGE;
+        if (!strcmp(optarg, "raw"))
+            fmt = RAW;
+        else if (!strcmp(optarg, "hex"))
+            fmt = HEX;
+        else if (!strcmp(optarg, "dtype"))
+            fmt = DTYPE;
+        else if (!strcmp(optarg, "json"))
+            fmt = JSON;
+        else
+            return cli_usage_error("--format: '%s' is not raw, hex, dtype or json", optarg);
+    }
+    if (!cli_npos_ok(argc, argv, 3, 3))
+        return EXIT_USAGE;
+    const char *spec = argv[optind], *name = argv[optind + 1];
+    uint64_t idx;
+    if (cli_parse_u64(argv[optind + 2], &idx))
+        return cli_usage_error("INDEX: '%s' is not a record number", argv[optind + 2]);
+    cxlp_pool *p;
+    int ex = cli_open_pool(spec, 1, &p);
+    if (ex)
+        return ex;
+    cxlp_store *s;
+    int rc = cxlp_store_open(p, name, &s);
+    if (rc) {
+        ex = cli_report_error(rc, p, name);
+        cxlp_pool_close(p);
+        return ex;
+    }
+    struct cxlp_view v;
+    rc = cxlp_store_read(s, idx, &v);
+    if (rc) {
+        ex = cli_report_error(rc, s, name);
+        /* An index past the end is "not found" for scripts. */
+        if (rc == CXLP_ERANGE)
+            ex = EXIT_NOTFOUND;
+    } else if (fmt == RAW) {
+        if (v.len && fwrite(v.data, 1, v.len, stdout) != v.len)
+            ex = cli_report_os(-errno, "stdout");
+    } else if (fmt == HEX) {
+        hexdump(v.data, v.len, 0);
+    } else {
+        print_values(cxlp_store_schema(s), &v, name, idx, fmt == JSON);
+    }
+    cxlp_store_close(s);
+    cxlp_pool_close(p);
+    if (fflush(stdout) && !ex)
+        ex = cli_report_os(-errno, "stdout");
+    return ex;
+}

@@ -1,0 +1,599 @@
+/*
+ * cmd_pool.c - the subcommands that manage pools and datasets: topo, create,
+ * ingest, ls, stat, verify, rm, destroy. (cat is in cli_cmd_cat.c, bench in
+ * cli_cmd_bench.c.)
+ *
+ * Every command opens the pool read-only unless it writes, so inspecting a
+ * pool never needs write permission and never takes the writer lock.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+/* ---------------------------------------------------------------- topo */
+
+int cli_cmd_topo(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"json", no_argument, 0, 'j'},
+        {"sysfs-root", required_argument, 0, 'r'},
+        {0, 0, 0, 0},
+    };
+    int json = 0;
+    const char *root = NULL;
+    int c;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
+        if (c == -2)
+            return EXIT_USAGE;
+        if (c == 'j')
+            json = 1;
+        else if (c == 'r')
+            root = optarg;
+    }
+    if (!cli_npos_ok(argc, argv, 0, 0))
+        return EXIT_USAGE;
+    cxlp_topo *t;
+    int rc = cxlp_topo_discover(root, &t);
+    if (rc)
+        return cli_report_error(rc, NULL, root ? root : "/sys");
+    rc = cxlp_topo_print(t, stdout, json);
+    int ex = rc ? cli_report_error(rc, t, "cannot print topology") : EXIT_OKAY;
+    cxlp_topo_free(t);
+    return ex;
+}
+
+/* -------------------------------------------------------------- create */
+
+int cli_cmd_create(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"mode", required_argument, 0, 'm'},
+        {"catalog-bytes", required_argument, 0, 'c'},
+        {"lease-slots", required_argument, 0, 'l'},
+        {0, 0, 0, 0},
+    };
+    struct cxlp_pool_opts o = {0};
+    int c;
+    uint64_t v;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
+        char *end;
+        switch (c) {
+        case -2:
+            return EXIT_USAGE;
+        case 'm':
+            v = strtoull(optarg, &end, 8);
+            if (!*optarg || *end || v > 07777)
+                return cli_usage_error("--mode: '%s' is not an octal file mode", optarg);
+            o.mode = (uint32_t)v;
+            break;
+        case 'c':
+            if (cli_parse_size(optarg, &o.catalog_bytes) || !o.catalog_bytes)
+                return cli_usage_error("--catalog-bytes: '%s' is not a size", optarg);
+            break;
+        case 'l':
+            if (cli_parse_u64(optarg, &v) || v == 0 || v > UINT32_MAX)
+                return cli_usage_error("--lease-slots: '%s' is not a count", optarg);
+            o.lease_slots = (uint32_t)v;
+            break;
+        }
+    }
+    if (!cli_npos_ok(argc, argv, 2, 2))
+        return EXIT_USAGE;
+    const char *spec = argv[optind];
+    uint64_t size;
+    if (cli_parse_size(argv[optind + 1], &size) || size == 0)
+        return cli_usage_error("SIZE: '%s' is not a size (e.g. 4G, 512MiB)", argv[optind + 1]);
+    cxlp_pool *p;
+    int rc = cxlp_pool_create(spec, size, &o, &p);
+    if (rc)
+        return cli_report_error(rc, NULL, spec);
+    struct cxlp_pool_stat st;
+    char b1[32], b2[32];
+    if (cxlp_pool_stat(p, &st) == 0)
+        printf("created pool %s: %s (%s for data) at %s, media %s%s\n", spec,
+               cli_fmt_bytes(st.size, b1), cli_fmt_bytes(st.data_bytes, b2), st.path,
+               cxlp_media_name(st.media), st.emulated ? " (emulated CXL)" : "");
+    else
+        printf("created pool %s\n", spec);
+    cxlp_pool_close(p);
+    return EXIT_OKAY;
+}
+
+/* -------------------------------------------------------------- ingest */
+
+static void print_dataset_json(const struct cxlp_dataset_info *d);
+
+int cli_cmd_ingest(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"format", required_argument, 0, 'f'},
+        {"record-size", required_argument, 0, 'r'},
+        {"dtype", required_argument, 0, 'd'},
+        {"shard-bytes", required_argument, 0, 's'},
+        {"no-progress", no_argument, 0, 'n'},
+        {"json", no_argument, 0, 'j'},
+        {0, 0, 0, 0},
+    };
+    struct cxlp_import_opts o = {0};
+    o.format = CXLP_FMT_AUTO;
+    o.dtype = -1;
+    int show = 1, json = 0, c;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
+        switch (c) {
+        case -2:
+            return EXIT_USAGE;
+        case 'f':
+            o.format = cxlp_format_parse(optarg);
+            if (o.format < 0)
+                return cli_usage_error("--format: '%s' is not raw, npy, megatron or auto", optarg);
+            break;
+        case 'r':
+            if (cli_parse_size(optarg, &o.record_size) || !o.record_size)
+                return cli_usage_error("--record-size: '%s' is not a positive size", optarg);
+            break;
+        case 'd':
+            o.dtype = cxlp_dtype_parse(optarg);
+            if (o.dtype < 0)
+                return cli_usage_error("--dtype: unknown dtype '%s' (uint8, int32, float16, ...)",
+                                   optarg);
+            break;
+        case 's':
+            if (cli_parse_size(optarg, &o.shard_bytes) || !o.shard_bytes)
+                return cli_usage_error("--shard-bytes: '%s' is not a positive size", optarg);
+            break;
+        case 'n':
+            show = 0;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        }
+    }
+    if (!cli_npos_ok(argc, argv, 3, 3))
+        return EXIT_USAGE;
+    const char *spec = argv[optind], *name = argv[optind + 1], *src = argv[optind + 2];
+    if (!*name || strlen(name) >= CXLP_NAME_MAX)
+        return cli_usage_error("NAME: must be 1..%d bytes", CXLP_NAME_MAX - 1);
+    if (access(src, F_OK) != 0) {
+        /* Megatron prefixes name no file themselves; let the importer judge. */
+        char b[4096];
+        snprintf(b, sizeof b, "%s.idx", src);
+        if (access(b, F_OK) != 0) {
+            fprintf(stderr, "cxlpool: ingest: %s: no such file\n", src);
+            return EXIT_RUNTIME;
+        }
+    }
+    cxlp_pool *p;
+    int ex = cli_open_pool(spec, 0, &p);
+    if (ex)
+        return ex;
+    struct progress pg = {0};
+    pg.t0 = cli_now_sec();
+    if (show && isatty(STDERR_FILENO)) {
+        o.progress = cli_progress_cb;
+        o.progress_ctx = &pg;
+    }
+    int rc = cxlp_import(p, name, src, &o);
+    double secs = cli_now_sec() - pg.t0;
+    cli_progress_end(&pg);
+    if (rc) {
+        ex = cli_report_error(rc, p, src);
+        /* A missing source is a runtime error, not a missing pool/dataset. */
+        if (rc == -ENOENT)
+            ex = EXIT_RUNTIME;
+        cxlp_pool_close(p);
+        return ex;
+    }
+    cxlp_store *s;
+    struct cxlp_dataset_info d;
+    rc = cxlp_store_open(p, name, &s);
+    if (rc == 0) {
+        rc = cxlp_store_info(s, &d);
+        cxlp_store_close(s);
+    }
+    if (rc) {
+        ex = cli_report_error(rc, p, name);
+        cxlp_pool_close(p);
+        return ex;
+    }
+    double gbs = secs > 0 ? (double)d.data_bytes / secs / 1e9 : 0;
+    if (json) {
+        printf("{\"dataset\": ");
+        print_dataset_json(&d);
+        printf(", \"seconds\": %.6f, \"gb_per_s\": %.4f}\n", secs, gbs);
+    } else {
+        char b[32];
+        printf("ingested %s: %" PRIu64 " records, %" PRIu64 " bytes (%s) in %.3f s, %.2f GB/s",
+               name, d.n_records, d.data_bytes, cli_fmt_bytes(d.data_bytes, b), secs, gbs);
+        if (d.n_docs)
+            printf(", %" PRIu64 " documents", d.n_docs);
+        printf("\n");
+    }
+    cxlp_pool_close(p);
+    return EXIT_OKAY;
+}
+
+/* ------------------------------------------------------------------ ls */
+
+/* The whole listing, malloc'd; *n entries. */
+static int list_all(cxlp_pool *p, struct cxlp_dataset_info **out, size_t *n)
+{
+    size_t cap = 64;
+    for (;;) {
+        struct cxlp_dataset_info *v = calloc(cap, sizeof *v);
+        if (!v)
+            return -ENOMEM;
+        size_t got = 0;
+        int rc = cxlp_pool_list(p, v, cap, &got);
+        if (rc) {
+            free(v);
+            return rc;
+        }
+        if (got < cap) {
+            *out = v;
+            *n = got;
+            return 0;
+        }
+        free(v);
+        cap *= 4;
+    }
+}
+
+static void print_dataset_json(const struct cxlp_dataset_info *d)
+{
+    printf("{\"name\": ");
+    cli_json_str(stdout, d->name);
+    printf(", \"version\": %" PRIu64 ", \"records\": %" PRIu64 ", \"data_bytes\": %" PRIu64
+           ", \"stored_bytes\": %" PRIu64 ", \"shards\": %u, \"fixed\": %s"
+           ", \"record_size\": %" PRIu64 ", \"docs\": %" PRIu64 ", \"created_unix\": %" PRIu64 "}",
+           d->version, d->n_records, d->data_bytes, d->stored_bytes, d->n_shards,
+           d->fixed ? "true" : "false", d->record_size, d->n_docs, d->created_unix);
+}
+
+int cli_cmd_ls(int argc, char **argv)
+{
+    static const struct option lo[] = {{"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
+    int json = 0, c;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
+        if (c == -2)
+            return EXIT_USAGE;
+        json = 1;
+    }
+    if (!cli_npos_ok(argc, argv, 1, 1))
+        return EXIT_USAGE;
+    cxlp_pool *p;
+    int ex = cli_open_pool(argv[optind], 1, &p);
+    if (ex)
+        return ex;
+    struct cxlp_dataset_info *v;
+    size_t n;
+    int rc = list_all(p, &v, &n);
+    if (rc) {
+        ex = cli_report_error(rc, p, argv[optind]);
+        cxlp_pool_close(p);
+        return ex;
+    }
+    if (json) {
+        printf("[");
+        for (size_t i = 0; i < n; i++) {
+            printf(i ? ",\n " : "");
+            print_dataset_json(&v[i]);
+        }
+        printf("]\n");
+    } else if (n == 0) {
+        printf("(no datasets)\n");
+    } else {
+        printf("%-24s %14s %-14s %12s %12s %6s %10s %8s\n", "NAME", "RECORDS", "RECORD",
+               "DATA", "STORED", "SHARDS", "DOCS", "VERSION");
+        for (size_t i = 0; i < n; i++) {
+            char rec[32], b1[32], b2[32];
+            if (v[i].fixed)
+                snprintf(rec, sizeof rec, "fixed %" PRIu64 " B", v[i].record_size);
+            else
+                snprintf(rec, sizeof rec, "variable");
+            printf("%-24s %14" PRIu64 " %-14s %12s %12s %6u %10" PRIu64 " %8" PRIu64 "\n",
+                   v[i].name, v[i].n_records, rec, cli_fmt_bytes(v[i].data_bytes, b1),
+                   cli_fmt_bytes(v[i].stored_bytes, b2), v[i].n_shards, v[i].n_docs,
+                   v[i].version);
+        }
+    }
+    free(v);
+    cxlp_pool_close(p);
+    return EXIT_OKAY;
+}
+
+/* ---------------------------------------------------------------- stat */
+
+static const char *media_desc(const struct cxlp_pool_stat *st, char *buf, size_t cap)
+{
+    switch (st->media) {
+    case CXLP_MEDIA_SHM:
+        snprintf(buf, cap, "shm (emulated CXL: local DRAM)");
+        break;
+    case CXLP_MEDIA_FILE:
+        snprintf(buf, cap, "file (%s)", st->emulated ? "emulated CXL: file-backed memory"
+                                                      : "DAX filesystem");
+        break;
+    case CXLP_MEDIA_NUMA:
+        snprintf(buf, cap, "numa node %d (%s)", st->numa_node,
+                 st->emulated ? "emulated CXL: a NUMA node of local DRAM"
+                              : "memory bound to a NUMA node");
+        break;
+    case CXLP_MEDIA_DEVDAX:
+        snprintf(buf, cap, "devdax (%s)", st->emulated ? "emulated" : "device-dax memory");
+        break;
+    default:
+        snprintf(buf, cap, "%s%s", cxlp_media_name(st->media), st->emulated ? " (emulated)" : "");
+    }
+    return buf;
+}
+
+static void uuid_str(const uint8_t u[16], char out[37])
+{
+    int k = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[k++] = '-';
+        k += sprintf(out + k, "%02x", u[i]);
+    }
+    out[k] = 0;
+}
+
+static int stat_dataset(cxlp_pool *p, const char *name, int json)
+{
+    cxlp_store *s;
+    int rc = cxlp_store_open(p, name, &s);
+    if (rc)
+        return cli_report_error(rc, p, name);
+    struct cxlp_dataset_info d;
+    rc = cxlp_store_info(s, &d);
+    if (rc) {
+        int ex = cli_report_error(rc, s, name);
+        cxlp_store_close(s);
+        return ex;
+    }
+    const struct cxlp_schema *sc = cxlp_store_schema(s);
+    if (json) {
+        printf("{\"dataset\": ");
+        print_dataset_json(&d);
+        printf(", \"schema\": {\"fixed\": %s, \"record_size\": %" PRIu64 ", \"fields\": [",
+               sc->fixed ? "true" : "false", sc->record_size);
+        for (uint32_t i = 0; i < sc->n_fields && i < CXLP_MAX_FIELDS; i++) {
+            const struct cxlp_field *f = &sc->fields[i];
+            printf("%s{\"name\": ", i ? ", " : "");
+            cli_json_str(stdout, f->name);
+            printf(", \"dtype\": \"%s\", \"shape\": [", cxlp_dtype_name(f->dtype));
+            for (int k = 0; k < f->ndim && k < CXLP_MAX_DIMS; k++)
+                printf("%s%" PRIu64, k ? ", " : "", f->shape[k]);
+            printf("], \"offset\": %" PRIu64 "}", f->offset);
+        }
+        printf("]}}\n");
+    } else {
+        char b1[32], b2[32];
+        printf("dataset:  %s\nversion:  %" PRIu64 "\nrecords:  %" PRIu64 "\n", d.name, d.version,
+               d.n_records);
+        printf("data:     %" PRIu64 " bytes (%s)\nstored:   %" PRIu64 " bytes (%s)\n",
+               d.data_bytes, cli_fmt_bytes(d.data_bytes, b1), d.stored_bytes,
+               cli_fmt_bytes(d.stored_bytes, b2));
+        printf("shards:   %u\n", d.n_shards);
+        if (d.fixed)
+            printf("records:  fixed, %" PRIu64 " bytes each\n", d.record_size);
+        else
+            printf("records:  variable size\n");
+        if (d.n_docs)
+            printf("docs:     %" PRIu64 "\n", d.n_docs);
+        printf("schema:\n");
+        for (uint32_t i = 0; i < sc->n_fields && i < CXLP_MAX_FIELDS; i++) {
+            const struct cxlp_field *f = &sc->fields[i];
+            printf("  %-16s %-8s [", f->name[0] ? f->name : "(unnamed)",
+                   cxlp_dtype_name(f->dtype));
+            for (int k = 0; k < f->ndim && k < CXLP_MAX_DIMS; k++)
+                printf("%s%" PRIu64, k ? ", " : "", f->shape[k]);
+            printf("%s] at +%" PRIu64 "\n", sc->fixed ? "" : "variable", f->offset);
+        }
+    }
+    cxlp_store_close(s);
+    return EXIT_OKAY;
+}
+
+int cli_cmd_stat(int argc, char **argv)
+{
+    static const struct option lo[] = {{"json", no_argument, 0, 'j'}, {0, 0, 0, 0}};
+    int json = 0, c;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
+        if (c == -2)
+            return EXIT_USAGE;
+        json = 1;
+    }
+    if (!cli_npos_ok(argc, argv, 1, 2))
+        return EXIT_USAGE;
+    cxlp_pool *p;
+    const char *spec = argv[optind];
+    int ex = cli_open_pool(spec, 1, &p);
+    if (ex)
+        return ex;
+    if (argc - optind == 2) {
+        ex = stat_dataset(p, argv[optind + 1], json);
+        cxlp_pool_close(p);
+        return ex;
+    }
+    struct cxlp_pool_stat st;
+    int rc = cxlp_pool_stat(p, &st);
+    if (rc) {
+        ex = cli_report_error(rc, p, spec);
+        cxlp_pool_close(p);
+        return ex;
+    }
+    char md[128], uu[37];
+    media_desc(&st, md, sizeof md);
+    uuid_str(st.uuid, uu);
+    if (json) {
+        printf("{\"pool\": ");
+        cli_json_str(stdout, spec);
+        printf(", \"path\": ");
+        cli_json_str(stdout, st.path);
+        printf(", \"media\": \"%s\", \"emulated\": %s, \"numa_node\": %d, \"media_desc\": ",
+               cxlp_media_name(st.media), st.emulated ? "true" : "false", st.numa_node);
+        cli_json_str(stdout, md);
+        printf(", \"format_version\": %u, \"uuid\": \"%s\", \"size\": %" PRIu64
+               ", \"data_bytes\": %" PRIu64 ", \"used_bytes\": %" PRIu64
+               ", \"reserved_bytes\": %" PRIu64 ", \"deferred_bytes\": %" PRIu64
+               ", \"free_bytes\": %" PRIu64 ", \"largest_free\": %" PRIu64
+               ", \"generation\": %" PRIu64 ", \"datasets\": %u, \"live_leases\": %u"
+               ", \"lease_slots\": %u}\n",
+               st.format_version, uu, st.size, st.data_bytes, st.used_bytes, st.reserved_bytes,
+               st.deferred_bytes, st.free_bytes, st.largest_free, st.generation, st.n_datasets,
+               st.live_leases, st.lease_slots);
+    } else {
+        char b[8][32];
+        printf("pool:       %s\npath:       %s\nmedia:      %s\n", spec, st.path, md);
+        printf("format:     v%u, uuid %s\n", st.format_version, uu);
+        printf("size:       %s\n", cli_fmt_bytes(st.size, b[0]));
+        printf("data area:  %s (used %s, reserved %s, deferred %s, free %s, largest free %s)\n",
+               cli_fmt_bytes(st.data_bytes, b[1]), cli_fmt_bytes(st.used_bytes, b[2]),
+               cli_fmt_bytes(st.reserved_bytes, b[3]), cli_fmt_bytes(st.deferred_bytes, b[4]),
+               cli_fmt_bytes(st.free_bytes, b[5]), cli_fmt_bytes(st.largest_free, b[6]));
+        printf("datasets:   %u (catalog generation %" PRIu64 ")\n", st.n_datasets,
+               st.generation);
+        printf("leases:     %u live of %u slots (this command holds one)\n", st.live_leases,
+               st.lease_slots);
+    }
+    cxlp_pool_close(p);
+    return EXIT_OKAY;
+}
+
+/* -------------------------------------------------------------- verify */
+
+struct vlines {
+    int print;
+    int json;
+    int n;
+};
+
+static void verify_line(void *ctx, const char *line)
+{
+    struct vlines *vl = ctx;
+    if (vl->json) {
+        printf("%s", vl->n ? ",\n  " : "");
+        cli_json_str(stdout, line);
+    } else if (vl->print) {
+        printf("%s\n", line);
+    }
+    vl->n++;
+}
+
+int cli_cmd_verify(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"json", no_argument, 0, 'j'},
+        {"quiet", no_argument, 0, 'q'},
+        {0, 0, 0, 0},
+    };
+    int json = 0, quiet = 0, c;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
+        if (c == -2)
+            return EXIT_USAGE;
+        if (c == 'j')
+            json = 1;
+        else
+            quiet = 1;
+    }
+    if (!cli_npos_ok(argc, argv, 1, 1))
+        return EXIT_USAGE;
+    const char *spec = argv[optind];
+    cxlp_pool *p = NULL;
+    struct cxlp_pool_opts o = {0};
+    o.readonly = 1;
+    struct vlines vl = {!quiet, json, 0};
+    int rc = cxlp_pool_open(spec, &o, &p);
+    const char *msg;
+    if (json)
+        printf("{\"pool\": "), cli_json_str(stdout, spec), printf(", \"checked\": [\n  ");
+    if (rc == 0) {
+        rc = cxlp_pool_verify(p, verify_line, &vl);
+        msg = cxlp_errmsg(p);
+    } else {
+        msg = cxlp_errmsg(NULL);
+    }
+    if (json) {
+        printf("],\n \"ok\": %s, \"items\": %d", rc ? "false" : "true", vl.n);
+        if (rc) {
+            printf(", \"code\": \"%s\", \"error\": ", cli_rc_name(rc));
+            cli_json_str(stdout, msg);
+        }
+        printf("}\n");
+    }
+    int ex = EXIT_OKAY;
+    if (rc) {
+        ex = cli_report_error(rc, p, spec);
+        /* A damaged header or catalog is corruption too; a missing pool is not. */
+        if (rc == CXLP_ECORRUPT || rc == CXLP_EFORMAT || rc == CXLP_ELAYOUT)
+            ex = EXIT_CORRUPT;
+    } else if (!json && !quiet) {
+        printf("ok: %s verified (%d items)\n", spec, vl.n);
+    }
+    cxlp_pool_close(p);
+    return ex;
+}
+
+/* ------------------------------------------------------------------ rm */
+
+int cli_cmd_rm(int argc, char **argv)
+{
+    static const struct option lo[] = {{0, 0, 0, 0}};
+    int c;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1)
+        if (c == -2)
+            return EXIT_USAGE;
+    if (!cli_npos_ok(argc, argv, 2, 2))
+        return EXIT_USAGE;
+    cxlp_pool *p;
+    int ex = cli_open_pool(argv[optind], 0, &p);
+    if (ex)
+        return ex;
+    int rc = cxlp_pool_remove(p, argv[optind + 1]);
+    if (rc)
+        ex = cli_report_error(rc, p, argv[optind + 1]);
+    else
+        printf("removed %s from %s\n", argv[optind + 1], argv[optind]);
+    cxlp_pool_close(p);
+    return ex;
+}
+
+/* ------------------------------------------------------------- destroy */
+
+int cli_cmd_destroy(int argc, char **argv)
+{
+    static const struct option lo[] = {{"yes", no_argument, 0, 'y'}, {0, 0, 0, 0}};
+    int yes = 0, c;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
+        if (c == -2)
+            return EXIT_USAGE;
+        yes = 1;
+    }
+    if (!cli_npos_ok(argc, argv, 1, 1))
+        return EXIT_USAGE;
+    const char *spec = argv[optind];
+    if (!yes) {
+        if (!isatty(STDIN_FILENO))
+            return cli_usage_error("refusing to destroy %s without --yes (stdin is not a terminal)",
+                               spec);
+        fprintf(stderr, "destroy pool %s and every dataset in it? [y/N] ", spec);
+        char line[16];
+        if (!fgets(line, sizeof line, stdin) || (line[0] != 'y' && line[0] != 'Y')) {
+            fprintf(stderr, "not destroyed\n");
+            return EXIT_RUNTIME;
+        }
+    }
+    int rc = cxlp_pool_destroy(spec);
+    if (rc)
+        return cli_report_error(rc, NULL, spec);
+    printf("destroyed %s\n", spec);
+    return EXIT_OKAY;
+}
