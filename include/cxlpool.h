@@ -471,10 +471,13 @@ struct cxlp_blend_source {
  * epoch length, 0 meaning the sum of sizes). Ids are global over the sources
  * laid end to end: source i owns [off_i, off_i + size_i), off_i = sum of
  * earlier sizes (cxlp_sampler_source() splits an id back).
- * Position p draws from the source with the largest deficit
- * (p+1) * w_i - D * c_i (D = sum of weights, c_i its draws before p; ties to
- * the lowest i), like Megatron's BlendedDataset, so after every prefix of k
- * positions |c_i - k * w_i / D| < 1. The c-th draw of source i is
+ * Deterministic like Megatron's BlendedDataset, but exact: position p draws
+ * by earliest deadline first over the windows in which each source's next
+ * draw must fall (D = sum of weights, c_i its draws before p):
+ * among sources with c_i * D < (p+1) * w_i, the smallest
+ * ceil((c_i+1) * D / w_i), ties to the lowest i. After every prefix of k
+ * positions |c_i - k * w_i / D| < 1 (Megatron's largest-deficit rule can
+ * exceed 1 with several sources). The c-th draw of source i is
  * pi_{i,pass}(c mod size_i), pass = c / size_i, where pi is a keyed
  * permutation of the source (shuffle = 1) or the identity (shuffle = 0); a
  * source drawn more than its size starts a fresh permutation.

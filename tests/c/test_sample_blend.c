@@ -75,8 +75,8 @@ int main(void)
     uint64_t seed = test_seed(), rng = seed;
     int san = test_sanitized();
     for (int t = 0; t < (san ? 60 : 300); t++) {
-        struct cxlp_blend_source src[8];
-        size_t k = 1 + test_rand(&rng) % 8;
+        struct cxlp_blend_source src[64];
+        size_t k = 1 + test_rand(&rng) % (t % 10 == 0 ? 64 : 8);
         uint64_t wmax = t % 3 == 0 ? 5 : t % 3 == 1 ? 60 : 2000;
         for (size_t i = 0; i < k; i++) {
             src[i].size = 1 + test_rand(&rng) % 400;
