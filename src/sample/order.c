@@ -47,7 +47,20 @@ static uint64_t window_start(const struct block *b, uint64_t n, uint64_t w)
     return first * b->S - (b->deficit && b->q < first ? b->deficit : 0);
 }
 
-void block_window(const cxlp_sampler *s, uint64_t w, struct window *win)
+/* Order position of slot `slot` of window `win` (the short shard last). */
+static uint64_t slot_op(const struct block *b, const struct window *win, uint64_t slot)
+{
+    uint64_t first = win->w * b->W;
+    if (b->deficit && b->q >= first && b->q < first + win->nsh) {
+        uint64_t ql = b->q - first;
+        if (slot + 1 == win->nsh)
+            return b->q;
+        return first + (slot < ql ? slot : slot + 1);
+    }
+    return first + slot;
+}
+
+void block_window(const cxlp_sampler *s, uint64_t w, struct window *win, int cache)
 {
     const struct block *b = &s->block;
     win->w = w;
@@ -55,6 +68,9 @@ void block_window(const cxlp_sampler *s, uint64_t w, struct window *win)
     win->count = window_start(b, s->n, w + 1) - win->start;
     win->nsh = MIN(b->W, b->M - w * b->W);
     feistel_init(&win->perm, win->count, derive_key(s->seed, s->epoch, TAG_WINDOW, w));
+    win->ncached = cache ? MIN(win->nsh, WIN_CACHE) : 0;
+    for (uint64_t k = 0; k < win->ncached; k++)
+        win->slot_shard[k] = feistel_apply(&b->shards, slot_op(b, win, k));
 }
 
 uint64_t block_window_of(const struct block *b, uint64_t p)
@@ -68,19 +84,17 @@ uint64_t block_window_of(const struct block *b, uint64_t p)
 
 uint64_t block_id(const struct block *b, const struct window *win, uint64_t p)
 {
-    uint64_t l = feistel_apply(&win->perm, p - win->start);
-    uint64_t slot = l / b->S, off = l - slot * b->S;
-    uint64_t first = win->w * b->W, op;
-    if (b->deficit && b->q >= first && b->q < first + win->nsh) {
-        uint64_t ql = b->q - first;
-        if (slot + 1 == win->nsh)
-            op = b->q;
-        else
-            op = first + (slot < ql ? slot : slot + 1);
+    uint64_t l = feistel_apply(&win->perm, p - win->start), slot, off;
+    if (win->count <= UINT32_MAX) { /* a 32-bit divide is several times cheaper */
+        slot = (uint32_t)l / (uint32_t)b->S;
+        off = (uint32_t)l - (uint32_t)(slot * b->S);
     } else {
-        op = first + slot;
+        slot = l / b->S;
+        off = l - slot * b->S;
     }
-    return feistel_apply(&b->shards, op) * b->S + off;
+    uint64_t shard = slot < win->ncached ? win->slot_shard[slot]
+                                          : feistel_apply(&b->shards, slot_op(b, win, slot));
+    return shard * b->S + off;
 }
 
 void order_epoch(cxlp_sampler *s)
@@ -111,7 +125,7 @@ uint64_t order_at(const cxlp_sampler *s, uint64_t p)
         return feistel_apply(&s->perm, p);
     case CXLP_ORDER_BLOCK: {
         struct window win;
-        block_window(s, block_window_of(&s->block, p), &win);
+        block_window(s, block_window_of(&s->block, p), &win, 0);
         return block_id(&s->block, &win, p);
     }
     case CXLP_ORDER_BLEND:

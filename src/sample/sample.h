@@ -40,13 +40,18 @@ struct block {
     struct feistel shards;   /* shard order: position -> shard */
 };
 
-/* One window's geometry: its first position, its count, its permutation. */
+/* One window's geometry: its first position, its count, its permutation,
+ * and (for next()) the shard of each of its first WIN_CACHE slots, so that
+ * the shard order is evaluated once per shard instead of once per sample. */
+#define WIN_CACHE 256
 struct window {
     uint64_t w;              /* window index; UINT64_MAX: none cached */
     uint64_t start;          /* first epoch position of the window */
     uint64_t count;
     uint64_t nsh;            /* shards in it */
+    uint64_t ncached;        /* slots [0, ncached) have slot_shard */
     struct feistel perm;
+    uint64_t slot_shard[WIN_CACHE];
 };
 
 struct blend {
@@ -100,7 +105,7 @@ void sampler_set_fingerprint(cxlp_sampler *s, uint64_t extra);
 int order_init_block(cxlp_sampler *s, uint64_t shard_size, uint64_t window);
 void order_epoch(cxlp_sampler *s);  /* re-key for s->seed, s->epoch */
 uint64_t order_at(const cxlp_sampler *s, uint64_t p);
-void block_window(const cxlp_sampler *s, uint64_t w, struct window *win);
+void block_window(const cxlp_sampler *s, uint64_t w, struct window *win, int cache);
 uint64_t block_window_of(const struct block *b, uint64_t p);
 uint64_t block_id(const struct block *b, const struct window *win, uint64_t p);
 

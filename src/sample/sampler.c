@@ -191,7 +191,14 @@ size_t cxlp_sampler_next(cxlp_sampler *s, uint64_t *out, size_t max)
     switch (s->kind) {
     case CXLP_ORDER_RANDOM: {
         const struct feistel f = s->perm;
-        for (size_t i = 0; i < cnt; i++)
+        size_t i = 0;
+        for (; i + 4 <= cnt; i += 4) {
+            uint64_t x[4] = {rank_pos(s, j + i), rank_pos(s, j + i + 1),
+                             rank_pos(s, j + i + 2), rank_pos(s, j + i + 3)};
+            feistel_apply4(&f, x);
+            memcpy(out + i, x, sizeof x);
+        }
+        for (; i < cnt; i++)
             out[i] = feistel_apply(&f, rank_pos(s, j + i));
         break;
     }
@@ -200,7 +207,7 @@ size_t cxlp_sampler_next(cxlp_sampler *s, uint64_t *out, size_t max)
             uint64_t p = rank_pos(s, j + i);
             if (s->win.w == UINT64_MAX || p - s->win.start >= s->win.count ||
                 p < s->win.start)
-                block_window(s, block_window_of(&s->block, p), &s->win);
+                block_window(s, block_window_of(&s->block, p), &s->win, 1);
             out[i] = block_id(&s->block, &s->win, p);
         }
         break;
