@@ -406,8 +406,16 @@ CXLP_API int cxlp_import(cxlp_pool *p, const char *name, const char *src,
  *                (see cxlp_sampler_create_curriculum).
  *
  * Thread-safety: a sampler handle is used by one thread at a time, except
- * cxlp_sampler_at, cxlp_sampler_epoch_at and cxlp_sampler_len, which only
- * read the handle and may run concurrently with each other.
+ * the functions taking a const handle (cxlp_sampler_at, _epoch_at,
+ * _position, _source, _len, _released, _state), which only read it and may
+ * run concurrently with each other. For the same reason their failures
+ * leave the message in cxlp_errmsg(NULL), not on the handle; set_epoch and
+ * restore set it on the handle.
+ *
+ * Workers: the orders are per rank. Loader threads or processes of one rank
+ * share that rank's stream (the gather engine takes index ranges from
+ * cxlp_sampler_next), so the number of workers is not part of the state and
+ * may change at a resume.
  * ====================================================================== */
 
 typedef struct cxlp_sampler cxlp_sampler;
