@@ -133,6 +133,28 @@ int main(void)
         cxlp_sampler_free(s);
     }
 
+    /* avalanche over 2^40: positions one bit apart give ids about 20 bits
+     * apart, for every bit (a network cut to 2 rounds moves high input bits
+     * into only a few output bits) */
+    {
+        cxlp_sampler *s = make(CXLP_ORDER_RANDOM, UINT64_C(1) << 40, seed, 1, 0, 0, 0, 0);
+        for (int bit = 0; bit < 40; bit++) {
+            uint64_t dist = 0, trials = 2000;
+            for (uint64_t t = 0; t < trials; t++) {
+                uint64_t p = test_rand(&rng) & ((UINT64_C(1) << 40) - 1), a, b;
+                CHECK_OK(cxlp_sampler_epoch_at(s, p, &a));
+                CHECK_OK(cxlp_sampler_epoch_at(s, p ^ (UINT64_C(1) << bit), &b));
+                dist += (uint64_t)__builtin_popcountll(a ^ b);
+            }
+            double mean = (double)dist / (double)trials;
+            if (mean < 19 || mean > 21) {
+                fprintf(stderr, "avalanche: bit %d moves %.2f output bits\n", bit, mean);
+                exit(1);
+            }
+        }
+        cxlp_sampler_free(s);
+    }
+
     check_huge(UINT64_C(1) << 40, seed, &rng, 200000 / scale);
     check_huge(UINT64_C(1000000000000), seed, &rng, 20000 / scale);
     check_huge(CXLP_SAMPLER_MAX_N, seed, &rng, 20000 / scale);
