@@ -19,7 +19,8 @@
  * so the network is a bijection whatever the keys. FEISTEL_ROUNDS = 6
  * (three pairs): Luby-Rackoff needs 4 for a strong PRP with a random round
  * function; 2 more buy margin for the small-domain and structured-input cases
- * (positions 0, 1, 2, ... are highly structured) at about 15% cost.
+ * (positions 0, 1, 2, ... are highly structured), at 1.6x the cost of 4
+ * (about 90 vs 143 million indices per second per core).
  *
  * Rejected: a stored permutation (O(n) memory); an LCG or xorshift over a
  * power-of-two domain (weak: low bits cycle, consecutive outputs correlate);
