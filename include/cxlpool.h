@@ -492,8 +492,9 @@ struct cxlp_blend_source {
  * Weights are reduced by their gcd; the reduced sum D must be <=
  * CXLP_BLEND_MAX_PERIOD (the order repeats its source pattern every D
  * positions, and random access keeps count checkpoints within a period:
- * O(K * D / 64) bytes at most 4 * K * 65537, and at most 64 greedy steps of
- * O(K) per cxlp_sampler_at). */
+ * 4 * K * (D / e + 1) bytes with e = max(64, D / 65536) rounded up to a power
+ * of two, and replays at most e steps of O(K) per cxlp_sampler_at). Create
+ * walks one period: O(K * D). cxlp_sampler_next costs O(K * world) per id. */
 CXLP_API int cxlp_sampler_create_blend(const struct cxlp_sampler_config *cfg,
                                        const struct cxlp_blend_source *src,
                                        size_t k, int shuffle, cxlp_sampler **out);
