@@ -2,6 +2,8 @@
  * many n (0, 1, primes, powers of 4 and their neighbours, random values),
  * epochs and seeds differ, n = 2^40 and 2^63 are injective on samples and
  * invert exactly, next(), at() and epoch_at() agree. */
+#include <math.h>
+
 #include "sample_util.h"
 
 static void check_perm_n(uint64_t n, uint64_t seed, uint64_t *rng)
@@ -96,6 +98,37 @@ int main(void)
     for (int i = 0; i < 400 / scale; i++)
         check_perm_n(1 + test_rand(&rng) % 100000, test_rand(&rng), &rng);
     check_perm_n(3000017, seed, &rng);
+
+    /* small n: over many epochs every id is equally likely at every position
+     * (Pearson chi-square of the n x n (id, position) table has mean n(n-1)
+     * for a uniform shuffle; a Feistel network with few rounds on a tiny
+     * domain lands far above it) */
+    {
+        static const uint64_t ns[] = {2, 3, 5, 7, 10, 17, 33, 64, 100};
+        static double cnt[100][100];
+        for (size_t t = 0; t < sizeof ns / sizeof ns[0]; t++) {
+            uint64_t n = ns[t], epochs = (uint64_t)(test_sanitized() ? 20 : 60) * n * 10;
+            memset(cnt, 0, sizeof cnt);
+            cxlp_sampler *s = make(CXLP_ORDER_RANDOM, n, seed, 1, 0, 0, 0, 0);
+            uint64_t v[100];
+            for (uint64_t e = 0; e < epochs; e++) {
+                CHECK_OK(cxlp_sampler_set_epoch(s, e));
+                CHECK(cxlp_sampler_next(s, v, n) == n);
+                for (uint64_t p = 0; p < n; p++)
+                    cnt[v[p]][p]++;
+            }
+            double E = (double)epochs / (double)n, x2 = 0, mean = (double)(n * (n - 1));
+            for (uint64_t i = 0; i < n; i++)
+                for (uint64_t p = 0; p < n; p++)
+                    x2 += (cnt[i][p] - E) * (cnt[i][p] - E) / E;
+            if (x2 > mean + 6 * sqrt(2 * mean) + 10) {
+                fprintf(stderr, "position uniformity: n %" PRIu64 " chi2 %.1f, mean %.0f\n",
+                        n, x2, mean);
+                exit(1);
+            }
+            cxlp_sampler_free(s);
+        }
+    }
 
     /* epochs and seeds give different orders; the same ones repeat exactly */
     {
