@@ -82,9 +82,9 @@ uint64_t block_window_of(const struct block *b, uint64_t p)
     return w;
 }
 
-uint64_t block_id(const struct block *b, const struct window *win, uint64_t p)
+uint64_t block_map(const struct block *b, const struct window *win, uint64_t l)
 {
-    uint64_t l = feistel_apply(&win->perm, p - win->start), slot, off;
+    uint64_t slot, off;
     if (win->count <= UINT32_MAX) { /* a 32-bit divide is several times cheaper */
         slot = (uint32_t)l / (uint32_t)b->S;
         off = (uint32_t)l - (uint32_t)(slot * b->S);
@@ -95,6 +95,11 @@ uint64_t block_id(const struct block *b, const struct window *win, uint64_t p)
     uint64_t shard = slot < win->ncached ? win->slot_shard[slot]
                                           : feistel_apply(&b->shards, slot_op(b, win, slot));
     return shard * b->S + off;
+}
+
+uint64_t block_id(const struct block *b, const struct window *win, uint64_t p)
+{
+    return block_map(b, win, feistel_apply(&win->perm, p - win->start));
 }
 
 void order_epoch(cxlp_sampler *s)

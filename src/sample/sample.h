@@ -108,6 +108,8 @@ uint64_t order_at(const cxlp_sampler *s, uint64_t p);
 void block_window(const cxlp_sampler *s, uint64_t w, struct window *win, int cache);
 uint64_t block_window_of(const struct block *b, uint64_t p);
 uint64_t block_id(const struct block *b, const struct window *win, uint64_t p);
+/* Window-local permuted index l -> id (block_id minus the permutation). */
+uint64_t block_map(const struct block *b, const struct window *win, uint64_t l);
 
 /* blend.c */
 int blend_init(cxlp_sampler *s, const struct cxlp_blend_source *src, size_t k,

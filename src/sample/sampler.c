@@ -202,15 +202,28 @@ size_t cxlp_sampler_next(cxlp_sampler *s, uint64_t *out, size_t max)
             out[i] = feistel_apply(&f, rank_pos(s, j + i));
         break;
     }
-    case CXLP_ORDER_BLOCK:
-        for (size_t i = 0; i < cnt; i++) {
+    case CXLP_ORDER_BLOCK: {
+        struct window *win = &s->win;
+        for (size_t i = 0; i < cnt;) {
             uint64_t p = rank_pos(s, j + i);
-            if (s->win.w == UINT64_MAX || p - s->win.start >= s->win.count ||
-                p < s->win.start)
-                block_window(s, block_window_of(&s->block, p), &s->win, 1);
-            out[i] = block_id(&s->block, &s->win, p);
+            if (win->w == UINT64_MAX || p < win->start || p - win->start >= win->count)
+                block_window(s, block_window_of(&s->block, p), win, 1);
+            /* four in the window (positions rise by world unless padding
+             * wraps, so the ends being inside means all are): lockstep */
+            uint64_t p3 = i + 4 <= cnt ? rank_pos(s, j + i + 3) : 0;
+            if (p3 > p && p3 - win->start < win->count) {
+                uint64_t x[4] = {p - win->start, rank_pos(s, j + i + 1) - win->start,
+                                 rank_pos(s, j + i + 2) - win->start, p3 - win->start};
+                feistel_apply4(&win->perm, x);
+                for (int k = 0; k < 4; k++)
+                    out[i + k] = block_map(&s->block, win, x[k]);
+                i += 4;
+            } else {
+                out[i++] = block_id(&s->block, win, p);
+            }
         }
         break;
+    }
     case CXLP_ORDER_BLEND:
         for (size_t i = 0; i < cnt; i++)
             out[i] = blend_next(s, rank_pos(s, j + i));
