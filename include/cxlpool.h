@@ -366,8 +366,9 @@ CXLP_API int cxlp_import(cxlp_pool *p, const char *name, const char *src,
  * sample: orders over dataset ids
  *
  * Every order is a pure function of (seed, epoch, position, world, rank):
- * no table of indices exists anywhere, so memory does not depend on n, and
- * resuming needs only the few integers of struct cxlp_sampler_state.
+ * no table of indices exists anywhere, so memory does not depend on n (the
+ * curriculum alone keeps its O(n) difficulty ranking), and resuming needs
+ * only the few integers of struct cxlp_sampler_state.
  *
  * Glossary:
  *   epoch order   the sequence order(0..L-1) of ids for one epoch; L is the

@@ -19,7 +19,7 @@
  * so the network is a bijection whatever the keys. Rounds by domain size
  * a*b: 6 above 2^16 (three pairs; Luby-Rackoff needs 4 for a strong PRP with
  * a random round function, 2 more are margin for the very structured inputs
- * 0, 1, 2, ... at 1.6x the cost of 4: about 90 vs 143 million indices per
+ * 0, 1, 2, ... at 1.5x the cost of 4: about 97 vs 143 million indices per
  * second per core), 12 up to 2^16 and 24 up to 2^8, because a Feistel
  * network mixes a small domain slowly: with 6 rounds the position of an id
  * over 2*10^5 epochs was far from uniform (Pearson chi-square of the n x n
