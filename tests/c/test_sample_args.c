@@ -71,6 +71,40 @@ int main(void)
         }
         cxlp_sampler_free(s);
     }
+    /* hostile blends: sizes and weights up to 2^64 */
+    int blends = 0;
+    for (int t = 0; t < trials / 20; t++) {
+        struct cxlp_blend_source src[5];
+        size_t k = 1 + test_rand(&rng) % 5;
+        for (size_t i = 0; i < k; i++) {
+            src[i].size = wild(&rng);
+            src[i].weight = test_rand(&rng) % 3 ? test_rand(&rng) % 1000 : wild(&rng);
+        }
+        struct cxlp_sampler_config c = {.n = wild(&rng), .seed = test_rand(&rng),
+                                        .world = 1 + (uint32_t)(test_rand(&rng) % 9)};
+        c.rank = (uint32_t)(test_rand(&rng) % c.world);
+        cxlp_sampler *s = NULL;
+        int rc = cxlp_sampler_create_blend(&c, src, k, (int)(t & 1), &s);
+        if (rc) {
+            CHECK_RC(rc, CXLP_EARG);
+            CHECK(s == NULL);
+            continue;
+        }
+        blends++;
+        uint64_t v[17];
+        size_t got = cxlp_sampler_next(s, v, 17);
+        for (size_t i = 0; i < got; i++) {
+            uint32_t si;
+            uint64_t inner;
+            CHECK_OK(cxlp_sampler_source(s, v[i], &si, &inner));
+            CHECK(si < k && inner < src[si].size && src[si].weight > 0);
+        }
+        uint64_t L = cxlp_sampler_epoch_len(s), id;
+        if (L)
+            CHECK_OK(cxlp_sampler_epoch_at(s, L - 1, &id));
+        cxlp_sampler_free(s);
+    }
+    printf("%d of %d blends valid\n", blends, trials / 20);
     printf("%d of %d configurations valid\n", made, trials);
     CHECK(made > trials / 10);
     printf("ok\n");
