@@ -383,6 +383,211 @@ CXLP_API int cxlp_import(cxlp_pool *p, const char *name, const char *src,
                          const struct cxlp_import_opts *opts);
 
 /* ======================================================================
+ * sample: orders over dataset ids
+ *
+ * Every order is a pure function of (seed, epoch, position, world, rank):
+ * no table of indices exists anywhere, so memory does not depend on n (the
+ * curriculum alone keeps its O(n) difficulty ranking), and resuming needs
+ * only the few integers of struct cxlp_sampler_state.
+ *
+ * Glossary:
+ *   epoch order   the sequence order(0..L-1) of ids for one epoch; L is the
+ *                 epoch length (n for sequential, random and block orders).
+ *   position      an index p into the epoch order.
+ *   rank view     rank r draws positions base+r, base+r+world, ... (the
+ *                 interleaved split of torch's DistributedSampler); base is 0
+ *                 after cxlp_sampler_set_epoch and the restored "consumed"
+ *                 after cxlp_sampler_restore.
+ *   consumed      the number of leading positions of the epoch order that
+ *                 all ranks together have drawn: base + world * drawn, where
+ *                 drawn is what this rank took from cxlp_sampler_next since
+ *                 base. It is exact when every rank has drawn the same number
+ *                 of indices (true at any step boundary of synchronous data
+ *                 parallel training): then positions [0, consumed) and no
+ *                 others have been handed out.
+ *   per-rank len  R = L - base remaining positions; drop_last: floor(R/world)
+ *                 each (the last R mod world positions are dropped); padding
+ *                 (drop_last = 0): ceil(R/world) each, where a position
+ *                 p >= L reads order(p mod L) (the first ids of the epoch
+ *                 order repeat, as torch pads).
+ *
+ * Orders (enum cxlp_order):
+ *   SEQUENTIAL   order(p) = p.
+ *   RANDOM       a keyed bijection of [0, n) (Feistel network with cycle
+ *                walking), key = f(seed, epoch). Any n up to 2^63.
+ *   BLOCK        ids are cut into shards of shard_size consecutive ids (the
+ *                last may be short); the shards are permuted; windows of
+ *                `window` consecutive shards of that shard order are
+ *                emitted one after another, each window's samples in a
+ *                random order of their own. At most `window` shards are
+ *                active during a window.
+ *   BLEND        K sources mixed with exact proportions (see
+ *                cxlp_sampler_create_blend).
+ *   CURRICULUM   samples released from easy to hard by a pacing schedule
+ *                (see cxlp_sampler_create_curriculum).
+ *
+ * Thread-safety: a sampler handle is used by one thread at a time, except
+ * the functions taking a const handle (cxlp_sampler_at, _epoch_at,
+ * _position, _source, _len, _released, _state), which only read it and may
+ * run concurrently with each other. For the same reason their failures
+ * leave the message in cxlp_errmsg(NULL), not on the handle; set_epoch and
+ * restore set it on the handle.
+ *
+ * Workers: the orders are per rank. Loader threads or processes of one rank
+ * share that rank's stream (the gather engine takes index ranges from
+ * cxlp_sampler_next), so the number of workers is not part of the state and
+ * may change at a resume.
+ * ====================================================================== */
+
+typedef struct cxlp_sampler cxlp_sampler;
+
+enum cxlp_order {
+    CXLP_ORDER_SEQUENTIAL = 0,
+    CXLP_ORDER_RANDOM = 1,
+    CXLP_ORDER_BLOCK = 2,
+    CXLP_ORDER_BLEND = 3,        /* only through cxlp_sampler_create_blend */
+    CXLP_ORDER_CURRICULUM = 4,   /* only through cxlp_sampler_create_curriculum */
+};
+/* "sequential", "random", "block", "blend", "curriculum"; "?" otherwise. */
+CXLP_API const char *cxlp_order_name(int kind);
+/* Inverse of cxlp_order_name; -1 for an unknown name. */
+CXLP_API int cxlp_order_parse(const char *name);
+
+#define CXLP_SAMPLER_MAX_N (UINT64_C(1) << 63)
+
+struct cxlp_sampler_config {
+    int kind;                /* enum cxlp_order */
+    uint64_t n;              /* ids are 0..n-1 (n <= 2^63). BLEND, CURRICULUM:
+                                epoch length L; 0 means the natural length
+                                (sum of source sizes; number of samples) */
+    uint64_t seed;
+    uint64_t epoch;          /* first epoch (cxlp_sampler_set_epoch changes it) */
+    uint64_t shard_size;     /* BLOCK: ids per shard (>= 1) */
+    uint64_t window;         /* BLOCK: shards per window W (>= 1; W >= the
+                                number of shards makes one window) */
+    uint32_t world;          /* number of ranks; 0 means 1 */
+    uint32_t rank;           /* 0..world-1 */
+    int drop_last;           /* 1: drop the tail; 0: pad by wrapping around */
+};
+
+/* Resume state: a handful of integers. */
+struct cxlp_sampler_state {
+    uint64_t seed;
+    uint64_t epoch;
+    uint64_t consumed;       /* see "consumed" above; <= L */
+    uint64_t fingerprint;    /* hash of what defines the order (kind, n,
+                                shard_size, window, sources, difficulties,
+                                pacing); world, rank and drop_last are not in
+                                it, so a state restores under another world */
+};
+
+/* Creates a SEQUENTIAL, RANDOM or BLOCK sampler. CXLP_EARG with a message
+ * naming the field (cfg.kind, cfg.n, cfg.rank, cfg.shard_size, cfg.window)
+ * in cxlp_errmsg(NULL); -ENOMEM. Memory is O(1) in n. */
+CXLP_API int cxlp_sampler_create(const struct cxlp_sampler_config *cfg,
+                                 cxlp_sampler **out);
+
+/* One source of a blend: ids size, mixed in proportion weight / sum(weights).
+ * Weights are integers so proportions are exact (3:1:1, or a float weight
+ * rationalized by the caller). */
+struct cxlp_blend_source {
+    uint64_t size;           /* samples in this source (>= 1 if weight > 0) */
+    uint64_t weight;         /* >= 0; at least one source > 0 */
+};
+#define CXLP_BLEND_MAX_SOURCES 4096
+#define CXLP_BLEND_MAX_PERIOD (UINT64_C(1) << 24) /* sum of reduced weights */
+/* Creates a BLEND sampler over k sources (cfg->kind is ignored; cfg->n is the
+ * epoch length, 0 meaning the sum of sizes). Ids are global over the sources
+ * laid end to end: source i owns [off_i, off_i + size_i), off_i = sum of
+ * earlier sizes (cxlp_sampler_source() splits an id back).
+ * Deterministic like Megatron's BlendedDataset, but exact: position p draws
+ * by earliest deadline first over the windows in which each source's next
+ * draw must fall (D = sum of weights, c_i its draws before p):
+ * among sources with c_i * D < (p+1) * w_i, the smallest
+ * ceil((c_i+1) * D / w_i), ties to the lowest i. After every prefix of k
+ * positions |c_i - k * w_i / D| < 1 (Megatron's largest-deficit rule can
+ * exceed 1 with several sources). The c-th draw of source i is
+ * pi_{i,pass}(c mod size_i), pass = c / size_i, where pi is a keyed
+ * permutation of the source (shuffle = 1) or the identity (shuffle = 0); a
+ * source drawn more than its size starts a fresh permutation.
+ * Weights are reduced by their gcd; the reduced sum D must be <=
+ * CXLP_BLEND_MAX_PERIOD (the order repeats its source pattern every D
+ * positions, and random access keeps count checkpoints within a period:
+ * 4 * K * (D / e + 1) bytes with e = max(64, D / 65536) rounded up to a power
+ * of two, and replays at most e steps of O(K) per cxlp_sampler_at). Create
+ * walks one period: O(K * D). cxlp_sampler_next costs O(K * world) per id. */
+CXLP_API int cxlp_sampler_create_blend(const struct cxlp_sampler_config *cfg,
+                                       const struct cxlp_blend_source *src,
+                                       size_t k, int shuffle, cxlp_sampler **out);
+/* BLEND: splits a global id into source index and id inside the source.
+ * CXLP_EARG for another kind, CXLP_ERANGE for an id past the last source. */
+CXLP_API int cxlp_sampler_source(const cxlp_sampler *s, uint64_t id,
+                                 uint32_t *source, uint64_t *inner);
+
+enum cxlp_pacing {
+    CXLP_PACE_LINEAR = 0,    /* g(t) = g0 + (1 - g0) * t */
+    CXLP_PACE_ROOT = 1,      /* g(t) = sqrt(g0^2 + (1 - g0^2) * t) */
+    CXLP_PACE_STEP = 2,      /* g(t) = g0 + (1 - g0) * floor(steps * t) / steps */
+};
+/* Curriculum: n samples each with a difficulty; released from easiest to
+ * hardest. Exactly one of difficulty / group is given (n entries each):
+ * samples are ranked by (value, id); equal values form a group that is
+ * released whole. Progress t = min(1, (epoch * L + p) / total) at position p
+ * (total = 0 means L: the pace runs over one epoch). At t the released
+ * portion is the R(t) easiest samples, R(t) = ceil(g(t) * n) rounded up to
+ * the end of its group, at least the first group. Position p draws
+ * rank_sorted[pi_R(p mod R)], pi_R a keyed permutation of [0, R): uniform
+ * over the released portion, and any R consecutive positions during which R
+ * stays constant draw R distinct samples. The epoch order is therefore not
+ * a permutation of the dataset: easy samples repeat, as in competence-based
+ * curricula. The arrays are copied (O(n) memory). */
+struct cxlp_curriculum {
+    uint64_t n;              /* number of samples (ids 0..n-1), >= 1 */
+    const double *difficulty;/* n values (no NaN), or NULL */
+    const uint64_t *group;   /* n group ids (ascending = harder), or NULL */
+    int pacing;              /* enum cxlp_pacing */
+    double start;            /* g0 in (0, 1]: fraction released at t = 0 */
+    uint32_t steps;          /* STEP: number of steps (>= 1) */
+    uint64_t total;          /* positions over which g runs to 1; 0 = L */
+};
+/* Creates a CURRICULUM sampler (cfg->kind ignored; cfg->n = epoch length L,
+ * 0 meaning cur->n). CXLP_EARG naming cur.difficulty[i], cur.start, ... */
+CXLP_API int cxlp_sampler_create_curriculum(const struct cxlp_sampler_config *cfg,
+                                            const struct cxlp_curriculum *cur,
+                                            cxlp_sampler **out);
+/* CURRICULUM: R, the released count, at epoch position p (for tests, the CLI
+ * and prefetch planning). 0 for other kinds. */
+CXLP_API uint64_t cxlp_sampler_released(const cxlp_sampler *s, uint64_t p);
+
+/* Starts epoch `epoch` from its beginning (base = 0, nothing drawn). */
+CXLP_API int cxlp_sampler_set_epoch(cxlp_sampler *s, uint64_t epoch);
+/* Per-rank count from base (see "per-rank len"): what this rank draws from
+ * the beginning of the epoch, or from the restored point, to its end. */
+CXLP_API uint64_t cxlp_sampler_len(const cxlp_sampler *s);
+/* Epoch length L (the length of the epoch order, not per rank). */
+CXLP_API uint64_t cxlp_sampler_epoch_len(const cxlp_sampler *s);
+/* Fills out[0..max) with this rank's next ids; returns how many were written
+ * (0 at the end of the epoch). The gather engine's fast path: no allocation,
+ * no error once created. */
+CXLP_API size_t cxlp_sampler_next(cxlp_sampler *s, uint64_t *out, size_t max);
+/* The rank view's j-th id (0 <= j < cxlp_sampler_len), independent of what
+ * next() has drawn. CXLP_ERANGE past the end. */
+CXLP_API int cxlp_sampler_at(const cxlp_sampler *s, uint64_t j, uint64_t *id);
+/* The epoch order itself: order(p), 0 <= p < L. CXLP_ERANGE past the end. */
+CXLP_API int cxlp_sampler_epoch_at(const cxlp_sampler *s, uint64_t p, uint64_t *id);
+/* RANDOM only: the position of id in the epoch order (the inverse of
+ * order). CXLP_EARG for another kind, CXLP_ERANGE for id >= n. */
+CXLP_API int cxlp_sampler_position(const cxlp_sampler *s, uint64_t id, uint64_t *p);
+/* Current state (consumed = min(base + world * drawn, L)). */
+CXLP_API int cxlp_sampler_state(const cxlp_sampler *s, struct cxlp_sampler_state *st);
+/* Continues from st under this sampler's own world and rank: base =
+ * st->consumed, nothing drawn. CXLP_EARG when the fingerprint differs (an
+ * order with other parameters) or consumed > L, naming the field. */
+CXLP_API int cxlp_sampler_restore(cxlp_sampler *s, const struct cxlp_sampler_state *st);
+/* NULL is a no-op. */
+CXLP_API void cxlp_sampler_free(cxlp_sampler *s);
+
+/* ======================================================================
  * load: the gather engine
  *
  * Worker threads take batches of sample ids from an index source (a sampler),
