@@ -226,6 +226,13 @@ int media_sync(struct media *m, uint64_t off, uint64_t len)
     return m->ops->sync(m, off, len);
 }
 
+int media_write_fd(const struct media *m)
+{
+    if (!m->writable || m->fd < 0 || !m->base)
+        return -1;
+    return m->kind == CXLP_MEDIA_SHM || m->kind == CXLP_MEDIA_FILE ? m->fd : -1;
+}
+
 int media_destroy(const char *spec, char *err, size_t errlen)
 {
     struct media m;

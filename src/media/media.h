@@ -74,6 +74,12 @@ int media_sync(struct media *m, uint64_t off, uint64_t len);
  * or disk is an error here (-ENOSPC) instead of a SIGBUS on first touch of a
  * sparse mapping. devdax memory is always there: no-op. */
 int media_prepare(struct media *m, uint64_t off, uint64_t len);
+/* The object's descriptor when writes through it (pwrite, copy_file_range,
+ * splice) land in the very pages the mapping shows: shm and file objects
+ * opened writable. -1 for read-only media, numa (its placement is a policy
+ * on the mapping that writes through a descriptor would not follow) and
+ * devdax (a character device). Borrowed: valid until media_close. */
+int media_write_fd(const struct media *m);
 /* Removes the backing object (shm_unlink / unlink); devdax: zeroes the first
  * 4 KiB so the device no longer holds a pool. */
 int media_destroy(const char *spec, char *err, size_t errlen);

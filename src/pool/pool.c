@@ -380,6 +380,11 @@ uint64_t pool_size(const cxlp_pool *p)
     return p->a->L.size;
 }
 
+int pool_write_fd(cxlp_pool *p)
+{
+    return p->writable ? media_write_fd(&p->a->m) : -1;
+}
+
 static int check_handle(cxlp_pool *p)
 {
     if (!p || p->obj.magic != OBJ_MAGIC)

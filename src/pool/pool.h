@@ -72,6 +72,14 @@ int pool_writable(const cxlp_pool *p);
 /* Writable base address (NULL for read-only handles). */
 uint8_t *pool_base_rw(cxlp_pool *p);
 uint64_t pool_size(const cxlp_pool *p);
+/* A descriptor of the pool object for bulk writes into this process's
+ * reservations at file offset == mapping offset (copy_file_range, splice,
+ * pwrite): the kernel copies into the object's pages with no page fault and
+ * no zeroing on the mapping. -1 when the handle is read-only or the media
+ * takes writes only through the mapping (numa, devdax); callers then write
+ * through pool_base_rw. Borrowed: valid until cxlp_pool_close; the caller
+ * keeps its writes inside its reservations. */
+int pool_write_fd(cxlp_pool *p);
 
 /* Writer side. Each call takes and releases the writer lock itself.
  *
