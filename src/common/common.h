@@ -85,6 +85,9 @@ void boot_id(uint8_t out[16]);
  * raises SIGKILL right there. Crash tests use it for the instants that random
  * kills rarely hit. Costs one getenv per call: only on writer paths. */
 void fault_point(const char *name);
+/* The same switch for faults that are returned rather than crashed into:
+ * 1 when CXLP_FAULT equals name (e.g. "prepare-enospc"), else 0. */
+int fault_hit(const char *name);
 
 /* Bounded string copy that always terminates; returns strlen(src). */
 size_t strlcpy0(char *dst, const char *src, size_t cap);

@@ -100,9 +100,14 @@ size_t strlcpy0(char *dst, const char *src, size_t cap)
     return n;
 }
 
-void fault_point(const char *name)
+int fault_hit(const char *name)
 {
     const char *f = getenv("CXLP_FAULT");
-    if (f && strcmp(f, name) == 0)
+    return f && strcmp(f, name) == 0;
+}
+
+void fault_point(const char *name)
+{
+    if (fault_hit(name))
         raise(SIGKILL);
 }

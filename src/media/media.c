@@ -266,13 +266,29 @@ int media_prepare(struct media *m, uint64_t off, uint64_t len)
 
 /* fallocate for shm, numa and file objects; filesystems without it (some
  * network filesystems) fall back to touching nothing: -EOPNOTSUPP is not an
- * error, the mapping then faults pages in lazily as before. */
+ * error, the mapping then faults pages in lazily as before.
+ *
+ * A failure gives the whole range back. ext4 allocates a large request in
+ * pieces and keeps the pieces it got when it runs out, so without the punch
+ * each failed reservation on a full disk would leave up to all the disk's
+ * free blocks in a range the pool counts as free. The range holds nothing
+ * (media_prepare's contract), so punching more than was allocated is
+ * harmless; the punch is best effort, the caller sees the first error.
+ *
+ * The "prepare-enospc" fault does what a full ext4 does (half the range
+ * allocated, then ENOSPC), so a test can watch the blocks come back without
+ * filling a real disk. */
 int media_fallocate(struct media *m, uint64_t off, uint64_t len)
 {
-    if (fallocate(m->fd, 0, (off_t)off, (off_t)len) < 0) {
-        if (errno == EOPNOTSUPP)
-            return 0;
-        return -errno;
+    int rc = 0;
+    if (fault_hit("prepare-enospc")) {
+        (void)fallocate(m->fd, 0, (off_t)off, (off_t)(len / 2));
+        rc = -ENOSPC;
+    } else if (fallocate(m->fd, 0, (off_t)off, (off_t)len) < 0) {
+        rc = errno == EOPNOTSUPP ? 0 : -errno;
     }
-    return 0;
+    if (rc)
+        (void)fallocate(m->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+                        (off_t)len);
+    return rc;
 }

@@ -72,7 +72,10 @@ void media_close(struct media *m);
 int media_sync(struct media *m, uint64_t off, uint64_t len);
 /* Backs [off, off+len) with storage now (fallocate), so that a full /dev/shm
  * or disk is an error here (-ENOSPC) instead of a SIGBUS on first touch of a
- * sparse mapping. devdax memory is always there: no-op. */
+ * sparse mapping. devdax memory is always there: no-op. The range must hold
+ * nothing (free space, or a pool being formatted): on failure it is punched
+ * out again, so a full disk keeps no blocks of a failed call (ext4 keeps
+ * what a failed fallocate got; tmpfs undoes it itself). */
 int media_prepare(struct media *m, uint64_t off, uint64_t len);
 /* The object's descriptor when writes through it (pwrite, copy_file_range,
  * splice) land in the very pages the mapping shows: shm and file objects

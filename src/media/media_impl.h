@@ -22,7 +22,8 @@ int media_err(char *err, size_t errlen, int rc, const char *fmt, ...)
 int media_map_fd(struct media *m, char *err, size_t errlen);
 /* fstat: size (regular files) and owner. */
 int media_fstat(struct media *m, char *err, size_t errlen);
-/* fallocate [off, off+len) of m->fd; EOPNOTSUPP tolerated. */
+/* fallocate [off, off+len) of m->fd; EOPNOTSUPP tolerated; on failure the
+ * range is punched out (see media_prepare). */
 int media_fallocate(struct media *m, uint64_t off, uint64_t len);
 /* msync of [off, off+len) rounded out to pages. */
 int media_msync(struct media *m, uint64_t off, uint64_t len);

@@ -30,7 +30,6 @@
  * deferred; reclaim moves reserved/deferred -> free.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -213,13 +212,8 @@ int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out)
     }
     /* back the extent now: a full disk or /dev/shm is an error here, not a
      * SIGBUS when the ingest first touches the page */
-    rc = media_prepare(&p->a->m, off, len);
+    rc = media_prepare(&p->a->m, off, len); /* gives the range back on failure */
     if (rc) {
-        /* a failed fallocate may leave the blocks it got (ext4 does): give
-         * them back, the range is free space and holds nothing */
-        if (p->a->m.kind != CXLP_MEDIA_DEVDAX)
-            (void)fallocate(p->a->m.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                            (off_t)off, (off_t)len);
         rc = seterr(&p->obj, rc, "%s: cannot back %llu bytes at %#llx: %s", p->a->m.path,
                     (unsigned long long)len, (unsigned long long)off, cxlp_strerror(rc));
         goto out;
