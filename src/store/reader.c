@@ -29,6 +29,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/fastdiv.h"
 #include "pool/pool.h"
 #include "store/shard.h"
 #include "store/store.h"
@@ -41,6 +42,7 @@ struct cxlp_store {
     uint64_t count;
     uint64_t n_shards;
     uint64_t per_shard;       /* nonzero: shard = idx / per_shard */
+    struct fastdiv per_div;   /* that division, by multiplication */
     uint64_t *first;          /* first record of each shard */
     struct shard *shards;
     struct pool_shard *loc;   /* catalog locations, for messages and verify */
@@ -123,8 +125,10 @@ static int store_validate(cxlp_store *s)
         for (uint64_t k = 0; equal && k + 1 < s->n_shards; k++)
             equal = s->shards[k].n_records == per;
         if (equal && s->shards[s->n_shards - 1].n_records <= per &&
-            s->shards[s->n_shards - 1].n_records > 0)
+            s->shards[s->n_shards - 1].n_records > 0) {
             s->per_shard = per;
+            s->per_div = fastdiv_init(per);
+        }
     }
 
     if (ds->info.n_docs || ds->docs.len) {
@@ -231,7 +235,7 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
                       s->name, idx, s->count);
     uint64_t k;
     if (s->per_shard) {
-        k = idx / s->per_shard;
+        k = fastdiv(idx, s->per_div);
     } else {
         uint64_t lo = 0, hi = s->n_shards; /* first[lo] <= idx < first[hi] (first[n] = count) */
         while (hi - lo > 1) {
