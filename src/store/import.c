@@ -18,7 +18,8 @@
  *     itemsize); docs == document_indices. Sequences move in runs: a run is
  *     sequences i..i+n-1 with pointers[j+1] == pointers[j] + bytes of j
  *     (back to back in the .bin), sum of bytes <= MAX(run limit, bytes of
- *     sequence i), n <= RUN_SEQS; one kernel copy per run, as for raw.
+ *     sequence i) with run limit = MIN(CHUNK, shard_bytes / 8), n <=
+ *     RUN_SEQS; one kernel copy per run, as for raw.
  *   - Every message starts with the file it is about.
  *
  * Alternatives rejected:
@@ -500,8 +501,10 @@ static int ingest_megatron(cxlp_pool *p, struct obj *o, const char *name,
         cxlp_writer_abort(w);
         return seterr(o, -ENOMEM, "%s: out of memory", bs->path);
     }
-    /* a run never crosses a shard's size, so shards fill as with appends */
-    uint64_t run_max = opts->shard_bytes ? MIN(CHUNK, opts->shard_bytes) : CHUNK;
+    /* A run that does not fit the open shard's room starts the next shard
+     * and leaves that room unused: runs of at most 1/8 of a shard keep
+     * shards >= 7/8 full (the default shards are 256 x CHUNK). */
+    uint64_t run_max = opts->shard_bytes ? MIN(CHUNK, MAX(opts->shard_bytes / 8, 1)) : CHUNK;
     struct sink k;
     sink_open(p, &k);
     posix_fadvise(bs->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
