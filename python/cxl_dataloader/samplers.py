@@ -131,6 +131,12 @@ class CXLSamplerBase(torch.utils.data.Sampler):
     def _finish(self) -> None:
         self._finished = True
 
+    def __getstate__(self) -> dict:
+        # the C handle is a cache: rebuilt from the parameters on demand
+        state = dict(self.__dict__)
+        state["_probe_cache"] = None
+        return state
+
     # -- torch Sampler ----------------------------------------------------------
     def __iter__(self) -> Iterator[int]:
         s = self._begin()
@@ -425,18 +431,19 @@ class CurriculumCXLSampler(CXLSamplerBase):
                  drop_last: bool = False) -> None:
         super().__init__(seed, num_replicas, rank, drop_last)
         self._src: dict[str, Any] = {}
+        self._store_ds: Any = None  # a CXLDataset holding the values (pickles by reference)
+        self._field: Optional[str] = None
         if difficulty is not None:
             self._src["difficulty"] = np.ascontiguousarray(difficulty, dtype=np.float64)
         elif group is not None:
             self._src["group"] = np.ascontiguousarray(group, dtype=np.int64)
         elif dataset is not None and hasattr(dataset, "store"):
             if field is not None:
-                self._src["store"], self._src["field"] = dataset.store, field
+                self._store_ds, self._field = dataset, field
             else:
                 from .dataset import CXLDataset
-                sib = CXLDataset(dataset.spec, dataset.name + DIFFICULTY_SUFFIX)
-                self._src["store"] = sib.store
-                self._sibling = sib
+                self._store_ds = CXLDataset(dataset.spec, dataset.name + DIFFICULTY_SUFFIX)
+                self._field = None
         else:
             raise ValueError("give difficulty=, group=, or a CXLDataset with a scalar field= "
                              "or a '<name>.difficulty' sibling dataset")
@@ -448,21 +455,21 @@ class CurriculumCXLSampler(CXLSamplerBase):
             raise ValueError(f"{n} difficulty values for a dataset of {len(dataset)} samples")
 
     def _create(self, world: int, rank: int, drop_last: bool) -> "_core.Sampler":
+        src = dict(self._src)
+        if self._store_ds is not None:
+            src = {"store": self._store_ds.store, "field": self._field}
         return _core.Sampler.create_curriculum(
-            **self._src, pacing=self.pacing, start=self.start, steps=self.steps,
+            **src, pacing=self.pacing, start=self.start, steps=self.steps,
             total=self.total, n=self.num_samples, seed=self.seed, epoch=self.epoch,
             world=world, rank=rank, drop_last=drop_last)
 
     def released(self, position: int) -> int:
-        """Samples released at epoch position `position` (of this epoch)."""
+        """Samples released at position `position` of the current epoch."""
         s = self._probe()
-        if self._probe_epoch() != self.epoch:
+        if s.state()["epoch"] != self.epoch:  # the pace runs over epochs too
             self._probe_cache = None
             s = self._probe()
         return s.released(int(position))
-
-    def _probe_epoch(self) -> int:
-        return self._probe().state()["epoch"]
 
 
 __all__ = ["CXLSamplerBase", "RandomCXLSampler", "DistributedCXLSampler", "BlendedCXLSampler",

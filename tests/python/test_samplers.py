@@ -335,3 +335,31 @@ def test_curriculum_from_the_pool(pool, tmp_path) -> None:
     assert all(diff[i] < s.released(p) for p, i in enumerate(a))  # diff[i] is i's rank
     with pytest.raises(ValueError, match="difficulty values"):
         CurriculumCXLSampler(ds, difficulty=diff[:10])
+    # the dataset's own scalar field
+    np.save(tmp_path / "z.npy", diff.astype(np.float32))
+    z = CXLDataset.ingest(pool, "z", tmp_path / "z.npy")
+    assert list(CurriculumCXLSampler(z, field="data", start=0.2, seed=3)) == a
+    with pytest.raises(ValueError, match="no field"):
+        CurriculumCXLSampler(z, field="nope")
+    with pytest.raises(_core.CXLError, match="z.difficulty"):
+        CurriculumCXLSampler(z)  # no sibling dataset z.difficulty
+
+
+def test_samplers_pickle_and_keep_their_state(pool, tmp_path) -> None:
+    import pickle
+    from cxl_dataloader import CXLDataset
+    from cxl_dataloader.samplers import write_difficulty
+    np.save(tmp_path / "y.npy", np.arange(40, dtype=np.float32))
+    ds = CXLDataset.ingest(pool, "y", tmp_path / "y.npy")
+    write_difficulty(pool, "y", np.arange(40)[::-1])
+    for s in [RandomCXLSampler(40, seed=2, shard_size=8, window=2),
+              DistributedCXLSampler(ds, 3, 1, seed=4),
+              BlendedCXLSampler([20, 20], [1, 3], seed=1),
+              CurriculumCXLSampler(ds, pacing="root", seed=5)]:
+        it = iter(s)
+        head = [next(it) for _ in range(5)]
+        s2 = pickle.loads(pickle.dumps(s))
+        assert s2.state_dict() == s.state_dict()
+        s.load_state_dict(s.state_dict())
+        s2.load_state_dict(s.state_dict())
+        assert list(s2) == list(s) and len(head) == 5
