@@ -71,6 +71,7 @@ typedef struct {
     PyObject_HEAD
     cxlp_sampler *s;
     uint64_t id_bound;       /* every id drawn is < id_bound */
+    uint64_t fingerprint;    /* fixed at create (read without touching the handle) */
     int busy;                /* Loaders drawing from it */
 } SamplerObject;
 

@@ -66,8 +66,11 @@ static SamplerObject *wrap(PyTypeObject *type, cxlp_sampler *s, uint64_t id_boun
         cxlp_sampler_free(s);
         return NULL;
     }
+    struct cxlp_sampler_state st;
+    cxlp_sampler_state(s, &st);
     o->s = s;
     o->id_bound = id_bound;
+    o->fingerprint = st.fingerprint;
     return o;
 }
 
@@ -97,7 +100,10 @@ static int sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
         core_raise(rc, NULL);
         return -1;
     }
+    struct cxlp_sampler_state st;
+    cxlp_sampler_state(self->s, &st);
     self->id_bound = n;
+    self->fingerprint = st.fingerprint;
     return 0;
 }
 
@@ -514,12 +520,8 @@ static PyObject *sampler_get(SamplerObject *self, void *c)
 {
     if (!sampler_ok(self, 0))
         return NULL;
-    struct cxlp_sampler_state st;
     switch ((int)(intptr_t)c) {
-    case 0:
-        /* the fingerprint is fixed at create; state() only reads */
-        cxlp_sampler_state(self->s, &st);
-        return PyLong_FromUnsignedLongLong(st.fingerprint);
+    case 0: return PyLong_FromUnsignedLongLong(self->fingerprint);
     case 1: return PyLong_FromUnsignedLongLong(self->id_bound);
     default: return PyBool_FromLong(self->busy > 0);
     }

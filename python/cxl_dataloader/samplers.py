@@ -76,6 +76,9 @@ class CXLSamplerBase(torch.utils.data.Sampler):
 
     def __init__(self, seed: int, num_replicas: int = 1, rank: int = 0,
                  drop_last: bool = False) -> None:
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError(f"invalid rank {rank}, rank should be in the interval "
+                             f"[0, {num_replicas - 1}]")
         self.seed = int(seed)
         self.epoch = 0
         self.num_replicas = int(num_replicas)
