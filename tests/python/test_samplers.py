@@ -70,6 +70,17 @@ def test_huge_n_sampled(n: int) -> None:
     assert s.rank_len() == n
 
 
+@FAST
+@given(pos=st.lists(st.integers(0, 2**40 - 1), min_size=1, max_size=300, unique=True),
+       seed=seeds, epoch=st.integers(0, 2**40))
+def test_2_40_sampled_positions_distinct_ids(pos: list[int], seed: int, epoch: int) -> None:
+    n = 2**40
+    s = _core.Sampler("random", n=n, seed=seed, epoch=epoch)
+    ids = [s.epoch_at(p) for p in pos]
+    assert len(set(ids)) == len(ids) and all(0 <= i < n for i in ids)
+    assert [s.position(i) for i in ids] == pos
+
+
 def test_epochs_and_seeds_differ() -> None:
     a = list(RandomCXLSampler(1000, seed=1))
     s = RandomCXLSampler(1000, seed=1)

@@ -50,6 +50,38 @@ def test_plain_torch_dataloader(workers: int, which: str) -> None:
         assert sorted(got2) == sorted(got) == list(range(500))
 
 
+def test_checkpoint_recipe_with_prefetching_workers() -> None:
+    """The documented loop: count what the loop consumed (the DataLoader's
+    workers prefetch ahead of it); resume with another worker count and
+    another world size; the epoch is read once."""
+    data = torch.arange(1000)
+
+    def dl(world: int, rank: int, workers: int):
+        s = DistributedCXLSampler(data, world, rank, seed=9, drop_last=True)
+        return s, torch.utils.data.DataLoader(data, batch_size=16, sampler=s,
+                                              num_workers=workers)
+
+    read, state = [], None
+    for r in range(2):
+        s, loader = dl(2, r, 2)
+        seen = 0
+        for step, batch in enumerate(loader):
+            read += batch.tolist()
+            seen += len(batch)
+            if step == 9:
+                st = s.state_dict(samples_seen=seen)
+                assert s.state_dict()["consumed"] > st["consumed"]  # drawn ahead
+                state = state or st
+                assert st == state
+                break
+    assert state["consumed"] == 2 * 160
+    for r in range(3):
+        s, loader = dl(3, r, 0)
+        s.load_state_dict(state)
+        read += torch.cat(list(loader)).tolist()
+    assert len(read) == len(set(read)) == 320 + 3 * (680 // 3)
+
+
 def test_blended_dataset_with_torch_dataloader() -> None:
     a, b = torch.arange(100), torch.arange(1000, 1050)
     data = BlendedCXLDataset([a, b])
