@@ -57,6 +57,7 @@ expect 2 "--kind" "$CXLPOOL" order --n 10 --kind blend
 expect 2 "POOL NAME" "$CXLPOOL" order
 expect 2 "takes no POOL" "$CXLPOOL" order "$P" d --n 5
 expect 2 "--seed" "$CXLPOOL" order --n 10 --seed x
+expect 2 "cfg.n" "$CXLPOOL" order --n 18446744073709551615
 expect 2 "quality" "$CXLPOOL" order --n 1000000000 --quality
 [ -s "$T/out" ] && fail "output on a usage error: $(cat "$T/out")" || ok
 expect 4 "nosuch" "$CXLPOOL" order "$P" nosuch
