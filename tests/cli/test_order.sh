@@ -43,7 +43,7 @@ grep -q "shards/batch" "$T/out" && grep -q "spearman" "$T/out" && grep -q "chi2"
   || fail "quality text: $(cat "$T/out")"
 
 # Over a dataset: n is its record count.
-P=$(pool_name order)
+pool_name P order
 expect 0 "" "$CXLPOOL" create "$P" 16M
 head -c 6400 /dev/zero >"$T/rec.raw"
 expect 0 "" "$CXLPOOL" ingest "$P" d "$T/rec.raw" --format raw --record-size 64 --no-progress
