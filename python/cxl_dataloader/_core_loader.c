@@ -3,8 +3,8 @@
  * Batch: one ring slot lent to Python. The engine's threads read the order
  * buffer directly (no GIL, no per-sample Python), or, when the order is a
  * Sampler, call cxlp_sampler_next themselves (no id exists in Python at
- * all); next() releases the GIL while it waits. A slot goes back to the ring when its Batch and every
- * Array/tensor viewing it are gone.
+ * all); next() releases the GIL while it waits. A slot goes back to the
+ * ring when its Batch and every Array/tensor viewing it are gone.
  */
 #include "_core.h"
 

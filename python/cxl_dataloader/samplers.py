@@ -259,7 +259,8 @@ class DistributedCXLSampler(CXLSamplerBase):
     ``order``: "random" (default; "sequential" when shuffle=False), "block"
     (with ``shard_size`` and ``window``), or another CXL sampler whose order
     is then split over the ranks (a BlendedCXLSampler, a
-    CurriculumCXLSampler, a RandomCXLSampler in block mode).
+    CurriculumCXLSampler, a RandomCXLSampler in block mode); the seed is
+    then that sampler's.
     A state saved under one world size restores under another.
     """
 
