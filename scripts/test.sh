@@ -4,7 +4,9 @@
 #   2. ASan+UBSan build (Debug): ctest
 #   3. clang-14 libFuzzer build: replays each committed corpus, then fuzzes
 #      each target for FUZZ_SECONDS (default 10; CI uses 30)
-#   4. the Python package: pip install . and pytest tests/python
+#   4. scripts/qemu-numa-check.sh --cxl: topology discovery and a numa-backed
+#      pool on a real kernel with a CPU-less NUMA node, then a CXL device
+#   5. the Python package: pip install . and pytest tests/python
 # Every step runs even when an earlier one failed; the exit code is 0 only if
 # all passed. Build dirs: build/, build-asan/, build-fuzz/ (BUILD_PREFIX).
 set -uo pipefail
@@ -70,6 +72,14 @@ else
     fi
   done
 fi
+
+step "a real kernel under QEMU: CPU-less NUMA node with HMAT, a pool on it; CXL type-3 device"
+bash scripts/qemu-numa-check.sh --cxl
+case $? in
+  0) ;;
+  77) echo "(skipped: see the reason above)" ;;
+  *) failed+=("qemu numa/cxl check") ;;
+esac
 
 if [ -d python ]; then
   step "python: pip install . (the extension over the same C sources), then pytest"
