@@ -4,7 +4,9 @@
 #   2. ASan+UBSan build (Debug): ctest
 #   3. clang-14 libFuzzer build: replays each committed corpus, then fuzzes
 #      each target for FUZZ_SECONDS (default 10; CI uses 30)
-#   4. pytest, when python/ exists
+#   4. scripts/qemu-numa-check.sh --cxl: topology discovery and a numa-backed
+#      pool on a real kernel with a CPU-less NUMA node, then a CXL device
+#   5. the Python package: pip install . and pytest tests/python
 # Every step runs even when an earlier one failed; the exit code is 0 only if
 # all passed. Build dirs: build/, build-asan/, build-fuzz/ (BUILD_PREFIX).
 set -uo pipefail
@@ -71,12 +73,29 @@ else
   done
 fi
 
+step "a real kernel under QEMU: CPU-less NUMA node with HMAT, a pool on it; CXL type-3 device"
+bash scripts/qemu-numa-check.sh --cxl
+case $? in
+  0) ;;
+  77) echo "(skipped: see the reason above)" ;;
+  *) failed+=("qemu numa/cxl check") ;;
+esac
+
 if [ -d python ]; then
-  step "pytest"
-  python3 -m pytest -q python
-  rc=$?
-  # 5: no tests collected, not a failure of the code.
-  [ $rc -eq 0 ] || [ $rc -eq 5 ] || failed+=("pytest")
+  step "python: pip install . (the extension over the same C sources), then pytest"
+  PY=${PYTHON:-python3}
+  pipx=()
+  stdlib=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
+  [ -f "$stdlib/EXTERNALLY-MANAGED" ] && pipx+=(--break-system-packages)
+  if "$PY" -m pip install -q --no-build-isolation --no-deps "${pipx[@]}" . ; then
+    # run from the repo root: python/ is not on sys.path, the installed package is tested
+    "$PY" -m pytest -q tests/python
+    rc=$?
+    # 5: no tests collected, not a failure of the code.
+    [ $rc -eq 0 ] || [ $rc -eq 5 ] || failed+=("pytest")
+  else
+    failed+=("pip install")
+  fi
 fi
 
 echo

@@ -1,7 +1,9 @@
 """CXLDataLoader: torch DataLoader's interface over the C gather engine.
 
 Fast path (a CXLDataset, no collate_fn, no batch_sampler): the sample order
-comes from the sampler (or shuffle/generator, as torch does), C threads copy
+comes from the sampler (or shuffle/generator, as torch does; one of our
+samplers is handed to the engine as its C sampler, so the engine's threads
+draw the ids themselves and no index passes through Python), C threads copy
 records straight from the pool into a ring of batch slots, and each batch is
 handed out as tensors viewing its slot (no copy); the slot returns to the
 ring when those tensors are freed.
@@ -21,6 +23,7 @@ import torch
 
 from . import _core
 from .dataset import CXLDataset
+from .samplers import CXLSamplerBase
 
 
 class CXLDataLoader:
@@ -109,13 +112,20 @@ class CXLDataLoader:
         if not self.fast:
             yield from self._torch
             return
-        order = self._order()
         start, off = 0, 0
         if self._resume is not None:
             start, off = self._resume["position"], self._resume["offset"]
             self._resume = None
+        cxl = isinstance(self.sampler, CXLSamplerBase)
+        if cxl:
+            # positioned by the sampler's own (restored) state; the sampler
+            # counts what we deliver so its state_dict() is the consumer's
+            order: Any = self.sampler._begin()
+            start = 0
+        else:
+            order = self._order()[start:]
         self._pos, self._off = start, off
-        eng = _core.Loader(self.dataset.store, order[start:], self.batch_size,
+        eng = _core.Loader(self.dataset.store, order, self.batch_size,
                            threads=self.threads, slots=self.slots, collate=self.collate,
                            seq_len=self.seq_len, pad_value=self.pad_value,
                            drop_last=self.drop_last, numa_node=self.numa_node,
@@ -129,7 +139,11 @@ class CXLDataLoader:
             self.stall_seconds += time.perf_counter() - t0
             self._pos = start + b.resume_records
             self._off = b.resume_offset
+            if cxl:
+                self.sampler._drawn = b.resume_records
             yield self._tensors(b)
+        if cxl:
+            self.sampler._finish()
         self.epoch += 1
         self._pos, self._off = 0, 0
 
@@ -148,11 +162,19 @@ class CXLDataLoader:
     # -- resume ------------------------------------------------------------
     def state_dict(self) -> dict:
         """Where the next batch starts: epoch, records consumed in the epoch
-        and (packed rows) elements of the next record already delivered."""
-        return {"epoch": self.epoch, "position": self._pos, "offset": self._off,
-                "seed": self.seed}
+        and (packed rows) elements of the next record already delivered.
+        With one of our samplers, also the sampler's state after the
+        delivered batches ("sampler"), which restores under another world
+        size as well (see samplers.py)."""
+        st = {"epoch": self.epoch, "position": self._pos, "offset": self._off,
+              "seed": self.seed}
+        if self.fast and isinstance(self.sampler, CXLSamplerBase):
+            st["sampler"] = self.sampler.state_dict()
+        return st
 
     def load_state_dict(self, state: dict) -> None:
         self.epoch = int(state["epoch"])
         self.seed = int(state.get("seed", self.seed))
         self._resume = {"position": int(state["position"]), "offset": int(state["offset"])}
+        if "sampler" in state and isinstance(getattr(self, "sampler", None), CXLSamplerBase):
+            self.sampler.load_state_dict(state["sampler"])
