@@ -311,6 +311,18 @@ CXLP_API int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view
 CXLP_API int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs);
 /* Recomputes every shard checksum of this dataset. */
 CXLP_API int cxlp_store_verify(cxlp_store *s);
+/* Moves the dataset's records onto 2 MiB pages where the pool's memory
+ * comes in 4 KiB pages (shm, numa, file on tmpfs): a random gather then
+ * pays no TLB miss per record. The pool object's pages change, so every
+ * process attached to the pool gains, and later calls find the work done.
+ * Costs one copy of the dataset's bytes, in the calling thread; contents,
+ * offsets and checksums are unchanged; readers may read meanwhile. Best
+ * effort: the whole 2 MiB pieces inside each shard are collapsed (madvise
+ * MADV_COLLAPSE). 0 when done (devdax: nothing to do); CXLP_EUNSUPPORTED
+ * where the kernel (< 6.1) or the media cannot; -ENOMEM or -EAGAIN when the
+ * system had no free 2 MiB pages for some piece (the pieces done stay
+ * done). Thread-safe. */
+CXLP_API int cxlp_store_hugepages(cxlp_store *s);
 
 struct cxlp_writer_opts {
     uint64_t shard_bytes;    /* target shard payload; 0 means 256 MiB */

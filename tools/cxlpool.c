@@ -70,14 +70,16 @@ static const struct cli_cmd cmds[] = {
      cli_cmd_destroy},
     {"bench", "measure gather throughput against a plain memcpy baseline",
      "cxlpool bench gather POOL NAME [--batch 32] [--batches N] [--threads 1,2]\n"
-     "                  [--rounds 5] [--seed S] [--no-thp] [--json]\n"
+     "                  [--rounds 5] [--seed S] [--no-thp] [--hugepages] [--json]\n"
      "  Gathers records in a seeded random order into a batch buffer through\n"
      "  cxlp_store_read + memcpy, and in the same run gathers the same records\n"
      "  in the same order from a private anonymous mapping holding a copy of\n"
      "  the dataset (the baseline; on transparent huge pages unless --no-thp).\n"
      "  The two alternate each round; throughputs are medians over the rounds,\n"
      "  the ratio the median of the per-round ratios. Each thread has its own\n"
-     "  batch buffer and its own slice of the order.\n",
+     "  batch buffer and its own slice of the order. --hugepages first moves\n"
+     "  the dataset's pool memory onto 2 MiB pages (cxlp_store_hugepages; it\n"
+     "  stays so for every process).\n",
      cli_cmd_bench},
     {"order", "print or analyse a sample order: first ids, per-rank counts, shuffle quality",
      "cxlpool order [POOL NAME | --n N] [--kind random|block|sequential] [--seed S]\n"

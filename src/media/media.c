@@ -22,6 +22,10 @@
 #include "common/common.h"
 #include "media/media_impl.h"
 
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25 /* Linux 6.1 ABI; older kernels answer EINVAL */
+#endif
+
 const char *cxlp_media_name(int kind)
 {
     switch (kind) {
@@ -173,11 +177,32 @@ int media_map_fd(struct media *m, char *err, size_t errlen)
         return media_err(err, errlen, CXLP_EFORMAT, "%s: empty object, not a pool", m->path);
     if (m->size > (uint64_t)SIZE_MAX)
         return media_err(err, errlen, CXLP_EARG, "%s: too large to map", m->path);
+    /* Start the mapping at a 2 MiB boundary (or the backend's larger
+     * alignment): a 2 MiB page of the object is mapped by one page-table
+     * entry only where address and file offset agree modulo 2 MiB, and tmpfs
+     * without huge= hands out 4 KiB aligned addresses. Reserve the slack as
+     * PROT_NONE, map over it, return the ends. */
+    uint64_t al = MAX(m->align, MEDIA_HUGE_ALIGN);
+    if (m->size > (uint64_t)SIZE_MAX - al)
+        return media_err(err, errlen, CXLP_EARG, "%s: too large to map", m->path);
+    size_t span = (size_t)(m->size + al);
+    uint8_t *r = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (r == MAP_FAILED)
+        return media_err(err, errlen, -errno, "%s: reserving %llu bytes of address space: %s",
+                         m->path, (unsigned long long)span, strerror(errno));
+    uint8_t *a = (uint8_t *)ALIGN_UP((uintptr_t)r, (uintptr_t)al);
     int prot = PROT_READ | (m->writable ? PROT_WRITE : 0);
-    void *p = mmap(NULL, (size_t)m->size, prot, MAP_SHARED | MAP_NORESERVE, m->fd, 0);
-    if (p == MAP_FAILED)
-        return media_err(err, errlen, -errno, "%s: mmap of %llu bytes: %s", m->path,
-                         (unsigned long long)m->size, strerror(errno));
+    void *p = mmap(a, (size_t)m->size, prot, MAP_SHARED | MAP_NORESERVE | MAP_FIXED, m->fd, 0);
+    if (p == MAP_FAILED) {
+        int e = errno;
+        munmap(r, span);
+        return media_err(err, errlen, -e, "%s: mmap of %llu bytes: %s", m->path,
+                         (unsigned long long)m->size, strerror(e));
+    }
+    if (a > r)
+        munmap(r, (size_t)(a - r));
+    if (a + m->size < r + span)
+        munmap(a + m->size, (size_t)(r + span - (a + m->size)));
     m->base = p;
     return 0;
 }
@@ -245,6 +270,20 @@ int media_sync(struct media *m, uint64_t off, uint64_t len)
     if (!m->ops || !m->ops->sync)
         return 0;
     return m->ops->sync(m, off, len);
+}
+
+int media_collapse(struct media *m, uint64_t off, uint64_t len)
+{
+    if (!m->base || !range_ok(off, len, m->size))
+        return CXLP_ERANGE;
+    if (m->kind == CXLP_MEDIA_DEVDAX)
+        return 0; /* mapped at the device's alignment already */
+    uint64_t a = ALIGN_UP(off, MEDIA_HUGE_ALIGN), e = (off + len) & ~(MEDIA_HUGE_ALIGN - 1);
+    if (e <= a)
+        return 0;
+    if (madvise((uint8_t *)m->base + a, (size_t)(e - a), MADV_COLLAPSE) < 0)
+        return errno == EINVAL ? -EOPNOTSUPP : -errno;
+    return 0;
 }
 
 int media_write_fd(const struct media *m)

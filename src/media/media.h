@@ -22,6 +22,8 @@
 #include <sys/types.h>
 
 #define MEDIA_PATH_MAX 256
+/* Mappings start at a multiple of this (or of the backend's alignment). */
+#define MEDIA_HUGE_ALIGN (UINT64_C(2) << 20)
 
 struct media_ops;
 
@@ -77,6 +79,15 @@ int media_sync(struct media *m, uint64_t off, uint64_t len);
  * out again, so a full disk keeps no blocks of a failed call (ext4 keeps
  * what a failed fallocate got; tmpfs undoes it itself). */
 int media_prepare(struct media *m, uint64_t off, uint64_t len);
+/* Asks the kernel to put the whole 2 MiB pieces of [off, off+len) on 2 MiB
+ * pages (madvise MADV_COLLAPSE): the object's own pages change, so every
+ * mapping of it gains, not only this one. tmpfs allows an explicit collapse
+ * even with shmem_enabled=never (only "deny" refuses it). Costs a copy of
+ * the range; the range's contents are unchanged. 0; -EOPNOTSUPP where the
+ * kernel or the media cannot (Linux < 6.1, a file system without large
+ * folios); -ENOMEM/-EAGAIN when no free 2 MiB pages could be had (pieces
+ * already done stay done). devdax: 0, nothing to do. */
+int media_collapse(struct media *m, uint64_t off, uint64_t len);
 /* The object's descriptor when writes through it (pwrite, copy_file_range,
  * splice) land in the very pages the mapping shows: shm and file objects
  * opened writable. -1 for read-only media, numa (its placement is a policy

@@ -139,6 +139,11 @@ uint64_t attach_size(const struct attach *a)
     return a->L.size;
 }
 
+int attach_collapse(struct attach *a, uint64_t off, uint64_t len)
+{
+    return media_collapse(&a->m, off, len);
+}
+
 void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint32_t *live)
 {
     uint64_t mg = UINT64_MAX;

@@ -25,6 +25,8 @@ void attach_unref(struct attach *a);
 /* Base address and size of the mapping (valid while a reference is held). */
 const uint8_t *attach_base(const struct attach *a);
 uint64_t attach_size(const struct attach *a);
+/* media_collapse of [off, off+len) of the attachment's mapping. */
+int attach_collapse(struct attach *a, uint64_t off, uint64_t len);
 /* Lease pins: while pinned, extents visible in catalog generation gen are
  * not reused. pin returns a token for unpin. Thread-safe. */
 void attach_pin(struct attach *a, uint64_t gen);

@@ -256,6 +256,29 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
     return 0;
 }
 
+int cxlp_store_hugepages(cxlp_store *s)
+{
+    if (!s || s->obj.magic != OBJ_MAGIC)
+        return seterr(NULL, CXLP_EARG, "store_hugepages: not a store handle");
+    int first = 0;
+    uint64_t failed_at = 0;
+    for (uint64_t k = 0; k < s->n_shards; k++) {
+        int rc = attach_collapse(s->a, s->loc[k].off, s->loc[k].len);
+        if (rc == -EOPNOTSUPP)
+            return seterr(NULL, CXLP_EUNSUPPORTED, "dataset %s: this kernel or media cannot put "
+                          "pool memory on 2 MiB pages (MADV_COLLAPSE)", s->name);
+        if (rc && !first) {
+            first = rc;
+            failed_at = k;
+        }
+    }
+    if (first)
+        return seterr(NULL, first, "dataset %s: shard %" PRIu64 " (pool offset %" PRIu64 ") and "
+                      "maybe others stay on 4 KiB pages: %s", s->name, failed_at,
+                      s->loc[failed_at].off, cxlp_strerror(first));
+    return 0;
+}
+
 int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs)
 {
     if (!s || !docs || !n_docs)
