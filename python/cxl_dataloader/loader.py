@@ -32,13 +32,9 @@ from .dataset import CXLDataset
 
 MEMORY_POLICIES = ("hot_first", "streaming", "full_prefetch", "lookahead", "adaptive")
 
-_warned: set[str] = set()
-
-
-def _warn_once(key: str, msg: str) -> None:
-    if key not in _warned:
-        _warned.add(key)
-        warnings.warn(msg, UserWarning, stacklevel=3)
+def _warn(msg: str) -> None:
+    # Python's default filter shows a warning once per call site
+    warnings.warn(msg, UserWarning, stacklevel=3)
 
 
 def _node_exists(node: int) -> bool:
@@ -69,7 +65,7 @@ class CXLDataLoader:
             if memory_policy not in MEMORY_POLICIES:
                 raise ValueError(f"memory_policy {memory_policy!r}: expected None or one of "
                                  f"{', '.join(MEMORY_POLICIES)}")
-            _warn_once("memory_policy", f"memory_policy={memory_policy!r} is accepted but tiered "
+            _warn(f"memory_policy={memory_policy!r} is accepted but tiered "
                        "placement is not implemented yet: records are read where they lie")
         if numa_bind is not None and (int(numa_bind) < 0 or not _node_exists(int(numa_bind))):
             raise ValueError(f"numa_bind={numa_bind}: no such NUMA node "
@@ -140,7 +136,7 @@ class CXLDataLoader:
         if pin_to_cxl:
             node = _pool_node(dataset.spec)
             if node is None:
-                _warn_once("pin_to_cxl", f"pin_to_cxl: pool {dataset.spec!r} is not on the numa "
+                _warn(f"pin_to_cxl: pool {dataset.spec!r} is not on the numa "
                            "backend, so ring slots stay in local memory (no-op)")
             else:
                 self.slot_node = node
@@ -149,7 +145,7 @@ class CXLDataLoader:
             if torch.cuda.is_available():
                 self._cuda_pin = True
             else:
-                _warn_once("pin_memory", "pin_memory=True without CUDA: nothing to pin (no-op)")
+                _warn("pin_memory=True without CUDA: nothing to pin (no-op)")
 
     # -- order -------------------------------------------------------------
     def _order(self) -> np.ndarray:
