@@ -4,7 +4,7 @@
 #   2. ASan+UBSan build (Debug): ctest
 #   3. clang-14 libFuzzer build: replays each committed corpus, then fuzzes
 #      each target for FUZZ_SECONDS (default 10; CI uses 30)
-#   4. pytest, when python/ exists
+#   4. pytest over the in-tree extension, then the lifetime tests under ASan
 # Every step runs even when an earlier one failed; the exit code is 0 only if
 # all passed. Build dirs: build/, build-asan/, build-fuzz/ (BUILD_PREFIX).
 set -uo pipefail
@@ -71,12 +71,19 @@ else
   done
 fi
 
-if [ -d python ]; then
-  step "pytest"
-  python3 -m pytest -q python
-  rc=$?
-  # 5: no tests collected, not a failure of the code.
-  [ $rc -eq 0 ] || [ $rc -eq 5 ] || failed+=("pytest")
+if [ -d tests/python ]; then
+  # The extension is built in-tree ($B-py) and linked into python/ so the
+  # tests import this checkout, never another installed copy.
+  step "pytest (extension from $B-py), then the lifetime tests under ASan ($B-pyasan)"
+  mkdir -p "$B-py"
+  if cmake -S . -B "$B-py" -G Ninja -DCXLP_PYTHON=ON -DCXLP_TESTS=OFF \
+       >"$B-py/configure.log" 2>&1 && ninja -C "$B-py" -j"$JOBS" _core; then
+    ln -sf "$PWD/$B-py"/_core*.so python/cxl_dataloader/
+    PYTHONPATH="$PWD/python" python3 -m pytest -q tests/python || failed+=("pytest")
+    BUILD_DIR="$B-pyasan" scripts/pytest-asan.sh || failed+=("pytest asan")
+  else
+    cat "$B-py/configure.log"; failed+=("pytest build")
+  fi
 fi
 
 echo
