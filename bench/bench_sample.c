@@ -30,6 +30,7 @@
 #include <time.h>
 
 #include "cxlpool.h"
+#include "order_quality.h"
 
 #define BATCH 4096
 
@@ -196,22 +197,12 @@ static void memory(uint64_t want)
         printf(" ");
 }
 
-/* Wilson-Hilferty: chi-square critical value for df at upper tail z. */
-static double chi2_crit(double df, double z)
+/* Draws the whole epoch of s into v and measures it (order_quality.c, the
+ * code `cxlpool order --quality` runs too). */
+static struct order_quality measure(cxlp_sampler *s, uint64_t n, uint64_t S, uint64_t B,
+                                    uint64_t *v)
 {
-    double a = 2.0 / (9.0 * df);
-    double c = 1 - a + z * sqrt(a);
-    return df * c * c * c;
-}
-
-struct quality {
-    double shards_per_batch, spearman, chi2;
-};
-
-static struct quality measure(cxlp_sampler *s, uint64_t n, uint64_t S, uint64_t B,
-                              uint64_t *v, uint8_t *mark)
-{
-    struct quality q = {0};
+    struct order_quality q;
     uint64_t got = 0, k;
     while ((k = cxlp_sampler_next(s, v + got, BATCH)) > 0)
         got += k;
@@ -219,40 +210,10 @@ static struct quality measure(cxlp_sampler *s, uint64_t n, uint64_t S, uint64_t 
         fprintf(stderr, "quality: drew %" PRIu64 " of %" PRIu64 "\n", got, n);
         exit(1);
     }
-    /* distinct shards per batch */
-    uint64_t nb = 0, total = 0, M = (n + S - 1) / S;
-    memset(mark, 0, M);
-    for (uint64_t b0 = 0; b0 + B <= n; b0 += B, nb++) {
-        for (uint64_t i = b0; i < b0 + B; i++) {
-            uint64_t sh = v[i] / S;
-            total += !mark[sh];
-            mark[sh] = 1;
-        }
-        for (uint64_t i = b0; i < b0 + B; i++)
-            mark[v[i] / S] = 0;
+    if (order_quality(v, n, S, B, &q)) {
+        fprintf(stderr, "quality: out of memory\n");
+        exit(1);
     }
-    q.shards_per_batch = (double)total / (double)nb;
-    /* Spearman: output position and id are both ranks 0..n-1 */
-    long double d2 = 0;
-    for (uint64_t p = 0; p < n; p++) {
-        long double d = (long double)v[p] - (long double)p;
-        d2 += d * d;
-    }
-    long double nn = (long double)n;
-    q.spearman = (double)(1 - 6 * d2 / (nn * (nn * nn - 1)));
-    /* chi-square of (id bucket, position bucket) */
-    enum { G = 32 };
-    static uint64_t cell[G][G];
-    memset(cell, 0, sizeof cell);
-    for (uint64_t p = 0; p < n; p++)
-        cell[v[p] * G / n][p * G / n]++;
-    double e = (double)n / (G * G), x2 = 0;
-    for (int i = 0; i < G; i++)
-        for (int j = 0; j < G; j++) {
-            double o = (double)cell[i][j] - e;
-            x2 += o * o / e;
-        }
-    q.chi2 = x2;
     return q;
 }
 
@@ -260,8 +221,7 @@ static void quality(int seeds)
 {
     const uint64_t n = UINT64_C(1) << 22, S = 4096, B = 256;
     uint64_t *v = malloc(n * sizeof *v);
-    uint8_t *mark = calloc(n / S + 1, 1);
-    double crit = chi2_crit(31.0 * 31.0, 3.0902);
+    double crit = order_chi2_crit(31.0 * 31.0, 3.0902);
     printf("quality: n = 2^22 ids, shards of %" PRIu64 " (1024 shards), batches of %" PRIu64
            ", chi2 df 961, pass < %.0f (p = 0.001)\n", S, B, crit);
     printf("  %-16s %14s %10s %14s %6s\n", "order", "shards/batch", "spearman", "chi2", "pass");
@@ -277,11 +237,11 @@ static void quality(int seeds)
     };
     for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
         int reps = rows[r].kind == CXLP_ORDER_RANDOM ? seeds : 1, pass = 0;
-        struct quality sum = {0};
+        struct order_quality sum = {0};
         double worst = 0;
         for (int k = 0; k < reps; k++) {
             cxlp_sampler *s = mk(rows[r].kind, n, 1000 + (uint64_t)k, S, rows[r].W);
-            struct quality q = measure(s, n, S, B, v, mark);
+            struct order_quality q = measure(s, n, S, B, v);
             cxlp_sampler_free(s);
             sum.shards_per_batch += q.shards_per_batch / reps;
             sum.spearman += q.spearman / reps;
@@ -300,7 +260,6 @@ static void quality(int seeds)
     printf("  expected for a uniform shuffle: shards/batch %.1f, spearman 0, chi2 about 961\n",
            1024.0 * (1 - pow(1 - 1.0 / 1024, (double)B)));
     free(v);
-    free(mark);
 }
 
 int main(int argc, char **argv)

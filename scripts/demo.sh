@@ -5,10 +5,13 @@
 # /usr/share/common-licenses) into a Megatron-LM indexed dataset (.bin/.idx,
 # one document per file, one sequence per paragraph, byte-level tokens) and a
 # NumPy array of fixed 129-token training windows, ingests both, lists,
-# verifies, prints a record, runs the gather benchmark, and destroys the pool.
+# verifies, prints a record, runs the gather benchmark, trains a small
+# transformer from the pool for STEPS steps (examples/train_tiny.py, through
+# CXLDataLoader), and destroys the pool.
 #
 # Environment: POOL (default cxlp-demo), CORPUS (default
-# /usr/share/common-licenses), KEEP=1 keeps the pool, SKIP_SETUP=1 skips
+# /usr/share/common-licenses), STEPS (default 300), KEEP=1 keeps the pool,
+# SKIP_SETUP=1 skips
 # scripts/setup.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +20,7 @@ CORPUS=${CORPUS:-/usr/share/common-licenses}
 
 need_setup=0
 for t in cmake ninja pkg-config clang-14; do command -v "$t" >/dev/null || need_setup=1; done
-python3 -c 'import numpy' 2>/dev/null || need_setup=1
+python3 -c 'import numpy, torch, tqdm' 2>/dev/null || need_setup=1
 pkg-config --exists libxxhash numa 2>/dev/null || need_setup=1
 if [ "$need_setup" = 1 ] && [ "${SKIP_SETUP:-0}" != 1 ]; then bash scripts/setup.sh; fi
 
@@ -87,10 +90,21 @@ t = np.frombuffer(sys.stdin.buffer.read(), dtype=np.uint16)
 print(bytes(t.astype(np.uint8)).decode("utf-8", "replace")[:400])'
 run cat "$POOL" windows 0 --format dtype
 run bench gather "$POOL" windows --batch 32 --threads 1,2 --rounds 5
+
+# Train from the pool: the Python package over the same C sources.
+if ! python3 -c 'import cxl_dataloader' 2>/dev/null || \
+   [ -n "$(find python src include -newer "$(python3 -c 'import cxl_dataloader, os; print(os.path.dirname(cxl_dataloader.__file__))' 2>/dev/null || echo /)" -name '*.[chy]*' 2>/dev/null | head -1)" ]; then
+  echo; echo "== installing the Python package (pip install .)"
+  pipx=()
+  stdlib=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
+  [ -f "$stdlib/EXTERNALLY-MANAGED" ] && pipx+=(--break-system-packages)
+  python3 -m pip install -q --no-build-isolation --no-deps "${pipx[@]}" .
+fi
+echo; echo "\$ python3 examples/train_tiny.py --pool $POOL --dataset licenses --steps ${STEPS:-300}"
+python3 examples/train_tiny.py --pool "$POOL" --dataset licenses --steps "${STEPS:-300}"
+
 if [ "${KEEP:-0}" = 1 ]; then
   echo; echo "kept pool $POOL (cxlpool destroy $POOL --yes to remove)"
 else
   run destroy "$POOL" --yes
 fi
-echo
-echo "Training from the pool comes with the PyTorch layer (not built yet)."

@@ -97,18 +97,22 @@ fi
 echo "kernel: $kernel"
 
 # --- the guest program, static, from the library sources ---
+for lib in libnuma.a libxxhash.a libc.a; do
+    [ -n "$(find /usr/lib /usr/lib64 -name "$lib" 2>/dev/null | head -1)" ] ||
+        skip "$lib not installed (static build of the guest program)"
+done
 gcc -static -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror \
     -I"$src/include" -I"$src/src" \
-    "$src"/src/common/*.c "$src"/src/topo/*.c "$here/qemu-numa-guest.c" \
+    "$src"/src/*/*.c "$here/qemu-numa-guest.c" \
     -o "$work/guest" -lnuma -lxxhash -lpthread 2>"$work/cc.log" ||
-    { cat "$work/cc.log"; skip "static build of the guest program failed (libnuma.a, libxxhash.a, libc.a needed)"; }
+    { cat "$work/cc.log"; fail "static build of the guest program failed"; }
 
 # --- the initramfs ---
 root=$work/initramfs
 mkdir -p "$root"/bin "$root"/dev "$root"/proc "$root"/sys "$root"/tmp "$root"/modules ||
     fail "mkdir initramfs"
 cp "$busybox" "$root/bin/busybox" && cp "$work/guest" "$root/bin/guest" || fail "copy into initramfs"
-for a in sh mount echo cat poweroff sleep insmod; do ln -s busybox "$root/bin/$a"; done
+for a in sh mount mkdir echo cat poweroff sleep insmod; do ln -s busybox "$root/bin/$a"; done
 if [ "$with_cxl" = 1 ]; then
     for m in cxl/cxl_acpi cxl/cxl_pci cxl/cxl_mem nvdimm/libnvdimm cxl/cxl_pmem; do
         f=$(ls "$moddir/$m".ko* 2>/dev/null | head -1)
@@ -125,6 +129,7 @@ cat >"$root/init" <<'INIT'
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm
 if [ "$CXLP_GUEST" = cxl ]; then
     # order matters: the ACPI root first, then the PCI device and its memdev
     for m in cxl_acpi cxl_pci cxl_mem libnvdimm cxl_pmem; do insmod /modules/$m.ko; done

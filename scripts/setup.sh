@@ -9,7 +9,11 @@ cd "$(dirname "$0")/.."
 APT_PKGS=(build-essential cmake ninja-build pkg-config libxxhash-dev xxhash
           libnuma-dev numactl libhwloc-dev liburing-dev clang-14
           libclang-rt-14-dev libfuzzer-14-dev llvm-14 python3-dev python3-pip
-          python3-venv util-linux)
+          python3-venv util-linux
+          # a real kernel with a CPU-less NUMA node and a CXL device, under
+          # QEMU (scripts/qemu-numa-check.sh); the kernel itself is fetched
+          # with apt-get download by that script
+          qemu-system-x86 busybox-static cpio)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

@@ -95,6 +95,7 @@ int cli_cmd_cat(int argc, char **argv);
 int cli_cmd_rm(int argc, char **argv);
 int cli_cmd_destroy(int argc, char **argv);
 int cli_cmd_bench(int argc, char **argv);
+int cli_cmd_order(int argc, char **argv);
 
 /* Progress bar on stderr for ingest (only drawn on a terminal). */
 struct progress {

@@ -9,6 +9,10 @@ from ._core import CXLError
 from .pool import CXLMemoryPool
 from .dataset import CXLDataset
 from .loader import CXLDataLoader
+from .samplers import (BlendedCXLDataset, BlendedCXLSampler, CurriculumCXLSampler,
+                       DistributedCXLSampler, RandomCXLSampler)
 
-__all__ = ["CXLError", "CXLMemoryPool", "CXLDataset", "CXLDataLoader"]
+__all__ = ["CXLError", "CXLMemoryPool", "CXLDataset", "CXLDataLoader", "RandomCXLSampler",
+           "DistributedCXLSampler", "BlendedCXLSampler", "BlendedCXLDataset",
+           "CurriculumCXLSampler"]
 __version__ = "0.1.0"

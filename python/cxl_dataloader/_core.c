@@ -69,7 +69,8 @@ static struct PyModuleDef core_module = {
 
 PyMODINIT_FUNC PyInit__core(void)
 {
-    PyTypeObject *types[] = {&PoolType, &StoreType, &ArrayType, &LoaderType, &BatchType};
+    PyTypeObject *types[] = {&PoolType, &StoreType, &ArrayType, &LoaderType, &BatchType,
+                            &SamplerType};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;
@@ -81,7 +82,8 @@ PyMODINIT_FUNC PyInit__core(void)
         "A libcxlpool failure: args are (code, message, code name).", PyExc_RuntimeError, NULL);
     if (!CoreError || PyModule_AddObjectRef(m, "CXLError", CoreError) < 0)
         goto fail;
-    const char *names[] = {"Pool", "Store", "Array", "Loader", "Batch"};
+    const char *names[] = {"Pool", "Store", "Array", "Loader", "Batch",
+                           "Sampler"};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0)
             goto fail;

@@ -20,6 +20,7 @@
 
 extern PyObject *CoreError;
 extern PyTypeObject PoolType, StoreType, ArrayType, LoaderType, BatchType;
+extern PyTypeObject SamplerType;
 
 /* Raises CoreError(code, message) from rc and the handle's message (NULL:
  * the thread's). Returns NULL for `return core_raise(...)`. */
@@ -66,10 +67,20 @@ typedef struct {
     PyObject *store;         /* StoreObject */
     Py_buffer order;         /* the sample ids, int64 or uint64 */
     uint64_t pos;            /* next position in order handed to the engine */
+    PyObject *sampler;       /* SamplerObject when the order is a Sampler, else NULL */
     int collate;
     uint64_t seq_len;
     uint64_t stall_ns;       /* time next() / take() waited on the engine */
 } LoaderObject;
+
+/* A cxlp_sampler; busy while a Loader draws from it (see _core_sampler.c). */
+typedef struct {
+    PyObject_HEAD
+    cxlp_sampler *s;
+    uint64_t id_bound;       /* every id drawn is < id_bound */
+    uint64_t fingerprint;    /* fixed at create (read without touching the handle) */
+    int busy;                /* Loaders drawing from it */
+} SamplerObject;
 
 typedef struct {
     PyObject_HEAD

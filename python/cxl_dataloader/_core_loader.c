@@ -1,9 +1,10 @@
 /*
  * _core_loader.c - Loader: the C gather engine over an order of sample ids;
  * Batch: one ring slot lent to Python. The engine's threads read the order
- * buffer directly (no GIL, no per-sample Python); next() releases the GIL
- * while it waits. A slot goes back to the ring when its Batch and every
- * Array/tensor viewing it are gone.
+ * buffer directly (no GIL, no per-sample Python), or, when the order is a
+ * Sampler, call cxlp_sampler_next themselves (no id exists in Python at
+ * all); next() releases the GIL while it waits. A slot goes back to the
+ * ring when its Batch and every Array/tensor viewing it are gone.
  */
 #include <time.h>
 
@@ -19,6 +20,16 @@ static int order_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
     memcpy(out, (const uint64_t *)l->order.buf + l->pos, (size_t)k * 8);
     l->pos += k;
     *n = (size_t)k;
+    return 0;
+}
+
+/* index source over a Sampler: the engine calls it under its planning lock,
+ * one thread at a time, which is the sampler's threading rule; Python keeps
+ * off the handle while busy is set */
+static int sampler_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
+{
+    LoaderObject *l = ctx;
+    *n = cxlp_sampler_next(((SamplerObject *)l->sampler)->s, out, max);
     return 0;
 }
 
@@ -39,7 +50,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                                      &seq_len, &pad_value, &drop_last, &numa_node, &first_offset,
                                      &bind_slots, &slot_node))
         return -1;
-    if (self->l) {
+    if (self->l || self->sampler || self->order.obj) {
         PyErr_SetString(PyExc_RuntimeError, "Loader already initialized");
         return -1;
     }
@@ -47,29 +58,48 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "dataset is closed");
         return -1;
     }
-    if (PyObject_GetBuffer(order, &self->order, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
-        return -1;
-    const char *f = self->order.format ? self->order.format : "B";
-    if (*f == '<' || *f == '=' || *f == '@')
-        f++;
-    if (self->order.itemsize != 8 || !strchr("qQlL", *f)) {
-        PyBuffer_Release(&self->order);
-        PyErr_Format(PyExc_TypeError, "order must be a contiguous int64 or uint64 buffer, got "
-                     "format '%s' itemsize %zd", self->order.format ? self->order.format : "B",
-                     self->order.itemsize);
-        return -1;
-    }
-    /* ids out of range fail in the engine with the record named; checking
-     * here once is cheaper than a surprise mid-epoch */
-    uint64_t n = cxlp_store_count(store->s), cnt = (uint64_t)(self->order.len / 8);
-    const uint64_t *ids = self->order.buf;
-    for (uint64_t i = 0; i < cnt; i++)
-        if (ids[i] >= n) {
-            PyBuffer_Release(&self->order);
-            PyErr_Format(PyExc_IndexError, "order[%llu] = %lld is outside the dataset's %llu records",
-                         (unsigned long long)i, (long long)ids[i], (unsigned long long)n);
+    uint64_t n = cxlp_store_count(store->s);
+    if (PyObject_TypeCheck(order, &SamplerType)) {
+        SamplerObject *so = (SamplerObject *)order;
+        if (!so->s || so->busy) {
+            PyErr_SetString(PyExc_ValueError, so->s ? "sampler is already used by a Loader"
+                                                    : "sampler not initialized");
             return -1;
         }
+        if (so->id_bound > n) {
+            PyErr_Format(PyExc_IndexError, "sampler draws ids below %llu but the dataset has "
+                         "%llu records", (unsigned long long)so->id_bound,
+                         (unsigned long long)n);
+            return -1;
+        }
+        so->busy++;
+        self->sampler = Py_NewRef(order);
+    } else {
+        if (PyObject_GetBuffer(order, &self->order, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+            return -1;
+        const char *f = self->order.format ? self->order.format : "B";
+        if (*f == '<' || *f == '=' || *f == '@')
+            f++;
+        if (self->order.itemsize != 8 || !strchr("qQlL", *f)) {
+            PyBuffer_Release(&self->order);
+            PyErr_Format(PyExc_TypeError, "order must be a Sampler or a contiguous int64 or "
+                         "uint64 buffer, got format '%s' itemsize %zd",
+                         self->order.format ? self->order.format : "B", self->order.itemsize);
+            return -1;
+        }
+        /* ids out of range fail in the engine with the record named; checking
+         * here once is cheaper than a surprise mid-epoch */
+        uint64_t cnt = (uint64_t)(self->order.len / 8);
+        const uint64_t *ids = self->order.buf;
+        for (uint64_t i = 0; i < cnt; i++)
+            if (ids[i] >= n) {
+                PyBuffer_Release(&self->order);
+                PyErr_Format(PyExc_IndexError, "order[%llu] = %lld is outside the dataset's "
+                             "%llu records", (unsigned long long)i, (long long)ids[i],
+                             (unsigned long long)n);
+                return -1;
+            }
+    }
     self->store = Py_NewRef(store);
     self->collate = collate;
     self->seq_len = seq_len;
@@ -78,7 +108,8 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                                  .drop_last = drop_last, .numa_node = numa_node,
                                  .first_offset = first_offset, .bind_slots = bind_slots,
                                  .slot_node = slot_node};
-    int rc = cxlp_loader_create(store->s, &o, order_fn, self, &self->l);
+    int rc = cxlp_loader_create(store->s, &o, self->sampler ? sampler_fn : order_fn, self,
+                                &self->l);
     if (rc) {
         core_raise(rc, NULL);
         return -1;
@@ -95,6 +126,10 @@ static void loader_dealloc(LoaderObject *self)
     }
     if (self->order.obj)
         PyBuffer_Release(&self->order);
+    if (self->sampler) {
+        ((SamplerObject *)self->sampler)->busy--;
+        Py_CLEAR(self->sampler);
+    }
     Py_XDECREF(self->store);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -276,9 +311,9 @@ PyTypeObject LoaderType = {
     .tp_name = "cxl_dataloader._core.Loader",
     .tp_basicsize = sizeof(LoaderObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Loader(store, order, batch_size, *, threads=1, slots=0, collate=COLLATE_STACK, "
-              "seq_len=0, pad_value=0, drop_last=False, numa_node=-1, first_offset=0, bind_slots=False, "
-              "slot_node=0)",
+    .tp_doc = "Loader(store, order (Sampler or int64 buffer), batch_size, *, threads=1, slots=0, "
+              "collate=COLLATE_STACK, seq_len=0, pad_value=0, drop_last=False, numa_node=-1, "
+              "first_offset=0, bind_slots=False, slot_node=0)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)loader_init,
     .tp_dealloc = (destructor)loader_dealloc,

@@ -2,7 +2,9 @@
 
 Fast path (a CXLDataset, no collate_fn, no batch_sampler, no worker_init_fn,
 batch_size not None): the sample order comes from the sampler (or
-shuffle/generator, as torch does), C threads copy records straight from the
+shuffle/generator, as torch does; one of our samplers is handed to the
+engine as its C sampler, so the engine's threads draw the ids themselves and
+no index passes through Python), C threads copy records straight from the
 pool into a ring of batch slots, and each batch is handed out as tensors
 viewing its slot (no copy); the slot returns to the ring when those tensors
 are freed.
@@ -29,6 +31,7 @@ import torch
 
 from . import _core
 from .dataset import CXLDataset
+from .samplers import CXLSamplerBase
 
 MEMORY_POLICIES = ("hot_first", "streaming", "full_prefetch", "lookahead", "adaptive")
 
@@ -182,13 +185,20 @@ class CXLDataLoader:
                 for out in self._torch:
                     yield self._to_device(out, non_blocking=self.pin_memory)
             return
-        order = self._order()
         start, off = 0, 0
         if self._resume is not None:
             start, off = self._resume["position"], self._resume["offset"]
             self._resume = None
+        cxl = isinstance(self.sampler, CXLSamplerBase)
+        if cxl:
+            # positioned by the sampler's own (restored) state; the sampler
+            # counts what we deliver so its state_dict() is the consumer's
+            order: Any = self.sampler._begin()
+            start = 0
+        else:
+            order = self._order()[start:]
         self._pos, self._off = start, off
-        eng = _core.Loader(self.dataset.store, order[start:], self.batch_size,
+        eng = _core.Loader(self.dataset.store, order, self.batch_size,
                            threads=self.threads, slots=self.slots, collate=self.collate,
                            seq_len=self.seq_len, pad_value=self.pad_value,
                            drop_last=self.drop_last, numa_node=self.numa_node,
@@ -210,6 +220,8 @@ class CXLDataLoader:
                     break
                 data, lengths, _, rr, self._off = r
                 self._pos = start + rr
+                if cxl:
+                    self.sampler._drawn = rr
                 out: Any = (from_dlpack(data) if stack else
                             {"tokens": from_dlpack(data), "lengths": from_dlpack(lengths)})
                 if pin:
@@ -224,6 +236,8 @@ class CXLDataLoader:
             self._engine = None
             if pin:
                 self._unregister_slots()
+        if cxl:
+            self.sampler._finish()
         self.epoch += 1
         self._pos, self._off = 0, 0
 
@@ -286,11 +300,19 @@ class CXLDataLoader:
     # -- resume ------------------------------------------------------------
     def state_dict(self) -> dict:
         """Where the next batch starts: epoch, records consumed in the epoch
-        and (packed rows) elements of the next record already delivered."""
-        return {"epoch": self.epoch, "position": self._pos, "offset": self._off,
-                "seed": self.seed}
+        and (packed rows) elements of the next record already delivered.
+        With one of our samplers, also the sampler's state after the
+        delivered batches ("sampler"), which restores under another world
+        size as well (see samplers.py)."""
+        st = {"epoch": self.epoch, "position": self._pos, "offset": self._off,
+              "seed": self.seed}
+        if self.fast and isinstance(self.sampler, CXLSamplerBase):
+            st["sampler"] = self.sampler.state_dict()
+        return st
 
     def load_state_dict(self, state: dict) -> None:
         self.epoch = int(state["epoch"])
         self.seed = int(state.get("seed", self.seed))
         self._resume = {"position": int(state["position"]), "offset": int(state["offset"])}
+        if "sampler" in state and isinstance(getattr(self, "sampler", None), CXLSamplerBase):
+            self.sampler.load_state_dict(state["sampler"])

@@ -146,6 +146,27 @@ int media_fstat(struct media *m, char *err, size_t errlen)
     return 0;
 }
 
+int media_open_errno(struct media *m, int e, int creating, char *err, size_t errlen)
+{
+    if (creating && e == EEXIST)
+        return media_err(err, errlen, CXLP_EEXIST, "%s: pool already exists", m->path);
+    if (!creating && e == ENOENT)
+        return media_err(err, errlen, CXLP_ENOTFOUND, "%s: no such pool", m->path);
+    return media_err(err, errlen, -e, "%s: %s%s: %s", m->path, creating ? "create" : "open",
+                     !creating && m->writable ? " for writing" : "", strerror(e));
+}
+
+int media_init_created(struct media *m, uint64_t size, uint32_t mode, char *err, size_t errlen)
+{
+    /* the umask does not decide a pool's mode: the caller's mode does */
+    if (fchmod(m->fd, (mode_t)mode) < 0 || ftruncate(m->fd, (off_t)size) < 0)
+        return media_err(err, errlen, -errno, "%s: size %llu: %s", m->path,
+                         (unsigned long long)size, strerror(errno));
+    m->size = size;
+    m->owner = geteuid();
+    return media_map_fd(m, err, errlen);
+}
+
 int media_map_fd(struct media *m, char *err, size_t errlen)
 {
     if (m->size == 0)

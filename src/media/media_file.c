@@ -55,22 +55,10 @@ static int on_dax_mount(const char *path)
 static int file_create(struct media *m, uint64_t size, uint32_t mode, char *err, size_t errlen)
 {
     m->fd = open(m->path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
-    if (m->fd < 0) {
-        int e = errno;
-        if (e == EEXIST)
-            return media_err(err, errlen, CXLP_EEXIST, "%s: pool already exists", m->path);
-        return media_err(err, errlen, -e, "%s: create: %s", m->path, strerror(e));
-    }
-    if (fchmod(m->fd, (mode_t)mode) < 0 || ftruncate(m->fd, (off_t)size) < 0) {
-        int e = errno;
-        unlink(m->path);
-        return media_err(err, errlen, -e, "%s: size %llu: %s", m->path,
-                         (unsigned long long)size, strerror(e));
-    }
-    m->size = size;
-    m->owner = geteuid();
+    if (m->fd < 0)
+        return media_open_errno(m, errno, 1, err, errlen);
     m->emulated = !on_dax_mount(m->path);
-    int rc = media_map_fd(m, err, errlen);
+    int rc = media_init_created(m, size, mode, err, errlen);
     if (rc)
         unlink(m->path);
     return rc;
@@ -79,13 +67,8 @@ static int file_create(struct media *m, uint64_t size, uint32_t mode, char *err,
 static int file_open(struct media *m, char *err, size_t errlen)
 {
     m->fd = open(m->path, (m->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-    if (m->fd < 0) {
-        int e = errno;
-        if (e == ENOENT)
-            return media_err(err, errlen, CXLP_ENOTFOUND, "%s: no such pool", m->path);
-        return media_err(err, errlen, -e, "%s: open%s: %s", m->path,
-                         m->writable ? " for writing" : "", strerror(e));
-    }
+    if (m->fd < 0)
+        return media_open_errno(m, errno, 0, err, errlen);
     int rc = media_fstat(m, err, errlen);
     if (rc)
         return rc;

@@ -20,6 +20,12 @@ int media_err(char *err, size_t errlen, int rc, const char *fmt, ...)
 
 /* Maps the whole of m->fd (m->size bytes) per m->writable; sets m->base. */
 int media_map_fd(struct media *m, char *err, size_t errlen);
+/* Maps errno e of creating (EEXIST -> CXLP_EEXIST) or opening (ENOENT ->
+ * CXLP_ENOTFOUND) m->path to a code and a message naming the path. */
+int media_open_errno(struct media *m, int e, int creating, char *err, size_t errlen);
+/* After an exclusive create of m->fd: sets mode, sizes (sparse) and maps.
+ * The caller removes the object when this fails. */
+int media_init_created(struct media *m, uint64_t size, uint32_t mode, char *err, size_t errlen);
 /* fstat: size (regular files) and owner. */
 int media_fstat(struct media *m, char *err, size_t errlen);
 /* fallocate [off, off+len) of m->fd; EOPNOTSUPP tolerated. */

@@ -27,22 +27,9 @@ static const char *shm_name(const struct media *m)
 int shm_create_common(struct media *m, uint64_t size, uint32_t mode, char *err, size_t errlen)
 {
     m->fd = shm_open(shm_name(m), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
-    if (m->fd < 0) {
-        int e = errno;
-        if (e == EEXIST)
-            return media_err(err, errlen, CXLP_EEXIST, "%s: pool already exists", m->path);
-        return media_err(err, errlen, -e, "%s: create: %s", m->path, strerror(e));
-    }
-    /* shm_open applies the umask; the mode asked for is the mode we keep */
-    if (fchmod(m->fd, (mode_t)mode) < 0 || ftruncate(m->fd, (off_t)size) < 0) {
-        int e = errno;
-        shm_unlink(shm_name(m));
-        return media_err(err, errlen, -e, "%s: size %llu: %s", m->path,
-                         (unsigned long long)size, strerror(e));
-    }
-    m->size = size;
-    m->owner = geteuid();
-    int rc = media_map_fd(m, err, errlen);
+    if (m->fd < 0)
+        return media_open_errno(m, errno, 1, err, errlen);
+    int rc = media_init_created(m, size, mode, err, errlen);
     if (rc)
         shm_unlink(shm_name(m));
     return rc;
@@ -51,13 +38,8 @@ int shm_create_common(struct media *m, uint64_t size, uint32_t mode, char *err, 
 int shm_open_common(struct media *m, char *err, size_t errlen)
 {
     m->fd = shm_open(shm_name(m), (m->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
-    if (m->fd < 0) {
-        int e = errno;
-        if (e == ENOENT)
-            return media_err(err, errlen, CXLP_ENOTFOUND, "%s: no such pool", m->path);
-        return media_err(err, errlen, -e, "%s: open%s: %s", m->path,
-                         m->writable ? " for writing" : "", strerror(e));
-    }
+    if (m->fd < 0)
+        return media_open_errno(m, errno, 0, err, errlen);
     int rc = media_fstat(m, err, errlen);
     return rc ? rc : media_map_fd(m, err, errlen);
 }

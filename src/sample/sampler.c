@@ -103,7 +103,7 @@ int cxlp_sampler_create(const struct cxlp_sampler_config *cfg, cxlp_sampler **ou
             return seterr(NULL, CXLP_EARG, "sampler: cfg.window must be >= 1 for "
                           "the block order");
     }
-    cxlp_sampler *s;
+    cxlp_sampler *s = NULL;
     int rc = sampler_new(cfg, cfg ? cfg->kind : 0, &s);
     if (rc)
         return rc;
@@ -122,7 +122,7 @@ int cxlp_sampler_create_blend(const struct cxlp_sampler_config *cfg,
                               const struct cxlp_blend_source *src, size_t k,
                               int shuffle, cxlp_sampler **out)
 {
-    cxlp_sampler *s;
+    cxlp_sampler *s = NULL;
     int rc = sampler_new(cfg, CXLP_ORDER_BLEND, &s);
     if (rc)
         return rc;
@@ -139,7 +139,7 @@ int cxlp_sampler_create_curriculum(const struct cxlp_sampler_config *cfg,
                                    const struct cxlp_curriculum *cur,
                                    cxlp_sampler **out)
 {
-    cxlp_sampler *s;
+    cxlp_sampler *s = NULL;
     int rc = sampler_new(cfg, CXLP_ORDER_CURRICULUM, &s);
     if (rc)
         return rc;

@@ -91,7 +91,7 @@ int main(void)
     {
         uint64_t n = UINT64_C(1) << 50, S = UINT64_C(1) << 20, W = 4;
         cxlp_sampler *s = make(CXLP_ORDER_BLOCK, n, seed, 8, 3, 1, S, W);
-        uint64_t v[4096], shards[8], ns = 0;
+        uint64_t v[4096], shards[8] = {0}, ns = 0;
         CHECK(cxlp_sampler_next(s, v, 4096) == 4096);
         for (int i = 0; i < 4096; i++) {
             CHECK(v[i] < n);

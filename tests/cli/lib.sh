@@ -18,11 +18,12 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# pool_name PREFIX: a unique shm pool name, destroyed at exit.
+# pool_name VAR PREFIX: sets VAR to a unique shm pool name, destroyed at exit.
+# (Not used as $(pool_name ...): a subshell would lose the POOLS entry.)
 pool_name() {
-  local n="clitest.$1.$$.$RANDOM"
+  local n="clitest.$2.$$.$RANDOM"
   POOLS+=("$n")
-  echo "$n"
+  printf -v "$1" '%s' "$n"
 }
 # track SPEC: destroy SPEC at exit too (file: pools).
 track() { POOLS+=("$1"); }

@@ -6,7 +6,7 @@ source "$(dirname "$0")/lib.sh"
 python3 -c 'import numpy' 2>/dev/null || { echo "SKIP: numpy missing"; exit 77; }
 python3 "$(dirname "$0")/mkdata.py" "$T" || { fail "mkdata.py"; finish; }
 
-P=$(pool_name bad)
+pool_name P bad
 expect 0 "" "$CXLPOOL" create "$P" 16M
 expect 0 "" "$CXLPOOL" ingest "$P" keep "$T/good.raw" --format raw --record-size 256
 state "$P" >"$T/before"

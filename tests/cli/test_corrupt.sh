@@ -61,4 +61,12 @@ if python3 "$(dirname "$0")/patch_header.py" layout "$F" 2>"$T/patch.err"; then
 else
   fail "patch_header.py: $(cat "$T/patch.err")"
 fi
+# 4. A newer format version (checksum kept valid): refused as not ours.
+cp --sparse=always "$T/clean.img" "$F"
+if python3 "$(dirname "$0")/patch_header.py" version "$F" 2>"$T/patch.err"; then
+  expect 3 "version" "$CXLPOOL" verify "$P"
+  expect 1 "version" "$CXLPOOL" ingest "$P" more "$T/pattern.raw" --format raw --record-size 1024
+else
+  fail "patch_header.py version: $(cat "$T/patch.err")"
+fi
 finish

@@ -14,7 +14,7 @@ expect 4 "$NOPE" "$CXLPOOL" ingest "$NOPE" d /etc/hostname --format raw --record
 expect 4 "$NOPE" "$CXLPOOL" bench gather "$NOPE" d
 expect 4 "$NOPE" "$CXLPOOL" ls "file:$T/$NOPE.pool"
 
-P=$(pool_name nf)
+pool_name P nf
 expect 0 "" "$CXLPOOL" create "$P" 16M
 expect 4 "nosuch" "$CXLPOOL" cat "$P" nosuch 0
 expect 4 "nosuch" "$CXLPOOL" rm "$P" nosuch

@@ -11,7 +11,7 @@ nobody() { setpriv --reuid=65534 --regid=65534 --clear-groups -- "$@"; }
 head -c 8192 /dev/urandom >"$T/src.raw"
 chmod 644 "$T/src.raw"
 
-P=$(pool_name perm)
+pool_name P perm
 expect 0 "" "$CXLPOOL" create "$P" 16M
 mode=$(stat -c %a "/dev/shm/cxlp.$P")
 [ "$mode" = 600 ] && ok || fail "new pool has mode $mode, want 600"
@@ -33,7 +33,7 @@ mode=$(stat -c %a "$F")
 expect 1 "$F" nobody "$CXLPOOL" stat "file:$F"
 
 # Readable by others: reading works, writing is refused by owner.
-Q=$(pool_name shared)
+pool_name Q shared
 expect 0 "" "$CXLPOOL" create "$Q" 16M --mode 0644
 expect 0 "" "$CXLPOOL" ingest "$Q" d "$T/src.raw" --format raw --record-size 512
 state "$Q" >"$T/before"
@@ -44,7 +44,7 @@ expect 1 "owner|OWNER|EACCES|ermission" nobody "$CXLPOOL" ingest "$Q" e "$T/src.
 unchanged "$Q" "$T/before" "write by non-owner"
 
 # A source file the user cannot read: the message names it.
-R=$(pool_name mine)
+pool_name R mine
 expect 0 "" nobody "$CXLPOOL" create "$R" 16M
 state "$R" >"$T/before.r"
 chmod 600 "$T/src.raw"

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 python3 -c 'import numpy' 2>/dev/null || { echo "SKIP: numpy missing"; exit 77; }
 python3 "$(dirname "$0")/mkdata.py" "$T" || { fail "mkdata.py"; finish; }
 
-P=$(pool_name rt)
+pool_name P rt
 expect 0 "" "$CXLPOOL" create "$P" 64M
 grep -q "created pool $P" "$T/out" && ok || fail "create output: $(cat "$T/out")"
 

@@ -36,7 +36,7 @@ expect 2 "bench: --batch" "$CXLPOOL" bench gather p d --batch 0
 expect 2 "topo: unexpected argument" "$CXLPOOL" topo extra
 
 # Sizes take binary suffixes and fractions.
-P=$(pool_name usage)
+pool_name P usage
 expect 0 "" "$CXLPOOL" create "$P" 12.5MiB
 expect 0 "" "$CXLPOOL" stat "$P" --json
 python3 - "$T/out" <<'PY' && ok || fail "1.5MiB pool size"
@@ -47,7 +47,7 @@ PY
 expect 1 "exist" "$CXLPOOL" create "$P" 16M
 expect 0 "" "$CXLPOOL" destroy "$P" --yes
 # Arguments the library rejects are usage errors too.
-P=$(pool_name small)
+pool_name P small
 expect 2 "too small" "$CXLPOOL" create "$P" 1M
 expect 2 "bogus" "$CXLPOOL" ls "bogus:thing"
 finish

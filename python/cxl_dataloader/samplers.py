@@ -1,0 +1,480 @@
+"""torch Samplers over the C orders of libcxlpool (``cxlp_sampler_*``).
+
+Every order is a pure function of (seed, epoch, position): no index table
+exists (memory does not depend on the dataset size, except the curriculum's
+O(n) ranking), and a checkpoint is four integers::
+
+    {"seed": s, "epoch": e, "consumed": c, "fingerprint": f}
+
+``consumed`` counts the leading positions of the epoch order that all ranks
+together have read. Ranks draw interleaved positions (rank r reads
+``base + r, base + r + world, ...``, as torch's DistributedSampler), so after
+every rank has consumed ``k`` samples the positions read are exactly the
+prefix ``[0, base + k * world)``, whatever the world size. Restoring a state
+under another world size splits the rest of the epoch again: nothing is
+repeated or skipped.
+
+How a training loop checkpoints: take the state *after a synchronous step*
+(every rank has consumed the same number of samples) and count what the loop
+consumed, not what a prefetching DataLoader has drawn ahead::
+
+    seen = 0
+    for step, batch in enumerate(loader):
+        train(batch); seen += len(batch)
+        if step % 1000 == 0:
+            ckpt = {"sampler": sampler.state_dict(samples_seen=seen), ...}
+    # later, under any world size:
+    sampler.load_state_dict(ckpt["sampler"])
+
+``CXLDataLoader`` does this counting itself (its ``state_dict()`` carries the
+sampler state after the batches it delivered), and on its fast path the C
+gather engine draws from the C sampler directly: no index enters Python.
+
+An iterator that ran to its end moves the sampler to the next epoch when it
+is iterated again; ``set_epoch(e)`` (as with DistributedSampler) sets it
+explicitly. Unlike torch's DistributedSampler, an order therefore changes per
+epoch even without set_epoch.
+"""
+from __future__ import annotations
+
+import bisect
+import math
+from fractions import Fraction
+from typing import Any, Iterator, Optional, Sequence, Union
+
+import numpy as np
+import torch
+
+from . import _core
+
+_CHUNK = 4096
+_MAX_PERIOD = 1 << 24
+
+
+def _size(data_source_or_n: Any) -> int:
+    if isinstance(data_source_or_n, (int, np.integer)):
+        return int(data_source_or_n)
+    return len(data_source_or_n)
+
+
+def _dist_world_rank(num_replicas: Optional[int], rank: Optional[int]) -> tuple[int, int]:
+    dist = torch.distributed
+    on = dist.is_available() and dist.is_initialized()
+    world = num_replicas if num_replicas is not None else (dist.get_world_size() if on else 1)
+    r = rank if rank is not None else (dist.get_rank() if on else 0)
+    if world < 1 or not 0 <= r < world:
+        raise ValueError(f"invalid rank {r}, rank should be in the interval [0, {world - 1}]")
+    return int(world), int(r)
+
+
+class CXLSamplerBase(torch.utils.data.Sampler):
+    """What every order shares: epoch, split over ranks, state and resume.
+
+    Subclasses define ``_create(world, rank, drop_last)``, returning a fresh
+    ``_core.Sampler`` for ``self.seed`` / ``self.epoch``.
+    """
+
+    def __init__(self, seed: int, num_replicas: int = 1, rank: int = 0,
+                 drop_last: bool = False) -> None:
+        if num_replicas < 1 or not 0 <= rank < num_replicas:
+            raise ValueError(f"invalid rank {rank}, rank should be in the interval "
+                             f"[0, {num_replicas - 1}]")
+        self.seed = int(seed)
+        self.epoch = 0
+        self.num_replicas = int(num_replicas)
+        self.rank = int(rank)
+        self.drop_last = bool(drop_last)
+        self._resume: Optional[int] = None  # consumed to start the next iteration at
+        self._base = 0                      # consumed when the current iteration began
+        self._drawn = 0                     # this rank's draws in the current iteration
+        self._iter_len: Optional[int] = None
+        self._finished = False
+        self._probe_cache: Optional[_core.Sampler] = None
+
+    # -- to define ------------------------------------------------------------
+    def _create(self, world: int, rank: int, drop_last: bool) -> "_core.Sampler":
+        raise NotImplementedError
+
+    # -- the C sampler -----------------------------------------------------------
+    def _probe(self) -> "_core.Sampler":
+        """A sampler of this order (for its length and fingerprint)."""
+        if self._probe_cache is None:
+            self._probe_cache = self._create(self.num_replicas, self.rank, self.drop_last)
+        return self._probe_cache
+
+    @property
+    def fingerprint(self) -> int:
+        return self._probe().fingerprint
+
+    def epoch_len(self) -> int:
+        """Length of the epoch order (all ranks together)."""
+        return self._probe().epoch_len()
+
+    def _core_sampler(self) -> "_core.Sampler":
+        """A fresh C sampler at the start of this sampler's next iteration:
+        epoch set, positioned at the restored point if any."""
+        s = self._create(self.num_replicas, self.rank, self.drop_last)
+        if self._resume:
+            s.restore({"seed": self.seed, "epoch": self.epoch, "consumed": self._resume,
+                       "fingerprint": s.fingerprint})
+        return s
+
+    def _begin(self) -> "_core.Sampler":
+        """Starts an iteration (Python's or the gather engine's)."""
+        if self._finished:
+            self.epoch += 1
+            self._finished = False
+        s = self._core_sampler()
+        self._base = self._resume or 0
+        self._resume = None
+        self._drawn = 0
+        self._iter_len = s.rank_len()
+        return s
+
+    def _finish(self) -> None:
+        self._finished = True
+
+    def __getstate__(self) -> dict:
+        # the C handle is a cache: rebuilt from the parameters on demand
+        state = dict(self.__dict__)
+        state["_probe_cache"] = None
+        return state
+
+    # -- torch Sampler ----------------------------------------------------------
+    def __iter__(self) -> Iterator[int]:
+        s = self._begin()
+        while True:
+            ids = np.frombuffer(s.next(_CHUNK), dtype=np.int64)
+            if ids.size == 0:
+                break
+            for i in ids.tolist():
+                self._drawn += 1
+                yield i
+        self._finish()
+
+    def rank_len(self) -> int:
+        """This rank's count for the next (or current) iteration, any size."""
+        if self._resume is None and self._iter_len is not None and not self._finished:
+            return self._iter_len
+        rest = self.epoch_len() - (self._resume or 0)
+        w = self.num_replicas
+        return rest // w if self.drop_last else -(-rest // w)
+
+    def __len__(self) -> int:
+        return self.rank_len()
+
+    def set_epoch(self, epoch: int) -> None:
+        """Starts epoch `epoch` at the next iteration. A restored position is
+        kept when it belongs to that epoch (so the usual
+        ``load_state_dict(); set_epoch(saved_epoch)`` loop resumes)."""
+        epoch = int(epoch)
+        if epoch != self.epoch:
+            self._resume = None
+        self.epoch = epoch
+        self._finished = False
+
+    # -- state ---------------------------------------------------------------------
+    def state_dict(self, samples_seen: Optional[int] = None) -> dict:
+        """Four integers. samples_seen: what this rank's training loop has
+        consumed in the current iteration (default: what the iterator has
+        handed out, which a prefetching DataLoader runs ahead of). Take it
+        when every rank has consumed the same number of samples."""
+        if self._iter_len is None or self._resume is not None:
+            return {"seed": self.seed, "epoch": self.epoch, "consumed": self._resume or 0,
+                    "fingerprint": self.fingerprint}
+        seen = self._drawn if samples_seen is None else int(samples_seen)
+        if self._finished and samples_seen is None:
+            seen = self._iter_len  # the iteration ran out: the next one is a new epoch
+        if seen < 0 or seen > self._iter_len:
+            raise ValueError(f"samples_seen {seen} outside 0..{self._iter_len}")
+        if seen == self._iter_len:
+            epoch, consumed = self.epoch + 1, 0
+        else:
+            epoch, consumed = self.epoch, self._base + seen * self.num_replicas
+        return {"seed": self.seed, "epoch": epoch, "consumed": consumed,
+                "fingerprint": self.fingerprint}
+
+    def load_state_dict(self, state: dict) -> None:
+        """Continues from state under this sampler's own world size and rank
+        (which may differ from the saver's). ValueError for a state of
+        another order (other n, kind, shard size, sources...)."""
+        fp = int(state["fingerprint"])
+        if fp != self.fingerprint:
+            raise ValueError(f"sampler state fingerprint {fp:#x} is of another order "
+                             f"(this sampler's: {self.fingerprint:#x})")
+        consumed = int(state["consumed"])
+        if not 0 <= consumed <= self.epoch_len():
+            raise ValueError(f"sampler state consumed {consumed} outside the epoch "
+                             f"(length {self.epoch_len()})")
+        self.seed = int(state["seed"])
+        self.epoch = int(state["epoch"])
+        self._probe_cache = None
+        self._resume = consumed
+        self._finished = False
+        self._iter_len = None
+
+
+class RandomCXLSampler(CXLSamplerBase):
+    """A full permutation of 0..N-1, different each epoch, for any N up to
+    2^63 in O(1) memory (a keyed Feistel bijection).
+
+    Block mode (``shard_size`` given): ids are cut into shards of shard_size
+    consecutive ids, the shards are permuted, and samples are shuffled within
+    windows of ``window`` shards, so at most ``window`` shards are read at
+    once (the working set a fast tier keeps). ``window`` is the quality knob:
+    1 reads shard after shard, >= the number of shards is a full shuffle.
+
+    ``order="sequential"`` gives 0..N-1 (with the same split and state).
+    """
+
+    def __init__(self, data_source_or_n: Any, seed: int = 0, *,
+                 shard_size: Optional[int] = None, window: Optional[int] = None,
+                 order: Optional[str] = None, num_replicas: int = 1, rank: int = 0,
+                 drop_last: bool = False) -> None:
+        super().__init__(seed, num_replicas, rank, drop_last)
+        self.n = _size(data_source_or_n)
+        if order is None:
+            order = "block" if shard_size else "random"
+        if order not in ("random", "block", "sequential"):
+            raise ValueError(f"order '{order}': expected random, block or sequential")
+        if order == "block" and not shard_size:
+            raise ValueError("block order needs shard_size")
+        self.order = order
+        self.shard_size = int(shard_size or 0)
+        self.window = int(window or 1) if order == "block" else 0
+        self._probe()  # checks the arguments now
+
+    def _create(self, world: int, rank: int, drop_last: bool) -> "_core.Sampler":
+        return _core.Sampler(self.order, n=self.n, seed=self.seed, epoch=self.epoch,
+                             shard_size=self.shard_size, window=self.window, world=world,
+                             rank=rank, drop_last=drop_last)
+
+
+class DistributedCXLSampler(CXLSamplerBase):
+    """torch's DistributedSampler over the C orders: disjoint ranks, equal
+    counts (``drop_last`` drops the tail, else the first ids are repeated as
+    padding, as torch does), ``set_epoch``; world size and rank from
+    torch.distributed when it is initialized.
+
+    ``order``: "random" (default; "sequential" when shuffle=False), "block"
+    (with ``shard_size`` and ``window``), or another CXL sampler whose order
+    is then split over the ranks (a BlendedCXLSampler, a
+    CurriculumCXLSampler, a RandomCXLSampler in block mode); the seed is
+    then that sampler's.
+    A state saved under one world size restores under another.
+    """
+
+    def __init__(self, dataset: Any, num_replicas: Optional[int] = None,
+                 rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False, *, order: Union[str, CXLSamplerBase] = "random",
+                 shard_size: Optional[int] = None, window: Optional[int] = None) -> None:
+        world, r = _dist_world_rank(num_replicas, rank)
+        if isinstance(order, CXLSamplerBase):
+            base = order
+            seed = base.seed
+        else:
+            if not shuffle:
+                order = "sequential"
+            base = RandomCXLSampler(dataset, seed, shard_size=shard_size, window=window,
+                                    order=order)
+        super().__init__(seed, world, r, drop_last)
+        self.base = base
+        self.shuffle = shuffle
+        self.dataset = dataset
+        self._probe()
+
+    def _create(self, world: int, rank: int, drop_last: bool) -> "_core.Sampler":
+        self.base.seed, self.base.epoch = self.seed, self.epoch
+        return self.base._create(world, rank, drop_last)
+
+    @property
+    def num_samples(self) -> int:
+        """Per-rank count of a whole epoch (torch's attribute)."""
+        L, w = self.epoch_len(), self.num_replicas
+        return L // w if self.drop_last else -(-L // w)
+
+    @property
+    def total_size(self) -> int:
+        return self.num_samples * self.num_replicas
+
+
+# ---- blending -----------------------------------------------------------------
+
+def integer_weights(weights: Sequence[Any]) -> list[int]:
+    """Weights as integers with the same proportions: integers as given;
+    floats as the decimals they print as (0.3 -> 3/10), scaled to a common
+    denominator and reduced by the gcd. When that exceeds the blend period
+    limit (2^24), the proportions are rounded to multiples of 2^-20."""
+    if not weights:
+        raise ValueError("no weights")
+    if any(float(w) < 0 or not math.isfinite(float(w)) for w in weights):
+        raise ValueError("weights must be finite and >= 0")
+    if all(isinstance(w, (int, np.integer)) for w in weights):
+        q = [int(w) for w in weights]
+    else:
+        fr = [Fraction(repr(float(w))) if isinstance(w, (float, np.floating)) else Fraction(w)
+              for w in weights]
+        den = math.lcm(*(f.denominator for f in fr))
+        q = [int(f * den) for f in fr]
+    g = math.gcd(*q)
+    if g == 0:
+        raise ValueError("at least one weight must be > 0")
+    q = [x // g for x in q]
+    if sum(q) > _MAX_PERIOD:
+        total = sum(q)
+        q = [max(1, round(x * (1 << 20) / total)) if x else 0 for x in q]
+        g = math.gcd(*q)
+        q = [x // g for x in q]
+    return q
+
+
+class BlendedCXLDataset(torch.utils.data.Dataset):
+    """Several datasets laid end to end: global id = offset of its source +
+    id inside the source (the id space of BlendedCXLSampler)."""
+
+    def __init__(self, datasets: Sequence[Any]) -> None:
+        self.datasets = list(datasets)
+        if not self.datasets:
+            raise ValueError("no datasets")
+        self.sizes = [len(d) for d in self.datasets]
+        self.offsets = [0]
+        for s in self.sizes:
+            self.offsets.append(self.offsets[-1] + s)
+
+    def __len__(self) -> int:
+        return self.offsets[-1]
+
+    def locate(self, i: int) -> tuple[int, int]:
+        """(source, id inside the source) of global id i."""
+        i = int(i)
+        if i < 0:
+            i += len(self)
+        if not 0 <= i < len(self):
+            raise IndexError(f"id {i} out of range for {len(self)} samples")
+        src = bisect.bisect_right(self.offsets, i) - 1
+        return src, i - self.offsets[src]
+
+    def __getitem__(self, i: int) -> Any:
+        src, inner = self.locate(i)
+        return self.datasets[src][inner]
+
+
+class BlendedCXLSampler(CXLSamplerBase):
+    """Weighted blend of several datasets with exact proportions: after any
+    prefix of k samples each source's count is within 1 of k * w_i / sum(w)
+    (deterministic, like Megatron's BlendedDataset but exact). Ids are those
+    of a BlendedCXLDataset over the same datasets. Each source is read in a
+    fresh random order per pass (shuffle=True) or in storage order.
+
+    num_samples: epoch length (default: the sum of the source sizes).
+    """
+
+    def __init__(self, dataset_or_sizes: Any, weights: Sequence[Any], *,
+                 num_samples: Optional[int] = None, seed: int = 0, shuffle: bool = True,
+                 num_replicas: int = 1, rank: int = 0, drop_last: bool = False) -> None:
+        super().__init__(seed, num_replicas, rank, drop_last)
+        if isinstance(dataset_or_sizes, BlendedCXLDataset):
+            self.sizes = list(dataset_or_sizes.sizes)
+        else:
+            self.sizes = [_size(x) for x in dataset_or_sizes]
+        if len(self.sizes) != len(weights):
+            raise ValueError(f"{len(self.sizes)} sources but {len(weights)} weights")
+        self.weights = integer_weights(weights)
+        self.num_samples = int(num_samples or 0)
+        self.shuffle = shuffle
+        self._probe()
+
+    def _create(self, world: int, rank: int, drop_last: bool) -> "_core.Sampler":
+        return _core.Sampler.create_blend(self.sizes, self.weights, n=self.num_samples,
+                                          seed=self.seed, epoch=self.epoch, world=world,
+                                          rank=rank, drop_last=drop_last, shuffle=self.shuffle)
+
+    def source(self, i: int) -> tuple[int, int]:
+        return self._probe().source(int(i))
+
+
+# ---- curriculum ---------------------------------------------------------------
+
+DIFFICULTY_SUFFIX = ".difficulty"
+
+
+def write_difficulty(pool: Any, name: str, values: Any, tmpdir: Optional[str] = None) -> str:
+    """Stores per-sample difficulty for dataset `name` as the sibling dataset
+    ``<name>.difficulty`` of the same pool (float64 records, one per sample),
+    ingested from a .npy. Returns the sibling's name."""
+    import os
+    import tempfile
+    v = np.ascontiguousarray(np.asarray(values, dtype=np.float64).reshape(-1))
+    with tempfile.TemporaryDirectory(dir=tmpdir) as d:
+        path = os.path.join(d, "difficulty.npy")
+        np.save(path, v)
+        pool.ingest(name + DIFFICULTY_SUFFIX, path, progress=False)
+    return name + DIFFICULTY_SUFFIX
+
+
+class CurriculumCXLSampler(CXLSamplerBase):
+    """Samples released from easiest to hardest by a pacing schedule.
+
+    Difficulty comes from, in this order: ``difficulty`` (an array, one value
+    per sample), ``group`` (integer stage per sample, ascending = harder), a
+    scalar ``field`` of a CXLDataset's own records, or the sibling dataset
+    ``<name>.difficulty`` of the CXLDataset's pool (see write_difficulty).
+    Samples are ranked by (value, id); equal values are released together.
+
+    pacing g(t), t = progress in [0, 1] over ``total`` positions (default one
+    epoch): "linear" g0 + (1-g0) t; "root" sqrt(g0^2 + (1-g0^2) t); "step"
+    g0 + (1-g0) floor(steps t)/steps; g0 = ``start``. At t the ceil(g n)
+    easiest samples are released and drawn uniformly (distinct while the
+    released set holds), so easy samples repeat early in an epoch.
+    """
+
+    def __init__(self, dataset: Any = None, difficulty: Any = None, *, group: Any = None,
+                 field: Optional[str] = None, pacing: str = "linear", start: float = 0.1,
+                 steps: int = 4, total: int = 0, num_samples: Optional[int] = None,
+                 seed: int = 0, num_replicas: int = 1, rank: int = 0,
+                 drop_last: bool = False) -> None:
+        super().__init__(seed, num_replicas, rank, drop_last)
+        self._src: dict[str, Any] = {}
+        self._store_ds: Any = None  # a CXLDataset holding the values (pickles by reference)
+        self._field: Optional[str] = None
+        if difficulty is not None:
+            self._src["difficulty"] = np.ascontiguousarray(difficulty, dtype=np.float64)
+        elif group is not None:
+            self._src["group"] = np.ascontiguousarray(group, dtype=np.int64)
+        elif dataset is not None and hasattr(dataset, "store"):
+            if field is not None:
+                self._store_ds, self._field = dataset, field
+            else:
+                from .dataset import CXLDataset
+                self._store_ds = CXLDataset(dataset.spec, dataset.name + DIFFICULTY_SUFFIX)
+                self._field = None
+        else:
+            raise ValueError("give difficulty=, group=, or a CXLDataset with a scalar field= "
+                             "or a '<name>.difficulty' sibling dataset")
+        self.pacing, self.start, self.steps, self.total = pacing, float(start), int(steps), \
+            int(total)
+        self.num_samples = int(num_samples or 0)
+        n = self._probe().id_bound
+        if dataset is not None and not isinstance(dataset, int) and len(dataset) != n:
+            raise ValueError(f"{n} difficulty values for a dataset of {len(dataset)} samples")
+
+    def _create(self, world: int, rank: int, drop_last: bool) -> "_core.Sampler":
+        src = dict(self._src)
+        if self._store_ds is not None:
+            src = {"store": self._store_ds.store, "field": self._field}
+        return _core.Sampler.create_curriculum(
+            **src, pacing=self.pacing, start=self.start, steps=self.steps,
+            total=self.total, n=self.num_samples, seed=self.seed, epoch=self.epoch,
+            world=world, rank=rank, drop_last=drop_last)
+
+    def released(self, position: int) -> int:
+        """Samples released at position `position` of the current epoch."""
+        s = self._probe()
+        if s.state()["epoch"] != self.epoch:  # the pace runs over epochs too
+            self._probe_cache = None
+            s = self._probe()
+        return s.released(int(position))
+
+
+__all__ = ["CXLSamplerBase", "RandomCXLSampler", "DistributedCXLSampler", "BlendedCXLSampler",
+           "BlendedCXLDataset", "CurriculumCXLSampler", "integer_weights", "write_difficulty"]

@@ -1,0 +1,298 @@
+/*
+ * cmd_order.c - `cxlpool order`: print or analyse the order a sampler gives,
+ * for a dataset of a pool (its record count) or for a plain N.
+ *
+ *   --first K   the rank view's first K ids (what rank R reads, in order);
+ *   --counts    per-rank counts for every rank, and what drop_last drops or
+ *               padding repeats;
+ *   --quality   shuffle-quality figures of the epoch order (order_quality.c,
+ *               the bench's code): mean distinct shards per batch, Spearman
+ *               rank correlation of output vs storage order, chi-square of
+ *               position uniformity.
+ * Without any of the three, --first 10.
+ *
+ * The order is the library's (cxlp_sampler_*), so what this prints is
+ * exactly what a loader with the same seed, epoch, world and rank reads.
+ * Rejected: printing the whole order by default (N may be 10^12); a quality
+ * check on a sample of positions (the chi-square and the per-batch shard
+ * count need the order itself, so --quality is limited to N <= 2^26).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "order_quality.h"
+
+#define QUALITY_MAX_N (UINT64_C(1) << 26)
+#define COUNTS_MAX_WORLD 4096
+
+struct order_opts {
+    struct cxlp_sampler_config cfg;
+    uint64_t first;
+    int want_first, counts, quality, json;
+    uint64_t batch, qshard;
+    const char *spec, *name;
+};
+
+static int parse_opts(int argc, char **argv, struct order_opts *o)
+{
+    enum { O_N = 256, O_KIND, O_SEED, O_EPOCH, O_SHARD, O_WINDOW, O_WORLD, O_RANK, O_DROP,
+           O_FIRST, O_COUNTS, O_QUALITY, O_JSON, O_BATCH };
+    static const struct option lo[] = {
+        {"n", required_argument, 0, O_N},           {"kind", required_argument, 0, O_KIND},
+        {"seed", required_argument, 0, O_SEED},     {"epoch", required_argument, 0, O_EPOCH},
+        {"shard-size", required_argument, 0, O_SHARD},
+        {"window", required_argument, 0, O_WINDOW}, {"world", required_argument, 0, O_WORLD},
+        {"rank", required_argument, 0, O_RANK},     {"drop-last", no_argument, 0, O_DROP},
+        {"first", required_argument, 0, O_FIRST},   {"counts", no_argument, 0, O_COUNTS},
+        {"quality", no_argument, 0, O_QUALITY},     {"json", no_argument, 0, O_JSON},
+        {"batch", required_argument, 0, O_BATCH},   {0, 0, 0, 0},
+    };
+    int c, have_n = 0;
+    uint64_t world = 1, rank = 0;
+    o->cfg.kind = CXLP_ORDER_RANDOM;
+    o->batch = 256;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
+        uint64_t *dst = NULL;
+        const char *what = NULL;
+        switch (c) {
+        case -2: return EXIT_USAGE;
+        case O_N: dst = &o->cfg.n; what = "--n"; have_n = 1; break;
+        case O_SEED: dst = &o->cfg.seed; what = "--seed"; break;
+        case O_EPOCH: dst = &o->cfg.epoch; what = "--epoch"; break;
+        case O_SHARD: dst = &o->cfg.shard_size; what = "--shard-size"; break;
+        case O_WINDOW: dst = &o->cfg.window; what = "--window"; break;
+        case O_WORLD: dst = &world; what = "--world"; break;
+        case O_RANK: dst = &rank; what = "--rank"; break;
+        case O_FIRST: dst = &o->first; what = "--first"; o->want_first = 1; break;
+        case O_BATCH: dst = &o->batch; what = "--batch"; break;
+        case O_KIND:
+            o->cfg.kind = cxlp_order_parse(optarg);
+            if (o->cfg.kind < 0 || o->cfg.kind > CXLP_ORDER_BLOCK)
+                return cli_usage_error("--kind: '%s' is not random, block or sequential",
+                                       optarg);
+            break;
+        case O_DROP: o->cfg.drop_last = 1; break;
+        case O_COUNTS: o->counts = 1; break;
+        case O_QUALITY: o->quality = 1; break;
+        case O_JSON: o->json = 1; break;
+        }
+        if (dst && cli_parse_u64(optarg, dst))
+            return cli_usage_error("%s: '%s' is not an unsigned integer", what, optarg);
+    }
+    if (world == 0 || world > UINT32_MAX)
+        return cli_usage_error("--world: %" PRIu64 " is not in 1..%" PRIu32, world, UINT32_MAX);
+    if (rank >= world)
+        return cli_usage_error("--rank: %" PRIu64 " is not below --world %" PRIu64, rank, world);
+    if (o->batch == 0)
+        return cli_usage_error("--batch: must be at least 1");
+    o->cfg.world = (uint32_t)world;
+    o->cfg.rank = (uint32_t)rank;
+    if (o->cfg.kind == CXLP_ORDER_BLOCK && !o->cfg.shard_size)
+        return cli_usage_error("--kind block needs --shard-size");
+    if (o->cfg.kind == CXLP_ORDER_BLOCK && !o->cfg.window)
+        o->cfg.window = 1;
+    o->qshard = o->cfg.shard_size ? o->cfg.shard_size : 4096;
+    if (!o->want_first && !o->counts && !o->quality) {
+        o->want_first = 1;
+        o->first = 10;
+    }
+    int npos = argc - optind;
+    if (have_n ? npos != 0 : npos != 2)
+        return cli_usage_error(have_n ? "--n N takes no POOL NAME" : "give POOL NAME or --n N");
+    if (!have_n) {
+        o->spec = argv[optind];
+        o->name = argv[optind + 1];
+    }
+    return EXIT_OKAY;
+}
+
+/* n from the dataset's record count. */
+static int dataset_n(struct order_opts *o)
+{
+    cxlp_pool *p;
+    int ex = cli_open_pool(o->spec, 1, &p);
+    if (ex)
+        return ex;
+    cxlp_store *s;
+    int rc = cxlp_store_open(p, o->name, &s);
+    if (rc) {
+        ex = cli_report_error(rc, p, o->name);
+        cxlp_pool_close(p);
+        return ex;
+    }
+    o->cfg.n = cxlp_store_count(s);
+    cxlp_store_close(s);
+    cxlp_pool_close(p);
+    return EXIT_OKAY;
+}
+
+static void print_first(const struct order_opts *o, cxlp_sampler *s)
+{
+    uint64_t buf[1024], left = o->first;
+    int any = 0;
+    if (o->json)
+        printf(", \"first\": [");
+    else
+        printf("first %" PRIu64 " ids of rank %" PRIu32 ":\n", o->first, o->cfg.rank);
+    while (left) {
+        size_t k = cxlp_sampler_next(s, buf, left < 1024 ? (size_t)left : 1024);
+        if (!k)
+            break;
+        for (size_t i = 0; i < k; i++, any = 1)
+            printf(o->json ? (any ? ", %" PRIu64 : "%" PRIu64) : "%" PRIu64 "\n", buf[i]);
+        left -= k;
+    }
+    if (o->json)
+        printf("]");
+}
+
+/* Per-rank counts: every rank's length (equal by construction: printed
+ * from each rank's own sampler, so a mistake would show), what is dropped
+ * or repeated. */
+static int print_counts(const struct order_opts *o, uint64_t L)
+{
+    uint32_t w = o->cfg.world;
+    uint64_t per = 0;
+    if (o->json)
+        printf(", \"counts\": [");
+    else
+        printf("per-rank counts (world %" PRIu32 "):\n", w);
+    for (uint32_t r = 0; r < w; r++) {
+        struct cxlp_sampler_config c = o->cfg;
+        c.rank = r;
+        cxlp_sampler *s;
+        int rc = cxlp_sampler_create(&c, &s);
+        if (rc)
+            return cli_report_error(rc, NULL, "sampler");
+        per = cxlp_sampler_len(s);
+        cxlp_sampler_free(s);
+        if (o->json)
+            printf(r ? ", %" PRIu64 : "%" PRIu64, per);
+        else
+            printf("  rank %" PRIu32 ": %" PRIu64 "\n", r, per);
+    }
+    uint64_t total = per * w;
+    uint64_t dropped = total < L ? L - total : 0, padded = total > L ? total - L : 0;
+    if (o->json)
+        printf("], \"total\": %" PRIu64 ", \"dropped\": %" PRIu64 ", \"padded\": %" PRIu64,
+               total, dropped, padded);
+    else
+        printf("  total %" PRIu64 " of %" PRIu64 " positions; dropped %" PRIu64
+               ", padded %" PRIu64 "\n", total, L, dropped, padded);
+    return EXIT_OKAY;
+}
+
+static int print_quality(const struct order_opts *o)
+{
+    uint64_t n = o->cfg.n;
+    struct cxlp_sampler_config c = o->cfg;
+    c.world = 1;
+    c.rank = 0;
+    cxlp_sampler *s;
+    int rc = cxlp_sampler_create(&c, &s);
+    if (rc)
+        return cli_report_error(rc, NULL, "sampler");
+    uint64_t *v = malloc(n * sizeof *v), got = 0;
+    if (!v) {
+        cxlp_sampler_free(s);
+        return cli_report_os(-ENOMEM, "--quality");
+    }
+    size_t k;
+    while ((k = cxlp_sampler_next(s, v + got, 65536)) > 0)
+        got += k;
+    cxlp_sampler_free(s);
+    struct order_quality q;
+    rc = order_quality(v, n, o->qshard, o->batch, &q);
+    free(v);
+    if (rc)
+        return cli_report_os(rc, "--quality");
+    int pass = q.chi2 < q.chi2_crit;
+    if (o->json) {
+        printf(", \"quality\": {\"shard_size\": %" PRIu64 ", \"batch\": %" PRIu64
+               ", \"shards_per_batch\": %.3f, \"expected_shards_per_batch\": %.3f"
+               ", \"spearman\": %.6f, \"chi2\": %.3f, \"chi2_df\": %u, \"chi2_crit\": %.3f"
+               ", \"uniform\": %s}", o->qshard, o->batch, q.shards_per_batch,
+               q.expected_shards, q.spearman, q.chi2, (q.grid - 1) * (q.grid - 1),
+               q.chi2_crit, pass ? "true" : "false");
+        return EXIT_OKAY;
+    }
+    printf("quality (epoch order, shards of %" PRIu64 ", batches of %" PRIu64 "):\n", o->qshard,
+           o->batch);
+    printf("  shards/batch  %.1f (a uniform shuffle: %.1f)\n", q.shards_per_batch,
+           q.expected_shards);
+    printf("  spearman      %.4f (0 for a shuffle, 1 for storage order)\n", q.spearman);
+    printf("  chi2          %.1f, df %u, %s at p = 0.001 (critical %.1f)\n", q.chi2,
+           (q.grid - 1) * (q.grid - 1), pass ? "uniform" : "not uniform", q.chi2_crit);
+    return EXIT_OKAY;
+}
+
+int cli_cmd_order(int argc, char **argv)
+{
+    struct order_opts o;
+    memset(&o, 0, sizeof o);
+    int ex = parse_opts(argc, argv, &o);
+    if (ex)
+        return ex;
+    if (o.spec && (ex = dataset_n(&o)))
+        return ex;
+    /* refuse before printing anything, so --json output is whole or absent */
+    if (o.counts && o.cfg.world > COUNTS_MAX_WORLD)
+        return cli_usage_error("--counts: --world %" PRIu32 " is more ranks than %d",
+                               o.cfg.world, COUNTS_MAX_WORLD);
+    if (o.quality && (o.cfg.n > QUALITY_MAX_N || o.cfg.n < 20))
+        return cli_usage_error("--quality: n %" PRIu64 " is outside 20..%" PRIu64
+                               " (the figures need the whole epoch in memory)",
+                               o.cfg.n, QUALITY_MAX_N);
+    cxlp_sampler *s;
+    int rc = cxlp_sampler_create(&o.cfg, &s);
+    if (rc)
+        return cli_report_error(rc, NULL, "sampler");
+    struct cxlp_sampler_state st;
+    cxlp_sampler_state(s, &st);
+    uint64_t L = cxlp_sampler_epoch_len(s), per = cxlp_sampler_len(s);
+    const char *kind = cxlp_order_name(o.cfg.kind);
+    if (o.json) {
+        printf("{");
+        if (o.spec) {
+            printf("\"pool\": ");
+            cli_json_str(stdout, o.spec);
+            printf(", \"dataset\": ");
+            cli_json_str(stdout, o.name);
+            printf(", ");
+        }
+        printf("\"kind\": \"%s\", \"n\": %" PRIu64 ", \"seed\": %" PRIu64 ", \"epoch\": %" PRIu64
+               ", \"shard_size\": %" PRIu64 ", \"window\": %" PRIu64 ", \"world\": %" PRIu32
+               ", \"rank\": %" PRIu32 ", \"drop_last\": %s, \"epoch_len\": %" PRIu64
+               ", \"rank_len\": %" PRIu64 ", \"fingerprint\": \"%016" PRIx64 "\"",
+               kind, o.cfg.n, o.cfg.seed, o.cfg.epoch, o.cfg.shard_size, o.cfg.window,
+               o.cfg.world, o.cfg.rank, o.cfg.drop_last ? "true" : "false", L, per,
+               st.fingerprint);
+    } else {
+        printf("order %s over %" PRIu64 " ids", kind, o.cfg.n);
+        if (o.spec)
+            printf(" (%s %s)", o.spec, o.name);
+        printf(", seed %" PRIu64 ", epoch %" PRIu64, o.cfg.seed, o.cfg.epoch);
+        if (o.cfg.kind == CXLP_ORDER_BLOCK)
+            printf(", shards of %" PRIu64 ", window %" PRIu64, o.cfg.shard_size, o.cfg.window);
+        printf("\nworld %" PRIu32 ", rank %" PRIu32 ", %s: %" PRIu64 " per rank of %" PRIu64
+               "; fingerprint %016" PRIx64 "\n", o.cfg.world, o.cfg.rank,
+               o.cfg.drop_last ? "drop_last" : "padded", per, L, st.fingerprint);
+    }
+    if (o.want_first)
+        print_first(&o, s);
+    cxlp_sampler_free(s);
+    if (o.counts && (ex = print_counts(&o, L)))
+        return ex;
+    if (o.quality && (ex = print_quality(&o)))
+        return ex;
+    if (o.json)
+        printf("}\n");
+    if (fflush(stdout))
+        return cli_report_os(-errno, "stdout");
+    return EXIT_OKAY;
+}
