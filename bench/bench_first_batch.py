@@ -9,10 +9,13 @@ imported by `cxlpool ingest`. Then, --runs times, a new Python process
 loader's) times
     CXLMemoryPool(spec) -> CXLDataset(pool, name) -> CXLDataLoader(ds,
     batch_size=32, ...) -> next(iter(loader))
-with perf_counter, for a sequential loader and a shuffled one (whose first
-step computes the epoch's permutation), and checks the first sequential
-batch holds records 0..31. The pool file stays in the page cache between
-runs (cold-ish: new process, new mapping, nothing of the loader warm).
+with perf_counter, for a sequential loader, a shuffle=True one (which
+materializes the epoch's permutation with torch.randperm) and one over a
+RandomCXLSampler (the engine's threads draw ids from the C sampler), and
+checks the first sequential batch holds records 0..31. The pool file is read
+once into the page cache before the runs (cold-ish: new process, new
+mapping, nothing of the loader warm; a pool larger than the free page cache
+still pays disk reads for random records).
 The pool and the source are removed at the end unless --keep.
 
     python3 bench/bench_first_batch.py [--gib 16] [--runs 5] [--dir /var/tmp] [--keep]
@@ -34,14 +37,17 @@ CHILD = r"""
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import torch
-from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool
-spec, name, shuffle = sys.argv[2], sys.argv[3], sys.argv[4] == "1"
+from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool, RandomCXLSampler
+spec, name, kind = sys.argv[2], sys.argv[3], sys.argv[4]
 t0 = time.perf_counter()
 pool = CXLMemoryPool(spec, readonly=True)
 t1 = time.perf_counter()
 ds = CXLDataset(pool, name)
 t2 = time.perf_counter()
-dl = CXLDataLoader(ds, batch_size=32, shuffle=shuffle, num_workers=2)
+if kind == "cxl_sampler":
+    dl = CXLDataLoader(ds, batch_size=32, sampler=RandomCXLSampler(ds, seed=0), num_workers=2)
+else:
+    dl = CXLDataLoader(ds, batch_size=32, shuffle=kind == "shuffled", num_workers=2)
 t3 = time.perf_counter()
 it = iter(dl)
 b = next(it)
@@ -88,11 +94,11 @@ def main() -> int:
             build(a.cli, spec, path, d / "src.bin", a.gib)
         # the pool file in the page cache, as a pool in use would be
         subprocess.run(["cat", str(path)], stdout=subprocess.DEVNULL, check=True)
-        runs: dict[str, list[dict]] = {"sequential": [], "shuffled": []}
+        runs: dict[str, list[dict]] = {"sequential": [], "shuffled": [], "cxl_sampler": []}
         for r in range(a.runs):
             for kind in runs:
                 out = subprocess.run([sys.executable, "-c", CHILD, str(ROOT / "python"), spec,
-                                      "rec8k", "1" if kind == "shuffled" else "0"],
+                                      "rec8k", kind],
                                      check=True, capture_output=True, text=True).stdout
                 res = json.loads(out)
                 if kind == "sequential":
@@ -125,9 +131,9 @@ def main() -> int:
     for kind, s in summary.items():
         print(f"{kind:11} {s['open_ms']:8.2f} {s['dataset_ms']:8.2f} {s['loader_ms']:8.2f} "
               f"{s['first_batch_ms']:10.2f} {s['total_ms']:9.2f} {s['max_total_ms']:7.2f}")
-    worst = max(s["total_ms"] for s in summary.values())
-    print(f"goal: first batch within 100 ms of opening: {'met' if worst <= 100 else 'MISSED'} "
-          f"(median {worst:.1f} ms)")
+    for kind, s in summary.items():
+        print(f"goal: first batch within 100 ms of opening, {kind}: "
+              f"{'met' if s['total_ms'] <= 100 else 'MISSED'} (median {s['total_ms']:.1f} ms)")
     return 0
 
 
