@@ -5,7 +5,7 @@ One dataset of 8 KiB records (2048 int32 tokens; token 0 of record i is i),
 in a shm pool and, for torch, in a .npy file in the page cache. Every path
 reads every record once per pass, in a random order, in batches of 32, with
 2 threads or workers:
-  raw     `cxlpool bench gather POOL NAME --batch 32 --threads 2 --rounds 1`:
+  raw     `cxlpool bench gather POOL NAME --batch 32 --threads 2 --rounds 3`:
           the same records memcpy'd from the pool in C (cxlp_store_read +
           memcpy into a batch buffer); its figure is the pool path
           ("pool_records_s"); the private-copy figure is reported beside it
