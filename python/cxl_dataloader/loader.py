@@ -215,6 +215,8 @@ class CXLDataLoader:
         dev = self.device if self.device is not None and self.device.type != "cpu" else None
         try:
             while True:
+                if pin:
+                    self._retire()
                 r = take()
                 if r is None:
                     break
@@ -227,7 +229,7 @@ class CXLDataLoader:
                 if pin:
                     if eng.n_slots != len(self._registered):
                         self._register_slots(eng)
-                    self._hold(out)
+                    self._held.append((None, out))
                 if dev is not None:
                     out = self._to_device(out, non_blocking=pin)
                 yield out
@@ -253,7 +255,9 @@ class CXLDataLoader:
     # non_blocking copy from it may still be queued on the GPU: each batch is
     # held (its slot stays lent) until an event recorded on the current stream
     # when the next batch is asked for has completed, i.e. until the GPU is
-    # past everything the loop queued with that batch. Copies on other
+    # past everything the loop queued with that batch. Completed holds are
+    # let go before waiting for the next batch, so a GPU that keeps up
+    # never makes the ring grow. Copies on other
     # streams must be synchronized by the caller.
     def _register_slots(self, eng: Any) -> None:
         cudart = torch.cuda.cudart()
@@ -263,16 +267,17 @@ class CXLDataLoader:
                 raise RuntimeError(f"cudaHostRegister({addr:#x}, {size}) failed: {rc}")
             self._registered.append(addr)
 
-    def _hold(self, out: Any) -> None:
-        ev = torch.cuda.Event()
-        ev.record()
-        if self._held:
-            # the previous batch: everything queued with it precedes ev
-            prev = self._held.pop()
-            self._held.append((ev, prev[1]))
-        self._held.append((None, out))
-        while self._held and self._held[0][0] is not None and self._held[0][0].query():
-            self._held.popleft()
+    def _retire(self) -> None:
+        """Called when the loop asks for the next batch: everything it queued
+        with the last batch is on the stream before an event recorded now;
+        batches whose event has completed are let go (their slots return)."""
+        held = self._held
+        if held and held[-1][0] is None:
+            ev = torch.cuda.Event()
+            ev.record()
+            held[-1] = (ev, held[-1][1])
+        while held and held[0][0].query():
+            held.popleft()
 
     def _unregister_slots(self) -> None:
         torch.cuda.synchronize()
