@@ -640,6 +640,10 @@ struct cxlp_loader_opts {
     int numa_node;           /* run gather threads on this node's CPUs; -1: anywhere */
     uint64_t first_offset;   /* PACK resume: elements of the first record already
                                 delivered (from cxlp_batch.resume_offset) */
+    int bind_slots;          /* 1: bind every ring slot's memory to slot_node
+                                (mbind MPOL_BIND before first touch), e.g. the
+                                pool's node so batches stay on CXL memory */
+    int slot_node;           /* the node for bind_slots */
 };
 
 struct cxlp_batch {          /* borrowed from the ring until cxlp_loader_release */
@@ -674,6 +678,16 @@ CXLP_API int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *op
 CXLP_API int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out);
 /* Returns a batch's slot to the ring. Thread-safe; any order. */
 CXLP_API void cxlp_loader_release(cxlp_loader *l, struct cxlp_batch *b);
+/* The ring's slot memory, for registering it with a device (e.g.
+ * cudaHostRegister) or inspecting its placement: writes the address and size
+ * of slots first, first+1, ... (at most max of them) to addr[] and bytes[],
+ * and returns how many slots the ring has now. Slots are numbered in the
+ * order they were made; the ring only grows (in cxlp_loader_next), so a
+ * caller that remembers the count it saw registers only the new ones. A
+ * slot's memory neither moves nor goes away before cxlp_loader_free and the
+ * release of the last lent batch. Any thread. */
+CXLP_API uint32_t cxlp_loader_slots(cxlp_loader *l, uint32_t first, void **addr,
+                                    uint64_t *bytes, uint32_t max);
 /* Stops the threads. Batches not yet released stay valid; their memory goes
  * when the last of them is released. NULL is a no-op. */
 CXLP_API void cxlp_loader_free(cxlp_loader *l);

@@ -7,6 +7,7 @@
 #   4. scripts/qemu-numa-check.sh --cxl: topology discovery and a numa-backed
 #      pool on a real kernel with a CPU-less NUMA node, then a CXL device
 #   5. the Python package: pip install . and pytest tests/python
+#   6. the lifetime, dataset and loader tests under ASan (scripts/pytest-asan.sh)
 # Every step runs even when an earlier one failed; the exit code is 0 only if
 # all passed. Build dirs: build/, build-asan/, build-fuzz/ (BUILD_PREFIX).
 set -uo pipefail
@@ -96,6 +97,8 @@ if [ -d python ]; then
   else
     failed+=("pip install")
   fi
+  step "python under ASan+UBSan: the extension built with CXLP_SANITIZE ($B-pyasan)"
+  BUILD_DIR="$B-pyasan" scripts/pytest-asan.sh || failed+=("pytest asan")
 fi
 
 echo

@@ -55,6 +55,12 @@ typedef struct {
 /* New Array over data; takes a new reference to owner. */
 PyObject *array_new(PyObject *owner, void *data, int dtype, int ndim, const int64_t *shape);
 
+/* A DLPack capsule ("dltensor_versioned" if versioned, else "dltensor") for
+ * a C-contiguous view of data; manager_ctx holds a new reference to owner
+ * until the consumer's tensor is freed. */
+PyObject *dlpack_capsule(PyObject *owner, void *data, int dtype, int ndim,
+                         const int64_t *dims, int readonly, int versioned);
+
 typedef struct {
     PyObject_HEAD
     cxlp_loader *l;
@@ -64,6 +70,7 @@ typedef struct {
     PyObject *sampler;       /* SamplerObject when the order is a Sampler, else NULL */
     int collate;
     uint64_t seq_len;
+    uint64_t stall_ns;       /* time next() / take() waited on the engine */
 } LoaderObject;
 
 /* A cxlp_sampler; busy while a Loader draws from it (see _core_sampler.c). */

@@ -88,18 +88,19 @@ static int array_readonly(const ArrayObject *a)
 
 /* ---- DLPack ---- */
 
-static void fill_tensor(ArrayObject *a, DLTensor *t, int64_t *shape, int64_t *strides)
+static void fill_tensor(void *data, int dtype, int ndim, const int64_t *dims, DLTensor *t,
+                        int64_t *shape, int64_t *strides)
 {
-    t->data = a->data;
+    t->data = data;
     t->device.device_type = kDLCPU;
     t->device.device_id = 0;
-    t->ndim = a->ndim;
-    t->dtype = dl_dtype(a->dtype);
+    t->ndim = ndim;
+    t->dtype = dl_dtype(dtype);
     int64_t stride = 1;
-    for (int i = a->ndim - 1; i >= 0; i--) {
-        shape[i] = a->shape[i];
+    for (int i = ndim - 1; i >= 0; i--) {
+        shape[i] = dims[i];
         strides[i] = stride;
-        stride *= a->shape[i];
+        stride *= dims[i];
     }
     t->shape = shape;
     t->strides = strides;
@@ -147,6 +148,39 @@ static void capsule_legacy(PyObject *cap)
     PyErr_Clear();
 }
 
+PyObject *dlpack_capsule(PyObject *owner, void *data, int dtype, int ndim,
+                         const int64_t *dims, int readonly, int versioned)
+{
+    size_t sz = (size_t)ndim * 2 * sizeof(int64_t);
+    if (versioned) {
+        DLManagedTensorVersioned *m = PyMem_RawMalloc(sizeof *m + sz);
+        if (!m)
+            return PyErr_NoMemory();
+        int64_t *shape = (int64_t *)(m + 1);
+        m->version.major = DLPACK_MAJOR_VERSION;
+        m->version.minor = DLPACK_MINOR_VERSION;
+        m->manager_ctx = Py_NewRef(owner);
+        m->deleter = deleter_versioned;
+        m->flags = readonly ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
+        fill_tensor(data, dtype, ndim, dims, &m->dl_tensor, shape, shape + ndim);
+        PyObject *cap = PyCapsule_New(m, "dltensor_versioned", capsule_versioned);
+        if (!cap)
+            deleter_versioned(m);
+        return cap;
+    }
+    DLManagedTensor *m = PyMem_RawMalloc(sizeof *m + sz);
+    if (!m)
+        return PyErr_NoMemory();
+    int64_t *shape = (int64_t *)(m + 1);
+    m->manager_ctx = Py_NewRef(owner);
+    m->deleter = deleter_legacy;
+    fill_tensor(data, dtype, ndim, dims, &m->dl_tensor, shape, shape + ndim);
+    PyObject *cap = PyCapsule_New(m, "dltensor", capsule_legacy);
+    if (!cap)
+        deleter_legacy(m);
+    return cap;
+}
+
 static PyObject *array_dlpack(ArrayObject *a, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};
@@ -171,34 +205,8 @@ static PyObject *array_dlpack(ArrayObject *a, PyObject *args, PyObject *kw)
         if (!PyArg_ParseTuple(max_version, "ll", &major, &minor))
             return NULL;
     }
-    size_t dims = (size_t)a->ndim * 2 * sizeof(int64_t);
-    if (major >= 1) {
-        DLManagedTensorVersioned *m = PyMem_RawMalloc(sizeof *m + dims);
-        if (!m)
-            return PyErr_NoMemory();
-        int64_t *shape = (int64_t *)(m + 1);
-        m->version.major = DLPACK_MAJOR_VERSION;
-        m->version.minor = DLPACK_MINOR_VERSION;
-        m->manager_ctx = Py_NewRef(a);
-        m->deleter = deleter_versioned;
-        m->flags = array_readonly(a) ? DLPACK_FLAG_BITMASK_READ_ONLY : 0;
-        fill_tensor(a, &m->dl_tensor, shape, shape + a->ndim);
-        PyObject *cap = PyCapsule_New(m, "dltensor_versioned", capsule_versioned);
-        if (!cap)
-            deleter_versioned(m);
-        return cap;
-    }
-    DLManagedTensor *m = PyMem_RawMalloc(sizeof *m + dims);
-    if (!m)
-        return PyErr_NoMemory();
-    int64_t *shape = (int64_t *)(m + 1);
-    m->manager_ctx = Py_NewRef(a);
-    m->deleter = deleter_legacy;
-    fill_tensor(a, &m->dl_tensor, shape, shape + a->ndim);
-    PyObject *cap = PyCapsule_New(m, "dltensor", capsule_legacy);
-    if (!cap)
-        deleter_legacy(m);
-    return cap;
+    return dlpack_capsule((PyObject *)a, a->data, a->dtype, a->ndim, a->shape,
+                          array_readonly(a), major >= 1);
 }
 
 static PyObject *array_dlpack_device(ArrayObject *a, PyObject *unused)

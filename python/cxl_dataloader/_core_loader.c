@@ -6,6 +6,8 @@
  * all); next() releases the GIL while it waits. A slot goes back to the
  * ring when its Batch and every Array/tensor viewing it are gone.
  */
+#include <time.h>
+
 #include "_core.h"
 
 /* index source over the order buffer: runs on engine threads without the
@@ -35,16 +37,18 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"store", "order", "batch_size", "threads", "slots", "collate",
                              "seq_len", "pad_value", "drop_last", "numa_node", "first_offset",
-                             NULL};
+                             "bind_slots", "slot_node", NULL};
     StoreObject *store;
     PyObject *order;
     unsigned int batch_size, threads = 1, slots = 0;
-    int collate = CXLP_COLLATE_STACK, drop_last = 0, numa_node = -1;
+    int collate = CXLP_COLLATE_STACK, drop_last = 0, numa_node = -1, bind_slots = 0,
+        slot_node = 0;
     unsigned long long seq_len = 0, first_offset = 0;
     long long pad_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiK", kwlist, &StoreType, &store,
-                                     &order, &batch_size, &threads, &slots, &collate, &seq_len,
-                                     &pad_value, &drop_last, &numa_node, &first_offset))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKpi", kwlist, &StoreType,
+                                     &store, &order, &batch_size, &threads, &slots, &collate,
+                                     &seq_len, &pad_value, &drop_last, &numa_node, &first_offset,
+                                     &bind_slots, &slot_node))
         return -1;
     if (self->l || self->sampler || self->order.obj) {
         PyErr_SetString(PyExc_RuntimeError, "Loader already initialized");
@@ -102,7 +106,8 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     struct cxlp_loader_opts o = {.batch_size = batch_size, .threads = threads, .slots = slots,
                                  .collate = collate, .seq_len = seq_len, .pad_value = pad_value,
                                  .drop_last = drop_last, .numa_node = numa_node,
-                                 .first_offset = first_offset};
+                                 .first_offset = first_offset, .bind_slots = bind_slots,
+                                 .slot_node = slot_node};
     int rc = cxlp_loader_create(store->s, &o, self->sampler ? sampler_fn : order_fn, self,
                                 &self->l);
     if (rc) {
@@ -129,7 +134,16 @@ static void loader_dealloc(LoaderObject *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static PyObject *loader_next(LoaderObject *self)
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The next batch as a Batch object, NULL with no exception at the end. The
+ * time spent waiting for the engine (GIL released) goes to stall_ns. */
+static BatchObject *next_batch(LoaderObject *self)
 {
     if (!self->l) {
         PyErr_SetString(PyExc_ValueError, "loader not initialized");
@@ -137,13 +151,17 @@ static PyObject *loader_next(LoaderObject *self)
     }
     struct cxlp_batch *b = NULL;
     int rc;
+    uint64_t t0, t1;
     Py_BEGIN_ALLOW_THREADS
+    t0 = now_ns();
     rc = cxlp_loader_next(self->l, &b);
+    t1 = now_ns();
     Py_END_ALLOW_THREADS
+    self->stall_ns += t1 - t0;
     if (rc)
-        return core_raise(rc, self->l);
+        return (BatchObject *)core_raise(rc, self->l);
     if (!b)
-        return NULL; /* StopIteration */
+        return NULL;
     BatchObject *bo = PyObject_New(BatchObject, &BatchType);
     if (!bo) {
         cxlp_loader_release(self->l, b);
@@ -151,21 +169,158 @@ static PyObject *loader_next(LoaderObject *self)
     }
     bo->loader = Py_NewRef(self);
     bo->b = b;
-    return (PyObject *)bo;
+    return bo;
 }
+
+static PyObject *loader_next(LoaderObject *self)
+{
+    return (PyObject *)next_batch(self); /* NULL, no exception: StopIteration */
+}
+
+/* Shape and dtype of a batch's data array; returns ndim. */
+static int batch_shape(const BatchObject *self, int64_t *shape, int *dtype)
+{
+    const LoaderObject *l = (const LoaderObject *)self->loader;
+    const struct cxlp_schema *sc = cxlp_store_schema(((StoreObject *)l->store)->s);
+    const struct cxlp_batch *b = self->b;
+    shape[0] = b->rows;
+    if (l->collate != CXLP_COLLATE_STACK) {
+        shape[1] = (int64_t)l->seq_len;
+        *dtype = sc->fields[0].dtype;
+        return 2;
+    }
+    if (sc->n_fields == 1 && sc->fields[0].ndim < ARRAY_MAX_DIMS) {
+        const struct cxlp_field *f = &sc->fields[0];
+        for (int d = 0; d < f->ndim; d++)
+            shape[d + 1] = (int64_t)f->shape[d];
+        *dtype = f->dtype;
+        return f->ndim + 1;
+    }
+    shape[1] = (int64_t)b->row_bytes;
+    *dtype = CXLP_DT_U8;
+    return 2;
+}
+
+/* The fast path's one call per batch: (data, lengths, batch, resume_records,
+ * resume_offset) or None at the end. data (and lengths, PAD/PACK; else None)
+ * are DLPack capsules whose owner is the Batch, so the slot returns to the
+ * ring when the tensors made from them are freed. One call instead of an
+ * attribute, an Array and a __dlpack__ negotiation per batch: the Python
+ * side of a batch is a few microseconds. */
+static PyObject *loader_take(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    BatchObject *bo = next_batch(self);
+    if (!bo) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    int64_t shape[ARRAY_MAX_DIMS];
+    int dtype;
+    int ndim = batch_shape(bo, shape, &dtype);
+    PyObject *data = dlpack_capsule((PyObject *)bo, bo->b->data, dtype, ndim, shape, 0, 1);
+    PyObject *lengths = NULL, *out = NULL;
+    if (!data)
+        goto done;
+    if (bo->b->lengths) {
+        int64_t n = bo->b->rows;
+        lengths = dlpack_capsule((PyObject *)bo, (void *)bo->b->lengths, CXLP_DT_I64, 1, &n, 0, 1);
+        if (!lengths)
+            goto done;
+    }
+    out = Py_BuildValue("(NOOKK)", data, lengths ? lengths : Py_None, (PyObject *)bo,
+                        (unsigned long long)bo->b->resume_records,
+                        (unsigned long long)bo->b->resume_offset);
+    data = NULL;
+done:
+    Py_XDECREF(data);
+    Py_XDECREF(lengths);
+    Py_DECREF(bo);
+    return out;
+}
+
+/* [(address, bytes)] of ring slots first, first+1, ...: what pin_memory
+ * registers with CUDA. */
+static PyObject *loader_slots(LoaderObject *self, PyObject *args)
+{
+    unsigned int first = 0;
+    if (!PyArg_ParseTuple(args, "|I", &first))
+        return NULL;
+    if (!self->l) {
+        PyErr_SetString(PyExc_ValueError, "loader not initialized");
+        return NULL;
+    }
+    uint32_t n = cxlp_loader_slots(self->l, 0, NULL, NULL, 0);
+    uint32_t k = first < n ? n - first : 0;
+    void **addr = PyMem_Malloc((k ? k : 1) * sizeof *addr);
+    uint64_t *bytes = PyMem_Malloc((k ? k : 1) * sizeof *bytes);
+    PyObject *list = NULL;
+    if (!addr || !bytes) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    /* the ring may have grown since: list what this call saw */
+    if (k)
+        cxlp_loader_slots(self->l, first, addr, bytes, k);
+    list = PyList_New(k);
+    for (uint32_t i = 0; list && i < k; i++) {
+        PyObject *t = Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)addr[i],
+                                    (unsigned long long)bytes[i]);
+        if (!t)
+            Py_CLEAR(list);
+        else
+            PyList_SET_ITEM(list, i, t);
+    }
+out:
+    PyMem_Free(addr);
+    PyMem_Free(bytes);
+    return list;
+}
+
+static PyObject *loader_get_n_slots(LoaderObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLong(self->l ? cxlp_loader_slots(self->l, 0, NULL, NULL, 0) : 0);
+}
+
+static PyObject *loader_get_stall_ns(LoaderObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLongLong(self->stall_ns);
+}
+
+static PyMethodDef loader_methods[] = {
+    {"take", (PyCFunction)loader_take, METH_NOARGS,
+     "take() -> (data capsule, lengths capsule or None, Batch, resume_records, resume_offset), "
+     "or None at the end."},
+    {"slots", (PyCFunction)loader_slots, METH_VARARGS,
+     "slots(first=0) -> [(address, bytes)] of ring slots first, first+1, ..."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef loader_getset[] = {
+    {"n_slots", (getter)loader_get_n_slots, NULL, "slots in the ring now (it only grows)", NULL},
+    {"stall_ns", (getter)loader_get_stall_ns, NULL,
+     "nanoseconds next()/take() waited on the engine so far", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
 
 PyTypeObject LoaderType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "cxl_dataloader._core.Loader",
     .tp_basicsize = sizeof(LoaderObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Loader(store, order (Sampler or int64 buffer), batch_size, *, threads=1, slots=0, collate=COLLATE_STACK, "
-              "seq_len=0, pad_value=0, drop_last=False, numa_node=-1, first_offset=0)",
+    .tp_doc = "Loader(store, order (Sampler or int64 buffer), batch_size, *, threads=1, slots=0, "
+              "collate=COLLATE_STACK, seq_len=0, pad_value=0, drop_last=False, numa_node=-1, "
+              "first_offset=0, bind_slots=False, slot_node=0)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)loader_init,
     .tp_dealloc = (destructor)loader_dealloc,
     .tp_iter = PyObject_SelfIter,
     .tp_iternext = (iternextfunc)loader_next,
+    .tp_methods = loader_methods,
+    .tp_getset = loader_getset,
 };
 
 /* ---- Batch ---- */
@@ -181,22 +336,10 @@ static void batch_dealloc(BatchObject *self)
 static PyObject *batch_data(BatchObject *self, void *c)
 {
     (void)c;
-    LoaderObject *l = (LoaderObject *)self->loader;
-    const struct cxlp_schema *sc = cxlp_store_schema(((StoreObject *)l->store)->s);
-    struct cxlp_batch *b = self->b;
-    int64_t shape[ARRAY_MAX_DIMS] = {b->rows};
-    if (l->collate != CXLP_COLLATE_STACK) {
-        shape[1] = (int64_t)l->seq_len;
-        return array_new((PyObject *)self, b->data, sc->fields[0].dtype, 2, shape);
-    }
-    if (sc->n_fields == 1 && sc->fields[0].ndim < ARRAY_MAX_DIMS) {
-        const struct cxlp_field *f = &sc->fields[0];
-        for (int d = 0; d < f->ndim; d++)
-            shape[d + 1] = (int64_t)f->shape[d];
-        return array_new((PyObject *)self, b->data, f->dtype, f->ndim + 1, shape);
-    }
-    shape[1] = (int64_t)b->row_bytes;
-    return array_new((PyObject *)self, b->data, CXLP_DT_U8, 2, shape);
+    int64_t shape[ARRAY_MAX_DIMS];
+    int dtype;
+    int ndim = batch_shape(self, shape, &dtype);
+    return array_new((PyObject *)self, self->b->data, dtype, ndim, shape);
 }
 
 static PyObject *batch_ids(BatchObject *self, void *c)

@@ -29,6 +29,7 @@
  */
 #include <errno.h>
 #include <numa.h>
+#include <numaif.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -375,7 +376,12 @@ static void *worker(void *arg)
         pthread_mutex_lock(&l->mu);
         s->err = rc;
         s->state = SLOT_READY;
-        pthread_cond_broadcast(&l->cv_ready);
+        /* The one consumer waits for batch next_out only: waking it for any
+         * other batch costs a context switch per batch for nothing, which on
+         * a machine with as many CPUs as gather threads takes CPU time from
+         * the gather itself. */
+        if (k == l->next_out)
+            pthread_cond_signal(&l->cv_ready);
     }
     pthread_mutex_unlock(&l->mu);
     return NULL;
@@ -420,6 +426,17 @@ static int slot_add(cxlp_loader *l)
         s->data = NULL;
         slot_free(l, s);
         return -e;
+    }
+    if (l->o.bind_slots) {
+        /* before the first touch, so every page is allocated on the node */
+        unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {0};
+        int node = l->o.slot_node;
+        mask[node / (8 * (int)sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
+        if (mbind(s->data, (size_t)l->slot_bytes, MPOL_BIND, mask, 1024, 0) < 0) {
+            int e = errno;
+            slot_free(l, s);
+            return -e;
+        }
     }
     s->b.data = s->data;
     s->b.row_bytes = l->row_bytes;
@@ -482,6 +499,8 @@ static int check_opts(const struct rec_src *src, const struct cxlp_loader_opts *
     default:
         return seterr(NULL, CXLP_EARG, "loader: unknown collate %d", o->collate);
     }
+    if (o->bind_slots && (o->slot_node < 0 || o->slot_node >= 1024))
+        return seterr(NULL, CXLP_EARG, "loader: slot_node %d is not a node number", o->slot_node);
     if (o->first_offset && o->collate != CXLP_COLLATE_PACK)
         return seterr(NULL, CXLP_EARG, "loader: first_offset applies to PACK only");
     return 0;
@@ -534,13 +553,21 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     l->nslots = 0;
     for (uint32_t i = 0; i < want; i++) {
         if ((rc = slot_add(l))) {
-            rc = seterr(NULL, rc, "loader: %u slots of %llu bytes: %s", want,
-                        (unsigned long long)l->slot_bytes, strerror(-rc));
+            if (opts->bind_slots)
+                rc = seterr(NULL, rc, "loader: %u slots of %llu bytes bound to node %d: %s",
+                            want, (unsigned long long)l->slot_bytes, opts->slot_node,
+                            strerror(-rc));
+            else
+                rc = seterr(NULL, rc, "loader: %u slots of %llu bytes: %s", want,
+                            (unsigned long long)l->slot_bytes, strerror(-rc));
             goto fail;
         }
     }
     for (uint32_t i = 0; i < l->nthreads; i++) {
-        if ((rc = pthread_create(&l->threads[i], NULL, worker, l))) {
+        rc = pthread_create(&l->threads[i], NULL, worker, l);
+        if (rc == 0) /* a name users can find in top -H, py-spy and /proc */
+            pthread_setname_np(l->threads[i], "cxlp-gather");
+        if (rc) {
             pthread_mutex_lock(&l->mu);
             l->stopping = 1;
             pthread_cond_broadcast(&l->cv_free);
@@ -647,10 +674,27 @@ void cxlp_loader_release(cxlp_loader *l, struct cxlp_batch *b)
     s->state = SLOT_FREE;
     l->lent--;
     int last = l->freed && l->lent == 0;
-    pthread_cond_broadcast(&l->cv_free);
+    pthread_cond_signal(&l->cv_free); /* one slot: one worker can use it */
     pthread_mutex_unlock(&l->mu);
     if (last)
         destroy(l);
+}
+
+uint32_t cxlp_loader_slots(cxlp_loader *l, uint32_t first, void **addr, uint64_t *bytes,
+                           uint32_t max)
+{
+    if (!l)
+        return 0;
+    pthread_mutex_lock(&l->mu); /* slot_add runs under mu once the threads run */
+    uint32_t n = l->nslots;
+    for (uint32_t i = 0; i < max && first < n && i < n - first; i++) {
+        if (addr)
+            addr[i] = l->slots[first + i]->data;
+        if (bytes)
+            bytes[i] = l->slot_bytes;
+    }
+    pthread_mutex_unlock(&l->mu);
+    return n;
 }
 
 void cxlp_loader_free(cxlp_loader *l)

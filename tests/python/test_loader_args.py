@@ -1,0 +1,292 @@
+"""CXLDataLoader's arguments: every one of torch DataLoader's, plus
+memory_policy, pin_to_cxl, numa_bind, device; pin_memory without CUDA."""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import inspect
+import os
+import uuid
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from cxl_dataloader import CXLDataLoader, CXLDataset, CXLError, CXLMemoryPool
+
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason="tests the path without CUDA")
+
+
+@pytest.fixture
+def fixed(pool: CXLMemoryPool, tmp_path) -> tuple[CXLDataset, np.ndarray]:
+    arr = np.arange(300 * 8, dtype=np.int32).reshape(300, 8)
+    np.save(tmp_path / "f.npy", arr)
+    return CXLDataset.ingest(pool, "f", tmp_path / "f.npy"), arr
+
+
+def seen(loader) -> list[int]:
+    return sorted(int(r[0]) // 8 for b in loader for r in b)
+
+
+def mark_worker(worker_id: int) -> None:
+    torch.utils.data.get_worker_info().dataset.marked = True
+
+
+def test_accepts_every_torch_dataloader_argument() -> None:
+    ours = inspect.signature(CXLDataLoader).parameters
+    theirs = inspect.signature(torch.utils.data.DataLoader).parameters
+    missing = [n for n in theirs if n not in ours]
+    assert not missing, f"torch DataLoader arguments CXLDataLoader lacks: {missing}"
+    for n, p in theirs.items():  # same kind (positional or keyword-only) and default
+        assert ours[n].kind == p.kind and ours[n].default == p.default, n
+    for extra in ("memory_policy", "pin_to_cxl", "numa_bind", "device"):
+        assert extra in ours
+
+
+def test_fast_path_with_every_argument_spelled_out(fixed) -> None:
+    ds, _ = fixed
+    g = torch.Generator().manual_seed(5)
+    dl = CXLDataLoader(ds, batch_size=32, shuffle=True, sampler=None, batch_sampler=None,
+                       num_workers=2, collate_fn=None, pin_memory=False, drop_last=True,
+                       timeout=5.0, worker_init_fn=None, multiprocessing_context=None,
+                       generator=g, prefetch_factor=3, persistent_workers=True,
+                       pin_memory_device="", in_order=True, memory_policy=None,
+                       pin_to_cxl=False, numa_bind=None, device="cpu")
+    assert dl.fast
+    got = seen(dl)
+    assert len(got) == 288 and len(set(got)) == 288  # 9 full batches, no repeats
+
+
+def test_general_path_passes_every_argument_to_torch(fixed) -> None:
+    ds, arr = fixed
+    dl = CXLDataLoader(ds, batch_size=25, shuffle=False, num_workers=2,
+                       collate_fn=torch.utils.data.default_collate, pin_memory=False,
+                       drop_last=False, timeout=60, worker_init_fn=mark_worker,
+                       multiprocessing_context="fork", generator=None, prefetch_factor=2,
+                       persistent_workers=True, in_order=True, device="cpu")
+    assert not dl.fast
+    t = dl._torch
+    assert (t.num_workers, t.timeout, t.prefetch_factor, t.persistent_workers, t.in_order) == \
+        (2, 60, 2, True, True)
+    assert t.worker_init_fn is mark_worker
+    for _ in range(2):  # persistent workers serve a second epoch
+        assert torch.equal(torch.cat(list(dl)), torch.from_numpy(arr))
+
+
+def test_worker_init_fn_takes_the_general_path(fixed) -> None:
+    ds, _ = fixed
+    dl = CXLDataLoader(ds, batch_size=50, num_workers=1, worker_init_fn=mark_worker)
+    assert not dl.fast and seen(dl) == list(range(300))
+
+
+def test_bad_arguments_are_refused(fixed) -> None:
+    ds, _ = fixed
+    with pytest.raises(ValueError, match="memory_policy"):
+        CXLDataLoader(ds, memory_policy="fastest")
+    with pytest.raises(ValueError, match="numa_bind"):
+        CXLDataLoader(ds, numa_bind=4095)
+    with pytest.raises(ValueError, match="timeout"):
+        CXLDataLoader(ds, timeout=-1)
+    with pytest.raises(ValueError, match="prefetch_factor"):
+        CXLDataLoader(ds, prefetch_factor=0)
+    with pytest.raises(ValueError, match="shuffle"):
+        CXLDataLoader(ds, shuffle=True, sampler=range(10))
+
+
+def test_memory_policy_is_validated_and_says_it_does_nothing_yet(fixed) -> None:
+    ds, _ = fixed
+    for policy in ("hot_first", "streaming", "full_prefetch", "lookahead", "adaptive"):
+        with pytest.warns(UserWarning, match="not implemented yet"):
+            dl = CXLDataLoader(ds, batch_size=64, memory_policy=policy)
+        assert dl.memory_policy == policy and seen(dl) == list(range(300))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        CXLDataLoader(ds, memory_policy=None)
+
+
+def gather_threads() -> list[Path]:
+    return [t for t in Path("/proc/self/task").iterdir()
+            if (t / "comm").read_text().strip() == "cxlp-gather"]
+
+
+def cpu_set(cpulist: str) -> set[int]:
+    out: set[int] = set()
+    for part in cpulist.strip().split(","):
+        lo, _, hi = part.partition("-")
+        out.update(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def cpus_allowed(task: Path) -> set[int]:
+    for line in (task / "status").read_text().splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return cpu_set(line.split()[1])
+    raise AssertionError("no Cpus_allowed_list")
+
+
+def test_numa_bind_runs_the_gather_threads_on_the_node(fixed) -> None:
+    ds, _ = fixed
+    # the node's CPUs, as far as this process's cpuset lets it run there (on a
+    # one-node machine that is every CPU: then only naming and count are tested)
+    node_cpus = cpu_set(Path("/sys/devices/system/node/node0/cpulist").read_text())
+    node_cpus &= os.sched_getaffinity(0)
+    dl = CXLDataLoader(ds, batch_size=10, num_workers=3, numa_bind=0)
+    it = iter(dl)
+    next(it)
+    threads = gather_threads()
+    assert len(threads) == 3
+    assert all(cpus_allowed(t) == node_cpus for t in threads)
+    rest = [int(r[0]) // 8 for b in it for r in b]
+    assert len(rest) == 290
+
+
+def mempolicy(addr: int) -> tuple[int, int]:
+    """(mode, node mask) of the page at addr, as get_mempolicy reports it."""
+    lib = ctypes.CDLL(ctypes.util.find_library("numa"), use_errno=True)
+    mode = ctypes.c_int(-1)
+    mask = (ctypes.c_ulong * 16)()
+    MPOL_F_ADDR = 2
+    rc = lib.get_mempolicy(ctypes.byref(mode), mask, ctypes.c_ulong(1024), ctypes.c_void_p(addr),
+                           ctypes.c_ulong(MPOL_F_ADDR))
+    assert rc == 0, os.strerror(ctypes.get_errno())
+    return mode.value, mask[0]
+
+
+def test_pin_to_cxl_binds_ring_slots_to_a_numa_pools_node(tmp_path) -> None:
+    name = f"pyt-numa-{uuid.uuid4().hex[:8]}"
+    try:
+        pool = CXLMemoryPool(name, backend="numa", numa_node=0, create=True, size=32 << 20)
+    except CXLError as e:
+        pytest.skip(f"no numa pool here: {e}")
+    try:
+        arr = np.arange(200 * 16, dtype=np.int64).reshape(200, 16)
+        np.save(tmp_path / "n.npy", arr)
+        ds = CXLDataset.ingest(pool, "n", tmp_path / "n.npy")
+        MPOL_BIND = 2
+        for pin in (True, False):
+            dl = CXLDataLoader(ds, batch_size=20, pin_to_cxl=pin)
+            it = iter(dl)
+            first = next(it)
+            slots = dl._engine.slots()
+            assert slots and all(size % 4096 == 0 for _, size in slots)
+            for addr, _ in slots:
+                mode, mask = mempolicy(addr)
+                assert (mode == MPOL_BIND and mask & 1) if pin else mode != MPOL_BIND
+            got = torch.cat([first] + list(it))
+            assert torch.equal(got, torch.from_numpy(arr))
+    finally:
+        pool.close()
+        CXLMemoryPool.destroy(name, backend="numa", numa_node=0)
+
+
+def test_pin_to_cxl_off_numa_is_a_noop_with_a_warning(fixed) -> None:
+    ds, _ = fixed
+    with pytest.warns(UserWarning, match="pin_to_cxl"):
+        dl = CXLDataLoader(ds, batch_size=30, pin_to_cxl=True)
+    assert seen(dl) == list(range(300))
+
+
+@no_cuda
+def test_pin_memory_without_cuda_is_a_noop_with_a_warning(fixed) -> None:
+    ds, arr = fixed
+    with pytest.warns(UserWarning, match="pin_memory"):
+        dl = CXLDataLoader(ds, batch_size=30, pin_memory=True)
+    assert torch.equal(torch.cat(list(dl)), torch.from_numpy(arr))
+    assert dl._registered == []
+
+
+@no_cuda
+def test_device_cuda_without_cuda_is_refused_early(fixed) -> None:
+    ds, _ = fixed
+    with pytest.raises(RuntimeError, match="CUDA"):
+        CXLDataLoader(ds, batch_size=30, device="cuda")
+
+
+def test_device_cpu_hands_out_the_slot_itself(fixed) -> None:
+    ds, arr = fixed
+    dl = CXLDataLoader(ds, batch_size=30, device=torch.device("cpu"))
+    it = iter(dl)
+    b = next(it)
+    assert b.device.type == "cpu"
+    assert b.data_ptr() in {a for a, _ in dl._engine.slots()}  # zero-copy: the ring slot
+    assert torch.equal(b, torch.from_numpy(arr[:30]))
+
+
+def test_ring_slots_are_listed_and_grow_when_batches_are_kept(fixed) -> None:
+    ds, _ = fixed
+    dl = CXLDataLoader(ds, batch_size=10, num_workers=1, prefetch_factor=1)
+    it = iter(dl)
+    kept = [next(it)]
+    n0 = dl._engine.n_slots
+    kept += [next(it) for _ in range(n0 + 2)]  # holding them all forces growth
+    eng = dl._engine
+    assert eng.n_slots >= n0 + 3
+    addrs = {a for a, _ in eng.slots()}
+    assert {b.data_ptr() for b in kept} <= addrs
+    assert eng.slots(eng.n_slots) == [] and len(eng.slots(n0)) == eng.n_slots - n0
+
+
+class FakeCudart:
+    """Records cudaHostRegister/Unregister as torch.cuda.cudart() would
+    receive them; returns cudaSuccess (0)."""
+
+    def __init__(self) -> None:
+        self.registered: dict[int, int] = {}
+        self.calls: list[tuple] = []
+
+    def cudaHostRegister(self, ptr: int, size: int, flags: int) -> int:
+        assert ptr not in self.registered and flags == 0
+        self.registered[ptr] = size
+        self.calls.append(("register", ptr, size))
+        return 0
+
+    def cudaHostUnregister(self, ptr: int) -> int:
+        del self.registered[ptr]
+        self.calls.append(("unregister", ptr))
+        return 0
+
+
+class FakeEvent:
+    done = False  # class-wide: the "GPU" has (not) caught up
+
+    def record(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return FakeEvent.done
+
+
+def test_pin_memory_registers_slots_and_holds_batches_until_the_gpu_is_past_them(
+        fixed, monkeypatch) -> None:
+    """The CUDA bookkeeping of pin_memory=True against a stand-in for the
+    CUDA runtime (there is no GPU here): every ring slot, including those
+    added when the ring grows, is registered once with its address and size;
+    a batch's slot stays lent while the event recorded after it has not
+    completed; everything is unregistered when the epoch ends."""
+    ds, arr = fixed
+    rt = FakeCudart()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "cudart", lambda: rt)
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    dl = CXLDataLoader(ds, batch_size=10, num_workers=1, prefetch_factor=1, pin_memory=True)
+    it = iter(dl)
+    FakeEvent.done = False  # the GPU is behind: nothing may be released
+    got = [next(it).clone()]
+    eng = dl._engine
+    n0 = eng.n_slots
+    assert dict(eng.slots()) == rt.registered  # every slot, its address and size
+    for _ in range(n0 + 2):  # the loop drops each batch, but the GPU holds them
+        got.append(next(it).clone())
+    assert eng.n_slots > n0  # so the ring had to grow...
+    assert dict(eng.slots()) == rt.registered  # ...and the new slots were registered
+    FakeEvent.done = True  # the GPU caught up: held batches go back
+    n1 = eng.n_slots
+    got += [b.clone() for b in it]
+    assert eng.n_slots == n1  # a GPU that keeps up never makes the ring grow
+    assert torch.equal(torch.cat(got), torch.from_numpy(arr))
+    assert rt.registered == {}  # the epoch ended: all unregistered
+    assert sum(c[0] == "register" for c in rt.calls) == n1  # each slot once
+    assert not dl._held
