@@ -81,18 +81,23 @@ def tree(pid: int) -> list[int]:
     return pids
 
 
-def pss_kib(pids: Iterable[int]) -> int:
+def pss_kib(pids: Iterable[int], fields: tuple = ("Pss:",)) -> int:
+    """Sum of smaps_rollup fields (kB) over pids: Pss by default;
+    ("Private_Clean:", "Private_Dirty:") gives USS, memory no other process
+    shares (the mapped dataset excluded)."""
     total = 0
     for p in pids:
         try:
             with open(f"/proc/{p}/smaps_rollup") as f:
                 for line in f:
-                    if line.startswith("Pss:"):
+                    if line.startswith(fields):
                         total += int(line.split()[1])
-                        break
         except OSError:
             pass
     return total
+
+
+USS = ("Private_Clean:", "Private_Dirty:")
 
 
 def rss_kib(pids: Iterable[int]) -> int:
@@ -507,6 +512,7 @@ def child(a: argparse.Namespace) -> int:
             pids = tree(os.getpid())
             ids_first = ids
             res["pss_kib"] = pss_kib(pids)
+            res["uss_kib"] = pss_kib(pids, USS)
             res["worker_hwm_kib"] = max([rss_kib([q]) for q in pids[1:]] or [0])
         runs.append({"ttfb_s": t1 - t0, "samples": n, "seconds": dt, "batches": nb,
                      "samples_s": n / dt if dt > 0 else 0.0})
@@ -655,6 +661,7 @@ def consumers(a, system: str, work: Path, log) -> dict:
         outs.append(j)
     pids = [q for p in procs for q in tree(p.pid)]
     pss = pss_kib(pids)
+    uss = pss_kib(pids, USS)
     for p in procs:
         try:
             p.stdin.write("\n")
@@ -672,9 +679,10 @@ def consumers(a, system: str, work: Path, log) -> dict:
         return {"system": system, "error": e}
     tot = sum(o["runs"][0]["samples_s"] for o in outs)
     res = {"system": system, "samples_s_total": tot, "gb_s_total": tot * REC_BYTES / 1e9,
-           "pss_total_kib": pss, "per_consumer_pss_kib": [o.get("pss_kib") for o in outs],
+           "pss_total_kib": pss, "uss_total_kib": uss, "per_consumer_pss_kib": [o.get("pss_kib") for o in outs],
            "peak_rss_kib": [o["peak_rss_kib"] for o in outs]}
-    log(f"  {system:14s} 4 consumers: {tot:10.0f} samples/s, total PSS {pss / 1024:.0f} MiB")
+    log(f"  {system:14s} 4 consumers: {tot:10.0f} samples/s, total PSS {pss / 1024:.0f} MiB, "
+        f"USS {uss / 1024:.0f} MiB")
     return res
 
 
@@ -936,6 +944,25 @@ def page(res: dict) -> str:
         L.append("- Bytes each system stores (w1 + w2): " +
                  ", ".join(f"{k} {v / 2**20:.0f} MiB" for k, v in fp.items()) + ".")
     L.append("")
+    L.append("## Set-up\n")
+    L.append("The C library, the CLI and the extension, built in the tree "
+             "(`cmake -S . -B build -G Ninja -DCXLP_PYTHON=ON && ninja -C build && "
+             "cp build/_core*.so python/cxl_dataloader/`), then the peers at the versions of the "
+             "`bench` extra. `pip install .[bench]` would let mosaicml-streaming downgrade numpy "
+             "(it declares numpy<2.2) and pull a CUDA torchvision/torch, so this page was made "
+             "with the peers installed without their dependency resolution, next to torch "
+             "2.13.0+cpu and numpy 2.4.6:\n")
+    L.append("    pip install --no-deps megatron-core==0.16.1 mosaicml-streaming==0.13.0 \\")
+    L.append("        litdata==0.2.76 webdataset==1.0.2 matplotlib==3.11.2")
+    L.append("    pip install --no-deps contourpy cycler fonttools kiwisolver pillow pyparsing \\")
+    L.append("        python-dateutil braceexpand lightning-utilities xxhash zstd brotli catalogue \\")
+    L.append("        python-snappy cramjam tifffile obstore")
+    L.append("    pip install transformers==5.23.0 -c <(printf 'torch==2.13.0+cpu\\nnumpy==2.4.6\\n')\n")
+    L.append("mosaicml-streaming imports torchvision at package import (for its image datasets); "
+             "PyPI's torchvision wheel for torch 2.13 is built against CUDA torch and does not load "
+             "next to the CPU-only torch here, so where torchvision is missing the harness puts "
+             "empty stand-in modules in its place before `import streaming` (MDS token data never "
+             "touches them).\n")
     L.append("## How each system is configured\n")
     L.append("Each peer is set up the way its own documentation shows for data that is "
              "already local:\n")
@@ -1032,16 +1059,19 @@ def page(res: dict) -> str:
         L.append("Four processes each run the same loader at once for "
                  f"{2 * res['budget_s']} s; PSS is summed over all four process trees (and their "
                  "workers) while all are alive. A shared mapping (the pool, a memmap) counts once "
-                 "in total PSS; page cache a peer reads with read() is not in PSS at all, so the "
-                 "stored bytes above are the other half of the memory story.\n")
-        L.append("| system | samples/s (sum of 4) | GB/s | total PSS MiB |")
-        L.append("|---|---|---|---|")
+                 "in total PSS, but only the pages a process touched: a loader that reads more "
+                 "of the dataset in the window shows more PSS. USS (private pages only) leaves the "
+                 "dataset out and shows what each loader costs per process. Page cache a peer "
+                 "reads with read() is in neither, so the stored bytes above are the other half "
+                 "of the memory story.\n")
+        L.append("| system | samples/s (sum of 4) | GB/s | total PSS MiB | total USS MiB (private) |")
+        L.append("|---|---|---|---|---|")
         for s, r in w3.items():
             if "error" in r:
                 L.append(f"| {LABEL[s]} | could not run: {r['error'][:200]} | | |")
             else:
                 L.append(f"| {LABEL[s]} | {r['samples_s_total']:.0f} | {r['gb_s_total']:.2f} | "
-                         f"{r['pss_total_kib'] / 1024:.0f} |")
+                         f"{r['pss_total_kib'] / 1024:.0f} | {r.get('uss_total_kib', 0) / 1024:.0f} |")
         L.append("")
     L.append("## Goals\n")
     r1 = ratios(res, "w1")
@@ -1058,6 +1088,16 @@ def page(res: dict) -> str:
         v = r1["fast_vs_raw"]
         goals.append(f"- fast path vs raw limit (w1): **{100 * v:.0f}%** "
                      f"(goal 80%: {'met' if v >= 0.8 else f'missed by {100 * (0.8 - v):.0f} points'})")
+    raw1 = res.get("raw_w1", {})
+    if "fast_vs_raw" in r1 and "pool_gb_s" in raw1:
+        goals.append(f"  - where the gap to the raw limit sits: the C gather through the same pool "
+                     f"reaches {100 * raw1['pool_gb_s'] / raw1['plain_gb_s']:.0f}% of the raw limit "
+                     f"(the pool is tmpfs with shmem THP `{res['machine']['shmem_thp']}`, the raw copy is "
+                     f"anonymous memory with THP `{res['machine']['thp']}`; the raw gather from a "
+                     f"copy on 4 KiB pages reaches "
+                     f"{100 * (raw1.get('plain_4k_gb_s') or 0) / raw1['plain_gb_s']:.0f}%), "
+                     f"the fast path {100 * r1['fast_vs_raw'] * raw1['plain_gb_s'] / raw1['pool_gb_s']:.0f}% "
+                     "of that C pool gather (the rest: engine hand-off and Python per batch of 32)")
     rows = res.get("w1", {})
     f_sh = rows.get("cxl_fast", {}).get("shuffle")
     m_sh = rows.get("mosaic", {}).get("shuffle")
@@ -1075,6 +1115,20 @@ def page(res: dict) -> str:
                      + (f", {100 * r2['fast_vs_raw']:.0f}% of the document gather limit in GB/s"
                         if "fast_vs_raw" in r2 else ""))
     L += goals or ["- not enough systems ran to evaluate the goals"]
+    L.append("")
+    L.append("## Reading the table\n")
+    L.append("- On 2 shared CPUs every worker process competes with the main process and with "
+             "other jobs (see the load average): torch DataLoader workers cost more here than they "
+             "save, which is why 0 workers is often the fastest setting of a peer. On a machine "
+             "with spare cores the worker rows rise; the per-sample Python work does not go away.")
+    L.append("- MosaicML's MDS reader (streaming/base/format/mds/reader.py, get_sample_data) opens "
+             "the shard file, seeks and reads for every sample; its iterator hands samples over "
+             "through threads. Both are per-sample costs in Python.")
+    L.append("- LitData shuffles chunk order and then samples within a chunk, so a batch comes "
+             "from one or two 8 MiB shards (see distinct shards/batch); WebDataset's 1000-sample "
+             "buffer over shuffled shards keeps output order correlated with storage order.")
+    L.append("- Peers' rows in w2 include the pack collate in Python (concatenate, reshape); the "
+             "fast path packs in C.")
     L.append("")
     return "\n".join(L) + "\n"
 
