@@ -481,8 +481,9 @@ def child(a: argparse.Namespace) -> int:
         print(json.dumps(res), flush=True)
         return 0
     res["config"] = cfg
-    runs, ids_first, pss = [], None, 0
+    runs, ids_first = [], None
     for r in range(a.runs):
+        raw = paired_raw(a, r) if a.system == "cxl_fast" and not a.hold else None
         t0 = time.perf_counter()
         it = make(r)
         b = next(it)
@@ -516,6 +517,9 @@ def child(a: argparse.Namespace) -> int:
             res["worker_hwm_kib"] = max([rss_kib([q]) for q in pids[1:]] or [0])
         runs.append({"ttfb_s": t1 - t0, "samples": n, "seconds": dt, "batches": nb,
                      "samples_s": n / dt if dt > 0 else 0.0})
+        if raw:
+            runs[-1]["raw_plain_gb_s"] = raw
+            runs[-1]["vs_raw"] = runs[-1]["samples_s"] * REC_BYTES / 1e9 / raw
         del it, b
     res["runs"] = runs
     # VmHWM, not ru_maxrss: ru_maxrss survives execve and would report the
@@ -529,6 +533,17 @@ def child(a: argparse.Namespace) -> int:
         return 0
     print(json.dumps(res), flush=True)
     return 0
+
+
+def paired_raw(a, r: int) -> Optional[float]:
+    """One round of the raw limit right before fast-path run r: on a shared
+    machine the load moves between minutes, so the fast path's share of the
+    raw limit is taken per pair (median of per-pair ratios)."""
+    cmd = [str(REPO / "build" / "cxlpool"), "bench", "gather", a.pool, a.tag, "--batch",
+           str(BATCH), "--threads", "2", "--rounds", "1", "--seed", str(100 + r), "--json"]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    j = last_json(p.stdout)
+    return j["results"][0]["plain_gb_s"] if j else None
 
 
 def shuffle_quality(batches: list[np.ndarray], n: int) -> dict:
@@ -620,6 +635,9 @@ def summarize(res: dict, bytes_per_sample: int = REC_BYTES) -> None:
     res["samples_s"] = {"median": statistics.median(s), "min": min(s), "max": max(s)}
     res["gb_s"] = {k: v * bytes_per_sample / 1e9 for k, v in res["samples_s"].items()}
     res["ttfb_s"] = {"first": runs[0]["ttfb_s"], "median": statistics.median(r["ttfb_s"] for r in runs)}
+    pr = [r["vs_raw"] for r in runs if "vs_raw" in r]
+    if pr:
+        res["paired_vs_raw"] = {"median": statistics.median(pr), "min": min(pr), "max": max(pr)}
 
 
 def fmt_res(res: dict) -> str:
@@ -851,6 +869,8 @@ def ratios(res: dict, tag: str) -> dict:
     out: dict = {}
     if fast and "plain_gb_s" in raw:
         out["fast_vs_raw"] = fast * REC_BYTES / 1e9 / raw["plain_gb_s"]
+    if "paired_vs_raw" in rows.get("cxl_fast", {}):
+        out["fast_vs_raw_paired"] = rows["cxl_fast"]["paired_vs_raw"]
     peers = {s: _med(rows[s]) for s in PEERS if s in rows and _med(rows[s])}
     if fast and peers:
         out["fast_vs_peer"] = {s: fast / v for s, v in peers.items()}
@@ -1084,7 +1104,15 @@ def page(res: dict) -> str:
         v = r1["fast_vs_best_peer"]
         goals.append(f"- fast path vs the best peer ({LABEL[r1['best_peer']]}) (w1): **{v:.1f}x** "
                      f"(goal 3x: {'met' if v >= 3 else f'missed by {3 - v:.1f}x'})")
-    if "fast_vs_raw" in r1:
+    if "fast_vs_raw_paired" in r1:
+        pv = r1["fast_vs_raw_paired"]
+        v = pv["median"]
+        goals.append(f"- fast path vs raw limit (w1), paired (one raw round right before each of "
+                     f"the {res['runs']} fast-path runs, median of the per-pair ratios): "
+                     f"**{100 * v:.0f}%** (pairs {100 * pv['min']:.0f}%..{100 * pv['max']:.0f}%; "
+                     f"goal 80%: {'met' if v >= 0.8 else f'missed by {100 * (0.8 - v):.0f} points'}). "
+                     f"Unpaired (table medians, measured minutes apart): {100 * r1.get('fast_vs_raw', 0):.0f}%")
+    elif "fast_vs_raw" in r1:
         v = r1["fast_vs_raw"]
         goals.append(f"- fast path vs raw limit (w1): **{100 * v:.0f}%** "
                      f"(goal 80%: {'met' if v >= 0.8 else f'missed by {100 * (0.8 - v):.0f} points'})")
