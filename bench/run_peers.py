@@ -744,6 +744,8 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=None, help="seconds per timed run")
     ap.add_argument("--only", default=None, help="comma list of systems (debugging)")
     ap.add_argument("--keep", action="store_true", help="keep the data and pool")
+    ap.add_argument("--replot", action="store_true",
+                    help="redraw the PNG and page from the JSON in --out, measuring nothing")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--tag", default="w1", help=argparse.SUPPRESS)
     ap.add_argument("--work", default=None, help=argparse.SUPPRESS)
@@ -757,6 +759,12 @@ def main() -> int:
 
     import warnings
     warnings.filterwarnings("ignore")
+    if a.replot:
+        out = Path(a.out)
+        res = json.loads((out / "benchmarks-peers.json").read_text())
+        chart(res, out / "benchmarks-peers.png")
+        (out / "benchmarks-peers.md").write_text(page(res))
+        return 0
     fixed_mib, var_mib = (64, 32) if a.quick else (512, 256)
     a.budget = a.budget or (0.4 if a.quick else 1.0)
     a.runs = max(5, a.runs)
@@ -907,13 +915,13 @@ def chart(res: dict, path: Path) -> None:
         ax.set_xscale("log")
         ax.set_yticks(y, names)
         ax.invert_yaxis()
-        for yi, m in zip(y, med):
-            ax.text(m, yi, f" {m:.2f}", va="center", fontsize=8)
+        for yi, m, h in zip(y, med, hi):
+            ax.text((m + h) * 1.15, yi, f"{m:.2f}", va="center", fontsize=8)
         raw = res.get(f"raw_{tag}", {})
         if "plain_gb_s" in raw:
             ax.axvline(raw["plain_gb_s"], color="red", ls="--",
                        label=f"raw limit: C memcpy gather, 2 threads ({raw['plain_gb_s']:.2f} GB/s)")
-            ax.legend(loc="upper right", fontsize=8)
+            ax.legend(loc="lower right", fontsize=8)
         ax.set_xlabel("GB/s delivered to the training loop, log scale (median of runs; whiskers: min..max)")
         ax.set_title(titles[tag], fontsize=10)
     fig.suptitle("cxl_dataloader vs peers: throughput per system "
