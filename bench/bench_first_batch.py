@@ -9,8 +9,8 @@ imported by `cxlpool ingest`. Then, --runs times, a new Python process
 loader's) times
     CXLMemoryPool(spec) -> CXLDataset(pool, name) -> CXLDataLoader(ds,
     batch_size=32, ...) -> next(iter(loader))
-with perf_counter, for a sequential loader, a shuffle=True one (which
-materializes the epoch's permutation with torch.randperm) and one over a
+with perf_counter, for a sequential loader, a shuffle=True one (the engine draws the C keyed
+permutation of (seed, epoch); nothing of size N is built) and one over a
 RandomCXLSampler (the engine's threads draw ids from the C sampler), and
 checks the first sequential batch holds records 0..31. The pool file is read
 once into the page cache before the runs (cold-ish: new process, new
@@ -35,7 +35,9 @@ REC = 8192
 
 CHILD = r"""
 import json, sys, time
-sys.path.insert(0, sys.argv[1])
+import glob
+if glob.glob(sys.argv[1] + "/cxl_dataloader/_core*.so"):
+    sys.path.insert(0, sys.argv[1])  # an in-tree build; else the installed package
 import torch
 from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool, RandomCXLSampler
 spec, name, kind = sys.argv[2], sys.argv[3], sys.argv[4]

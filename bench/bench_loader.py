@@ -47,7 +47,8 @@ import numpy as np
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "python"))
+if list((ROOT / "python" / "cxl_dataloader").glob("_core*.so")):
+    sys.path.insert(0, str(ROOT / "python"))  # an in-tree build; else the installed package
 
 from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool  # noqa: E402
 

@@ -33,7 +33,8 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "python"))
+if list((ROOT / "python" / "cxl_dataloader").glob("_core*.so")):
+    sys.path.insert(0, str(ROOT / "python"))  # an in-tree build; else the installed package
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -155,12 +155,8 @@ class CXLDataLoader:
         n = len(self.dataset)
         if self.sampler is not None:
             return np.fromiter((int(i) for i in self.sampler), dtype=np.int64)
-        if self.shuffle:
-            g = self.generator
-            if g is None:
-                g = torch.Generator()
-                g.manual_seed(self.seed + self.epoch)
-            return torch.randperm(n, generator=g).numpy().astype(np.int64)
+        if self.shuffle:  # with a user's generator: torch's permutation, as torch draws it
+            return torch.randperm(n, generator=self.generator).numpy().astype(np.int64)
         return np.arange(n, dtype=np.int64)
 
     def set_epoch(self, epoch: int) -> None:
@@ -195,6 +191,15 @@ class CXLDataLoader:
             # counts what we deliver so its state_dict() is the consumer's
             order: Any = self.sampler._begin()
             start = 0
+        elif self.shuffle and self.generator is None:
+            # shuffle=True: the C keyed permutation of (seed, epoch), drawn by
+            # the engine itself: nothing of size N is built, the first batch
+            # does not wait for a permutation of the whole dataset
+            order = _core.Sampler("random", n=len(self.dataset), seed=self.seed,
+                                  epoch=self.epoch)
+            if start:
+                order.restore({"seed": self.seed, "epoch": self.epoch, "consumed": start,
+                               "fingerprint": order.fingerprint})
         else:
             order = self._order()[start:]
         self._pos, self._off = start, off
