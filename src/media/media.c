@@ -207,7 +207,8 @@ int media_map_fd(struct media *m, char *err, size_t errlen)
     /* Random gathers touch a new page per record: 2 MiB pages cut the TLB
      * misses that dominate them. Shared memory gets transparent huge pages
      * only where the administrator allows it (shmem_enabled "advise" or
-     * "always"); elsewhere this is a no-op, so its result is not an error. */
+     * "always"); elsewhere this is a no-op, so its result is not an error,
+     * and cxlp_store_hugepages collapses a dataset when asked. */
     if (m->kind == CXLP_MEDIA_SHM || m->kind == CXLP_MEDIA_NUMA)
         (void)madvise(p, (size_t)m->size, MADV_HUGEPAGE);
     return 0;
