@@ -179,6 +179,20 @@ static PyObject *store_verify(StoreObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *store_hugepages(StoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!store_ok(self))
+        return NULL;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cxlp_store_hugepages(self->s);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return core_raise(rc, self->s);
+    Py_RETURN_NONE;
+}
+
 static PyObject *store_close(StoreObject *self, PyObject *unused)
 {
     (void)unused;
@@ -192,6 +206,8 @@ static PyMethodDef store_methods[] = {
     {"info", (PyCFunction)store_info, METH_NOARGS, "Catalog facts as a dict."},
     {"docs", (PyCFunction)store_docs, METH_NOARGS, "Document starts (int64 Array) or None."},
     {"verify", (PyCFunction)store_verify, METH_NOARGS, "Recompute every checksum."},
+    {"hugepages", (PyCFunction)store_hugepages, METH_NOARGS,
+     "Move the records onto 2 MiB pages (once per pool; see cxlp_store_hugepages)."},
     {"close", (PyCFunction)store_close, METH_NOARGS, "No more get(); views stay valid."},
     {NULL, NULL, 0, NULL},
 };

@@ -81,3 +81,18 @@ def test_writing_a_tensor_never_reaches_the_pool(pool: CXLMemoryPool, tmp_path) 
     ds = CXLDataset(pool, "ro")
     assert torch.equal(ds[3], torch.ones(10))
     pool.verify()
+
+
+def test_hugepages_keeps_contents(pool: CXLMemoryPool, tmp_path) -> None:
+    import warnings
+    arr = np.random.default_rng(1).integers(0, 1 << 30, size=(2048, 2048), dtype=np.int32)
+    np.save(tmp_path / "h.npy", arr)  # 16 MiB: several whole 2 MiB pieces
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        ds = CXLDataset.ingest(pool, "h", tmp_path / "h.npy", hugepages=True)
+    # best effort: either collapsed, or a warning says why not
+    assert all("4 KiB pages" in str(x.message) for x in w)
+    for i in (0, 511, 2047):
+        assert torch.equal(ds[i], torch.from_numpy(arr[i]))
+    pool.verify()
+    assert pickle.loads(pickle.dumps(ds)).hugepages is False
