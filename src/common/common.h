@@ -35,6 +35,11 @@ int seterr(struct obj *o, int rc, const char *fmt, ...)
 /* Same as seterr, and poisons o: later calls return CXLP_EPANIC. */
 int panic_obj(struct obj *o, int rc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Formats into a caller's buffer err[cap] (nothing when err is NULL or cap
+ * 0) and returns rc: for code that reports into a buffer rather than a
+ * handle (media backends, the file parsers). */
+int errbuf_set(char *err, size_t cap, int rc, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Copies another handle's message (e.g. pool -> writer) keeping rc. */
 int copyerr(struct obj *dst, const struct obj *src, int rc);
 

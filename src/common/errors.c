@@ -90,6 +90,17 @@ int panic_obj(struct obj *o, int rc, const char *fmt, ...)
     return rc;
 }
 
+int errbuf_set(char *err, size_t cap, int rc, const char *fmt, ...)
+{
+    if (err && cap) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, cap, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
 int copyerr(struct obj *dst, const struct obj *src, int rc)
 {
     if (dst && src && dst != src)

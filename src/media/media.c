@@ -37,17 +37,6 @@ const char *cxlp_media_name(int kind)
     }
 }
 
-int media_err(char *err, size_t errlen, int rc, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
-
 static const struct media_ops *ops_for(int kind)
 {
     switch (kind) {
@@ -79,7 +68,7 @@ static int parse_shm_name(struct media *m, const char *name, const char *spec,
                           char *err, size_t errlen)
 {
     if (!valid_shm_name(name))
-        return media_err(err, errlen, CXLP_EARG,
+        return errbuf_set(err, errlen, CXLP_EARG,
                          "pool spec '%s': name '%s' must be 1-200 characters of "
                          "[A-Za-z0-9._-]", spec, name);
     snprintf(m->path, sizeof m->path, "/dev/shm/cxlp.%s", name);
@@ -92,7 +81,7 @@ int media_parse(struct media *m, const char *spec, char *err, size_t errlen)
     m->fd = -1;
     m->numa_node = -1;
     if (!spec || !*spec)
-        return media_err(err, errlen, CXLP_EARG, "pool spec is empty");
+        return errbuf_set(err, errlen, CXLP_EARG, "pool spec is empty");
     const char *colon = strchr(spec, ':');
     int rc;
     if (!colon) {
@@ -104,9 +93,9 @@ int media_parse(struct media *m, const char *spec, char *err, size_t errlen)
     } else if (strncmp(spec, "file:", 5) == 0) {
         m->kind = CXLP_MEDIA_FILE;
         if (!spec[5])
-            return media_err(err, errlen, CXLP_EARG, "pool spec '%s': file path is empty", spec);
+            return errbuf_set(err, errlen, CXLP_EARG, "pool spec '%s': file path is empty", spec);
         if (strlen(spec + 5) >= sizeof m->path)
-            return media_err(err, errlen, CXLP_EARG, "pool spec '%s': path too long", spec);
+            return errbuf_set(err, errlen, CXLP_EARG, "pool spec '%s': path too long", spec);
         strlcpy0(m->path, spec + 5, sizeof m->path);
         rc = 0;
     } else if (strncmp(spec, "numa:", 5) == 0) {
@@ -115,7 +104,7 @@ int media_parse(struct media *m, const char *spec, char *err, size_t errlen)
         errno = 0;
         long node = strtol(spec + 5, &end, 10);
         if (end == spec + 5 || *end != ':' || errno || node < 0 || node > 1023)
-            return media_err(err, errlen, CXLP_EARG,
+            return errbuf_set(err, errlen, CXLP_EARG,
                              "pool spec '%s': expected numa:NODE:NAME with NODE 0..1023", spec);
         m->numa_node = (int)node;
         rc = parse_shm_name(m, end + 1, spec, err, errlen);
@@ -123,12 +112,12 @@ int media_parse(struct media *m, const char *spec, char *err, size_t errlen)
         m->kind = CXLP_MEDIA_DEVDAX;
         const char *p = spec + 7;
         if (strncmp(p, "/dev/dax", 8) != 0 || strlen(p) >= sizeof m->path)
-            return media_err(err, errlen, CXLP_EARG,
+            return errbuf_set(err, errlen, CXLP_EARG,
                              "pool spec '%s': expected devdax:/dev/daxX.Y", spec);
         strlcpy0(m->path, p, sizeof m->path);
         rc = 0;
     } else {
-        return media_err(err, errlen, CXLP_EARG,
+        return errbuf_set(err, errlen, CXLP_EARG,
                          "pool spec '%s': unknown backend (use NAME, shm:NAME, file:PATH, "
                          "numa:NODE:NAME or devdax:/dev/daxX.Y)", spec);
     }
@@ -143,7 +132,7 @@ int media_fstat(struct media *m, char *err, size_t errlen)
 {
     struct stat st;
     if (fstat(m->fd, &st) < 0)
-        return media_err(err, errlen, -errno, "%s: fstat: %s", m->path, strerror(errno));
+        return errbuf_set(err, errlen, -errno, "%s: fstat: %s", m->path, strerror(errno));
     m->owner = st.st_uid;
     if (S_ISREG(st.st_mode))
         m->size = (uint64_t)st.st_size;
@@ -153,10 +142,10 @@ int media_fstat(struct media *m, char *err, size_t errlen)
 int media_open_errno(struct media *m, int e, int creating, char *err, size_t errlen)
 {
     if (creating && e == EEXIST)
-        return media_err(err, errlen, CXLP_EEXIST, "%s: pool already exists", m->path);
+        return errbuf_set(err, errlen, CXLP_EEXIST, "%s: pool already exists", m->path);
     if (!creating && e == ENOENT)
-        return media_err(err, errlen, CXLP_ENOTFOUND, "%s: no such pool", m->path);
-    return media_err(err, errlen, -e, "%s: %s%s: %s", m->path, creating ? "create" : "open",
+        return errbuf_set(err, errlen, CXLP_ENOTFOUND, "%s: no such pool", m->path);
+    return errbuf_set(err, errlen, -e, "%s: %s%s: %s", m->path, creating ? "create" : "open",
                      !creating && m->writable ? " for writing" : "", strerror(e));
 }
 
@@ -164,7 +153,7 @@ int media_init_created(struct media *m, uint64_t size, uint32_t mode, char *err,
 {
     /* the umask does not decide a pool's mode: the caller's mode does */
     if (fchmod(m->fd, (mode_t)mode) < 0 || ftruncate(m->fd, (off_t)size) < 0)
-        return media_err(err, errlen, -errno, "%s: size %llu: %s", m->path,
+        return errbuf_set(err, errlen, -errno, "%s: size %llu: %s", m->path,
                          (unsigned long long)size, strerror(errno));
     m->size = size;
     m->owner = geteuid();
@@ -174,9 +163,9 @@ int media_init_created(struct media *m, uint64_t size, uint32_t mode, char *err,
 int media_map_fd(struct media *m, char *err, size_t errlen)
 {
     if (m->size == 0)
-        return media_err(err, errlen, CXLP_EFORMAT, "%s: empty object, not a pool", m->path);
+        return errbuf_set(err, errlen, CXLP_EFORMAT, "%s: empty object, not a pool", m->path);
     if (m->size > (uint64_t)SIZE_MAX)
-        return media_err(err, errlen, CXLP_EARG, "%s: too large to map", m->path);
+        return errbuf_set(err, errlen, CXLP_EARG, "%s: too large to map", m->path);
     /* Start the mapping at a 2 MiB boundary (or the backend's larger
      * alignment): a 2 MiB page of the object is mapped by one page-table
      * entry only where address and file offset agree modulo 2 MiB, and tmpfs
@@ -184,11 +173,11 @@ int media_map_fd(struct media *m, char *err, size_t errlen)
      * PROT_NONE, map over it, return the ends. */
     uint64_t al = MAX(m->align, MEDIA_HUGE_ALIGN);
     if (m->size > (uint64_t)SIZE_MAX - al)
-        return media_err(err, errlen, CXLP_EARG, "%s: too large to map", m->path);
+        return errbuf_set(err, errlen, CXLP_EARG, "%s: too large to map", m->path);
     size_t span = (size_t)(m->size + al);
     uint8_t *r = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (r == MAP_FAILED)
-        return media_err(err, errlen, -errno, "%s: reserving %llu bytes of address space: %s",
+        return errbuf_set(err, errlen, -errno, "%s: reserving %llu bytes of address space: %s",
                          m->path, (unsigned long long)span, strerror(errno));
     uint8_t *a = (uint8_t *)ALIGN_UP((uintptr_t)r, (uintptr_t)al);
     int prot = PROT_READ | (m->writable ? PROT_WRITE : 0);
@@ -196,7 +185,7 @@ int media_map_fd(struct media *m, char *err, size_t errlen)
     if (p == MAP_FAILED) {
         int e = errno;
         munmap(r, span);
-        return media_err(err, errlen, -e, "%s: mmap of %llu bytes: %s", m->path,
+        return errbuf_set(err, errlen, -e, "%s: mmap of %llu bytes: %s", m->path,
                          (unsigned long long)m->size, strerror(e));
     }
     if (a > r)
@@ -234,7 +223,7 @@ int media_create(struct media *m, const char *spec, uint64_t size, uint32_t mode
     if (rc)
         return rc;
     if (size == 0)
-        return media_err(err, errlen, CXLP_EARG, "%s: size must be > 0", m->path);
+        return errbuf_set(err, errlen, CXLP_EARG, "%s: size must be > 0", m->path);
     if (mode == 0)
         mode = 0600;
     m->writable = 1;

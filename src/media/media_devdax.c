@@ -52,21 +52,21 @@ static int devdax_attach(struct media *m, int flags, char *err, size_t errlen)
     if (m->fd < 0) {
         int e = errno;
         if (e == ENOENT || e == ENXIO || e == ENODEV)
-            return media_err(err, errlen, CXLP_ENODEV, "%s: no such device-dax device",
+            return errbuf_set(err, errlen, CXLP_ENODEV, "%s: no such device-dax device",
                              m->path);
-        return media_err(err, errlen, -e, "%s: open: %s", m->path, strerror(e));
+        return errbuf_set(err, errlen, -e, "%s: open: %s", m->path, strerror(e));
     }
     struct stat st;
     if (fstat(m->fd, &st) < 0)
-        return media_err(err, errlen, -errno, "%s: fstat: %s", m->path, strerror(errno));
+        return errbuf_set(err, errlen, -errno, "%s: fstat: %s", m->path, strerror(errno));
     if (!S_ISCHR(st.st_mode))
-        return media_err(err, errlen, CXLP_ENODEV, "%s: not a character device", m->path);
+        return errbuf_set(err, errlen, CXLP_ENODEV, "%s: not a character device", m->path);
     m->owner = st.st_uid;
     char p[128];
     uint64_t size = 0, align = DEVDAX_DEFAULT_ALIGN;
     snprintf(p, sizeof p, "/sys/dev/char/%u:%u/size", major(st.st_rdev), minor(st.st_rdev));
     if (read_sysfs_u64(p, &size) < 0 || size == 0)
-        return media_err(err, errlen, CXLP_ENODEV, "%s: cannot read device size from %s",
+        return errbuf_set(err, errlen, CXLP_ENODEV, "%s: cannot read device size from %s",
                          m->path, p);
     snprintf(p, sizeof p, "/sys/dev/char/%u:%u/align", major(st.st_rdev), minor(st.st_rdev));
     if (read_sysfs_u64(p, &align) < 0 || align == 0 || (align & (align - 1)))
@@ -85,7 +85,7 @@ static int devdax_create(struct media *m, uint64_t size, uint32_t mode, char *er
         return rc;
     uint64_t want = ALIGN_UP(size, m->align);
     if (want > m->size)
-        return media_err(err, errlen, CXLP_EARG,
+        return errbuf_set(err, errlen, CXLP_EARG,
                          "%s: pool size %llu exceeds the device (%llu bytes usable at "
                          "%llu alignment)", m->path, (unsigned long long)size,
                          (unsigned long long)m->size, (unsigned long long)m->align);
@@ -96,7 +96,7 @@ static int devdax_create(struct media *m, uint64_t size, uint32_t mode, char *er
     /* Layering note: the one pool-format fact the media layer knows, so that
      * "create" cannot silently overwrite a pool that already lives here. */
     if (memcmp(m->base, "CXLPOOL", 8) == 0)
-        return media_err(err, errlen, CXLP_EEXIST, "%s: device already holds a pool",
+        return errbuf_set(err, errlen, CXLP_EEXIST, "%s: device already holds a pool",
                          m->path);
     return 0;
 }
@@ -113,7 +113,7 @@ static int devdax_destroy(struct media *m, char *err, size_t errlen)
     if (rc == 0) {
         void *p = mmap(NULL, (size_t)m->align, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
         if (p == MAP_FAILED) {
-            rc = media_err(err, errlen, -errno, "%s: mmap: %s", m->path, strerror(errno));
+            rc = errbuf_set(err, errlen, -errno, "%s: mmap: %s", m->path, strerror(errno));
         } else {
             memset(p, 0, 4096);
             msync(p, 4096, MS_SYNC);

@@ -81,8 +81,8 @@ static int file_destroy(struct media *m, char *err, size_t errlen)
     if (unlink(m->path) < 0) {
         int e = errno;
         if (e == ENOENT)
-            return media_err(err, errlen, CXLP_ENOTFOUND, "%s: no such pool", m->path);
-        return media_err(err, errlen, -e, "%s: unlink: %s", m->path, strerror(e));
+            return errbuf_set(err, errlen, CXLP_ENOTFOUND, "%s: no such pool", m->path);
+        return errbuf_set(err, errlen, -e, "%s: unlink: %s", m->path, strerror(e));
     }
     return 0;
 }

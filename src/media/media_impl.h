@@ -14,9 +14,6 @@ extern const struct media_ops media_file_ops;
 extern const struct media_ops media_numa_ops;
 extern const struct media_ops media_devdax_ops;
 
-/* Formats into err (when not NULL) and returns rc. */
-int media_err(char *err, size_t errlen, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
 
 /* Maps the whole of m->fd (m->size bytes) per m->writable; sets m->base. */
 int media_map_fd(struct media *m, char *err, size_t errlen);

@@ -29,15 +29,15 @@
 static int node_check(struct media *m, char *err, size_t errlen)
 {
     if (numa_available() < 0)
-        return media_err(err, errlen, CXLP_ENODEV,
+        return errbuf_set(err, errlen, CXLP_ENODEV,
                          "%s: NUMA is not available on this kernel", m->path);
     if (m->numa_node > numa_max_node())
-        return media_err(err, errlen, CXLP_ENODEV,
+        return errbuf_set(err, errlen, CXLP_ENODEV,
                          "%s: NUMA node %d does not exist (max node %d)", m->path,
                          m->numa_node, numa_max_node());
     long long free_b = 0;
     if (numa_node_size64(m->numa_node, &free_b) <= 0)
-        return media_err(err, errlen, CXLP_ENODEV, "%s: NUMA node %d has no memory",
+        return errbuf_set(err, errlen, CXLP_ENODEV, "%s: NUMA node %d has no memory",
                          m->path, m->numa_node);
     struct bitmask *cpus = numa_allocate_cpumask();
     int ncpu = 0;
@@ -70,7 +70,7 @@ static int numa_create(struct media *m, uint64_t size, uint32_t mode, char *err,
     rc = bind_range(m, 0, m->size, m->numa_node, 0);
     if (rc) {
         shm_destroy_common(m, NULL, 0);
-        return media_err(err, errlen, rc, "%s: mbind to node %d: %s", m->path,
+        return errbuf_set(err, errlen, rc, "%s: mbind to node %d: %s", m->path,
                          m->numa_node, strerror(-rc));
     }
     return 0;
@@ -89,7 +89,7 @@ static int numa_open(struct media *m, char *err, size_t errlen)
     if (m->writable) {
         rc = bind_range(m, 0, m->size, m->numa_node, 0);
         if (rc)
-            return media_err(err, errlen, rc, "%s: mbind to node %d: %s", m->path,
+            return errbuf_set(err, errlen, rc, "%s: mbind to node %d: %s", m->path,
                              m->numa_node, strerror(-rc));
     }
     return 0;

@@ -49,8 +49,8 @@ int shm_destroy_common(struct media *m, char *err, size_t errlen)
     if (shm_unlink(shm_name(m)) < 0) {
         int e = errno;
         if (e == ENOENT)
-            return media_err(err, errlen, CXLP_ENOTFOUND, "%s: no such pool", m->path);
-        return media_err(err, errlen, -e, "%s: unlink: %s", m->path, strerror(e));
+            return errbuf_set(err, errlen, CXLP_ENOTFOUND, "%s: no such pool", m->path);
+        return errbuf_set(err, errlen, -e, "%s: unlink: %s", m->path, strerror(e));
     }
     return 0;
 }

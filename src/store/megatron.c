@@ -34,18 +34,6 @@
 #include "common/common.h"
 #include "store/megatron.h"
 
-static int fail(char *err, size_t cap, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t cap, int rc, const char *fmt, ...)
-{
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 int megatron_dtype(int code, int *itemsize)
 {
@@ -71,7 +59,7 @@ typedef unsigned long long ull;
 static int truncated(char *err, size_t cap, const char *name, const char *field,
                      uint64_t off, uint64_t need, uint64_t len)
 {
-    return fail(err, cap, CXLP_EBADINPUT,
+    return errbuf_set(err, cap, CXLP_EBADINPUT,
                 "%s: truncated: field '%s' at byte offset %llu needs %llu bytes, "
                 "file is %llu bytes", name, field, (ull)off, (ull)need, (ull)len);
 }
@@ -85,14 +73,14 @@ int megatron_idx_parse(const uint8_t *buf, uint64_t len, uint64_t bin_len,
     if (len < MEGATRON_MAGIC_LEN)
         return truncated(err, cap, idx, "magic", 0, MEGATRON_MAGIC_LEN, len);
     if (memcmp(buf, MEGATRON_MAGIC, MEGATRON_MAGIC_LEN) != 0)
-        return fail(err, cap, CXLP_EBADINPUT,
+        return errbuf_set(err, cap, CXLP_EBADINPUT,
                     "%s: field 'magic' at byte offset 0: not MMIDIDX\\0\\0 (not a "
                     "Megatron-LM .idx)", idx);
     if (len < 17)
         return truncated(err, cap, idx, "version", 9, 8, len);
     uint64_t version = (uint64_t)megatron_rd64(buf + 9);
     if (version != 1)
-        return fail(err, cap, CXLP_EUNSUPPORTED,
+        return errbuf_set(err, cap, CXLP_EUNSUPPORTED,
                     "%s: field 'version' at byte offset 9: %llu is not supported (1)",
                     idx, (ull)version);
     if (len < 18)
@@ -100,7 +88,7 @@ int megatron_idx_parse(const uint8_t *buf, uint64_t len, uint64_t bin_len,
     m.code = buf[17];
     m.dtype = megatron_dtype(m.code, &m.itemsize);
     if (m.dtype < 0)
-        return fail(err, cap, CXLP_EBADINPUT,
+        return errbuf_set(err, cap, CXLP_EBADINPUT,
                     "%s: field 'dtype' at byte offset 17: code %d is not a Megatron "
                     "DType (1..8)", idx, m.code);
     if (len < 26)
@@ -120,7 +108,7 @@ int megatron_idx_parse(const uint8_t *buf, uint64_t len, uint64_t bin_len,
     const uint8_t *arrays[3];
     for (int k = 0; k < 3; k++) {
         if (mul_overflow_u64(counts[k], widths[k], &sz) || !range_ok(off, sz, len))
-            return fail(err, cap, CXLP_EBADINPUT,
+            return errbuf_set(err, cap, CXLP_EBADINPUT,
                         "%s: truncated: field '%s' (%llu entries of %llu bytes) at byte "
                         "offset %llu runs past the end of the file (%llu bytes)",
                         idx, names[k], (ull)counts[k], (ull)widths[k], (ull)off,
@@ -134,7 +122,7 @@ int megatron_idx_parse(const uint8_t *buf, uint64_t len, uint64_t bin_len,
     if (len == off + m.n_seqs && m.n_seqs > 0)
         m.multimodal = 1;
     else if (len != off)
-        return fail(err, cap, CXLP_EBADINPUT,
+        return errbuf_set(err, cap, CXLP_EBADINPUT,
                     "%s: field 'document_indices' ends at byte offset %llu but the file "
                     "is %llu bytes (neither nothing nor %llu sequence modes follow)",
                     idx, (ull)off, (ull)len, (ull)m.n_seqs);
@@ -149,17 +137,17 @@ int megatron_idx_parse(const uint8_t *buf, uint64_t len, uint64_t bin_len,
         int32_t n = megatron_seq_len(&m, i);
         int64_t p = megatron_seq_ptr(&m, i);
         if (n < 0)
-            return fail(err, cap, CXLP_EBADINPUT,
+            return errbuf_set(err, cap, CXLP_EBADINPUT,
                         "%s: field 'sequence_lengths[%llu]' at byte offset %llu: %d is "
                         "negative", idx, (ull)i, (ull)(lens_off + 4 * i), n);
         if (p < 0 || p < prev_ptr)
-            return fail(err, cap, CXLP_EBADINPUT,
+            return errbuf_set(err, cap, CXLP_EBADINPUT,
                         "%s: field 'sequence_pointers[%llu]' at byte offset %llu: %lld "
                         "is %s", idx, (ull)i, (ull)(ptrs_off + 8 * i), (long long)p,
                         p < 0 ? "negative" : "less than the previous pointer");
         uint64_t bytes = (uint64_t)n * (uint64_t)m.itemsize;
         if (!range_ok((uint64_t)p, bytes, bin_len))
-            return fail(err, cap, CXLP_EBADINPUT,
+            return errbuf_set(err, cap, CXLP_EBADINPUT,
                         "%s: field 'sequence_pointers[%llu]' at byte offset %llu: "
                         "sequence %llu at %lld + %llu bytes (%d x %d) runs past the end "
                         "of %s (%llu bytes): the .bin is shorter than the .idx says",
@@ -170,7 +158,7 @@ int megatron_idx_parse(const uint8_t *buf, uint64_t len, uint64_t bin_len,
         expect = (uint64_t)p + bytes;
         /* sequences may overlap, so the sum is not bounded by bin_len */
         if (add_overflow_u64(m.total_bytes, bytes, &m.total_bytes))
-            return fail(err, cap, CXLP_EBADINPUT,
+            return errbuf_set(err, cap, CXLP_EBADINPUT,
                         "%s: field 'sequence_lengths[%llu]' at byte offset %llu: the "
                         "sequences add up to more than 2^64 bytes", idx, (ull)i,
                         (ull)(lens_off + 4 * i));
@@ -178,7 +166,7 @@ int megatron_idx_parse(const uint8_t *buf, uint64_t len, uint64_t bin_len,
     }
 
     if (m.n_doc_entries == 0)
-        return fail(err, cap, CXLP_EBADINPUT,
+        return errbuf_set(err, cap, CXLP_EBADINPUT,
                     "%s: field 'document_count' at byte offset 26: 0, but Megatron "
                     "writes at least the leading 0 of 'document_indices'", idx);
     int64_t prev = 0;
@@ -194,7 +182,7 @@ int megatron_idx_parse(const uint8_t *buf, uint64_t len, uint64_t bin_len,
         else if (i == m.n_doc_entries - 1 && (uint64_t)d != m.n_seqs)
             why = "the last entry must equal 'sequence_count'";
         if (why)
-            return fail(err, cap, CXLP_EBADINPUT,
+            return errbuf_set(err, cap, CXLP_EBADINPUT,
                         "%s: field 'document_indices[%llu]' at byte offset %llu: %lld: "
                         "%s (sequence_count %llu)", idx, (ull)i, (ull)(docs_off + 8 * i),
                         (long long)d, why, (ull)m.n_seqs);

@@ -38,18 +38,6 @@
 
 static const uint8_t npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
-static int fail(char *err, size_t cap, int rc, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t cap, int rc, const char *fmt, ...)
-{
-    if (err && cap) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, cap, fmt, ap);
-        va_end(ap);
-    }
-    return rc;
-}
 
 static uint16_t le16(const uint8_t *p)
 {
@@ -66,27 +54,27 @@ int npy_preamble(const uint8_t *buf, uint64_t len, const char *name,
                  uint64_t *data_offset, char *err, size_t errcap)
 {
     if (len < 8)
-        return fail(err, errcap, CXLP_EBADINPUT,
+        return errbuf_set(err, errcap, CXLP_EBADINPUT,
                     "%s: field 'magic': file is %llu bytes, a .npy preamble needs %d",
                     name, (unsigned long long)len, NPY_PREAMBLE_V1);
     if (memcmp(buf, npy_magic, sizeof npy_magic) != 0)
-        return fail(err, errcap, CXLP_EBADINPUT,
+        return errbuf_set(err, errcap, CXLP_EBADINPUT,
                     "%s: field 'magic' at byte offset 0: not \\x93NUMPY (not a .npy file)",
                     name);
     int major = buf[6], minor = buf[7];
     if (minor != 0 || major < 1 || major > 3)
-        return fail(err, errcap, CXLP_EUNSUPPORTED,
+        return errbuf_set(err, errcap, CXLP_EUNSUPPORTED,
                     "%s: field 'version' at byte offset 6: %d.%d is not supported "
                     "(1.0, 2.0, 3.0)", name, major, minor);
     uint64_t pre = major == 1 ? NPY_PREAMBLE_V1 : NPY_PREAMBLE_V2;
     if (len < pre)
-        return fail(err, errcap, CXLP_EBADINPUT,
+        return errbuf_set(err, errcap, CXLP_EBADINPUT,
                     "%s: field 'header_len' at byte offset 8: file is %llu bytes, "
                     "version %d.0 needs %llu", name, (unsigned long long)len, major,
                     (unsigned long long)pre);
     uint64_t hlen = major == 1 ? le16(buf + 8) : le32(buf + 8);
     if (hlen > NPY_HEADER_MAX)
-        return fail(err, errcap, CXLP_EBADINPUT,
+        return errbuf_set(err, errcap, CXLP_EBADINPUT,
                     "%s: field 'header_len' at byte offset 8: %llu bytes exceeds the "
                     "limit of %u", name, (unsigned long long)hlen, NPY_HEADER_MAX);
     *data_offset = pre + hlen;
@@ -328,7 +316,7 @@ int npy_parse(const uint8_t *buf, uint64_t len, const char *name,
     if (rc)
         return rc;
     if (data_offset > len)
-        return fail(err, errcap, CXLP_EBADINPUT,
+        return errbuf_set(err, errcap, CXLP_EBADINPUT,
                     "%s: field 'header_len' at byte offset 8: header ends at byte %llu, "
                     "file is %llu bytes", name, (unsigned long long)data_offset,
                     (unsigned long long)len);
@@ -344,7 +332,7 @@ int npy_parse(const uint8_t *buf, uint64_t len, const char *name,
     int descr_list = 0, fortran = 0, seen = 0;
 #define AT(lx) ((unsigned long long)((lx).base + (lx).start))
 #define SYNTAX(what)                                                            \
-    fail(err, errcap, CXLP_EBADINPUT,                                           \
+    errbuf_set(err, errcap, CXLP_EBADINPUT,                                           \
          "%s: header dict at byte offset %llu: %s%s%s%s", name, AT(l), (what),  \
          l.t == T_BAD ? " (" : "", l.t == T_BAD ? l.why : "",                   \
          l.t == T_BAD ? ")" : "")
@@ -366,12 +354,12 @@ int npy_parse(const uint8_t *buf, uint64_t len, const char *name,
         else if (klen == 5 && memcmp(key, "shape", 5) == 0)
             field = FIELD_SHAPE;
         else
-            return fail(err, errcap, CXLP_EBADINPUT,
+            return errbuf_set(err, errcap, CXLP_EBADINPUT,
                         "%s: header dict at byte offset %llu: unknown key '%.*s' "
                         "(only 'descr', 'fortran_order', 'shape')", name, AT(l),
                         (int)MIN(klen, 40), key);
         if (seen & field)
-            return fail(err, errcap, CXLP_EBADINPUT,
+            return errbuf_set(err, errcap, CXLP_EBADINPUT,
                         "%s: header dict at byte offset %llu: key '%.*s' appears twice",
                         name, AT(l), (int)klen, key);
         seen |= field;
@@ -382,7 +370,7 @@ int npy_parse(const uint8_t *buf, uint64_t len, const char *name,
         if (field == FIELD_DESCR) {
             if (l.t == T_STR) {
                 if (l.len >= sizeof descr)
-                    return fail(err, errcap, CXLP_EUNSUPPORTED,
+                    return errbuf_set(err, errcap, CXLP_EUNSUPPORTED,
                                 "%s: field 'descr': value '%.40s...' is not supported "
                                 "(numeric dtypes only)", name,
                                 (const char *)l.s + l.start);
@@ -410,11 +398,11 @@ int npy_parse(const uint8_t *buf, uint64_t len, const char *name,
                 if (l.t != T_INT)
                     return SYNTAX("field 'shape': expected a non-negative integer");
                 if (l.overflow)
-                    return fail(err, errcap, CXLP_EBADINPUT,
+                    return errbuf_set(err, errcap, CXLP_EBADINPUT,
                                 "%s: field 'shape' at byte offset %llu: axis %d does not "
                                 "fit 64 bits", name, AT(l), h.ndim);
                 if (h.ndim >= NPY_MAX_NDIM)
-                    return fail(err, errcap, CXLP_EBADINPUT,
+                    return errbuf_set(err, errcap, CXLP_EBADINPUT,
                                 "%s: field 'shape': more than %d axes", name,
                                 NPY_MAX_NDIM);
                 h.shape[h.ndim++] = l.ival;
@@ -444,53 +432,53 @@ int npy_parse(const uint8_t *buf, uint64_t len, const char *name,
     if (l.t != T_END)
         return SYNTAX("text after the closing '}' (only spaces and a newline may follow)");
     if (!(seen & FIELD_DESCR))
-        return fail(err, errcap, CXLP_EBADINPUT, "%s: header dict: field 'descr' missing",
+        return errbuf_set(err, errcap, CXLP_EBADINPUT, "%s: header dict: field 'descr' missing",
                     name);
     if (!(seen & FIELD_FORTRAN))
-        return fail(err, errcap, CXLP_EBADINPUT,
+        return errbuf_set(err, errcap, CXLP_EBADINPUT,
                     "%s: header dict: field 'fortran_order' missing", name);
     if (!(seen & FIELD_SHAPE))
-        return fail(err, errcap, CXLP_EBADINPUT, "%s: header dict: field 'shape' missing",
+        return errbuf_set(err, errcap, CXLP_EBADINPUT, "%s: header dict: field 'shape' missing",
                     name);
 #undef SYNTAX
 #undef AT
 
     /* semantics */
     if (descr_list)
-        return fail(err, errcap, CXLP_EUNSUPPORTED,
+        return errbuf_set(err, errcap, CXLP_EUNSUPPORTED,
                     "%s: field 'descr': a structured dtype (list of fields) is not "
                     "supported; numeric dtypes only", name);
     const char *why;
     h.dtype = descr_dtype(descr, strlen(descr), &h.itemsize, &why);
     if (h.dtype < 0)
-        return fail(err, errcap, CXLP_EUNSUPPORTED,
+        return errbuf_set(err, errcap, CXLP_EUNSUPPORTED,
                     "%s: field 'descr': value '%s' is not supported (%s); numeric "
                     "little-endian dtypes only: |u1 |i1 |b1 <u2 <i2 <u4 <i4 <u8 <i8 "
                     "<f2 <f4 <f8", name, descr, why);
     if (fortran)
-        return fail(err, errcap, CXLP_EUNSUPPORTED,
+        return errbuf_set(err, errcap, CXLP_EUNSUPPORTED,
                     "%s: field 'fortran_order': value True is not supported (C order "
                     "only; save with np.ascontiguousarray)", name);
     char shape[160];
     format_shape(&h, shape, sizeof shape);
     if (h.ndim > CXLP_MAX_DIMS)
-        return fail(err, errcap, CXLP_EUNSUPPORTED,
+        return errbuf_set(err, errcap, CXLP_EUNSUPPORTED,
                     "%s: field 'shape': %s gives records of %d axes, at most %d are "
                     "supported (reshape before saving)", name, shape, h.ndim - 1,
                     CXLP_MAX_DIMS - 1);
     uint64_t rec = (uint64_t)h.itemsize;
     for (int i = 1; i < h.ndim; i++)
         if (mul_overflow_u64(rec, h.shape[i], &rec))
-            return fail(err, errcap, CXLP_EBADINPUT,
+            return errbuf_set(err, errcap, CXLP_EBADINPUT,
                         "%s: field 'shape': %s: record size overflows 64 bits", name,
                         shape);
     h.record_bytes = rec;
     h.n_records = h.ndim ? h.shape[0] : 1;
     if (mul_overflow_u64(h.n_records, h.record_bytes, &h.data_bytes))
-        return fail(err, errcap, CXLP_EBADINPUT,
+        return errbuf_set(err, errcap, CXLP_EBADINPUT,
                     "%s: field 'shape': %s: data size overflows 64 bits", name, shape);
     if (h.record_bytes == 0)
-        return fail(err, errcap, CXLP_EUNSUPPORTED,
+        return errbuf_set(err, errcap, CXLP_EUNSUPPORTED,
                     "%s: field 'shape': %s gives records of 0 bytes", name, shape);
     *out = h;
     return 0;
@@ -502,12 +490,12 @@ int npy_check_size(const struct npy_header *h, uint64_t file_size, const char *n
     char shape[160];
     format_shape(h, shape, sizeof shape);
     if (file_size < h->data_offset)
-        return fail(err, errcap, CXLP_EBADINPUT,
+        return errbuf_set(err, errcap, CXLP_EBADINPUT,
                     "%s: file is %llu bytes, shorter than its %llu-byte header", name,
                     (unsigned long long)file_size, (unsigned long long)h->data_offset);
     uint64_t actual = file_size - h->data_offset;
     if (actual != h->data_bytes)
-        return fail(err, errcap, CXLP_EBADINPUT,
+        return errbuf_set(err, errcap, CXLP_EBADINPUT,
                     "%s: data is %llu bytes at byte offset %llu, but 'shape' %s x "
                     "itemsize %d ('descr' %s) needs %llu bytes", name,
                     (unsigned long long)actual, (unsigned long long)h->data_offset, shape,
