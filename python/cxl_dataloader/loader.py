@@ -11,7 +11,10 @@ are freed.
   fixed-size records        -> Tensor [batch, *record_shape]
   variable-size, seq_len    -> dict(tokens=[batch, seq_len], lengths=[batch])
                                collate="pack" (default) concatenates records
-                               into full rows; collate="pad" pads each record
+                               into full rows and adds the document
+                               boundaries: seg_row, seg_start, seg_len,
+                               seg_offset, seg_id (one entry per piece of a
+                               record in a row); collate="pad" pads each record
 General path (anything else): torch's DataLoader with the same arguments.
 
 Arguments beyond torch's (docs/python.md): memory_policy (validated; placement
@@ -216,6 +219,7 @@ class CXLDataLoader:
         take = eng.take
         from_dlpack = torch.from_dlpack
         stack = self.collate == _core.COLLATE_STACK
+        pack = self.collate == _core.COLLATE_PACK
         pin = self._cuda_pin
         dev = self.device if self.device is not None and self.device.type != "cpu" else None
         try:
@@ -225,12 +229,22 @@ class CXLDataLoader:
                 r = take()
                 if r is None:
                     break
-                data, lengths, _, rr, self._off = r
+                data, lengths, batch, rr, self._off = r
                 self._pos = start + rr
                 if cxl:
                     self.sampler._drawn = rr
-                out: Any = (from_dlpack(data) if stack else
-                            {"tokens": from_dlpack(data), "lengths": from_dlpack(lengths)})
+                if stack:
+                    out: Any = from_dlpack(data)
+                else:
+                    out = {"tokens": from_dlpack(data), "lengths": from_dlpack(lengths)}
+                    if pack:
+                        # document boundaries: segment s is record seg_id[s],
+                        # elements [seg_offset, +seg_len) of it, at row
+                        # seg_row[s], columns [seg_start, +seg_len)
+                        row, col, n, offset = batch.segments
+                        out.update(seg_row=from_dlpack(row), seg_start=from_dlpack(col),
+                                   seg_len=from_dlpack(n), seg_offset=from_dlpack(offset),
+                                   seg_id=from_dlpack(batch.ids))
                 if pin:
                     if eng.n_slots != len(self._registered):
                         self._register_slots(eng)

@@ -105,3 +105,21 @@ def test_general_path_runs_user_collate(fixed) -> None:
     dl = CXLDataLoader(ds, batch_size=10, collate_fn=lambda xs: torch.stack(xs).sum(), num_workers=2)
     assert not dl.fast
     assert sum(int(x) for x in dl) == int(arr.sum())
+
+
+def test_packed_rows_carry_document_boundaries(pool: CXLMemoryPool, tokens) -> None:
+    prefix, seqs = tokens
+    ds = CXLDataset.ingest(pool, "tok", prefix, format="megatron")
+    dl = CXLDataLoader(ds, batch_size=3, seq_len=40, shuffle=True, seed=2)
+    pieces = 0
+    for b in dl:
+        t = b["tokens"]
+        for r, c, n, off, i in zip(b["seg_row"].tolist(), b["seg_start"].tolist(),
+                                   b["seg_len"].tolist(), b["seg_offset"].tolist(),
+                                   b["seg_id"].tolist()):
+            assert t[r, c:c + n].tolist() == seqs[i][off:off + n].tolist()
+            pieces += 1
+        # segments tile each row's valid part exactly
+        for r, n in enumerate(b["lengths"].tolist()):
+            assert sum(L for R, L in zip(b["seg_row"].tolist(), b["seg_len"].tolist()) if R == r) == n
+    assert pieces >= sum(1 for s in seqs if len(s))
