@@ -333,6 +333,23 @@ static int ingest_fixed(cxlp_pool *p, struct obj *o, const char *name, const str
     return 0;
 }
 
+/* The one-field schema every importer produces: fixed records of
+ * record_size bytes holding an ndim array of dtype, or (fixed 0) 1-D
+ * variable-length records of dtype. */
+static void one_field_schema(struct cxlp_schema *sc, const char *field, int fixed,
+                             uint64_t record_size, int dtype, int ndim, const uint64_t *shape)
+{
+    memset(sc, 0, sizeof *sc);
+    sc->fixed = fixed;
+    sc->record_size = record_size;
+    sc->n_fields = 1;
+    strlcpy0(sc->fields[0].name, field, sizeof sc->fields[0].name);
+    sc->fields[0].dtype = dtype;
+    sc->fields[0].ndim = ndim;
+    for (int d = 0; d < ndim; d++)
+        sc->fields[0].shape[d] = shape[d];
+}
+
 static int import_raw(cxlp_pool *p, struct obj *o, const char *name, const char *path,
                       const struct cxlp_import_opts *opts, int guessed)
 {
@@ -364,14 +381,8 @@ static int import_raw(cxlp_pool *p, struct obj *o, const char *name, const char 
         return rc;
     }
     struct cxlp_schema sc;
-    memset(&sc, 0, sizeof sc);
-    sc.fixed = 1;
-    sc.record_size = rs;
-    sc.n_fields = 1;
-    strlcpy0(sc.fields[0].name, "data", sizeof sc.fields[0].name);
-    sc.fields[0].dtype = dtype;
-    sc.fields[0].ndim = 1;
-    sc.fields[0].shape[0] = rs / (uint64_t)isz;
+    uint64_t elems = rs / (uint64_t)isz;
+    one_field_schema(&sc, "data", 1, rs, dtype, 1, &elems);
     rc = ingest_fixed(p, o, name, &s, 0, s.size, &sc, opts);
     src_close(&s);
     return rc;
@@ -417,15 +428,8 @@ static int import_npy(cxlp_pool *p, struct obj *o, const char *name, const char 
         return rc;
     }
     struct cxlp_schema sc;
-    memset(&sc, 0, sizeof sc);
-    sc.fixed = 1;
-    sc.record_size = h.record_bytes;
-    sc.n_fields = 1;
-    strlcpy0(sc.fields[0].name, "data", sizeof sc.fields[0].name);
-    sc.fields[0].dtype = h.dtype;
-    sc.fields[0].ndim = h.ndim ? h.ndim - 1 : 0;
-    for (int i = 1; i < h.ndim; i++)
-        sc.fields[0].shape[i - 1] = h.shape[i];
+    one_field_schema(&sc, "data", 1, h.record_bytes, h.dtype, h.ndim ? h.ndim - 1 : 0,
+                     h.ndim ? &h.shape[1] : NULL);
     rc = ingest_fixed(p, o, name, &s, h.data_offset, h.data_bytes, &sc, opts);
     src_close(&s);
     return rc;
@@ -482,11 +486,7 @@ static int ingest_megatron(cxlp_pool *p, struct obj *o, const char *name,
         docs[i] = megatron_doc(m, i);
 
     struct cxlp_schema sc;
-    memset(&sc, 0, sizeof sc);
-    sc.fixed = 0;
-    sc.n_fields = 1;
-    strlcpy0(sc.fields[0].name, "tokens", sizeof sc.fields[0].name);
-    sc.fields[0].dtype = m->dtype;
+    one_field_schema(&sc, "tokens", 0, 0, m->dtype, 0, NULL);
     struct cxlp_writer_opts wo = {.shard_bytes = opts->shard_bytes,
                                   .expected_bytes = m->total_bytes};
     cxlp_writer *w = NULL;
