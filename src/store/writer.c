@@ -245,6 +245,18 @@ static void mid_shard_fault(cxlp_writer *w)
     }
 }
 
+/* Accounts n records of bytes just placed in the open shard (its s_len and
+ * s_n already moved): dataset totals, the running checksum (now, or once a
+ * HASH_CHUNK is pending), and the crash tests' mid-shard fault point. */
+static void written(cxlp_writer *w, uint64_t n, uint64_t bytes, int hash_now)
+{
+    w->n_records += n;
+    w->data_bytes += bytes;
+    if (hash_now || w->s_len - w->s_hashed >= HASH_CHUNK)
+        hash_upto(w, w->s_len);
+    mid_shard_fault(w);
+}
+
 static void progress(cxlp_writer *w, int force)
 {
     if (w->progress && (force || w->data_bytes - w->progress_last >= PROGRESS_STEP)) {
@@ -403,13 +415,9 @@ static int append_fixed(cxlp_writer *w, const uint8_t *recs, uint64_t n)
         memcpy(shard_data(w) + w->s_len, recs, k * rs);
         w->s_len += k * rs;
         w->s_n += k;
-        w->n_records += k;
-        w->data_bytes += k * rs;
-        if (w->s_len - w->s_hashed >= HASH_CHUNK)
-            hash_upto(w, w->s_len);
+        written(w, k, k * rs, 0);
         recs += k * rs;
         n -= k;
-        mid_shard_fault(w);
     }
     progress(w, 0);
     return 0;
@@ -445,11 +453,7 @@ int cxlp_writer_append(cxlp_writer *w, const void *rec, uint64_t len)
         memcpy(shard_data(w) + w->s_len, rec, len);
     w->starts[w->s_n++] = w->s_len;
     w->s_len += len;
-    w->n_records++;
-    w->data_bytes += len;
-    if (w->s_len - w->s_hashed >= HASH_CHUNK)
-        hash_upto(w, w->s_len);
-    mid_shard_fault(w);
+    written(w, 1, len, 0);
     progress(w, 0);
     return 0;
 }
@@ -517,10 +521,7 @@ int cxlp_writer_commit_direct(cxlp_writer *w, uint64_t len)
     w->direct_len = 0;
     w->s_len += len;
     w->s_n += len / w->unit;
-    w->n_records += len / w->unit;
-    w->data_bytes += len;
-    hash_upto(w, w->s_len); /* the importer just wrote it: still in cache */
-    mid_shard_fault(w);
+    written(w, len / w->unit, len, 1); /* the importer just wrote it: still in cache */
     progress(w, 0);
     return 0;
 }
@@ -565,10 +566,7 @@ int writer_commit_var(cxlp_writer *w, const uint64_t *lens, uint64_t n)
         w->s_len += lens[i];
     }
     w->direct_len = w->direct_n = 0;
-    w->n_records += n;
-    w->data_bytes += total;
-    hash_upto(w, w->s_len);
-    mid_shard_fault(w);
+    written(w, n, total, 1);
     progress(w, 0);
     return 0;
 }
