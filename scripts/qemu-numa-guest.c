@@ -83,17 +83,37 @@ static int count_kind(const cxlp_topo *t, const char *kind)
     return n;
 }
 
-static int check_cxl(void)
+/* The guest's live topology, printed for the log; NULL (after a GUEST-FAIL
+ * line) when discovery fails. */
+static cxlp_topo *discover_and_print(void)
 {
-    uint64_t size = env_u64("QEMU_EXPECT_CXL_SIZE", 256ULL << 20);
     cxlp_topo *t;
-    int rc = cxlp_topo_discover(NULL, &t);
-    if (rc) {
+    if (cxlp_topo_discover(NULL, &t) != 0) {
         printf("GUEST-FAIL: cxlp_topo_discover: %s\n", cxlp_errmsg(NULL));
-        return 1;
+        return NULL;
     }
     cxlp_topo_print(t, stdout, 0);
     printf("checks:\n");
+    return t;
+}
+
+/* The last line the script reads from the serial console. */
+static int verdict(void)
+{
+    if (fails) {
+        printf("GUEST-FAIL: %d check(s) failed\n", fails);
+        return 1;
+    }
+    printf("GUEST-PASS\n");
+    return 0;
+}
+
+static int check_cxl(void)
+{
+    uint64_t size = env_u64("QEMU_EXPECT_CXL_SIZE", 256ULL << 20);
+    cxlp_topo *t = discover_and_print();
+    if (!t)
+        return 1;
     const struct cxlp_topo_cxl *mem0 = find_cxl(t, "mem0"), *root0 = find_cxl(t, "root0");
     expect(mem0 && !strcmp(mem0->kind, "memdev"), "mem0 is a memdev");
     expect(mem0 && mem0->size == size, "mem0 capacity (ram + pmem) as configured");
@@ -107,12 +127,7 @@ static int check_cxl(void)
         any |= cxlp_topo_node(t, i)->is_cxl;
     expect(!any, "no node claimed as CXL without a region");
     cxlp_topo_free(t);
-    if (fails) {
-        printf("GUEST-FAIL: %d check(s) failed\n", fails);
-        return 1;
-    }
-    printf("GUEST-PASS\n");
-    return 0;
+    return verdict();
 }
 
 /* The numa backend on a real memory-only node: a pool on numa:1 gets its
@@ -176,14 +191,9 @@ int main(int argc, char **argv)
     uint64_t bw1 = env_u64("QEMU_EXPECT_BW1", 32768);
     uint64_t lat0 = env_u64("QEMU_EXPECT_LAT0", 80);
 
-    cxlp_topo *t;
-    int rc = cxlp_topo_discover(NULL, &t);
-    if (rc) {
-        printf("GUEST-FAIL: cxlp_topo_discover: %s\n", cxlp_errmsg(NULL));
+    cxlp_topo *t = discover_and_print();
+    if (!t)
         return 1;
-    }
-    cxlp_topo_print(t, stdout, 0);
-    printf("checks:\n");
     const struct cxlp_topo_node *n0 = NULL, *n1 = NULL;
     for (size_t i = 0; i < cxlp_topo_node_count(t); i++) {
         const struct cxlp_topo_node *n = cxlp_topo_node(t, i);
@@ -211,10 +221,5 @@ int main(int argc, char **argv)
     cxlp_topo_free(t);
     if (n1)
         check_numa_pool();
-    if (fails) {
-        printf("GUEST-FAIL: %d check(s) failed\n", fails);
-        return 1;
-    }
-    printf("GUEST-PASS\n");
-    return 0;
+    return verdict();
 }
