@@ -115,6 +115,20 @@ enum cxlp_media_kind {
 /* "shm", "file", "numa", "devdax"; "?" for an unknown value. */
 CXLP_API const char *cxlp_media_name(int kind);
 
+/* What a tier of a pool is (docs/tiers.md). Memory tiers (DRAM, CXL) are
+ * read in place; an NVME tier is never read through a mapping: copies of
+ * its shards are staged into a memory tier. */
+enum cxlp_tier_kind {
+    CXLP_TIER_DRAM = 0,      /* local memory: shm, numa on a node with CPUs */
+    CXLP_TIER_CXL = 1,       /* CXL memory: numa on a memory-only node, devdax */
+    CXLP_TIER_REMOTE = 2,    /* reserved for remote pools; not accepted yet */
+    CXLP_TIER_NVME = 3,      /* a file on storage, read by staged copies */
+};
+/* "dram", "cxl", "remote", "nvme"; "?" for an unknown value. */
+CXLP_API const char *cxlp_tier_name(int kind);
+/* Inverse of cxlp_tier_name; -1 for an unknown name. */
+CXLP_API int cxlp_tier_parse(const char *name);
+
 /* ======================================================================
  * topo: what memory this machine has
  * ====================================================================== */
@@ -183,6 +197,9 @@ struct cxlp_pool_opts {
     uint64_t catalog_bytes;  /* per catalog slot; 0 means 4 MiB */
     uint32_t lease_slots;    /* reader lease table size; 0 means 256 */
     int readonly;            /* open: map read-only (no writes; a lease is still taken) */
+    uint64_t meta_bytes;     /* tiered create: the pool object's area for shard
+                                tables and states (48 bytes a shard with 3 tiers);
+                                0 means 128 MiB */
 };
 
 /* Creates a new pool of size bytes at spec (see top of file) and attaches it.
@@ -190,6 +207,25 @@ struct cxlp_pool_opts {
  * A sparse file pool of any size creates in O(1) time. opts may be NULL. */
 CXLP_API int cxlp_pool_create(const char *spec, uint64_t size,
                               const struct cxlp_pool_opts *opts, cxlp_pool **out);
+/* Creates a pool made of tiers (docs/tiers.md), fastest first: tiers[i] is
+ * "KIND=MEDIA" with KIND dram, cxl or nvme and MEDIA one of
+ *   shm:SIZE, shm:NAME:SIZE            (/dev/shm/cxlp.NAME; NAME defaults
+ *                                       to POOLNAME.KIND)
+ *   numa:NODE:SIZE, numa:NODE:NAME:SIZE (shm memory bound to NUMA node NODE)
+ *   devdax:/dev/daxX.Y[:SIZE]
+ *   file:PATH:SIZE                     (nvme tiers only)
+ * e.g. {"dram=shm:1G", "cxl=numa:1:8G", "nvme=file:/data/train.tier:2T"}.
+ * spec names the pool object, which holds the metadata (opts->meta_bytes of
+ * room for shard tables). The last nvme tier is the home: ingests write
+ * there and every shard keeps its copy there. Every spec is checked before
+ * anything is created: CXLP_EARG (syntax, order, a size too small, two
+ * tiers on one object), CXLP_EUNSUPPORTED (remote), CXLP_ENODEV (a numa
+ * node or device that is not there), CXLP_EEXIST (an object exists),
+ * CXLP_EFULL (a file larger than its filesystem's free space); the message
+ * names the tier. */
+CXLP_API int cxlp_pool_create_tiered(const char *spec, const char *const *tiers,
+                                     size_t n_tiers, const struct cxlp_pool_opts *opts,
+                                     cxlp_pool **out);
 /* Attaches an existing pool. Validates magic, version, layout signature and
  * header checksum (CXLP_EFORMAT / CXLP_ELAYOUT / CXLP_ECORRUPT). Opening to
  * write a pool owned by another uid fails with CXLP_EOWNER. Takes a reader
@@ -204,9 +240,10 @@ CXLP_API int cxlp_pool_close(cxlp_pool *p);
  * header. Attached processes keep their mappings until they close. */
 CXLP_API int cxlp_pool_destroy(const char *spec);
 
+/* Sizes are summed over the pool's objects (one, unless it has tiers). */
 struct cxlp_pool_stat {
-    uint64_t size;           /* whole region */
-    uint64_t data_bytes;     /* extent area */
+    uint64_t size;           /* the pool object (metadata; data too with one tier) */
+    uint64_t data_bytes;     /* extent areas */
     uint64_t used_bytes;     /* extents held by datasets */
     uint64_t reserved_bytes; /* extents held by unfinished ingests */
     uint64_t deferred_bytes; /* freed extents still visible to a lease */
@@ -222,8 +259,37 @@ struct cxlp_pool_stat {
     uint32_t format_version;
     uint8_t uuid[16];
     char path[256];          /* backing object */
+    uint32_t n_tiers;        /* 1 for a pool of one tier (cxlp_pool_tiers) */
 };
 CXLP_API int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st);
+
+/* One tier of a pool as cxlp_pool_tiers reports it. Counters are the
+ * pool's since it was created, summed over every process (cxlpool top
+ * shows their rates). */
+struct cxlp_tier_info {
+    int kind;                /* enum cxlp_tier_kind */
+    int media;               /* enum cxlp_media_kind of its object */
+    int emulated;            /* 1 when the media stands in for the real thing */
+    int numa_node;           /* numa media's node, else -1 */
+    int home;                /* 1: every shard keeps a copy here */
+    int staged;              /* 1: never read in place (nvme) */
+    char path[256];          /* backing object */
+    uint64_t capacity;       /* bytes for copies */
+    uint64_t used;           /* bytes not free (copies, reservations, deferred
+                                frees; metadata too in a pool of one tier) */
+    uint64_t copies;         /* shard copies it holds */
+    uint64_t copy_bytes;     /* their bytes (4 KiB pages) */
+    uint64_t hits;           /* records read from a copy here without waiting */
+    uint64_t misses;         /* records whose shard had to be fetched first */
+    uint64_t bytes_in;       /* bytes copied in (staged, migrated) */
+    uint64_t bytes_out;      /* bytes of copies evicted or migrated away */
+    uint64_t stall_ns;       /* time readers waited for fetches into it */
+    uint64_t fetches;        /* shard copies made here */
+    uint64_t evictions;      /* copies dropped from here */
+};
+/* Fills out[0..min(cap, n)) and *n with the pool's tiers, fastest first. */
+CXLP_API int cxlp_pool_tiers(cxlp_pool *p, struct cxlp_tier_info *out, size_t cap,
+                             size_t *n);
 
 /* Checks the header, both catalog slots' structure, the extent map (no
  * overlap, inside the region), every shard header and every checksum of every

@@ -26,7 +26,7 @@
 
 #define MAX_NODES 1024
 
-static int node_check(struct media *m, char *err, size_t errlen)
+int media_numa_check(struct media *m, char *err, size_t errlen)
 {
     if (numa_available() < 0)
         return errbuf_set(err, errlen, CXLP_ENODEV,
@@ -61,7 +61,7 @@ static int bind_range(struct media *m, uint64_t off, uint64_t len, int node, uns
 
 static int numa_create(struct media *m, uint64_t size, uint32_t mode, char *err, size_t errlen)
 {
-    int rc = node_check(m, err, errlen);
+    int rc = media_numa_check(m, err, errlen);
     if (rc)
         return rc;
     rc = shm_create_common(m, size, mode, err, errlen);
@@ -78,7 +78,7 @@ static int numa_create(struct media *m, uint64_t size, uint32_t mode, char *err,
 
 static int numa_open(struct media *m, char *err, size_t errlen)
 {
-    int rc = node_check(m, err, errlen);
+    int rc = media_numa_check(m, err, errlen);
     if (rc)
         return rc;
     rc = shm_open_common(m, err, errlen);

@@ -18,6 +18,7 @@
  *
  * Pins: an attachment counts pins per generation in private memory; the
  * slot's min_gen is the smallest pinned generation (UINT64_MAX if none).
+ * Location epoch pins (loc.h) work the same way in min_epoch.
  * Publishing a pin is store; seq_cst fence; reload hdr->gen (catalog.c):
  * the writer does store hdr->gen; ...; seq_cst fence; scan. One of the two
  * sees the other (Dekker), so a pin that survives the reload is seen by
@@ -44,60 +45,100 @@
 
 #define PID_MASK 0xffffffffull
 
-static void publish_min(struct attach *a)
+/* Smallest pinned value of a pin list; UINT64_MAX when none. */
+static uint64_t pins_min(const struct pins *ps)
+{
+    uint64_t m = UINT64_MAX;
+    for (size_t i = 0; i < ps->n; i++)
+        m = MIN(m, ps->v[i].gen);
+    return m;
+}
+
+static void publish_min(struct attach *a, struct pins *ps, uint64_t *slot_word)
 {
     if (!a->lease)
         return;
-    uint64_t m = UINT64_MAX;
-    for (size_t i = 0; i < a->n_pins; i++)
-        m = MIN(m, a->pins[i].gen);
-    /* pairs with at_load_acquire(&min_gen) in lease_scan */
-    at_store_release(&a->lease->min_gen, m);
+    /* pairs with at_load_acquire(&min_gen / &min_epoch) in lease_scan */
+    at_store_release(slot_word, pins_min(ps));
     at_fence_seq_cst();
+}
+
+/* Adds one pin of v to ps and republishes the slot's word (under a->mu). */
+static void pins_add(struct attach *a, struct pins *ps, uint64_t *slot_word, uint64_t v)
+{
+    size_t i;
+    for (i = 0; i < ps->n && ps->v[i].gen != v; i++)
+        ;
+    if (i == ps->n) {
+        if (ps->n == ps->cap) {
+            size_t nc = ps->cap ? ps->cap * 2 : 8;
+            struct pin *p = realloc(ps->v, nc * sizeof *p);
+            if (!p) {
+                /* cannot record it: pin the slot at the lowest value we can
+                 * express so nothing is freed under the caller */
+                if (a->lease)
+                    at_store_release(slot_word, 0);
+                at_fence_seq_cst();
+                return;
+            }
+            ps->v = p;
+            ps->cap = nc;
+        }
+        ps->v[i].gen = v;
+        ps->v[i].count = 0;
+        ps->n++;
+    }
+    ps->v[i].count++;
+    publish_min(a, ps, slot_word);
+}
+
+static void pins_del(struct attach *a, struct pins *ps, uint64_t *slot_word, uint64_t v)
+{
+    for (size_t i = 0; i < ps->n; i++) {
+        if (ps->v[i].gen == v) {
+            if (--ps->v[i].count == 0)
+                ps->v[i] = ps->v[--ps->n];
+            break;
+        }
+    }
+    publish_min(a, ps, slot_word);
 }
 
 void attach_pin(struct attach *a, uint64_t gen)
 {
     pthread_mutex_lock(&a->mu);
-    size_t i;
-    for (i = 0; i < a->n_pins && a->pins[i].gen != gen; i++)
-        ;
-    if (i == a->n_pins) {
-        if (a->n_pins == a->cap_pins) {
-            size_t nc = a->cap_pins ? a->cap_pins * 2 : 8;
-            struct pin *p = realloc(a->pins, nc * sizeof *p);
-            if (!p) {
-                /* cannot record it: pin the slot at the lowest gen we can
-                 * express so nothing is freed under the caller */
-                if (a->lease)
-                    at_store_release(&a->lease->min_gen, 0);
-                at_fence_seq_cst();
-                pthread_mutex_unlock(&a->mu);
-                return;
-            }
-            a->pins = p;
-            a->cap_pins = nc;
-        }
-        a->pins[i].gen = gen;
-        a->pins[i].count = 0;
-        a->n_pins++;
-    }
-    a->pins[i].count++;
-    publish_min(a);
+    pins_add(a, &a->gens, a->lease ? &a->lease->min_gen : NULL, gen);
     pthread_mutex_unlock(&a->mu);
 }
 
 void attach_unpin(struct attach *a, uint64_t gen)
 {
     pthread_mutex_lock(&a->mu);
-    for (size_t i = 0; i < a->n_pins; i++) {
-        if (a->pins[i].gen == gen) {
-            if (--a->pins[i].count == 0)
-                a->pins[i] = a->pins[--a->n_pins];
-            break;
-        }
-    }
-    publish_min(a);
+    pins_del(a, &a->gens, a->lease ? &a->lease->min_gen : NULL, gen);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* The handshake of the generation pins, for the location epoch: the pin is
+ * published (store; seq_cst fence) before the caller loads any location
+ * word, and a writer that changes a word stores it, grows the epoch, fences
+ * and then scans the pins (place.c). A pin of an epoch older than the
+ * current one only protects more, so no re-check is needed: a reader that
+ * loaded epoch e and pinned it either is seen by the scan, or (Dekker)
+ * loads its words after the writer's stores and sees the new words. */
+uint64_t attach_pin_epoch(struct attach *a)
+{
+    pthread_mutex_lock(&a->mu);
+    /* pairs with at_store_release(&hdr->epoch) in place.c */
+    uint64_t e = at_load_acquire(&a->hdr->epoch);
+    pins_add(a, &a->epochs, a->lease ? &a->lease->min_epoch : NULL, e);
+    pthread_mutex_unlock(&a->mu);
+    return e;
+}
+
+void attach_unpin_epoch(struct attach *a, uint64_t e)
+{
+    pthread_mutex_lock(&a->mu);
+    pins_del(a, &a->epochs, a->lease ? &a->lease->min_epoch : NULL, e);
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -111,6 +152,7 @@ static void lease_release(struct attach *a)
     if (!a->lease)
         return;
     at_store_release(&a->lease->min_gen, UINT64_MAX);
+    at_store_release(&a->lease->min_epoch, UINT64_MAX);
     uint64_t mine = (a->lease_seq << 32) | (uint64_t)getpid();
     /* fails only if a scanner judged us dead (forked child): leave it */
     at_cas_acq_rel(&a->lease->owner, &mine, a->lease_seq << 32);
@@ -124,9 +166,52 @@ void attach_unref(struct attach *a)
     lease_release(a);
     media_close(&a->lm);
     media_close(&a->m);
+    for (uint32_t i = 1; i < POOL_MAX_OBJECTS; i++)
+        media_close(&a->om[i]);
     pthread_mutex_destroy(&a->mu);
-    free(a->pins);
+    free(a->gens.v);
+    free(a->epochs.v);
     free(a);
+}
+
+struct media *attach_media(struct attach *a, uint32_t i)
+{
+    return i == 0 ? &a->m : &a->om[i];
+}
+
+uint32_t attach_n_tiers(const struct attach *a)
+{
+    return a->L.n_tiers;
+}
+
+const struct attach_tier *attach_tier(const struct attach *a, uint32_t t)
+{
+    return t < a->L.n_tiers ? &a->t[t] : NULL;
+}
+
+uint32_t attach_home(const struct attach *a)
+{
+    return a->L.home;
+}
+
+uint64_t *attach_states(const struct attach *a, uint64_t states_off)
+{
+    return (uint64_t *)((uint8_t *)a->m.base + states_off);
+}
+
+uint32_t attach_stride(const struct attach *a)
+{
+    return states_stride(a->L.n_tiers);
+}
+
+struct pool_tier_ctr *attach_ctr(const struct attach *a, uint32_t t)
+{
+    if (t >= a->L.n_tiers)
+        return NULL;
+    /* counters are written by everyone who reads: through the writable
+     * mapping a read-only handle keeps for its lease, when it has one */
+    uint8_t *b = a->m.writable ? a->m.base : a->lm.base;
+    return b ? &((struct pool_hdr *)b)->ctr[t] : NULL;
 }
 
 const uint8_t *attach_base(const struct attach *a)
@@ -144,9 +229,10 @@ int attach_collapse(struct attach *a, uint64_t off, uint64_t len)
     return media_collapse(&a->m, off, len);
 }
 
-void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint32_t *live)
+void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint64_t *min_epoch,
+                uint32_t *live)
 {
-    uint64_t mg = UINT64_MAX;
+    uint64_t mg = UINT64_MAX, me = UINT64_MAX;
     uint32_t n = 0;
     /* the writer side of the pin handshake (see top): after the gen store */
     at_fence_seq_cst();
@@ -162,14 +248,17 @@ void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint32_t *live
         uint64_t st = at_load_acquire(&l->st_seq) == seq ? at_load_relaxed(&l->starttime) : 0;
         if (proc_alive(pid, st)) {
             n++;
-            /* pairs with at_store_release(&min_gen) in publish_min */
+            /* pair with at_store_release of the slot words in publish_min */
             mg = MIN(mg, at_load_acquire(&l->min_gen));
+            me = MIN(me, at_load_acquire(&l->min_epoch));
         } else if (reclaim) {
             at_cas_acq_rel(&l->owner, &o, seq << 32);
         }
     }
     if (min_gen)
         *min_gen = mg;
+    if (min_epoch)
+        *min_epoch = me;
     if (live)
         *live = n;
 }
@@ -186,6 +275,7 @@ static int try_claim(struct attach *a, uint64_t starttime)
         if (!at_cas_acq_rel(&l->owner, &o, (seq << 32) | pid))
             continue;
         at_store_relaxed(&l->min_gen, UINT64_MAX);
+        at_store_relaxed(&l->min_epoch, UINT64_MAX);
         at_store_relaxed(&l->starttime, starttime);
         at_store_release(&l->st_seq, seq);
         a->lease = l;
@@ -201,7 +291,7 @@ int attach_lease_claim(struct attach *a, struct obj *o)
     if (try_claim(a, st) == 0)
         return 0;
     uint32_t live;
-    lease_scan(a, 1, NULL, &live);
+    lease_scan(a, 1, NULL, NULL, &live);
     if (try_claim(a, st) == 0)
         return 0;
     return seterr(o, CXLP_EBUSY, "%s: lease table full: %u live holders in %llu slots",
@@ -238,6 +328,7 @@ void attach_boot_check(struct attach *a)
         for (uint64_t i = 0; i < a->L.lease_slots; i++) {
             at_store_relaxed(&l[i].owner, 0);
             at_store_relaxed(&l[i].min_gen, UINT64_MAX);
+            at_store_relaxed(&l[i].min_epoch, UINT64_MAX);
         }
         at_store_relaxed(&wh->boot[0], cur[0]);
         /* pairs with the at_load_acquire(&boot[1]) above */

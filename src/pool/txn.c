@@ -18,16 +18,27 @@
  * Reclaim (start of every transaction), each step justified by:
  *   lease slot of a dead process         -> cleared (it can read nothing)
  *   reservation of a dead process        -> free (its ingest can never
- *                                           publish; nothing else refers to it)
- *   deferred free with freed_gen <= min over live leases of min_gen
- *                                        -> free (no live reader holds a
- *                                           catalog where it was in use)
+ *                                           publish; nothing else refers to
+ *                                           it), unless the location word it
+ *                                           was taken for names it: then it
+ *                                           is that copy (its owner died
+ *                                           between the word and the flip)
+ *   deferred copy whose word still names it
+ *                                        -> dropped, not freed (its owner
+ *                                           died between the flip and the
+ *                                           word: the copy is still live)
+ *   deferred free with freed <= min over live leases of the pin of its
+ *   clock (generation or location epoch) -> free (no live reader can still
+ *                                           reach it); a removed dataset's
+ *                                           copies are walked from its states
  *
- * Conservation across a transaction (checked by pool_check):
+ * Conservation across a transaction (checked by pool_check), per object:
  *   free + used + reserved + deferred = data_len
  * reserve moves free -> reserved; publish moves reserved -> used (and the
- * unused rest of the publishing reservations -> free); remove moves used ->
- * deferred; reclaim moves reserved/deferred -> free.
+ * unused rest of the publishing reservations -> free; the shard table and
+ * states are carved from free space of object 0); remove moves used ->
+ * deferred; reclaim moves reserved/deferred -> free. Placement (place.c)
+ * moves reserved -> used (a copy) and used -> deferred (a dropped copy).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -35,16 +46,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <xxhash.h>
+
 #include "common/atomic.h"
 #include "pool/pool_internal.h"
 
-struct txn {
-    cxlp_pool *p;
-    struct cat c;
-    uint64_t gen;              /* generation the transaction started from */
-};
-
-static int writable_handle(cxlp_pool *p, const char *what)
+int writable_handle(cxlp_pool *p, const char *what)
 {
     if (!p || p->obj.magic != OBJ_MAGIC)
         return seterr(NULL, CXLP_EARG, "%s: not a pool handle", what);
@@ -103,31 +110,96 @@ static void unlock_pool(cxlp_pool *p)
     pthread_mutex_unlock(&p->a->hdr->lock);
 }
 
+/* 1 when the location word of (states extent, shard, tier) still names the
+ * copy at off: a reservation or deferred free taken for it belongs to it. */
+static int word_names(struct attach *a, const struct cat *c, uint64_t states_off,
+                      uint64_t shard, uint32_t tier, uint64_t off)
+{
+    int64_t i = cat_find_states(c, states_off);
+    if (i < 0 || shard >= c->ds[i].d.n_shards || tier >= a->L.n_tiers)
+        return 0;
+    const uint64_t *st = attach_states(a, states_off);
+    /* pairs with the release stores of place.c */
+    uint64_t w = at_load_acquire(&st[shard * attach_stride(a) + 1 + tier]);
+    return loc_present(w) && loc_off(w) == off;
+}
+
+/* Frees every copy a removed dataset's states name (DEF_COPIES). Words or
+ * table entries that do not check out are skipped: pool_check reports the
+ * space they hold. */
+static void free_copies(struct attach *a, struct cat *c, const struct cat_def *d)
+{
+    const struct pool_layout *L = &a->L;
+    uint64_t n = d->len, stride = attach_stride(a), tb, sb;
+    uint64_t toff = d->target_shard, soff = d->off;
+    if (mul_overflow_u64(n, sizeof(struct pool_shent), &tb) || mul_overflow_u64(n, stride * 8, &sb) ||
+        toff < L->obj[0].data_off || !range_ok(toff - L->obj[0].data_off, tb, L->obj[0].data_len) ||
+        !range_ok(soff - L->obj[0].data_off, sb, L->obj[0].data_len))
+        return;
+    const struct pool_shent *tab = (const struct pool_shent *)(attach_base(a) + toff);
+    const uint64_t *st = attach_states(a, soff);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t len = ALIGN_UP(tab[k].len, POOL_EXTENT_ALIGN);
+        for (uint32_t t = 0; t < L->n_tiers; t++) {
+            uint64_t w = at_load_acquire(&st[k * stride + 1 + t]); /* pairs with place.c */
+            uint32_t obj = L->tiers[t].object;
+            uint64_t off = loc_off(w);
+            if (loc_present(w) && off >= L->obj[obj].data_off &&
+                range_ok(off - L->obj[obj].data_off, len, L->obj[obj].data_len))
+                (void)ext_free(c, obj, off, len);
+        }
+    }
+}
+
 static void reclaim(struct txn *t)
 {
     struct cat *c = &t->c;
-    uint64_t min_gen;
-    lease_scan(t->p->a, 1, &min_gen, NULL);
+    struct attach *a = t->p->a;
+    uint64_t min_gen, min_epoch;
+    lease_scan(a, 1, &min_gen, &min_epoch, NULL);
     for (uint64_t i = 0; i < c->n_resv;) {
         struct cat_resv r = c->resv[i];
-        if (!proc_alive((pid_t)r.pid, r.starttime) && ext_free(c, r.off, r.len) == 0) {
-            arr_del(c->resv, &c->n_resv, sizeof *c->resv, i);
-            continue;
+        if (!proc_alive((pid_t)r.pid, r.starttime)) {
+            if ((r.target_states && word_names(a, c, r.target_states, r.target_shard, r.tier, r.off)) ||
+                ext_free(c, r.object, r.off, r.len) == 0) {
+                arr_del(c->resv, &c->n_resv, sizeof *c->resv, i);
+                continue;
+            }
         }
         i++;
     }
-    for (uint64_t i = 0; i < c->n_def;) {
-        struct cat_def d = c->def[i];
-        if (d.freed_gen <= min_gen && ext_free(c, d.off, d.len) == 0) {
-            arr_del(c->def, &c->n_def, sizeof *c->def, i);
-            continue;
+    /* copies first: they are read from states and tables freed in this pass */
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint64_t i = 0; i < c->n_def;) {
+            struct cat_def d = c->def[i];
+            if ((d.kind == DEF_COPIES) != (pass == 0)) {
+                i++;
+                continue;
+            }
+            if (d.kind == DEF_EXTENT && d.target_states &&
+                word_names(a, c, d.target_states, d.target_shard, d.tier, d.off)) {
+                arr_del(c->def, &c->n_def, sizeof *c->def, i); /* still that copy */
+                continue;
+            }
+            uint64_t pin = d.clock == CLOCK_EPOCH ? min_epoch : min_gen;
+            if (d.freed <= pin) {
+                int ok = 1;
+                if (d.kind == DEF_COPIES)
+                    free_copies(a, c, &d);
+                else
+                    ok = ext_free(c, d.object, d.off, d.len) == 0;
+                if (ok) {
+                    arr_del(c->def, &c->n_def, sizeof *c->def, i);
+                    continue;
+                }
+            }
+            i++;
         }
-        i++;
     }
 }
 
 /* Locks, snapshots, reclaims. On failure the lock is not held. */
-static int txn_begin(struct txn *t, cxlp_pool *p)
+int txn_begin(struct txn *t, cxlp_pool *p)
 {
     memset(t, 0, sizeof *t);
     t->p = p;
@@ -143,27 +215,24 @@ static int txn_begin(struct txn *t, cxlp_pool *p)
     return 0;
 }
 
-static void txn_end(struct txn *t)
+void txn_end(struct txn *t)
 {
     cat_free(&t->c);
     unlock_pool(t->p);
 }
 
-/* Publishes t->c as generation gen+1. fault names the crash points of
- * pool_publish (NULL elsewhere). */
-static int txn_commit(struct txn *t, int faults)
+int txn_commit(struct txn *t, int faults)
 {
     struct attach *a = t->p->a;
     t->c.gen = t->gen + 1;
     uint64_t sz = cat_encoded_size(&t->c);
     if (sz > a->L.cat_bytes)
         return seterr(&t->p->obj, CXLP_ECATFULL,
-                      "%s: catalog needs %llu bytes (%llu datasets, %llu shards, %llu free, "
-                      "%llu reserved, %llu deferred), slot holds %llu",
+                      "%s: catalog needs %llu bytes (%llu datasets, %llu free, %llu reserved, "
+                      "%llu deferred), slot holds %llu",
                       a->m.path, (unsigned long long)sz, (unsigned long long)t->c.n_ds,
-                      (unsigned long long)t->c.n_sh, (unsigned long long)t->c.n_fr,
-                      (unsigned long long)t->c.n_resv, (unsigned long long)t->c.n_def,
-                      (unsigned long long)a->L.cat_bytes);
+                      (unsigned long long)t->c.n_fr, (unsigned long long)t->c.n_resv,
+                      (unsigned long long)t->c.n_def, (unsigned long long)a->L.cat_bytes);
     uint8_t *buf = malloc(sz);
     if (!buf)
         return seterr(&t->p->obj, -ENOMEM, "%s: catalog of %llu bytes: out of memory",
@@ -186,40 +255,58 @@ static int txn_commit(struct txn *t, int faults)
     if (rc)
         return seterr(&t->p->obj, rc, "%s: sync of catalog generation: %s", a->m.path,
                       cxlp_strerror(rc));
+    t->gen = t->c.gen;
     return 0;
 }
 
-int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out)
+/* where (a tier or POOL_META) as an object index, with a message if bad. */
+static int where_checked(cxlp_pool *p, int where, const char *what)
+{
+    int o = where_object(&p->a->L, where);
+    if (o < 0)
+        return seterr(&p->obj, CXLP_EARG, "%s: tier %d: the pool has %u tiers", what, where,
+                      p->a->L.n_tiers);
+    return o;
+}
+
+int pool_reserve(cxlp_pool *p, int where, uint64_t len, struct pool_extent *out)
 {
     int rc = writable_handle(p, "pool_reserve");
     if (rc)
         return rc;
-    if (len == 0 || len > p->a->L.data_len || !out)
+    int obj = where_checked(p, where, "pool_reserve");
+    if (obj < 0)
+        return obj;
+    const uint64_t dlen = p->a->L.obj[obj].data_len;
+    if (len == 0 || len > dlen || !out)
         return seterr(&p->obj, CXLP_EARG, "pool_reserve: length %llu invalid (data area %llu)",
-                      (unsigned long long)len, (unsigned long long)p->a->L.data_len);
+                      (unsigned long long)len, (unsigned long long)dlen);
     len = ALIGN_UP(len, POOL_EXTENT_ALIGN);
     struct txn t;
     if ((rc = txn_begin(&t, p)))
         return rc;
     uint64_t off;
-    if (ext_alloc(&t.c, len, &off)) {
-        uint64_t largest, fr = ext_free_bytes(&t.c, &largest);
+    struct media *m = attach_media(p->a, (uint32_t)obj);
+    if (ext_alloc(&t.c, (uint32_t)obj, len, &off)) {
+        uint64_t largest, fr = ext_free_bytes(&t.c, (uint32_t)obj, &largest);
         rc = seterr(&p->obj, CXLP_EFULL,
-                    "%s: no free extent of %llu bytes (free %llu in %llu extents, largest %llu)",
-                    p->a->m.path, (unsigned long long)len, (unsigned long long)fr,
-                    (unsigned long long)t.c.n_fr, (unsigned long long)largest);
+                    "%s: no free extent of %llu bytes (free %llu, largest %llu)",
+                    m->path, (unsigned long long)len, (unsigned long long)fr,
+                    (unsigned long long)largest);
         goto out;
     }
     /* back the extent now: a full disk or /dev/shm is an error here, not a
      * SIGBUS when the ingest first touches the page */
-    rc = media_prepare(&p->a->m, off, len); /* gives the range back on failure */
+    rc = media_prepare(m, off, len); /* gives the range back on failure */
     if (rc) {
-        rc = seterr(&p->obj, rc, "%s: cannot back %llu bytes at %#llx: %s", p->a->m.path,
+        rc = seterr(&p->obj, rc, "%s: cannot back %llu bytes at %#llx: %s", m->path,
                     (unsigned long long)len, (unsigned long long)off, cxlp_strerror(rc));
         goto out;
     }
     pid_t pid = getpid();
-    struct cat_resv r = {off, len, (uint64_t)pid, proc_starttime(pid)};
+    struct cat_resv r = {.off = off, .len = len, .pid = (uint64_t)pid,
+                         .starttime = proc_starttime(pid), .object = (uint32_t)obj,
+                         .tier = where < 0 ? UINT32_MAX : (uint32_t)where};
     if (arr_push(&t.c.resv, &t.c.n_resv, &t.c.cap_resv, sizeof r, &r)) {
         rc = seterr(&p->obj, -ENOMEM, "pool_reserve: out of memory");
         goto out;
@@ -236,25 +323,28 @@ out:
     return rc;
 }
 
-/* Index of this process's reservation containing [off, off+len), or -1. */
-static int64_t find_own_resv(const struct cat *c, uint64_t off, uint64_t len)
+/* Index of this process's reservation in obj containing [off, off+len), or -1. */
+static int64_t find_own_resv(const struct cat *c, uint32_t obj, uint64_t off, uint64_t len)
 {
     uint64_t pid = (uint64_t)getpid(), end;
     if (add_overflow_u64(off, len, &end))
         return -1;
     for (uint64_t i = 0; i < c->n_resv; i++) {
         const struct cat_resv *r = &c->resv[i];
-        if (r->pid == pid && off >= r->off && end <= r->off + r->len)
+        if (r->pid == pid && r->object == obj && off >= r->off && end <= r->off + r->len)
             return (int64_t)i;
     }
     return -1;
 }
 
-int pool_unreserve(cxlp_pool *p, struct pool_extent ext)
+int pool_unreserve(cxlp_pool *p, int where, struct pool_extent ext)
 {
     int rc = writable_handle(p, "pool_unreserve");
     if (rc)
         return rc;
+    int obj = where_checked(p, where, "pool_unreserve");
+    if (obj < 0)
+        return obj;
     if (ext.len == 0)
         return 0;
     if (ext.off % POOL_EXTENT_ALIGN)
@@ -264,7 +354,7 @@ int pool_unreserve(cxlp_pool *p, struct pool_extent ext)
     if ((rc = txn_begin(&t, p)))
         return rc;
     uint64_t len = ALIGN_UP(ext.len, POOL_EXTENT_ALIGN);
-    int64_t i = find_own_resv(&t.c, ext.off, len);
+    int64_t i = find_own_resv(&t.c, (uint32_t)obj, ext.off, len);
     if (i < 0) {
         rc = seterr(&p->obj, CXLP_EARG,
                     "pool_unreserve: %#llx+%llu is not inside a reservation of this process",
@@ -283,7 +373,7 @@ int pool_unreserve(cxlp_pool *p, struct pool_extent ext)
         rc = seterr(&p->obj, -ENOMEM, "pool_unreserve: out of memory");
         goto out;
     }
-    if ((rc = ext_free(&t.c, ext.off, len))) {
+    if ((rc = ext_free(&t.c, (uint32_t)obj, ext.off, len))) {
         rc = seterr(&p->obj, CXLP_ECORRUPT, "%s: reservation %#llx+%llu overlaps free space",
                     p->a->m.path, (unsigned long long)ext.off, (unsigned long long)len);
         goto out;
@@ -295,17 +385,64 @@ out:
 }
 
 /* Checks one extent of the dataset being published; marks its reservation. */
-static int check_ds_extent(cxlp_pool *p, const struct cat *c, uint8_t *used_resv,
+static int check_ds_extent(cxlp_pool *p, const struct cat *c, uint8_t *used_resv, uint32_t obj,
                            const char *name, const char *what, uint64_t k,
                            uint64_t off, uint64_t len)
 {
-    int64_t i = len ? find_own_resv(c, off, len) : -1;
+    int64_t i = len ? find_own_resv(c, obj, off, len) : -1;
     if (i < 0)
         return seterr(&p->obj, CXLP_EARG,
                       "pool_publish '%s': %s %llu at %#llx+%llu is not inside a reservation "
                       "of this process", name, what, (unsigned long long)k,
                       (unsigned long long)off, (unsigned long long)len);
     used_resv[i] = 1;
+    return 0;
+}
+
+/* Writes the shard table and the states of a new dataset into extents
+ * carved from object 0 (free in the committed catalog, so nobody reads them
+ * before the flip, and a crash before it leaves them free). */
+static int write_meta(struct txn *t, struct cat_ds *rec, const struct pool_shard *shards,
+                      uint32_t ingest)
+{
+    cxlp_pool *p = t->p;
+    struct attach *a = p->a;
+    const uint64_t n = rec->d.n_shards, stride = attach_stride(a);
+    if (n == 0)
+        return 0;
+    uint64_t tl = n * sizeof(struct pool_shent), sl = n * stride * 8;
+    uint64_t toff, soff;
+    if (ext_alloc(&t->c, 0, ALIGN_UP(tl, POOL_EXTENT_ALIGN), &toff))
+        return seterr(&p->obj, CXLP_EFULL, "%s: no room for the shard table of '%s' (%llu bytes)",
+                      a->m.path, rec->d.info.name, (unsigned long long)tl);
+    if (ext_alloc(&t->c, 0, ALIGN_UP(sl, POOL_EXTENT_ALIGN), &soff))
+        return seterr(&p->obj, CXLP_EFULL, "%s: no room for the shard states of '%s' (%llu bytes)",
+                      a->m.path, rec->d.info.name, (unsigned long long)sl);
+    int rc = media_prepare(&a->m, toff, ALIGN_UP(tl, POOL_EXTENT_ALIGN));
+    if (!rc)
+        rc = media_prepare(&a->m, soff, ALIGN_UP(sl, POOL_EXTENT_ALIGN));
+    if (rc)
+        return seterr(&p->obj, rc, "%s: cannot back the shard table and states of '%s': %s",
+                      a->m.path, rec->d.info.name, cxlp_strerror(rc));
+    uint8_t *base = a->m.base;
+    struct pool_shent *tab = (struct pool_shent *)(base + toff);
+    uint64_t *st = (uint64_t *)(base + soff);
+    memset(st, 0, sl);
+    for (uint64_t k = 0; k < n; k++) {
+        tab[k] = (struct pool_shent){.len = shards[k].len, .n_records = shards[k].n_records,
+                                     .data_len = shards[k].data_len,
+                                     .checksum = shards[k].checksum};
+        st[k * stride + 1 + ingest] = loc_next_present(0, shards[k].off, 0);
+    }
+    rc = media_sync(&a->m, toff, tl);
+    if (!rc)
+        rc = media_sync(&a->m, soff, sl);
+    if (rc)
+        return seterr(&p->obj, rc, "%s: sync of the shard table of '%s': %s", a->m.path,
+                      rec->d.info.name, cxlp_strerror(rc));
+    rec->table = (struct pool_extent){toff, tl};
+    rec->table_checksum = XXH3_64bits(tab, tl);
+    rec->states = (struct pool_extent){soff, sl};
     return 0;
 }
 
@@ -321,11 +458,22 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
     if (nl == 0 || nl == sizeof ds->info.name)
         return seterr(&p->obj, CXLP_EARG, "pool_publish: dataset name empty or longer than %zu",
                       sizeof ds->info.name - 1);
+    const uint32_t ingest = (uint32_t)pool_ingest_tier(p);
+    const uint32_t iobj = p->a->L.tiers[ingest].object;
+    for (uint32_t s = 0; s < ds->n_shards; s++)
+        if (shards[s].off % POOL_EXTENT_ALIGN || shards[s].len == 0 || shards[s].off > LOC_MAX_OFF)
+            return seterr(&p->obj, CXLP_EARG,
+                          "pool_publish '%s': shard %u at %#llx+%llu: a shard starts on a %u-byte "
+                          "boundary and is not empty", name, s,
+                          (unsigned long long)shards[s].off, (unsigned long long)shards[s].len,
+                          POOL_EXTENT_ALIGN);
     struct txn t;
     if ((rc = txn_begin(&t, p)))
         return rc;
     struct cat *c = &t.c;
     uint8_t *used = NULL;
+    struct oext *fp = NULL;
+    uint64_t nfp = 0, cfp = 0;
     if (cat_find(c, name) >= 0) {
         rc = seterr(&p->obj, CXLP_EEXIST, "%s: dataset '%s' already published", p->a->m.path, name);
         goto out;
@@ -336,65 +484,100 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
         goto out;
     }
     for (uint64_t s = 0; s < ds->n_shards; s++)
-        if ((rc = check_ds_extent(p, c, used, name, "shard", s, shards[s].off, shards[s].len)))
+        if ((rc = check_ds_extent(p, c, used, iobj, name, "shard", s, shards[s].off, shards[s].len)))
             goto out;
     if (ds->docs.len &&
-        (rc = check_ds_extent(p, c, used, name, "docs extent", 0, ds->docs.off, ds->docs.len)))
+        (rc = check_ds_extent(p, c, used, 0, name, "docs extent", 0, ds->docs.off, ds->docs.len)))
         goto out;
 
-    /* append the dataset; its footprint tells what of the reservations it keeps */
+    /* the pages the dataset keeps: each copy and the docs, which must not
+     * share a page (a copy is freed alone when it moves) */
+    for (uint64_t s = 0; s < ds->n_shards; s++) {
+        struct oext e = {shards[s].off, ALIGN_UP(shards[s].len, POOL_EXTENT_ALIGN), iobj};
+        if (arr_push(&fp, &nfp, &cfp, sizeof e, &e))
+            goto nomem;
+    }
+    if (ds->docs.len) {
+        uint64_t s0 = ds->docs.off & ~(uint64_t)(POOL_EXTENT_ALIGN - 1);
+        struct oext e = {s0, ALIGN_UP(ds->docs.off + ds->docs.len, POOL_EXTENT_ALIGN) - s0, 0};
+        if (arr_push(&fp, &nfp, &cfp, sizeof e, &e))
+            goto nomem;
+    }
+    uint64_t nraw = nfp;
+    oext_merge(fp, &nfp);
+    uint64_t sum = 0;
+    for (uint64_t k = 0; k < nfp; k++)
+        sum += fp[k].len;
+    if (nfp != nraw) {
+        /* merging joined touching extents too: only overlap is an error */
+        uint64_t want = 0;
+        for (uint64_t s = 0; s < ds->n_shards; s++)
+            want += ALIGN_UP(shards[s].len, POOL_EXTENT_ALIGN);
+        if (ds->docs.len)
+            want += ALIGN_UP(ds->docs.off + ds->docs.len, POOL_EXTENT_ALIGN) -
+                    (ds->docs.off & ~(uint64_t)(POOL_EXTENT_ALIGN - 1));
+        if (want != sum) {
+            rc = seterr(&p->obj, CXLP_EARG,
+                        "pool_publish '%s': two of its shards (or a shard and the docs) share "
+                        "a %u-byte page", name, POOL_EXTENT_ALIGN);
+            goto out;
+        }
+    }
+
     struct cat_ds rec;
     memset(&rec, 0, sizeof rec);
     rec.d = *ds;
     rec.d.info.n_shards = ds->n_shards;
     rec.d.info.version = t.gen + 1;
-    rec.first_shard = c->n_sh;
-    for (uint64_t s = 0; s < ds->n_shards; s++)
-        if (arr_push(&c->sh, &c->n_sh, &c->cap_sh, sizeof shards[s], &shards[s]))
-            goto nomem;
-    if (arr_push(&c->ds, &c->n_ds, &c->cap_ds, sizeof rec, &rec))
-        goto nomem;
-    struct pool_extent *fp;
-    uint64_t nfp;
-    if (ds_footprint(c, c->n_ds - 1, &fp, &nfp))
-        goto nomem;
+    rec.d.states_off = 0;
+    if ((rc = write_meta(&t, &rec, shards, ingest)))
+        goto out;
     /* footprint pieces are disjoint and sorted; within one reservation they
      * leave gaps that go back to free space */
     for (uint64_t i = 0; i < c->n_resv; i++) {
         if (!used[i])
             continue;
+        const uint32_t obj = c->resv[i].object;
         uint64_t pos = c->resv[i].off, end = c->resv[i].off + c->resv[i].len;
         for (uint64_t k = 0; k < nfp && rc == 0; k++) {
+            if (fp[k].object != obj)
+                continue;
             uint64_t fs = MAX(fp[k].off, pos), fe = MIN(fp[k].off + fp[k].len, end);
             if (fs >= fe)
                 continue;
             if (fs > pos)
-                rc = ext_free(c, pos, fs - pos);
+                rc = ext_free(c, obj, pos, fs - pos);
             pos = fe;
         }
         if (rc == 0 && pos < end)
-            rc = ext_free(c, pos, end - pos);
+            rc = ext_free(c, obj, pos, end - pos);
         if (rc) {
-            free(fp);
             rc = seterr(&p->obj, CXLP_ECORRUPT, "%s: reservation %#llx overlaps free space",
                         p->a->m.path, (unsigned long long)c->resv[i].off);
             goto out;
         }
     }
-    free(fp);
     for (uint64_t i = c->n_resv; i-- > 0;)
         if (used[i])
             arr_del(c->resv, &c->n_resv, sizeof *c->resv, i);
+    if (arr_push(&c->ds, &c->n_ds, &c->cap_ds, sizeof rec, &rec))
+        goto nomem;
     rc = txn_commit(&t, 1);
     if (rc == 0)
-        ds->info.version = t.gen + 1;
+        ds->info.version = t.gen;
     goto out;
 nomem:
     rc = seterr(&p->obj, -ENOMEM, "pool_publish: out of memory");
 out:
     free(used);
+    free(fp);
     txn_end(&t);
     return rc;
+}
+
+static int push_def(struct cat *c, struct cat_def d)
+{
+    return arr_push(&c->def, &c->n_def, &c->cap_def, sizeof d, &d);
 }
 
 int cxlp_pool_remove(cxlp_pool *p, const char *name)
@@ -413,46 +596,54 @@ int cxlp_pool_remove(cxlp_pool *p, const char *name)
         rc = seterr(&p->obj, CXLP_ENOTFOUND, "%s: no dataset '%s'", p->a->m.path, name);
         goto out;
     }
-    struct pool_extent *fp;
-    uint64_t nfp;
-    if (ds_footprint(c, (uint64_t)i, &fp, &nfp)) {
-        rc = seterr(&p->obj, -ENOMEM, "cxlp_pool_remove: out of memory");
-        goto out;
+    /* what a lease pinning an older generation may still read: deferred to
+     * the next generation; the copies are walked from the states when
+     * freed, so a dataset of any size costs the catalog one record */
+    const struct cat_ds *d = &c->ds[i];
+    const uint64_t g = t.gen + 1;
+    struct cat_def meta[3] = {
+        {.off = d->d.docs.off, .len = d->d.docs.len},
+        {.off = d->table.off, .len = d->table.len},
+        {.off = d->states.off, .len = d->states.len},
+    };
+    if (d->d.n_shards &&
+        push_def(c, (struct cat_def){.off = d->states.off, .len = d->d.n_shards, .freed = g,
+                                     .kind = DEF_COPIES, .clock = CLOCK_GEN,
+                                     .target_shard = d->table.off}))
+        goto nomem;
+    for (int k = 0; k < 3; k++) {
+        if (meta[k].len == 0)
+            continue;
+        uint64_t s0 = meta[k].off & ~(uint64_t)(POOL_EXTENT_ALIGN - 1);
+        struct cat_def e = {.off = s0, .len = ALIGN_UP(meta[k].off + meta[k].len, POOL_EXTENT_ALIGN) - s0,
+                            .freed = g, .kind = DEF_EXTENT, .clock = CLOCK_GEN};
+        if (push_def(c, e))
+            goto nomem;
     }
-    for (uint64_t k = 0; k < nfp; k++) {
-        struct cat_def d = {fp[k].off, fp[k].len, t.gen + 1};
-        if (arr_push(&c->def, &c->n_def, &c->cap_def, sizeof d, &d)) {
-            free(fp);
-            rc = seterr(&p->obj, -ENOMEM, "cxlp_pool_remove: out of memory");
-            goto out;
-        }
-    }
-    free(fp);
-    /* drop the dataset and its shard records; later datasets' shard
-     * indexes shift down */
-    uint64_t first = c->ds[i].first_shard, n = c->ds[i].d.n_shards;
-    memmove(&c->sh[first], &c->sh[first + n], (c->n_sh - first - n) * sizeof *c->sh);
-    c->n_sh -= n;
-    for (uint64_t k = 0; k < c->n_ds; k++)
-        if (c->ds[k].first_shard > first)
-            c->ds[k].first_shard -= n;
     arr_del(c->ds, &c->n_ds, sizeof *c->ds, (uint64_t)i);
     rc = txn_commit(&t, 0);
+    goto out;
+nomem:
+    rc = seterr(&p->obj, -ENOMEM, "cxlp_pool_remove: out of memory");
 out:
     txn_end(&t);
     return rc;
 }
 
-int pool_sync(cxlp_pool *p, uint64_t off, uint64_t len)
+int pool_sync(cxlp_pool *p, int where, uint64_t off, uint64_t len)
 {
     if (!p || !p->writable)
         return 0;
-    if (!range_ok(off, len, p->a->L.size))
-        return seterr(&p->obj, CXLP_ERANGE, "pool_sync: %#llx+%llu outside the pool",
-                      (unsigned long long)off, (unsigned long long)len);
-    int rc = media_sync(&p->a->m, off, len);
+    int obj = where_object(&p->a->L, where);
+    if (obj < 0)
+        return seterr(&p->obj, CXLP_EARG, "pool_sync: tier %d does not exist", where);
+    struct media *m = attach_media(p->a, (uint32_t)obj);
+    if (!range_ok(off, len, m->size))
+        return seterr(&p->obj, CXLP_ERANGE, "pool_sync: %#llx+%llu outside %s",
+                      (unsigned long long)off, (unsigned long long)len, m->path);
+    int rc = media_sync(m, off, len);
     if (rc)
-        return seterr(&p->obj, rc, "%s: sync %#llx+%llu: %s", p->a->m.path,
+        return seterr(&p->obj, rc, "%s: sync %#llx+%llu: %s", m->path,
                       (unsigned long long)off, (unsigned long long)len, cxlp_strerror(rc));
     return 0;
 }

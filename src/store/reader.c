@@ -1,12 +1,13 @@
 /*
- * reader.c - an open dataset: a private snapshot of its catalog record, one
- * validated struct shard per shard, and the O(1) record lookup the gather
- * engine calls for every sample.
+ * reader.c - an open dataset: a private snapshot of its catalog record and
+ * shard table, one validated struct shard per shard, and the O(1) record
+ * lookup the gather engine calls for every sample.
  *
  * Lifetime: cxlp_store_open takes (through pool_lookup) a reference on the
  * pool's attachment and a lease pin on the catalog generation it read, so
- * the mapping stays and the extents are not reused while the store is open,
- * even after cxlp_pool_close or a cxlp_pool_remove of the dataset.
+ * the mappings stay and the dataset's extents are not reused while the
+ * store is open, even after cxlp_pool_close or a cxlp_pool_remove of the
+ * dataset.
  *
  * Lookup: record idx lives in shard k with first[k] <= idx < first[k+1].
  *   per_shard != 0 (every shard but the last holds per_shard records, what
@@ -18,46 +19,61 @@
  * Then shard_record (shard.h) turns the in-shard index into a view, with
  * bounds checks on everything it loads from shared memory.
  *
- * Thread safety: after open the handle is immutable; reads touch only it and
- * the pool. Errors on the read path go to the calling thread's message
+ * Where a shard is. In a pool of one tier a shard never moves: every shard
+ * header is validated at open and the read path touches nothing else. In a
+ * tiered pool the read path loads the shard's location words (pool/loc.h)
+ * under a location epoch pin, fastest memory tier first, and reads the copy
+ * it finds. Every copy holds the same bytes (a copy is verified against the
+ * shard's checksum before its word is published), so the shard's geometry
+ * is validated once, from the first copy read, and rebased onto the copy at
+ * hand (shard_at): every access stays inside that copy's extent whatever
+ * its bytes. A shard with no copy in a memory tier is fetched on demand
+ * (fetch.c) by the callers that may wait.
+ *
+ * Pins. A view of a tiered dataset is valid while the epoch it was read
+ * under is pinned. cxlp_store_read's views are promised until close, so the
+ * first of them pins the epoch for the store's lifetime (copies evicted
+ * meanwhile are then freed only at close); the gather engine and
+ * cxlp_store_read_copy pin per batch or per record instead
+ * (store_read_pinned).
+ *
+ * Thread safety: after open the handle changes only where noted (the
+ * geometry of a shard validated lazily, under mu, published by its ready
+ * flag; the lifetime pin, under mu); reads touch only it and the pool.
+ * Errors on the read path go to the calling thread's message
  * (cxlp_errmsg(NULL)), not to the shared handle.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/atomic.h"
 #include "common/fastdiv.h"
+#include "pool/loc.h"
 #include "pool/pool.h"
+#include "pool/pool_format.h"
+#include "store/fetch.h"
 #include "store/shard.h"
 #include "store/store.h"
 
-struct cxlp_store {
-    struct obj obj;
-    struct attach *a;
-    uint64_t gen;
-    struct pool_dataset ds;
-    uint64_t count;
-    uint64_t n_shards;
-    uint64_t per_shard;       /* nonzero: shard = idx / per_shard */
-    struct fastdiv per_div;   /* that division, by multiplication */
-    uint64_t *first;          /* first record of each shard */
-    struct shard *shards;
-    struct pool_shard *loc;   /* catalog locations, for messages and verify */
-    const int64_t *docs;      /* NULL when absent */
-    const char *name;         /* ds.info.name */
-};
-
 static void store_free(cxlp_store *s)
 {
+    if (s->life_pinned)
+        attach_unpin_epoch(s->a, s->life_pin);
+    cxlp_pool_close(s->wp);
     if (s->a) {
         attach_unpin(s->a, s->gen);
         attach_unref(s->a);
     }
+    if (s->mu_init)
+        pthread_mutex_destroy(&s->mu);
     free(s->first);
     free(s->shards);
+    free(s->ready);
     free(s->loc);
     s->obj.magic = 0;
     free(s);
@@ -70,7 +86,30 @@ static int open_fail(cxlp_store *s, cxlp_pool *p, int rc)
     return rc;
 }
 
-/* Checks the catalog record and every shard against the mapping. */
+/* Checks a copy's header against the shard table and fills geometry g
+ * (pointers into the copy at base). */
+int store_shard_check(const cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
+                       const char *where)
+{
+    char err[ERRMSG_MAX];
+    const struct pool_shard *l = &s->loc[k];
+    int rc = shard_open(g, base, l->len, err, sizeof err);
+    if (rc)
+        return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (%s): %s", s->name, k, where, err);
+    if (g->n_records != l->n_records || g->data_len != l->data_len || g->checksum != l->checksum)
+        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (%s): header holds %" PRIu64
+                      " records, %" PRIu64 " bytes, checksum %016" PRIx64 "; the shard table "
+                      "%" PRIu64 ", %" PRIu64 ", %016" PRIx64, s->name, k, where, g->n_records,
+                      g->data_len, g->checksum, l->n_records, l->data_len, l->checksum);
+    if ((g->kind == SHARD_KIND_FIXED) != (s->ds.schema.fixed != 0) ||
+        (s->ds.schema.fixed && g->record_size != s->ds.schema.record_size))
+        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (%s): record kind/size "
+                      "differ from the schema", s->name, k, where);
+    return 0;
+}
+
+/* Checks the catalog record and the shard table; in a pool of one tier
+ * also every shard header. */
 static int store_validate(cxlp_store *s)
 {
     const uint8_t *base = attach_base(s->a);
@@ -86,31 +125,24 @@ static int store_validate(cxlp_store *s)
     uint64_t next = 0, bytes = 0;
     for (uint64_t k = 0; k < s->n_shards; k++) {
         const struct pool_shard *l = &s->loc[k];
-        if (l->media != 0)
-            return seterr(&s->obj, CXLP_EUNSUPPORTED, "dataset %s shard %" PRIu64 ": on media %u, "
-                          "this build reads shards in the pool's own media only", s->name, k, l->media);
-        if (!range_ok(l->off, l->len, size) || l->off % 8)
-            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": extent [%" PRIu64 ", +%" PRIu64 ") "
-                          "outside the pool of %" PRIu64 " bytes or misaligned", s->name, k, l->off, l->len, size);
-        rc = shard_open(&s->shards[k], base + l->off, l->len, err, sizeof err);
-        if (rc)
-            return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
-                          s->name, k, l->off, err);
-        const struct shard *sh = &s->shards[k];
-        if (l->first_record != next || l->n_records != sh->n_records)
-            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): "
-                          "catalog says records [%" PRIu64 ", +%" PRIu64 "), shard header holds %" PRIu64 " and %" PRIu64 " precede it",
-                          s->name, k, l->off, l->first_record, l->n_records, sh->n_records, next);
-        if ((sh->kind == SHARD_KIND_FIXED) != (norm.fixed != 0) ||
-            (norm.fixed && sh->record_size != norm.record_size))
-            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): "
-                          "record kind/size differ from the schema", s->name, k, l->off);
         s->first[k] = next;
-        /* a hostile catalog may list one extent many times: check the sums */
-        if (add_overflow_u64(next, sh->n_records, &next) ||
-            add_overflow_u64(bytes, sh->data_len, &bytes))
-            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": record or byte count overflows",
-                          s->name, k);
+        /* a hostile table may hold anything: check the sums */
+        if (l->len == 0 || add_overflow_u64(next, l->n_records, &next) ||
+            add_overflow_u64(bytes, l->data_len, &bytes))
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": empty, or record "
+                          "or byte count overflows", s->name, k);
+        if (s->tiered)
+            continue;
+        const struct attach_tier *t = attach_tier(s->a, 0);
+        if (l->off < t->data_off || !range_ok(l->off - t->data_off, l->len, t->data_len) ||
+            !range_ok(l->off, l->len, size))
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": extent [%" PRIu64 ", +%" PRIu64 ") "
+                          "outside the pool's data area", s->name, k, l->off, l->len);
+        char where[64];
+        snprintf(where, sizeof where, "pool offset %" PRIu64, l->off);
+        rc = store_shard_check(s, k, base + l->off, &s->shards[k], where);
+        if (rc)
+            return seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
     }
     if (next != ds->info.n_records || bytes != ds->info.data_bytes)
         return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: shards hold %" PRIu64 " records / %" PRIu64 " bytes, "
@@ -120,12 +152,12 @@ static int store_validate(cxlp_store *s)
 
     /* shard = idx / per_shard when the writer's equal-shard layout holds */
     if (s->n_shards > 0) {
-        uint64_t per = s->shards[0].n_records;
+        uint64_t per = s->loc[0].n_records;
         int equal = per > 0;
         for (uint64_t k = 0; equal && k + 1 < s->n_shards; k++)
-            equal = s->shards[k].n_records == per;
-        if (equal && s->shards[s->n_shards - 1].n_records <= per &&
-            s->shards[s->n_shards - 1].n_records > 0) {
+            equal = s->loc[k].n_records == per;
+        if (equal && s->loc[s->n_shards - 1].n_records <= per &&
+            s->loc[s->n_shards - 1].n_records > 0) {
             s->per_shard = per;
             s->per_div = fastdiv_init(per);
         }
@@ -154,6 +186,20 @@ static int store_validate(cxlp_store *s)
     return 0;
 }
 
+/* Tiered pools: the memory tiers to look in, fastest first. */
+static void tiers_init(cxlp_store *s)
+{
+    struct attach *a = s->a;
+    s->tiered = attach_n_tiers(a) > 1;
+    if (!s->tiered)
+        return;
+    s->states = attach_states(a, s->ds.states_off);
+    s->stride = attach_stride(a);
+    for (uint32_t t = 0; t < attach_n_tiers(a); t++)
+        if (!(attach_tier(a, t)->flags & TIER_STAGED))
+            s->mem[s->n_mem++] = t;
+}
+
 int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
 {
     char err[ERRMSG_MAX];
@@ -171,6 +217,8 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
         free(s);
         return rc; /* the pool layer's message names the dataset */
     }
+    pthread_mutex_init(&s->mu, NULL);
+    s->mu_init = 1;
     s->name = s->ds.info.name;
     s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';
     s->n_shards = s->ds.n_shards;
@@ -179,9 +227,11 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
                s->ds.n_shards, s->ds.info.n_shards);
         return open_fail(s, p, CXLP_ECORRUPT);
     }
+    tiers_init(s);
     s->first = malloc((s->n_shards ? s->n_shards : 1) * sizeof *s->first);
     s->shards = malloc((s->n_shards ? s->n_shards : 1) * sizeof *s->shards);
-    if (!s->first || !s->shards) {
+    s->ready = calloc(s->n_shards ? s->n_shards : 1, 1);
+    if (!s->first || !s->shards || !s->ready) {
         seterr(&s->obj, -ENOMEM, "dataset %s: out of memory for %" PRIu64 " shards", s->name, s->n_shards);
         return open_fail(s, p, -ENOMEM);
     }
@@ -220,46 +270,119 @@ const struct cxlp_schema *cxlp_store_schema(const cxlp_store *s)
     return s ? &s->ds.schema : NULL;
 }
 
-__attribute__((cold, noinline)) static int read_corrupt(const cxlp_store *s, uint64_t k, uint64_t idx)
+__attribute__((cold, noinline)) static int read_corrupt(const cxlp_store *s, const struct shard *sh,
+                                                      uint64_t k, uint64_t idx)
 {
     char err[ERRMSG_MAX];
-    shard_explain(&s->shards[k], idx - s->first[k], err, sizeof err);
-    return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
-                  s->name, k, s->loc[k].off, err);
+    shard_explain(sh, idx - s->first[k], err, sizeof err);
+    return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
 }
 
-int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
+/* Geometry of shard k, validated from the copy at base (slow path, once). */
+__attribute__((cold, noinline)) static int make_ready(const cxlp_store *s, uint64_t k,
+                                                     const uint8_t *base, uint32_t t)
+{
+    cxlp_store *m = (cxlp_store *)s; /* the lazily filled part: under mu */
+    pthread_mutex_lock(&m->mu);
+    int rc = 0;
+    if (!at_load_acquire(&m->ready[k])) {
+        char where[64];
+        snprintf(where, sizeof where, "copy in tier %u", t);
+        rc = store_shard_check(s, k, base, &m->shards[k], where);
+        if (!rc)
+            at_store_release(&m->ready[k], 1); /* pairs with the acquire in store_resolve */
+    }
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+int store_resolve(const cxlp_store *s, uint64_t k, struct shard *sh, uint32_t *tier)
+{
+    const uint64_t len = s->loc[k].len;
+    for (uint32_t i = 0; i < s->n_mem; i++) {
+        uint32_t t = s->mem[i];
+        /* pairs with the release store that published the copy (place.c) */
+        uint64_t w = at_load_acquire(&s->states[k * s->stride + 1 + t]);
+        if (!loc_present(w))
+            continue;
+        const struct attach_tier *at = attach_tier(s->a, t);
+        uint64_t off = loc_off(w);
+        if (off < at->data_off || !range_ok(off - at->data_off, len, at->data_len))
+            return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": tier %u word names "
+                          "%#" PRIx64 "+%" PRIu64 ", outside the tier", s->name, k, t, off, len);
+        const uint8_t *base = at->base + off;
+        /* pairs with at_store_release(&ready[k]) in make_ready */
+        if (!at_load_acquire(&s->ready[k])) {
+            int rc = make_ready(s, k, base, t);
+            if (rc)
+                return rc;
+        }
+        shard_at(&s->shards[k], base, sh);
+        *tier = t;
+        return 0;
+    }
+    return CXLP_ENOTFOUND;
+}
+
+static int not_resident(const cxlp_store *s, uint64_t k)
+{
+    return seterr(NULL, CXLP_ENOTFOUND, "dataset %s shard %" PRIu64 ": no copy in a memory "
+                  "tier", s->name, k);
+}
+
+int store_read_pinned(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
 {
     if (__builtin_expect(idx >= s->count, 0))
         return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " past the end (%" PRIu64 " records)",
                       s->name, idx, s->count);
-    uint64_t k;
-    if (s->per_shard) {
-        k = fastdiv(idx, s->per_div);
-    } else {
-        uint64_t lo = 0, hi = s->n_shards; /* first[lo] <= idx < first[hi] (first[n] = count) */
-        while (hi - lo > 1) {
-            uint64_t mid = lo + (hi - lo) / 2;
-            if (s->first[mid] <= idx)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        k = lo;
+    uint64_t k = store_shard_of(s, idx);
+    const struct shard *sp = &s->shards[k];
+    struct shard sh;
+    if (s->tiered) {
+        uint32_t t;
+        int rc = store_resolve(s, k, &sh, &t);
+        if (rc)
+            return rc == CXLP_ENOTFOUND ? not_resident(s, k) : rc;
+        sp = &sh;
     }
     const uint8_t *p;
     uint64_t len;
-    if (__builtin_expect(shard_record(&s->shards[k], idx - s->first[k], &p, &len), 0))
-        return read_corrupt(s, k, idx);
+    if (__builtin_expect(shard_record(sp, idx - s->first[k], &p, &len), 0))
+        return read_corrupt(s, sp, k, idx);
     v->data = p;
     v->len = len;
     return 0;
+}
+
+int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
+{
+    if (__builtin_expect(s->tiered && !at_load_acquire(&s->life_pinned), 0)) {
+        /* views last until close: so does the first one's epoch pin */
+        cxlp_store *m = (cxlp_store *)s;
+        pthread_mutex_lock(&m->mu);
+        if (!m->life_pinned) {
+            m->life_pin = attach_pin_epoch(m->a);
+            at_store_release(&m->life_pinned, 1); /* pairs with the acquire above */
+        }
+        pthread_mutex_unlock(&m->mu);
+    }
+    int rc = store_read_pinned(s, idx, v);
+    if (rc == CXLP_ENOTFOUND && idx < s->count) {
+        /* fetch on demand, then read under the lifetime pin */
+        rc = store_fetch((cxlp_store *)s, store_shard_of(s, idx), FETCH_WAIT);
+        if (rc == 0)
+            rc = store_read_pinned(s, idx, v);
+    }
+    return rc;
 }
 
 int cxlp_store_hugepages(cxlp_store *s)
 {
     if (!s || s->obj.magic != OBJ_MAGIC)
         return seterr(NULL, CXLP_EARG, "store_hugepages: not a store handle");
+    if (s->tiered)
+        return seterr(NULL, CXLP_EUNSUPPORTED, "dataset %s: its copies move between tiers; "
+                      "2 MiB pages are for datasets of a pool of one tier", s->name);
     int first = 0;
     uint64_t failed_at = 0;
     for (uint64_t k = 0; k < s->n_shards; k++) {
@@ -288,27 +411,81 @@ int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs)
     return 0;
 }
 
+/* Verifies one copy: header against the table, checksum. A staged tier's
+ * copy (base NULL) is read into *buf (the caller's, 4 KiB aligned, room for
+ * the longest shard) through the tier's reader. */
+static int verify_copy(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, const uint8_t *base,
+                       uint8_t **buf, struct store_io *io)
+{
+    const uint64_t len = s->loc[k].len;
+    char where[96], err[ERRMSG_MAX];
+    snprintf(where, sizeof where, "tier %u copy at %#" PRIx64, t, off);
+    if (!base) {
+        const struct attach_tier *at = attach_tier(s->a, t);
+        uint64_t al = ALIGN_UP(len, 4096);
+        int rc = io->r[t] ? 0 : media_reader_open(&io->r[t], at->path, err, sizeof err);
+        if (!rc)
+            rc = media_read(io->r[t], off, al, *buf, NULL);
+        if (rc)
+            return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (%s): read: %s", s->name, k,
+                          where, rc < 0 && rc > -4096 ? strerror(-rc) : err);
+        base = *buf;
+    }
+    struct shard sh;
+    int rc = store_shard_check(s, k, base, &sh, where);
+    if (rc)
+        return seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
+    if ((rc = shard_verify(&sh, err, sizeof err)))
+        return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (%s, %" PRIu64 " bytes): %s",
+                      s->name, k, where, len, err);
+    return 0;
+}
+
 int cxlp_store_verify(cxlp_store *s)
 {
-    char err[ERRMSG_MAX];
     if (!s || s->obj.magic != OBJ_MAGIC)
         return seterr(NULL, CXLP_EARG, "store_verify: not a store handle");
-    const uint8_t *base = attach_base(s->a);
-    for (uint64_t k = 0; k < s->n_shards; k++) {
-        const struct pool_shard *l = &s->loc[k];
-        struct shard sh;
-        /* re-open: the header may have changed since cxlp_store_open */
-        int rc = shard_open(&sh, base + l->off, l->len, err, sizeof err);
-        if (!rc && (sh.n_records != s->shards[k].n_records || sh.data_len != s->shards[k].data_len)) {
-            rc = CXLP_ECORRUPT;
-            snprintf(err, sizeof err, "shard header changed since the dataset was opened");
+    int rc = 0;
+    if (!s->tiered) {
+        const uint8_t *base = attach_base(s->a);
+        for (uint64_t k = 0; k < s->n_shards && !rc; k++)
+            rc = verify_copy(s, k, 0, s->loc[k].off, base + s->loc[k].off, NULL, NULL);
+    } else {
+        /* every copy in every tier, under a pin so none is freed meanwhile */
+        uint8_t *buf = NULL;
+        uint64_t maxlen = 0;
+        for (uint64_t k = 0; k < s->n_shards; k++)
+            maxlen = MAX(maxlen, s->loc[k].len);
+        struct store_io io = {0};
+        uint64_t pin = attach_pin_epoch(s->a);
+        for (uint64_t k = 0; k < s->n_shards && !rc; k++) {
+            for (uint32_t t = 0; t < attach_n_tiers(s->a) && !rc; t++) {
+                /* pairs with the release stores of pool/place.c */
+                uint64_t w = at_load_acquire(&s->states[k * s->stride + 1 + t]);
+                if (!loc_present(w))
+                    continue;
+                const struct attach_tier *at = attach_tier(s->a, t);
+                uint64_t off = loc_off(w);
+                if (off < at->data_off || !range_ok(off - at->data_off, s->loc[k].len, at->data_len)) {
+                    rc = seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": tier %u "
+                                "copy at %#" PRIx64 " outside the tier", s->name, k, t, off);
+                    break;
+                }
+                if (!buf && (at->flags & TIER_STAGED) &&
+                    posix_memalign((void **)&buf, 4096, ALIGN_UP(maxlen, 4096))) {
+                    rc = seterr(&s->obj, -ENOMEM, "dataset %s: out of memory", s->name);
+                    break;
+                }
+                rc = verify_copy(s, k, t, off, at->flags & TIER_STAGED ? NULL : at->base + off,
+                                 &buf, &io);
+            }
         }
-        if (!rc)
-            rc = shard_verify(&sh, err, sizeof err);
-        if (rc)
-            return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 ", %" PRIu64 " bytes): %s",
-                          s->name, k, l->off, l->len, err);
+        attach_unpin_epoch(s->a, pin);
+        store_io_close(&io);
+        free(buf);
     }
+    if (rc)
+        return rc;
     if (s->docs) {
         uint64_t h = XXH3_64bits(s->docs, s->ds.docs.len);
         if (h != s->ds.docs_checksum)
@@ -318,4 +495,3 @@ int cxlp_store_verify(cxlp_store *s)
     }
     return 0;
 }
-

@@ -188,6 +188,17 @@ static inline int shard_record(const struct shard *s, uint64_t i, const uint8_t 
     return 0;
 }
 
+/* The shard g (validated at one copy) as seen at another copy of the same
+ * bytes at base: every pointer moved by the same amount. Reads through *out
+ * stay inside [base, base + extent_len) as they did in g. */
+static inline void shard_at(const struct shard *g, const uint8_t *base, struct shard *out)
+{
+    *out = *g;
+    out->base = base;
+    out->data = base + (uint64_t)(g->data - g->base);
+    out->index = base + g->index_off;
+}
+
 /* ---- encoding ---------------------------------------------------------- */
 
 /* Delta width that holds v. */

@@ -6,10 +6,73 @@
 #ifndef CXLP_STORE_H
 #define CXLP_STORE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/common.h"
+#include "common/fastdiv.h"
+#include "pool/pool.h"
+#include "store/shard.h"
+
+/* An open dataset (reader.c): immutable after open except where noted. */
+struct cxlp_store {
+    struct obj obj;
+    struct attach *a;
+    uint64_t gen;             /* catalog generation pinned for the lifetime */
+    struct pool_dataset ds;
+    uint64_t count;
+    uint64_t n_shards;
+    uint64_t per_shard;       /* nonzero: shard = idx / per_shard */
+    struct fastdiv per_div;   /* that division, by multiplication */
+    uint64_t *first;          /* first record of each shard */
+    struct shard *shards;     /* validated geometry (tiered: once ready[k]) */
+    struct pool_shard *loc;   /* the shard table, private copy */
+    const int64_t *docs;      /* NULL when absent */
+    const char *name;         /* ds.info.name */
+    /* tiered pools */
+    int tiered;               /* more than one tier: shards move */
+    const uint64_t *states;   /* shard k's words at states[k * stride] */
+    uint32_t stride;
+    uint32_t n_mem;           /* memory tiers (read in place), fastest first */
+    uint32_t mem[POOL_MAX_TIERS];
+    uint8_t *ready;           /* per shard, atomic: shards[k] is valid */
+    pthread_mutex_t mu;       /* validating geometry; the lifetime pin */
+    int mu_init;
+    int life_pinned;          /* cxlp_store_read views: epoch pinned until close */
+    uint64_t life_pin;
+    cxlp_pool *wp;            /* writable handle for copies (fetch.c), under mu */
+};
+
+/* Checks a copy of shard k at base against the shard table and the schema
+ * and fills g (pointers into that copy); where names it in messages. */
+int store_shard_check(const cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
+                      const char *where);
+
+/* Shard of record idx (< count). */
+static inline uint64_t store_shard_of(const cxlp_store *s, uint64_t idx)
+{
+    if (s->per_shard)
+        return fastdiv(idx, s->per_div);
+    uint64_t lo = 0, hi = s->n_shards; /* first[lo] <= idx < first[hi] (first[n] = count) */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (s->first[mid] <= idx)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Tiered pools: where shard k can be read now. With a copy in a memory
+ * tier, fills *sh with the shard rebased onto it and returns 0 with its
+ * tier in *tier; CXLP_ENOTFOUND when no memory tier holds one; CXLP_ECORRUPT
+ * for a word or header that does not check out (message in cxlp_errmsg(NULL)).
+ * The caller holds a location epoch pin for as long as it uses *sh. */
+int store_resolve(const cxlp_store *s, uint64_t k, struct shard *sh, uint32_t *tier);
+/* cxlp_store_read for a caller that holds an epoch pin (any pool). */
+int store_read_pinned(const cxlp_store *s, uint64_t idx, struct cxlp_view *v);
 
 /* Checks a dataset name: 1..63 bytes, printable ASCII, no '/'. 0 or
  * CXLP_EARG with a message in err. */

@@ -56,12 +56,14 @@
 struct resv {
     struct pool_extent ext;
     uint64_t used;            /* bytes from ext.off taken by shards/docs */
+    int where;                /* the ingest tier, or POOL_META (docs) */
 };
 
 struct cxlp_writer {
     struct obj obj;
     cxlp_pool *p;
-    uint8_t *base;            /* writable pool mapping */
+    int tier;                 /* the ingest tier: where shards go */
+    uint8_t *base;            /* its writable mapping */
     char name[CXLP_NAME_MAX];
     struct cxlp_schema schema;
     uint64_t unit;            /* record_size (fixed) or element size (var) */
@@ -121,7 +123,7 @@ static uint64_t fixed_shard_extent(uint64_t n, uint64_t rs)
     return ALIGN_UP((uint64_t)SHARD_DATA_OFF + n * rs, SHARD_ALIGN);
 }
 
-static int reserve(cxlp_writer *w, uint64_t len)
+static int reserve(cxlp_writer *w, int where, uint64_t len)
 {
     if (w->n_res == w->cap_res) {
         size_t nc = w->cap_res ? 2 * w->cap_res : 8;
@@ -132,12 +134,12 @@ static int reserve(cxlp_writer *w, uint64_t len)
         w->cap_res = nc;
     }
     struct pool_extent e;
-    int rc = pool_reserve(w->p, len, &e);
+    int rc = pool_reserve(w->p, where, len, &e);
     if (rc == CXLP_EARG) /* our lengths are nonzero: it exceeds the whole data area */
         rc = CXLP_EFULL;
     if (rc)
         return pool_fail(w, rc, "reserving an extent");
-    w->res[w->n_res++] = (struct resv){.ext = e, .used = 0};
+    w->res[w->n_res++] = (struct resv){.ext = e, .used = 0, .where = where};
     return 0;
 }
 
@@ -158,7 +160,7 @@ static int open_shard(cxlp_writer *w, uint64_t need, uint64_t want)
         uint64_t len = MAX(need, want);
         int rc;
         for (;;) {
-            rc = reserve(w, len);
+            rc = reserve(w, w->tier, len);
             if (rc != CXLP_EFULL || len == need)
                 break;
             w->failed = 0;
@@ -216,9 +218,14 @@ static int seal_shard(cxlp_writer *w)
         return fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: shard %zu does not fit its extent "
                               "(%" PRIu64 " records, %" PRIu64 " bytes in %" PRIu64 ")",
                               w->name, w->n_shards, w->s_n, w->s_len, w->s_cap));
-    rc = pool_sync(w->p, w->s_off, used);
+    rc = pool_sync(w->p, w->tier, w->s_off, used);
     if (rc)
         return pool_fail(w, rc, "syncing a shard");
+    struct shard sealed;
+    char err[ERRMSG_MAX];
+    if (shard_open(&sealed, w->base + w->s_off, used, err, sizeof err))
+        return fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: shard %zu just sealed does "
+                              "not open: %s", w->name, w->n_shards, err));
     if (w->n_shards == w->cap_shards) {
         size_t nc = w->cap_shards ? 2 * w->cap_shards : 16;
         struct pool_shard *s = realloc(w->shards, nc * sizeof *s);
@@ -229,7 +236,7 @@ static int seal_shard(cxlp_writer *w)
     }
     w->shards[w->n_shards++] = (struct pool_shard){
         .off = w->s_off, .len = used, .first_record = w->n_records - w->s_n,
-        .n_records = w->s_n, .version = 0, .media = 0,
+        .n_records = w->s_n, .data_len = sealed.data_len, .checksum = sealed.checksum,
     };
     r->used = w->s_off - r->ext.off + used;
     return 0;
@@ -288,7 +295,7 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
     rc = schema_normalize(schema, &norm, err, sizeof err);
     if (rc)
         return seterr(pool_obj(p), rc, "dataset %s: %s", name, err);
-    if (!pool_writable(p) || !pool_base_rw(p))
+    if (!pool_writable(p) || !pool_base_rw(p, pool_ingest_tier(p)))
         return seterr(pool_obj(p), CXLP_EREADONLY, "dataset %s: pool handle is read-only", name);
 
     struct pool_dataset ds;
@@ -311,7 +318,8 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
         return seterr(pool_obj(p), -ENOMEM, "dataset %s: out of memory", name);
     obj_init(&w->obj);
     w->p = p;
-    w->base = pool_base_rw(p);
+    w->tier = pool_ingest_tier(p);
+    w->base = pool_base_rw(p, w->tier);
     strlcpy0(w->name, name, sizeof w->name);
     w->schema = norm;
     w->unit = schema_unit(&norm);
@@ -338,7 +346,7 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
             total += fixed_shard_extent(n % per, w->unit);
         if (n == 0)
             total = fixed_shard_extent(0, w->unit);
-        rc = reserve(w, total);
+        rc = reserve(w, w->tier, total);
         if (rc == CXLP_EFULL && n > per) { /* no single hole: go shard by shard */
             w->failed = 0;
             rc = 0;
@@ -604,7 +612,7 @@ static void writer_free(cxlp_writer *w)
 static void unreserve_all(cxlp_writer *w)
 {
     for (size_t i = 0; i < w->n_res; i++)
-        pool_unreserve(w->p, w->res[i].ext);
+        pool_unreserve(w->p, w->res[i].where, w->res[i].ext);
     w->n_res = 0;
 }
 
@@ -616,8 +624,10 @@ void cxlp_writer_abort(cxlp_writer *w)
     writer_free(w);
 }
 
-/* Copies the document index after the last shard and checks it against the
- * records: docs[0] == 0, non-decreasing, docs[n_docs] == n_records. */
+/* Copies the document index into an extent of the pool object's metadata
+ * area (readers map it whole, whatever tier the shards are on) and checks it
+ * against the records: docs[0] == 0, non-decreasing, docs[n_docs] ==
+ * n_records. */
 static int write_docs(cxlp_writer *w, struct pool_dataset *ds)
 {
     uint64_t bytes = (w->n_docs + 1) * sizeof(int64_t);
@@ -628,17 +638,17 @@ static int write_docs(cxlp_writer *w, struct pool_dataset *ds)
         if (w->docs[i + 1] < w->docs[i])
             return fail(w, seterr(&w->obj, CXLP_EARG, "dataset %s: document index decreases at entry %" PRIu64,
                                   w->name, i + 1));
-    int rc = open_shard(w, ALIGN_UP(bytes, SHARD_ALIGN), ALIGN_UP(bytes, SHARD_ALIGN));
+    int rc = reserve(w, POOL_META, bytes);
     if (rc)
         return rc;
-    w->open = 0;
-    memcpy(w->base + w->s_off, w->docs, bytes);
-    ds->docs = (struct pool_extent){.off = w->s_off, .len = bytes};
-    ds->docs_checksum = XXH3_64bits(w->base + w->s_off, bytes);
-    ds->info.n_docs = w->n_docs;
     struct resv *r = &w->res[w->n_res - 1];
-    r->used = w->s_off - r->ext.off + bytes;
-    rc = pool_sync(w->p, w->s_off, bytes);
+    uint8_t *meta = pool_base_rw(w->p, POOL_META);
+    memcpy(meta + r->ext.off, w->docs, bytes);
+    ds->docs = (struct pool_extent){.off = r->ext.off, .len = bytes};
+    ds->docs_checksum = XXH3_64bits(meta + r->ext.off, bytes);
+    ds->info.n_docs = w->n_docs;
+    r->used = bytes;
+    rc = pool_sync(w->p, POOL_META, r->ext.off, bytes);
     return rc ? pool_fail(w, rc, "syncing the document index") : 0;
 }
 
@@ -666,7 +676,7 @@ int cxlp_writer_commit(cxlp_writer *w)
     size_t keep = 0;
     for (size_t i = 0; i < w->n_res; i++) {
         if (w->res[i].used == 0)
-            pool_unreserve(w->p, w->res[i].ext);
+            pool_unreserve(w->p, w->res[i].where, w->res[i].ext);
         else
             w->res[keep++] = w->res[i];
     }

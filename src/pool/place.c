@@ -1,0 +1,330 @@
+/*
+ * place.c - where copies of shards go: reserving room for a copy, publishing
+ * it in its location word, dropping copies. The tier layer (staging,
+ * eviction, migration) and the store layer's fetch are built on these three.
+ *
+ * Glossary
+ *   copy      a complete, verified image of a shard in one tier's object,
+ *             named by the shard's location word for that tier (loc.h)
+ *   target    (states extent, shard, tier): the word a reservation was made
+ *             for, or a deferred free was taken from
+ *   epoch     the pool's location epoch; grows after a word stops naming a
+ *             copy; readers pin it while they use copies (loc.h)
+ *
+ * Invariants (pool_check and reclaim hold them):
+ *   every shard of a listed dataset has >= 1 copy, and one in the home tier
+ *     when the pool has one (a drop never takes the last or the home copy)
+ *   a tier holds at most one copy of a shard (one word per tier)
+ *   an extent is exactly one of: free, reserved, a listed dataset's copy or
+ *     metadata, deferred
+ *   a deferred copy is freed only when freed <= min over live leases of
+ *     min_epoch (no reader that could have loaded its word still reads)
+ *
+ * Order of a placement, under the writer lock, and why each crash is safe:
+ *   1. the new copy's word is stored (release)   crash: its reservation's
+ *      owner is dead and the target word names it: reclaim adopts it
+ *   2. the catalog flips: the reservation goes, dropped copies become
+ *      deferred frees that name their words    crash: those words still name
+ *      the copies: reclaim cancels the frees (the copies stay)
+ *   3. the dropped words are cleared
+ *   4. the epoch grows                          crash: the frees wait for
+ *      readers pinned at or before the old epoch, as they should
+ * A reservation made for a target is also a claim: a second process that
+ * wants to copy the same shard into the same tier gets CXLP_EBUSY and waits
+ * for the word instead of reading the shard twice (one copy per host).
+ *
+ * Rejected: a copy-on-write catalog entry per placement (the catalog would
+ * grow with the number of copies and every staged shard would copy it);
+ * copies tracked only in private memory of the process that staged them
+ * (other processes could neither read nor evict them, and a crash would
+ * leak them).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/atomic.h"
+#include "pool/pool_internal.h"
+
+/* The words of shard k, or NULL with a message when the dataset is gone or
+ * k is out of range. */
+static uint64_t *words_of(struct txn *t, uint64_t states_off, uint64_t k, uint64_t *len)
+{
+    int64_t i = cat_find_states(&t->c, states_off);
+    if (i < 0 || k >= t->c.ds[i].d.n_shards)
+        return NULL;
+    struct attach *a = t->p->a;
+    const struct pool_shent *tab =
+        (const struct pool_shent *)(attach_base(a) + t->c.ds[i].table.off);
+    *len = ALIGN_UP(tab[k].len, POOL_EXTENT_ALIGN);
+    return attach_states(a, states_off) + k * attach_stride(a) + 1;
+}
+
+static void word_sync(struct attach *a, const uint64_t *w)
+{
+    (void)media_sync(&a->m, (uint64_t)((const uint8_t *)w - (const uint8_t *)a->m.base), 8);
+}
+
+static void ctr_add(struct attach *a, uint32_t t, size_t field, uint64_t v)
+{
+    struct pool_tier_ctr *c = attach_ctr(a, t);
+    if (c && v)
+        at_fetch_add_relaxed((uint64_t *)((uint8_t *)c + field), v);
+}
+
+static int gone(cxlp_pool *p, uint64_t states_off, uint64_t k)
+{
+    return seterr(&p->obj, CXLP_ENOTFOUND, "%s: no dataset with states at %#llx holds shard %llu "
+                  "(removed?)", p->a->m.path, (unsigned long long)states_off,
+                  (unsigned long long)k);
+}
+
+int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier,
+                      struct pool_extent *out)
+{
+    int rc = writable_handle(p, "pool_copy_reserve");
+    if (rc)
+        return rc;
+    struct attach *a = p->a;
+    if (tier >= a->L.n_tiers)
+        return seterr(&p->obj, CXLP_EARG, "pool_copy_reserve: tier %u of %u", tier, a->L.n_tiers);
+    struct txn t;
+    if ((rc = txn_begin(&t, p)))
+        return rc;
+    uint64_t len;
+    uint64_t *w = words_of(&t, states_off, k, &len);
+    if (!w) {
+        rc = gone(p, states_off, k);
+        goto out;
+    }
+    /* pairs with the release stores below */
+    if (loc_present(at_load_acquire(&w[tier]))) {
+        rc = CXLP_EEXIST; /* nothing to do: the caller reads the copy */
+        goto out;
+    }
+    for (uint64_t i = 0; i < t.c.n_resv; i++) {
+        const struct cat_resv *r = &t.c.resv[i];
+        if (r->target_states == states_off && r->target_shard == k && r->tier == tier) {
+            rc = seterr(&p->obj, CXLP_EBUSY, "%s: pid %llu is copying shard %llu into tier %u",
+                        a->m.path, (unsigned long long)r->pid, (unsigned long long)k, tier);
+            goto out;
+        }
+    }
+    const uint32_t obj = a->L.tiers[tier].object;
+    uint64_t off;
+    if (ext_alloc(&t.c, obj, len, &off)) {
+        uint64_t largest, fr = ext_free_bytes(&t.c, obj, &largest);
+        rc = seterr(&p->obj, CXLP_EFULL, "%s: tier %u (%s) has no free extent of %llu bytes "
+                    "(free %llu, largest %llu)", a->m.path, tier,
+                    cxlp_tier_name((int)a->L.tiers[tier].kind), (unsigned long long)len,
+                    (unsigned long long)fr, (unsigned long long)largest);
+        goto out;
+    }
+    struct media *m = attach_media(a, obj);
+    rc = media_prepare(m, off, len);
+    if (rc) {
+        rc = seterr(&p->obj, rc, "%s: cannot back %llu bytes at %#llx: %s", m->path,
+                    (unsigned long long)len, (unsigned long long)off, cxlp_strerror(rc));
+        goto out;
+    }
+    pid_t pid = getpid();
+    struct cat_resv r = {.off = off, .len = len, .pid = (uint64_t)pid,
+                         .starttime = proc_starttime(pid), .object = obj, .tier = tier,
+                         .target_states = states_off, .target_shard = k};
+    if (arr_push(&t.c.resv, &t.c.n_resv, &t.c.cap_resv, sizeof r, &r)) {
+        rc = seterr(&p->obj, -ENOMEM, "pool_copy_reserve: out of memory");
+        goto out;
+    }
+    if ((rc = txn_commit(&t, 0)))
+        goto out;
+    *out = (struct pool_extent){off, len};
+out:
+    txn_end(&t);
+    return rc;
+}
+
+/* Adds the deferred frees of the copies in drop_mask (never the home's or
+ * the last one; with only_cache, only copies staged as cache), and returns
+ * the mask of words to clear after the flip and their bytes. */
+static int defer_drops(struct txn *t, uint64_t states_off, uint64_t k, const uint64_t *w,
+                       uint64_t len, uint32_t keep, uint32_t drop_mask, int only_cache,
+                       uint32_t *clear, uint64_t *bytes)
+{
+    struct attach *a = t->p->a;
+    uint32_t present = 0;
+    for (uint32_t d = 0; d < a->L.n_tiers; d++)
+        if (loc_present(at_load_acquire(&w[d]))) /* pairs with the release stores below */
+            present |= 1u << d;
+    if (keep < a->L.n_tiers)
+        present |= 1u << keep;
+    /* pairs with at_store_release(&hdr->epoch) below; writers are serialized */
+    const uint64_t freed = at_load_acquire(&a->hdr->epoch) + 1;
+    *clear = 0;
+    *bytes = 0;
+    for (uint32_t d = 0; d < a->L.n_tiers; d++) {
+        uint64_t wd = at_load_acquire(&w[d]);
+        if (!(drop_mask >> d & 1) || d == keep || d == a->L.home || !loc_present(wd) ||
+            (only_cache && !(wd & LOC_CACHE)))
+            continue;
+        if ((present & ~(1u << d)) == 0)
+            continue; /* the last copy stays */
+        struct cat_def def = {.off = loc_off(wd), .len = len, .freed = freed,
+                              .object = a->L.tiers[d].object, .kind = DEF_EXTENT,
+                              .clock = CLOCK_EPOCH, .tier = d, .target_states = states_off,
+                              .target_shard = k};
+        if (arr_push(&t->c.def, &t->c.n_def, &t->c.cap_def, sizeof def, &def))
+            return -ENOMEM;
+        present &= ~(1u << d);
+        *clear |= 1u << d;
+        *bytes += len;
+    }
+    return 0;
+}
+
+/* After the flip: clears the dropped words, grows the epoch. */
+static void apply_drops(struct txn *t, uint64_t *w, uint32_t clear, uint64_t len)
+{
+    struct attach *a = t->p->a;
+    if (!clear)
+        return;
+    fault_point("drop-after-flip");
+    for (uint32_t d = 0; d < a->L.n_tiers; d++) {
+        if (!(clear >> d & 1))
+            continue;
+        /* pairs with the acquire loads of readers (store_resolve) */
+        at_store_release(&w[d], loc_next_absent(at_load_relaxed(&w[d])));
+        word_sync(a, &w[d]);
+        ctr_add(a, d, offsetof(struct pool_tier_ctr, bytes_out), len);
+        ctr_add(a, d, offsetof(struct pool_tier_ctr, evictions), 1);
+    }
+    fault_point("drop-after-clear");
+    /* pairs with at_load_acquire(&hdr->epoch) in attach_pin_epoch */
+    at_store_release(&a->hdr->epoch, at_load_relaxed(&a->hdr->epoch) + 1);
+    at_fence_seq_cst();
+    (void)media_sync(&a->m, offsetof(struct pool_hdr, epoch), 8);
+}
+
+int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier,
+                    struct pool_extent ext, int cache, uint32_t drop_mask)
+{
+    int rc = writable_handle(p, "pool_copy_place");
+    if (rc)
+        return rc;
+    struct attach *a = p->a;
+    if (tier >= a->L.n_tiers)
+        return seterr(&p->obj, CXLP_EARG, "pool_copy_place: tier %u of %u", tier, a->L.n_tiers);
+    struct txn t;
+    if ((rc = txn_begin(&t, p)))
+        return rc;
+    const uint32_t obj = a->L.tiers[tier].object;
+    int64_t ri = -1;
+    for (uint64_t i = 0; i < t.c.n_resv; i++) {
+        const struct cat_resv *r = &t.c.resv[i];
+        if (r->pid == (uint64_t)getpid() && r->object == obj && r->off == ext.off &&
+            r->target_states == states_off && r->target_shard == k && r->tier == tier)
+            ri = (int64_t)i;
+    }
+    if (ri < 0) {
+        rc = seterr(&p->obj, CXLP_EARG, "pool_copy_place: %#llx is not this process's "
+                    "reservation for shard %llu in tier %u", (unsigned long long)ext.off,
+                    (unsigned long long)k, tier);
+        goto out;
+    }
+    struct cat_resv r = t.c.resv[ri];
+    arr_del(t.c.resv, &t.c.n_resv, sizeof r, (uint64_t)ri);
+    uint64_t len;
+    uint64_t *w = words_of(&t, states_off, k, &len);
+    /* pairs with the release stores of this file */
+    if (!w || loc_present(at_load_acquire(&w[tier])) || len != r.len) {
+        /* the dataset went, or the copy is there already: give the room back */
+        rc = ext_free(&t.c, obj, r.off, r.len);
+        if (!rc)
+            rc = txn_commit(&t, 0);
+        if (!rc)
+            rc = !w ? gone(p, states_off, k) : CXLP_EEXIST;
+        goto out;
+    }
+    uint32_t clear;
+    uint64_t dropped;
+    if (defer_drops(&t, states_off, k, w, len, tier, drop_mask, 0, &clear, &dropped)) {
+        rc = seterr(&p->obj, -ENOMEM, "pool_copy_place: out of memory");
+        goto out;
+    }
+    /* 1: the copy is visible; its reservation still names it (adoption) */
+    at_store_release(&w[tier], loc_next_present(at_load_relaxed(&w[tier]), ext.off, cache));
+    word_sync(a, &w[tier]);
+    fault_point("place-before-flip");
+    /* 2 */
+    if ((rc = txn_commit(&t, 0))) {
+        /* nothing flipped: the word goes back, the reservation stays ours */
+        at_store_release(&w[tier], loc_next_absent(at_load_relaxed(&w[tier])));
+        goto out;
+    }
+    ctr_add(a, tier, offsetof(struct pool_tier_ctr, bytes_in), len);
+    ctr_add(a, tier, offsetof(struct pool_tier_ctr, fetches), 1);
+    /* 3, 4 */
+    apply_drops(&t, w, clear, len);
+out:
+    txn_end(&t);
+    return rc;
+}
+
+int pool_copy_drop(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t drop_mask,
+                   int only_cache, uint64_t *bytes)
+{
+    int rc = writable_handle(p, "pool_copy_drop");
+    if (rc)
+        return rc;
+    struct txn t;
+    if ((rc = txn_begin(&t, p)))
+        return rc;
+    uint64_t len, dropped = 0;
+    uint64_t *w = words_of(&t, states_off, k, &len);
+    if (!w) {
+        rc = gone(p, states_off, k);
+        goto out;
+    }
+    uint32_t clear;
+    if (defer_drops(&t, states_off, k, w, len, UINT32_MAX, drop_mask, only_cache, &clear,
+                    &dropped)) {
+        rc = seterr(&p->obj, -ENOMEM, "pool_copy_drop: out of memory");
+        goto out;
+    }
+    if (!clear)
+        goto out; /* nothing to drop: no flip */
+    if ((rc = txn_commit(&t, 0)))
+        goto out;
+    apply_drops(&t, w, clear, len);
+out:
+    if (!rc && bytes)
+        *bytes = dropped;
+    txn_end(&t);
+    return rc;
+}
+
+int pool_copy_keep(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier, int cache)
+{
+    int rc = writable_handle(p, "pool_copy_keep");
+    if (rc)
+        return rc;
+    struct txn t;
+    if ((rc = txn_begin(&t, p)))
+        return rc;
+    uint64_t len;
+    uint64_t *w = words_of(&t, states_off, k, &len);
+    if (!w) {
+        rc = gone(p, states_off, k);
+    } else if (tier >= p->a->L.n_tiers || !loc_present(at_load_acquire(&w[tier]))) {
+        rc = CXLP_ENOTFOUND; /* no copy there (evicted meanwhile) */
+    } else {
+        uint64_t old = at_load_relaxed(&w[tier]);
+        if (!!(old & LOC_CACHE) != !!cache) {
+            /* same copy, new version: a reader that loaded either reads it */
+            at_store_release(&w[tier], loc_next_present(old, loc_off(old), cache));
+            word_sync(p->a, &w[tier]);
+        }
+    }
+    txn_end(&t);
+    return rc;
+}

@@ -1,0 +1,243 @@
+/* Tiered pools: create, ingest into the home (an nvme file), read through
+ * a miss that stages the shard into the dram tier with io_uring, copies and
+ * drops between tiers, and verify. */
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include "test.h"
+#include "records.h"
+#include "pool/loc.h"
+#include "pool/pool_internal.h"
+#include "store/fetch.h"
+#include "store/store.h"
+
+#define MiB (1ull << 20)
+
+static char pool[128], dram[160], nvme[256];
+
+static void names(void)
+{
+    snprintf(pool, sizeof pool, "%s", test_name("tier"));
+    snprintf(dram, sizeof dram, "dram=shm:%s.d:4M", pool);
+    snprintf(nvme, sizeof nvme, "nvme=file:/tmp/cxlp-%s.tier:32M", pool);
+}
+
+static int exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static uint64_t word(cxlp_store *s, uint64_t k, uint32_t t)
+{
+    return __atomic_load_n(&s->states[k * s->stride + 1 + t], __ATOMIC_ACQUIRE);
+}
+
+static void basic(void)
+{
+    names();
+    const char *tiers[] = {dram, nvme};
+    struct cxlp_pool_opts o = {.meta_bytes = 4 * MiB, .lease_slots = 16};
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_create_tiered(pool, tiers, 2, &o, &p));
+    struct cxlp_tier_info ti[4];
+    size_t nt;
+    CHECK_OK(cxlp_pool_tiers(p, ti, 4, &nt));
+    CHECK(nt == 2);
+    CHECK(ti[0].kind == CXLP_TIER_DRAM && !ti[0].home && !ti[0].staged && ti[0].media == CXLP_MEDIA_SHM);
+    CHECK(ti[1].kind == CXLP_TIER_NVME && ti[1].home && ti[1].staged && ti[1].media == CXLP_MEDIA_FILE);
+    CHECK(ti[0].capacity == 2 * MiB && ti[1].capacity == 30 * MiB);
+    CHECK(pool_ingest_tier(p) == 1);
+
+    /* ingest: the shards land in the home tier */
+    uint64_t seed = 7, n;
+    CHECK_OK(rec_ingest(p, "d", 1, seed, 4 * MiB, 256 * 1024, &n, NULL));
+    CHECK_OK(cxlp_pool_tiers(p, ti, 4, &nt));
+    CHECK(ti[1].copies == 16 && ti[0].copies == 0);
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+
+    /* a read of a shard only the nvme tier holds: a miss, staged into dram */
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, "d", &s));
+    CHECK(cxlp_store_count(s) == n && s->tiered && s->n_mem == 1 && s->mem[0] == 0);
+    CHECK(!loc_present(word(s, 3, 0)) && loc_present(word(s, 3, 1)));
+    uint64_t idx = 3 * s->per_shard + 5;
+    struct cxlp_view v;
+    CHECK_OK(cxlp_store_read(s, idx, &v));
+    CHECK(rec_ok(v.data, v.len, 1, seed, idx));
+    uint64_t w = word(s, 3, 0);
+    CHECK(loc_present(w) && (w & LOC_CACHE));
+    const struct attach_tier *t0 = attach_tier(s->a, 0);
+    CHECK((const uint8_t *)v.data >= t0->base + t0->data_off &&
+          (const uint8_t *)v.data < t0->base + t0->data_off + t0->data_len);
+    CHECK_OK(cxlp_pool_tiers(p, ti, 4, &nt));
+    CHECK(ti[0].copies == 1 && ti[0].misses == 1 && ti[0].fetches == 1);
+    CHECK(ti[0].bytes_in == ALIGN_UP(s->loc[3].len, 4096));
+    /* the same record again: no second fetch */
+    CHECK_OK(cxlp_store_read(s, idx + 1, &v));
+    CHECK(rec_ok(v.data, v.len, 1, seed, idx + 1));
+    CHECK_OK(cxlp_pool_tiers(p, ti, 4, &nt));
+    CHECK(ti[0].fetches == 1);
+
+    /* store_copy of a copy that is there: EEXIST; into the staged tier: refused */
+    struct copy_stat cs;
+    CHECK_RC(store_copy(s, 3, 0, 0, 0, NULL, &cs), CXLP_EEXIST);
+    CHECK_RC(store_copy(s, 4, 1, 0, 0, NULL, &cs), CXLP_EARG);
+    /* a fresh copy with O_DIRECT from the file */
+    CHECK_OK(store_copy(s, 4, 0, FETCH_KEEP, 0, NULL, &cs));
+    CHECK(cs.bytes == ALIGN_UP(s->loc[4].len, 4096));
+    printf("staged %llu bytes, %llu with O_DIRECT\n", (unsigned long long)cs.bytes,
+           (unsigned long long)cs.direct_bytes);
+    CHECK(loc_present(word(s, 4, 0)) && !(word(s, 4, 0) & LOC_CACHE));
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+
+    /* drops: never the home copy; a dropped copy is deferred while the
+     * store's views (its lifetime pin) may see it */
+    cxlp_pool *wp;
+    CHECK_OK(store_pool_rw(s, &wp));
+    uint64_t bytes;
+    CHECK_OK(pool_copy_drop(wp, s->ds.states_off, 3, 3u, 0, &bytes));
+    CHECK(bytes == ALIGN_UP(s->loc[3].len, 4096));
+    CHECK(!loc_present(word(s, 3, 0)) && loc_present(word(s, 3, 1)));
+    CHECK_OK(pool_copy_drop(wp, s->ds.states_off, 3, 3u, 0, &bytes));
+    CHECK(bytes == 0); /* the home copy stays */
+    struct cxlp_pool_stat st;
+    CHECK_OK(cxlp_pool_stat(p, &st));
+    CHECK(st.deferred_bytes == ALIGN_UP(s->loc[3].len, 4096));
+    /* the earlier view still reads the old copy: pinned */
+    CHECK(rec_ok(v.data, v.len, 1, seed, idx + 1));
+    uint64_t shard4_len = s->loc[4].len;
+    CHECK_OK(cxlp_store_close(s));
+    /* cache-only drop keeps the kept copy of shard 4 */
+    CHECK_OK(cxlp_store_open(p, "d", &s));
+    CHECK_OK(store_pool_rw(s, &wp));
+    CHECK_OK(pool_copy_drop(wp, s->ds.states_off, 4, 1u, 1, &bytes));
+    CHECK(bytes == 0 && loc_present(word(s, 4, 0)));
+    CHECK_OK(pool_copy_drop(wp, s->ds.states_off, 4, 1u, 0, &bytes));
+    CHECK(bytes == ALIGN_UP(shard4_len, 4096));
+    /* nothing pins now: the next transaction frees both */
+    CHECK_OK(cxlp_store_close(s));
+    struct pool_extent e;
+    CHECK_OK(pool_reserve(p, 0, 4096, &e));
+    CHECK_OK(pool_unreserve(p, 0, e));
+    CHECK_OK(cxlp_pool_stat(p, &st));
+    CHECK(st.deferred_bytes == 0);
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+
+    /* every record through misses, in a dram tier smaller than the dataset:
+     * plain cxlp_store_read fills it and then says so */
+    CHECK_OK(cxlp_store_open(p, "d", &s));
+    int full = 0;
+    for (uint64_t i = 0; i < n && !full; i += 64) {
+        int rc = cxlp_store_read(s, i, &v);
+        if (rc == CXLP_EFULL) {
+            full = 1;
+            CHECK(strstr(cxlp_errmsg(NULL), "no memory tier has room") != NULL);
+            break;
+        }
+        CHECK_OK(rc);
+        CHECK(rec_ok(v.data, v.len, 1, seed, i));
+    }
+    CHECK(full); /* 4 MiB of shards, 2 MiB of dram, nothing evicts */
+    CHECK_OK(cxlp_store_close(s));
+
+    /* removal frees every copy in every tier once unpinned */
+    CHECK_OK(cxlp_pool_remove(p, "d"));
+    CHECK_OK(pool_reserve(p, 0, 4096, &e));
+    CHECK_OK(pool_unreserve(p, 0, e));
+    CHECK_OK(cxlp_pool_stat(p, &st));
+    CHECK(st.n_datasets == 0 && st.deferred_bytes == 0 && st.used_bytes == 0);
+    CHECK_OK(cxlp_pool_tiers(p, ti, 4, &nt));
+    CHECK(ti[0].used == 0 && ti[1].used == 0);
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+
+    /* reopen: objects found by their specs; destroy removes them all */
+    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
+    CHECK_OK(cxlp_pool_close(p));
+    CHECK_OK(cxlp_pool_destroy(pool));
+    char path[300];
+    snprintf(path, sizeof path, "/tmp/cxlp-%s.tier", pool);
+    CHECK(!exists(path));
+    snprintf(path, sizeof path, "/dev/shm/cxlp.%s.d", pool);
+    CHECK(!exists(path));
+}
+
+/* A bad tier spec is refused with its tier named, before anything exists. */
+static void refuse(const char *const *tiers, size_t n, int want, const char *msg)
+{
+    cxlp_pool *p;
+    struct cxlp_pool_opts o = {.meta_bytes = 4 * MiB};
+    int rc = cxlp_pool_create_tiered(pool, tiers, n, &o, &p);
+    if (rc != want || !strstr(cxlp_errmsg(NULL), msg)) {
+        fprintf(stderr, "got %d '%s', want %d with '%s'\n", rc, cxlp_errmsg(NULL), want, msg);
+        CHECK(0);
+    }
+    char path[300];
+    snprintf(path, sizeof path, "/dev/shm/cxlp.%s", pool);
+    CHECK(!exists(path));
+    snprintf(path, sizeof path, "/tmp/cxlp-%s.tier", pool);
+    CHECK(!exists(path));
+    snprintf(path, sizeof path, "/dev/shm/cxlp.%s.d", pool);
+    CHECK(!exists(path));
+}
+
+static void bad_input(void)
+{
+    names();
+    char big[300], shm_nvme[200], same[300], small[200], remote[64];
+    snprintf(big, sizeof big, "nvme=file:/tmp/cxlp-%s.tier:100P", pool);
+    snprintf(shm_nvme, sizeof shm_nvme, "nvme=shm:%s.x:8M", pool);
+    snprintf(same, sizeof same, "cxl=shm:%s.d:8M", pool);
+    snprintf(small, sizeof small, "dram=shm:%s.d:1M", pool);
+    snprintf(remote, sizeof remote, "remote=shm:8M");
+    const char *order[] = {nvme, dram};
+    refuse(order, 2, CXLP_EARG, "fastest first");
+    const char *dup[] = {dram, same};
+    refuse(dup, 2, CXLP_EARG, "same object as tier 0");
+    char self[200];
+    snprintf(self, sizeof self, "dram=shm:%s:8M", pool);
+    const char *own[] = {self, nvme};
+    refuse(own, 2, CXLP_EARG, "pool's own object");
+    const char *tiny[] = {small, nvme};
+    refuse(tiny, 2, CXLP_EARG, "smaller than a tier");
+    const char *full[] = {dram, big};
+    refuse(full, 2, CXLP_EFULL, "free on its filesystem");
+    const char *nv[] = {dram, shm_nvme};
+    refuse(nv, 2, CXLP_EARG, "an nvme tier is a file");
+    const char *rem[] = {remote};
+    refuse(rem, 1, CXLP_EUNSUPPORTED, "reserved");
+    const char *nonode[] = {"cxl=numa:999:8M", nvme};
+    refuse(nonode, 2, CXLP_ENODEV, "999");
+    const char *nodev[] = {"cxl=devdax:/dev/dax97.3", nvme};
+    refuse(nodev, 2, CXLP_ENODEV, "dax97.3");
+    const char *nosize[] = {"dram=shm", nvme};
+    refuse(nosize, 2, CXLP_EARG, "no size");
+    const char *junk[] = {"ssd=file:/x:1G"};
+    refuse(junk, 1, CXLP_EARG, "unknown kind");
+    /* a metadata area too small for anything */
+    cxlp_pool *p;
+    const char *ok[] = {dram, nvme};
+    struct cxlp_pool_opts o = {.meta_bytes = 4096};
+    CHECK_RC(cxlp_pool_create_tiered(pool, ok, 2, &o, &p), CXLP_EARG);
+    CHECK(strstr(cxlp_errmsg(NULL), "meta_bytes") != NULL);
+    /* an object left from before: EEXIST, and the other objects made for
+     * this create are removed again */
+    int fd = open("/dev/shm/cxlp.tierclash.d", O_CREAT | O_RDWR, 0600);
+    CHECK(fd >= 0);
+    close(fd);
+    snprintf(pool, sizeof pool, "tierclash");
+    snprintf(dram, sizeof dram, "dram=shm:tierclash.d:4M");
+    const char *clash[] = {dram, nvme};
+    o.meta_bytes = 4 * MiB;
+    CHECK_RC(cxlp_pool_create_tiered(pool, clash, 2, &o, &p), CXLP_EEXIST);
+    unlink("/dev/shm/cxlp.tierclash.d");
+}
+
+int main(void)
+{
+    basic();
+    bad_input();
+    printf("ok\n");
+    return 0;
+}
