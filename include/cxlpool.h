@@ -370,8 +370,21 @@ CXLP_API int cxlp_store_info(const cxlp_store *s, struct cxlp_dataset_info *info
 CXLP_API const struct cxlp_schema *cxlp_store_schema(const cxlp_store *s);
 /* Record idx (0..count-1) as a borrowed view. O(1). Thread-safe.
  * CXLP_ERANGE past the end; CXLP_ECORRUPT if the index points outside the
- * shard (checked on every call). */
+ * shard (checked on every call). On a pool of tiers a shard with no copy in
+ * a memory tier is fetched first (a miss; CXLP_EFULL when no memory tier has
+ * room), and the view holds its copy until close (cxlp_store_tiered). */
 CXLP_API int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v);
+/* Record idx copied into buf (cap bytes); *len receives its length
+ * (CXLP_ERANGE when cap is shorter, with *len set). Any pool; on a pool of
+ * tiers the copy it reads is pinned only for the call, and a shard with no
+ * copy in a memory tier is fetched first (a miss), so nothing is held
+ * afterwards. Thread-safe. */
+CXLP_API int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t cap,
+                                  uint64_t *len);
+/* 1 when the dataset's pool has more than one tier: its shards move, and
+ * each view cxlp_store_read returns keeps the copy it points into (and every
+ * copy dropped after it) until cxlp_store_close. */
+CXLP_API int cxlp_store_tiered(const cxlp_store *s);
 /* Document boundaries of a Megatron import: docs[i] is the first record of
  * document i; n_docs+1 entries (the last is count). NULL/0 when absent. */
 CXLP_API int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs);
@@ -459,6 +472,38 @@ struct cxlp_import_opts {
  * total) is called after each chunk of about 4 MiB, in the calling thread. */
 CXLP_API int cxlp_import(cxlp_pool *p, const char *name, const char *src,
                          const struct cxlp_import_opts *opts);
+
+/* ======================================================================
+ * tier: where copies of a dataset live (docs/tiers.md)
+ * ====================================================================== */
+
+struct cxlp_migrate_opts {
+    uint32_t threads;        /* shards copied at once; 0 means 1 */
+    /* progress(ctx, shards_done, n_shards) after each shard; may be NULL */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
+};
+struct cxlp_migrate_stat {
+    uint64_t shards;         /* of the dataset */
+    uint64_t copied;         /* shards copied into the tier */
+    uint64_t already;        /* shards that had a copy there already */
+    uint64_t bytes_copied;
+    uint64_t direct_bytes;   /* of them, read with O_DIRECT from an nvme tier */
+    uint64_t bytes_dropped;  /* of copies dropped from other tiers */
+    double seconds;
+};
+/* Moves dataset name to tier ("dram", "cxl", "nvme": the first tier of
+ * that kind, or a tier index) while readers keep reading: to a memory tier,
+ * each shard gets a copy there (kept: placement policies do not evict it)
+ * and loses its copies in other tiers but the home's; to the home tier,
+ * every other copy goes. Each shard is one crash-safe step: a migration
+ * killed at any instant loses nothing and leaks nothing. Copies dropped are
+ * freed once no reader can still see them. CXLP_EARG (bad tier, one-tier
+ * pool), CXLP_EUNSUPPORTED (an nvme tier that is not the home),
+ * CXLP_EFULL (the tier has no room; shards already moved stay moved),
+ * CXLP_ENOTFOUND. Runs in opts->threads threads; the caller waits. */
+CXLP_API int cxlp_migrate(cxlp_pool *p, const char *name, const char *tier,
+                          const struct cxlp_migrate_opts *opts, struct cxlp_migrate_stat *st);
 
 /* ======================================================================
  * sample: orders over dataset ids

@@ -56,9 +56,13 @@ int cli_cmd_create(int argc, char **argv)
         {"mode", required_argument, 0, 'm'},
         {"catalog-bytes", required_argument, 0, 'c'},
         {"lease-slots", required_argument, 0, 'l'},
+        {"tier", required_argument, 0, 't'},
+        {"meta-bytes", required_argument, 0, 'M'},
         {0, 0, 0, 0},
     };
     struct cxlp_pool_opts o = {0};
+    const char *tiers[16];
+    size_t n_tiers = 0;
     int c;
     uint64_t v;
     while ((c = cli_next_opt(argc, argv, lo)) != -1) {
@@ -81,16 +85,29 @@ int cli_cmd_create(int argc, char **argv)
                 return cli_usage_error("--lease-slots: '%s' is not a count", optarg);
             o.lease_slots = (uint32_t)v;
             break;
+        case 't':
+            if (n_tiers == sizeof tiers / sizeof tiers[0])
+                return cli_usage_error("--tier: at most %zu", sizeof tiers / sizeof tiers[0]);
+            tiers[n_tiers++] = optarg;
+            break;
+        case 'M':
+            if (cli_parse_size(optarg, &o.meta_bytes) || !o.meta_bytes)
+                return cli_usage_error("--meta-bytes: '%s' is not a size", optarg);
+            break;
         }
     }
-    if (!cli_npos_ok(argc, argv, 2, 2))
+    if (!cli_npos_ok(argc, argv, n_tiers ? 1 : 2, n_tiers ? 1 : 2))
         return EXIT_USAGE;
     const char *spec = argv[optind];
-    uint64_t size;
-    if (cli_parse_size(argv[optind + 1], &size) || size == 0)
+    uint64_t size = 0;
+    if (!n_tiers && (cli_parse_size(argv[optind + 1], &size) || size == 0))
         return cli_usage_error("SIZE: '%s' is not a size (e.g. 4G, 512MiB)", argv[optind + 1]);
+    if (!n_tiers && o.meta_bytes)
+        return cli_usage_error("--meta-bytes: only with --tier (a pool of one tier holds its "
+                               "metadata in SIZE)");
     cxlp_pool *p;
-    int rc = cxlp_pool_create(spec, size, &o, &p);
+    int rc = n_tiers ? cxlp_pool_create_tiered(spec, tiers, n_tiers, &o, &p)
+                     : cxlp_pool_create(spec, size, &o, &p);
     if (rc)
         return cli_report_error(rc, NULL, spec);
     struct cxlp_pool_stat st;
@@ -101,6 +118,8 @@ int cli_cmd_create(int argc, char **argv)
                cxlp_media_name(st.media), st.emulated ? " (emulated CXL)" : "");
     else
         printf("created pool %s\n", spec);
+    if (n_tiers)
+        cli_print_tiers(p, 0);
     cxlp_pool_close(p);
     return EXIT_OKAY;
 }
@@ -446,10 +465,12 @@ int cli_cmd_stat(int argc, char **argv)
                ", \"reserved_bytes\": %" PRIu64 ", \"deferred_bytes\": %" PRIu64
                ", \"free_bytes\": %" PRIu64 ", \"largest_free\": %" PRIu64
                ", \"generation\": %" PRIu64 ", \"datasets\": %u, \"live_leases\": %u"
-               ", \"lease_slots\": %u}\n",
+               ", \"lease_slots\": %u, \"tiers\": ",
                st.format_version, uu, st.size, st.data_bytes, st.used_bytes, st.reserved_bytes,
                st.deferred_bytes, st.free_bytes, st.largest_free, st.generation, st.n_datasets,
                st.live_leases, st.lease_slots);
+        cli_print_tiers(p, 1);
+        printf("}\n");
     } else {
         char b[8][32];
         printf("pool:       %s\npath:       %s\nmedia:      %s\n", spec, st.path, md);
@@ -463,6 +484,7 @@ int cli_cmd_stat(int argc, char **argv)
                st.generation);
         printf("leases:     %u live of %u slots (this command holds one)\n", st.live_leases,
                st.lease_slots);
+        cli_print_tiers(p, 0);
     }
     cxlp_pool_close(p);
     return EXIT_OKAY;

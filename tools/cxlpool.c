@@ -33,11 +33,17 @@ static const struct cli_cmd cmds[] = {
      "  each node would use. --sysfs-root reads a captured sysfs tree instead\n"
      "  of /sys.\n",
      cli_cmd_topo},
-    {"create", "create a pool",
+    {"create", "create a pool (of one tier, or of tiers: dram, cxl, nvme)",
      "cxlpool create POOL SIZE [--mode MODE] [--catalog-bytes N] [--lease-slots N]\n"
+     "cxlpool create POOL --tier KIND=MEDIA [--tier ...] [--meta-bytes N] [...]\n"
      "  Creates POOL of SIZE bytes (suffixes K M G T, KiB.., KB..). POOL is NAME\n"
      "  or shm:NAME (/dev/shm, emulated CXL: local DRAM), file:PATH,\n"
-     "  numa:NODE:NAME or devdax:/dev/daxX.Y. --mode is octal (default 0600).\n",
+     "  numa:NODE:NAME or devdax:/dev/daxX.Y. --mode is octal (default 0600).\n"
+     "  With --tier, POOL holds the metadata (--meta-bytes, default 128M) and\n"
+     "  each tier, fastest first, is an object of its own: dram=shm:SIZE,\n"
+     "  cxl=numa:NODE:SIZE, cxl=devdax:/dev/daxX.Y, nvme=file:PATH:SIZE (shm\n"
+     "  and numa take an optional NAME before SIZE). The last nvme tier is the\n"
+     "  home: ingests write there, memory tiers hold copies (docs/tiers.md).\n",
      cli_cmd_create},
     {"ingest", "import a raw, .npy or Megatron .bin/.idx file as a dataset",
      "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|auto]\n"
@@ -65,6 +71,14 @@ static const struct cli_cmd cmds[] = {
      "  on a terminal); json: the same values as JSON.\n",
      cli_cmd_cat},
     {"rm", "remove a dataset", "cxlpool rm POOL NAME\n", cli_cmd_rm},
+    {"migrate", "move a dataset's shards to one tier while readers read",
+     "cxlpool migrate POOL NAME TIER [--threads N] [--json] [--no-progress]\n"
+     "  TIER is dram, cxl, nvme (the first tier of that kind) or a tier index.\n"
+     "  To a memory tier: every shard gets a copy there, kept until the next\n"
+     "  migration, and loses its other copies but the home's. To the home\n"
+     "  tier: every other copy is dropped. Each shard moves in one crash-safe\n"
+     "  step; readers never wait.\n",
+     cli_cmd_migrate},
     {"destroy", "remove a pool and everything in it",
      "cxlpool destroy POOL [--yes]\n"
      "  Asks on a terminal; elsewhere needs --yes.\n",

@@ -67,6 +67,8 @@ static Py_ssize_t store_len(StoreObject *self)
     return (Py_ssize_t)n;
 }
 
+static PyObject *record_arrays(StoreObject *self, PyObject *owner, const struct cxlp_view *pv);
+
 static PyObject *store_get(StoreObject *self, PyObject *arg)
 {
     if (!store_ok(self))
@@ -81,28 +83,63 @@ static PyObject *store_get(StoreObject *self, PyObject *arg)
         return PyErr_Format(PyExc_IndexError, "record %lld out of range for %llu records",
                             PyLong_AsLongLong(arg), (unsigned long long)n);
     struct cxlp_view v;
-    int rc = cxlp_store_read(self->s, (uint64_t)i, &v);
-    if (rc)
+    PyObject *owner = (PyObject *)self, *copy = NULL;
+    int rc;
+    if (cxlp_store_tiered(self->s)) {
+        /* a tiered dataset's copies move: the record is copied out, under a
+         * pin held only for the copy (a view would hold every copy evicted
+         * until the dataset is closed) */
+        uint64_t len = 0;
+        char one;
+        Py_BEGIN_ALLOW_THREADS
+        rc = cxlp_store_read_copy(self->s, (uint64_t)i, &one, 0, &len);
+        Py_END_ALLOW_THREADS
+        if (rc && rc != CXLP_ERANGE)
+            return core_raise(rc, self->s);
+        copy = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
+        if (!copy)
+            return NULL;
+        Py_BEGIN_ALLOW_THREADS
+        rc = cxlp_store_read_copy(self->s, (uint64_t)i, PyBytes_AS_STRING(copy), len, &len);
+        Py_END_ALLOW_THREADS
+        if (rc) {
+            Py_DECREF(copy);
+            return core_raise(rc, self->s);
+        }
+        v.data = PyBytes_AS_STRING(copy);
+        v.len = len;
+        owner = copy;
+    } else if ((rc = cxlp_store_read(self->s, (uint64_t)i, &v))) {
         return core_raise(rc, self->s);
+    }
+    PyObject *res = record_arrays(self, owner, &v);
+    Py_XDECREF(copy);
+    return res;
+}
+
+/* The record in v as an Array (or a dict of them), owned by owner. */
+static PyObject *record_arrays(StoreObject *self, PyObject *owner, const struct cxlp_view *pv)
+{
+    struct cxlp_view v = *pv;
     const struct cxlp_schema *sc = cxlp_store_schema(self->s);
     int64_t shape[ARRAY_MAX_DIMS];
     if (!sc->fixed) {
         int dt = sc->fields[0].dtype, isz = cxlp_dtype_size(dt);
         shape[0] = (int64_t)(v.len / (uint64_t)isz);
-        return array_new((PyObject *)self, (void *)v.data, dt, 1, shape);
+        return array_new(owner, (void *)v.data, dt, 1, shape);
     }
     if (sc->n_fields == 1) {
         const struct cxlp_field *f = &sc->fields[0];
         for (int d = 0; d < f->ndim; d++)
             shape[d] = (int64_t)f->shape[d];
-        return array_new((PyObject *)self, (void *)v.data, f->dtype, f->ndim, shape);
+        return array_new(owner, (void *)v.data, f->dtype, f->ndim, shape);
     }
     PyObject *out = PyDict_New();
     for (uint32_t k = 0; out && k < sc->n_fields; k++) {
         const struct cxlp_field *f = &sc->fields[k];
         for (int d = 0; d < f->ndim; d++)
             shape[d] = (int64_t)f->shape[d];
-        PyObject *a = array_new((PyObject *)self, (uint8_t *)v.data + f->offset, f->dtype,
+        PyObject *a = array_new(owner, (uint8_t *)v.data + f->offset, f->dtype,
                                 f->ndim, shape);
         if (!a || PyDict_SetItemString(out, f->name, a) < 0)
             Py_CLEAR(out);
@@ -147,6 +184,14 @@ static PyObject *store_info(StoreObject *self, PyObject *unused)
     if (rc)
         return core_raise(rc, self->s);
     return core_info_dict(&d);
+}
+
+static PyObject *store_get_tiered(StoreObject *self, void *closure)
+{
+    (void)closure;
+    if (!store_ok(self))
+        return NULL;
+    return PyBool_FromLong(cxlp_store_tiered(self->s));
 }
 
 static PyObject *store_docs(StoreObject *self, PyObject *unused)
@@ -212,6 +257,12 @@ static PyMethodDef store_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyGetSetDef store_getset[] = {
+    {"tiered", (getter)store_get_tiered, NULL,
+     "True when the pool has tiers: get() then copies records out", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
 static PySequenceMethods store_as_seq = {.sq_length = (lenfunc)store_len};
 
 PyTypeObject StoreType = {
@@ -224,5 +275,6 @@ PyTypeObject StoreType = {
     .tp_init = (initproc)store_init,
     .tp_dealloc = (destructor)store_dealloc,
     .tp_methods = store_methods,
+    .tp_getset = store_getset,
     .tp_as_sequence = &store_as_seq,
 };

@@ -31,16 +31,27 @@ class CXLMemoryPool:
     ``CXLMemoryPool("train", create=True, size=8 << 30)`` makes an 8 GiB
     pool in /dev/shm (emulated CXL); ``CXLMemoryPool("train")`` attaches it.
     Datasets opened from the pool stay usable after ``close()``.
+
+    ``tiers=["dram=shm:1G", "cxl=numa:1:8G", "nvme=file:/data/train.tier:2T"]``
+    makes a pool of tiers, fastest first (the strings of ``cxlpool create
+    --tier``; docs/tiers.md): datasets are ingested into the nvme tier (their
+    home) and read from copies in the memory tiers, which ``migrate`` and the
+    loader's ``memory_policy`` place.
     """
 
     def __init__(self, name: str, backend: str = "shm", *, create: bool = False,
                  size: int = 0, mode: int = 0o600, readonly: bool = False,
-                 numa_node: Optional[int] = None, exist_ok: bool = False) -> None:
+                 numa_node: Optional[int] = None, exist_ok: bool = False,
+                 tiers: Optional[list[str]] = None, meta_bytes: int = 0) -> None:
         self.spec = make_spec(name, backend, numa_node)
         self.readonly = readonly
+        if tiers is not None and not create:
+            raise ValueError("tiers= is for create=True (an existing pool keeps its tiers)")
         if create:
             try:
-                self._pool = _core.Pool(self.spec, create=True, size=int(size), mode=mode)
+                self._pool = _core.Pool(self.spec, create=True, size=int(size), mode=mode,
+                                        tiers=list(tiers) if tiers is not None else None,
+                                        meta_bytes=int(meta_bytes))
             except _core.CXLError as e:
                 if not (exist_ok and e.args[0] == _core.EEXIST):
                     raise
@@ -77,6 +88,17 @@ class CXLMemoryPool:
 
     def remove(self, name: str) -> None:
         self._pool.remove(name)
+
+    def tiers(self) -> list[dict]:
+        """The pool's tiers, fastest first: kind, media, capacity, used,
+        copies held, and the counters every process adds to (hits, misses,
+        bytes_in, bytes_out, stall_ns, fetches, evictions)."""
+        return self._pool.tiers()
+
+    def migrate(self, name: str, tier: str, *, threads: int = 1) -> dict:
+        """Moves dataset name to tier ("dram", "cxl", "nvme" or an index)
+        while readers keep reading (see cxlp_migrate); returns what moved."""
+        return self._pool.migrate(name, str(tier), threads=int(threads))
 
     def ingest(self, name: str, source: str | os.PathLike, *, format: str = "auto",
                record_size: int = 0, dtype: Optional[str] = None,

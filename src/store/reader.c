@@ -376,6 +376,51 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
     return rc;
 }
 
+int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t cap,
+                         uint64_t *len)
+{
+    if (!s || (cap && !buf) || !len)
+        return seterr(NULL, CXLP_EARG, "store_read_copy: NULL argument");
+    struct cxlp_view v;
+    int rc = 0;
+    if (!s->tiered) {
+        rc = store_read_pinned(s, idx, &v); /* a pool of one tier: nothing moves */
+        if (rc)
+            return rc;
+        *len = v.len;
+        if (v.len > cap)
+            return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " is %" PRIu64
+                          " bytes, the buffer %" PRIu64, s->name, idx, v.len, cap);
+        memcpy(buf, v.data, v.len);
+        return 0;
+    }
+    /* a copy evicted between the fetch and the read is fetched again */
+    for (int tries = 0; tries < 100; tries++) {
+        uint64_t pin = attach_pin_epoch(s->a);
+        rc = store_read_pinned(s, idx, &v);
+        if (rc == 0) {
+            *len = v.len;
+            if (v.len <= cap)
+                memcpy(buf, v.data, v.len);
+            else
+                rc = seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " is %" PRIu64
+                            " bytes, the buffer %" PRIu64, s->name, idx, v.len, cap);
+        }
+        attach_unpin_epoch(s->a, pin);
+        if (rc != CXLP_ENOTFOUND || idx >= s->count)
+            return rc;
+        if ((rc = store_fetch((cxlp_store *)s, store_shard_of(s, idx), FETCH_WAIT)))
+            return rc;
+    }
+    return seterr(NULL, CXLP_EBUSY, "dataset %s: record %" PRIu64 ": its shard was evicted "
+                  "every time it was fetched", s->name, idx);
+}
+
+int cxlp_store_tiered(const cxlp_store *s)
+{
+    return s ? s->tiered : 0;
+}
+
 int cxlp_store_hugepages(cxlp_store *s)
 {
     if (!s || s->obj.magic != OBJ_MAGIC)
