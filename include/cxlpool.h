@@ -381,6 +381,11 @@ CXLP_API int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view
  * afterwards. Thread-safe. */
 CXLP_API int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t cap,
                                   uint64_t *len);
+/* How the dataset is cut into shards: their number, the records of each
+ * (0 when they differ: variable-size records), and the largest's bytes
+ * (what a copy of it takes in a memory tier). Any argument may be NULL. */
+CXLP_API int cxlp_store_shards(const cxlp_store *s, uint64_t *n_shards, uint64_t *per_shard,
+                               uint64_t *max_bytes);
 /* 1 when the dataset's pool has more than one tier: its shards move, and
  * each view cxlp_store_read returns keeps the copy it points into (and every
  * copy dropped after it) until cxlp_store_close. */
@@ -476,6 +481,30 @@ CXLP_API int cxlp_import(cxlp_pool *p, const char *name, const char *src,
 /* ======================================================================
  * tier: where copies of a dataset live (docs/tiers.md)
  * ====================================================================== */
+
+/* Placement policies of the staging engine a loader runs on a tiered
+ * pool (docs/tiers.md defines each). */
+enum cxlp_policy {
+    CXLP_POLICY_DEFAULT = 0,       /* the dataset's (cxlp_pool_set_policy), else LOOKAHEAD */
+    CXLP_POLICY_LOOKAHEAD = 1,     /* stage the next batches of every rank of the host,
+                                      evict what is needed farthest (Belady) */
+    CXLP_POLICY_LRU = 2,           /* fetch on a miss, evict the least recently used */
+    CXLP_POLICY_STREAMING = 3,     /* a window in sampler order, nothing retained */
+    CXLP_POLICY_HOT_FIRST = 4,     /* the hottest 10% in the fastest memory, next 30%
+                                      in the next, by access counts in the pool */
+    CXLP_POLICY_FULL_PREFETCH = 5, /* everything into memory before the first batch */
+};
+/* "default", "lookahead", "lru", "streaming", "hot_first", "full_prefetch";
+ * "?" otherwise. */
+CXLP_API const char *cxlp_policy_name(int policy);
+/* Inverse of cxlp_policy_name; -1 for an unknown name. */
+CXLP_API int cxlp_policy_parse(const char *name);
+/* Sets the default placement policy of dataset name (one catalog flip);
+ * loaders use it unless their options say otherwise. CXLP_EARG for an
+ * unknown policy, CXLP_ENOTFOUND. */
+CXLP_API int cxlp_pool_set_policy(cxlp_pool *p, const char *name, int policy);
+/* The dataset's default placement policy (CXLP_POLICY_DEFAULT: none set). */
+CXLP_API int cxlp_store_policy(const cxlp_store *s);
 
 struct cxlp_migrate_opts {
     uint32_t threads;        /* shards copied at once; 0 means 1 */
@@ -755,7 +784,38 @@ struct cxlp_loader_opts {
                                 (mbind MPOL_BIND before first touch), e.g. the
                                 pool's node so batches stay on CXL memory */
     int slot_node;           /* the node for bind_slots */
+    /* A dataset in a pool of tiers is read through a staging engine
+     * (docs/tiers.md) that copies shards into a memory tier ahead of the
+     * gather threads; these choose what it does (0: defaults). Ignored for
+     * a pool of one tier. */
+    int tier_policy;         /* enum cxlp_policy */
+    uint64_t tier_budget;    /* bytes of staged copies the staging tier may
+                                hold; 0: 3/4 of its capacity */
+    uint32_t tier_horizon;   /* batches of ids held ahead (lookahead, streaming);
+                                0: 8 */
+    int tier_target;         /* staging tier index; 0 and -1: the fastest memory tier */
+    uint32_t tier_stagers;   /* threads copying shards ahead; 0: 2 */
 };
+
+/* What a loader's staging engine did (all zero on a pool of one tier). */
+struct cxlp_loader_stats {
+    int policy;              /* enum cxlp_policy in force */
+    int tier;                /* the staging tier */
+    uint64_t budget;         /* bytes */
+    uint64_t batches, records;
+    uint64_t hits;           /* records whose shard was in memory when their batch began */
+    uint64_t misses;         /* records whose shard had to be fetched first */
+    uint64_t stall_ns;       /* gather threads waiting for those fetches */
+    uint64_t prefetched;     /* shards staged ahead by the engine */
+    uint64_t fetched;        /* shards staged on a miss */
+    uint64_t bytes_staged;   /* bytes of both */
+    uint64_t evictions;      /* copies the engine dropped */
+    uint64_t bytes_evicted;
+    uint64_t placed;         /* shards placed before the first batch (hot_first,
+                                full_prefetch) */
+};
+/* Fills st. Any thread. */
+CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);
 
 struct cxlp_batch {          /* borrowed from the ring until cxlp_loader_release */
     uint64_t index;          /* 0, 1, 2... in delivery order */

@@ -55,7 +55,18 @@ static PyObject *mod_dtype_size(PyObject *self, PyObject *arg)
     return PyLong_FromLong(cxlp_dtype_size(d));
 }
 
+static PyObject *mod_policy_parse(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name)
+        return NULL;
+    return PyLong_FromLong(cxlp_policy_parse(name));
+}
+
 static PyMethodDef mod_methods[] = {
+    {"policy_parse", mod_policy_parse, METH_O,
+     "policy_parse(name): the cxlp_policy number of a placement policy; -1 unknown."},
     {"destroy", mod_destroy, METH_O, "destroy(spec): remove a pool's backing object."},
     {"strerror", mod_strerror, METH_O, "strerror(rc): name of a return code."},
     {"dtype_size", mod_dtype_size, METH_O, "dtype_size(name): bytes per element."},

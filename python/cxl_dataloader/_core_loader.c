@@ -37,18 +37,21 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"store", "order", "batch_size", "threads", "slots", "collate",
                              "seq_len", "pad_value", "drop_last", "numa_node", "first_offset",
-                             "bind_slots", "slot_node", NULL};
+                             "bind_slots", "slot_node", "tier_policy", "tier_budget",
+                             "tier_horizon", "tier_target", "tier_stagers", NULL};
     StoreObject *store;
     PyObject *order;
     unsigned int batch_size, threads = 1, slots = 0;
     int collate = CXLP_COLLATE_STACK, drop_last = 0, numa_node = -1, bind_slots = 0,
-        slot_node = 0;
-    unsigned long long seq_len = 0, first_offset = 0;
+        slot_node = 0, tier_policy = 0, tier_target = -1;
+    unsigned long long seq_len = 0, first_offset = 0, tier_budget = 0;
+    unsigned int tier_horizon = 0, tier_stagers = 0;
     long long pad_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKpi", kwlist, &StoreType,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKpiiKIiI", kwlist, &StoreType,
                                      &store, &order, &batch_size, &threads, &slots, &collate,
                                      &seq_len, &pad_value, &drop_last, &numa_node, &first_offset,
-                                     &bind_slots, &slot_node))
+                                     &bind_slots, &slot_node, &tier_policy, &tier_budget,
+                                     &tier_horizon, &tier_target, &tier_stagers))
         return -1;
     if (self->l || self->sampler || self->order.obj) {
         PyErr_SetString(PyExc_RuntimeError, "Loader already initialized");
@@ -107,9 +110,14 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                                  .collate = collate, .seq_len = seq_len, .pad_value = pad_value,
                                  .drop_last = drop_last, .numa_node = numa_node,
                                  .first_offset = first_offset, .bind_slots = bind_slots,
-                                 .slot_node = slot_node};
-    int rc = cxlp_loader_create(store->s, &o, self->sampler ? sampler_fn : order_fn, self,
-                                &self->l);
+                                 .slot_node = slot_node, .tier_policy = tier_policy,
+                                 .tier_budget = tier_budget, .tier_horizon = tier_horizon,
+                                 .tier_target = tier_target, .tier_stagers = tier_stagers};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* a placement policy copies before the first batch */
+    rc = cxlp_loader_create(store->s, &o, self->sampler ? sampler_fn : order_fn, self,
+                            &self->l);
+    Py_END_ALLOW_THREADS
     if (rc) {
         core_raise(rc, NULL);
         return -1;
@@ -290,7 +298,36 @@ static PyObject *loader_get_stall_ns(LoaderObject *self, void *c)
     return PyLong_FromUnsignedLongLong(self->stall_ns);
 }
 
+/* The staging engine's counters (all zero on a pool of one tier). */
+static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->l) {
+        PyErr_SetString(PyExc_ValueError, "loader not initialized");
+        return NULL;
+    }
+    struct cxlp_loader_stats st;
+    int rc = cxlp_loader_stats(self->l, &st);
+    if (rc)
+        return core_raise(rc, self->l);
+    return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "policy",
+                         cxlp_policy_name(st.policy), "tier", st.tier, "budget",
+                         (unsigned long long)st.budget, "batches",
+                         (unsigned long long)st.batches, "records",
+                         (unsigned long long)st.records, "hits", (unsigned long long)st.hits,
+                         "misses", (unsigned long long)st.misses, "stage_stall_ns",
+                         (unsigned long long)st.stall_ns, "prefetched",
+                         (unsigned long long)st.prefetched, "fetched",
+                         (unsigned long long)st.fetched, "bytes_staged",
+                         (unsigned long long)st.bytes_staged, "evictions",
+                         (unsigned long long)st.evictions, "bytes_evicted",
+                         (unsigned long long)st.bytes_evicted, "placed",
+                         (unsigned long long)st.placed);
+}
+
 static PyMethodDef loader_methods[] = {
+    {"stats", (PyCFunction)loader_stats, METH_NOARGS,
+     "The staging engine's counters (hits, misses, bytes staged and evicted, ...)."},
     {"take", (PyCFunction)loader_take, METH_NOARGS,
      "take() -> (data capsule, lengths capsule or None, Batch, resume_records, resume_offset), "
      "or None at the end."},

@@ -186,6 +186,19 @@ static PyObject *store_info(StoreObject *self, PyObject *unused)
     return core_info_dict(&d);
 }
 
+static PyObject *store_shards(StoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!store_ok(self))
+        return NULL;
+    uint64_t n, per, max;
+    int rc = cxlp_store_shards(self->s, &n, &per, &max);
+    if (rc)
+        return core_raise(rc, self->s);
+    return Py_BuildValue("{s:K,s:K,s:K}", "n_shards", (unsigned long long)n, "per_shard",
+                         (unsigned long long)per, "max_bytes", (unsigned long long)max);
+}
+
 static PyObject *store_get_tiered(StoreObject *self, void *closure)
 {
     (void)closure;
@@ -254,6 +267,8 @@ static PyMethodDef store_methods[] = {
     {"hugepages", (PyCFunction)store_hugepages, METH_NOARGS,
      "Move the records onto 2 MiB pages (once per pool; see cxlp_store_hugepages)."},
     {"close", (PyCFunction)store_close, METH_NOARGS, "No more get(); views stay valid."},
+    {"shards", (PyCFunction)store_shards, METH_NOARGS,
+     "n_shards, per_shard (records each; 0 when they differ), max_bytes of one."},
     {NULL, NULL, 0, NULL},
 };
 

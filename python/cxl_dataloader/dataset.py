@@ -30,10 +30,14 @@ class CXLDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, pool: Union[CXLMemoryPool, str], name: str, *,
-                 hugepages: bool = False) -> None:
+                 hugepages: bool = False, tier_policy: Optional[str] = None) -> None:
         self.spec = pool.spec if isinstance(pool, CXLMemoryPool) else make_spec(pool)
         self.name = name
         self.hugepages = hugepages
+        if tier_policy is not None and _core.policy_parse(tier_policy) <= 0:
+            raise ValueError(f"tier_policy {tier_policy!r}: expected one of lookahead, lru, "
+                             "streaming, hot_first, full_prefetch")
+        self.tier_policy = tier_policy  # loaders' default placement policy (tiered pools)
         self._attach()
 
     def _attach(self) -> None:
@@ -89,6 +93,12 @@ class CXLDataset(torch.utils.data.Dataset):
     def info(self) -> dict:
         return self._store.info()
 
+    def shards(self) -> dict:
+        """How the records are cut into shards: n_shards, per_shard (records
+        in each; 0 when they differ) and max_bytes (what a copy of one takes
+        in a memory tier)."""
+        return self._store.shards()
+
     @property
     def tiered(self) -> bool:
         """True when the pool has tiers: records are then copied out by
@@ -109,11 +119,12 @@ class CXLDataset(torch.utils.data.Dataset):
             pool.close()
 
     def __getstate__(self) -> dict:
-        return {"spec": self.spec, "name": self.name}
+        return {"spec": self.spec, "name": self.name, "tier_policy": self.tier_policy}
 
     def __setstate__(self, state: dict) -> None:
         self.spec = state["spec"]
         self.name = state["name"]
+        self.tier_policy = state.get("tier_policy")
         self.hugepages = False  # the pool's pages were changed by the sender
         self._attach()
 

@@ -17,8 +17,9 @@ are freed.
                                record in a row); collate="pad" pads each record
 General path (anything else): torch's DataLoader with the same arguments.
 
-Arguments beyond torch's (docs/python.md): memory_policy (validated; placement
-comes with the tier layer), pin_to_cxl (ring slots bound to a numa pool's
+Arguments beyond torch's (docs/python.md): memory_policy (on a pool of tiers:
+how the staging engine places shards, docs/tiers.md; memory_budget and
+lookahead set its budget and horizon), pin_to_cxl (ring slots bound to a numa pool's
 node), numa_bind (gather threads on a node's CPUs), device (each batch copied
 there; non_blocking from CUDA-registered slots when pin_memory is on).
 """
@@ -36,7 +37,7 @@ from . import _core
 from .dataset import CXLDataset
 from .samplers import CXLSamplerBase
 
-MEMORY_POLICIES = ("hot_first", "streaming", "full_prefetch", "lookahead", "adaptive")
+MEMORY_POLICIES = ("hot_first", "streaming", "full_prefetch", "lookahead", "lru")
 
 def _warn(msg: str) -> None:
     # Python's default filter shows a warning once per call site
@@ -66,13 +67,23 @@ class CXLDataLoader:
                  memory_policy: Optional[str] = None, pin_to_cxl: bool = False,
                  numa_bind: Optional[int] = None, device: Any = None,
                  seq_len: Optional[int] = None, collate: str = "auto", pad_value: int = 0,
-                 threads: Optional[int] = None, seed: int = 0) -> None:
-        if memory_policy is not None:
-            if memory_policy not in MEMORY_POLICIES:
-                raise ValueError(f"memory_policy {memory_policy!r}: expected None or one of "
-                                 f"{', '.join(MEMORY_POLICIES)}")
-            _warn(f"memory_policy={memory_policy!r} is accepted but tiered "
-                       "placement is not implemented yet: records are read where they lie")
+                 threads: Optional[int] = None, seed: int = 0,
+                 memory_budget: Optional[int] = None, lookahead: Optional[int] = None) -> None:
+        if memory_policy is not None and memory_policy not in MEMORY_POLICIES:
+            raise ValueError(f"memory_policy {memory_policy!r}: expected None or one of "
+                             f"{', '.join(MEMORY_POLICIES)}")
+        if memory_budget is not None and int(memory_budget) <= 0:
+            raise ValueError(f"memory_budget={memory_budget}: bytes, > 0")
+        if lookahead is not None and int(lookahead) <= 0:
+            raise ValueError(f"lookahead={lookahead}: batches, > 0")
+        tiered = isinstance(dataset, CXLDataset) and dataset.tiered
+        if (memory_policy is not None or memory_budget or lookahead) and not tiered:
+            _warn(f"memory_policy={memory_policy!r}: the dataset's pool has one tier, so "
+                  "there is nothing to place: records are read where they lie")
+        policy = memory_policy or (getattr(dataset, "tier_policy", None) if tiered else None)
+        self._tier = {"tier_policy": _core.policy_parse(policy) if policy else 0,
+                      "tier_budget": int(memory_budget or 0),
+                      "tier_horizon": int(lookahead or 0)}
         if numa_bind is not None and (int(numa_bind) < 0 or not _node_exists(int(numa_bind))):
             raise ValueError(f"numa_bind={numa_bind}: no such NUMA node "
                              f"(/sys/devices/system/node/node{numa_bind})")
@@ -95,6 +106,7 @@ class CXLDataLoader:
         self._off = 0
         self._stall_ns = 0        # engine waits of finished epochs
         self._engine: Any = None  # the running epoch's engine
+        self._last_engine: Any = None  # the last epoch's, for stats()
         self._registered: list[int] = []  # slot addresses registered with CUDA
         self._held: collections.deque = collections.deque()  # (event, batch) until the GPU is past it
         self.fast = (isinstance(dataset, CXLDataset) and collate_fn is None
@@ -211,7 +223,7 @@ class CXLDataLoader:
                            seq_len=self.seq_len, pad_value=self.pad_value,
                            drop_last=self.drop_last, numa_node=self.numa_node,
                            first_offset=off, bind_slots=self.slot_node >= 0,
-                           slot_node=max(self.slot_node, 0))
+                           slot_node=max(self.slot_node, 0), **self._tier)
         self._engine = eng
         # The per-batch loop is the Python cost of the fast path: one C call
         # (take: wait, Batch, DLPack capsules, resume point) and one
@@ -255,6 +267,7 @@ class CXLDataLoader:
         finally:
             self._stall_ns += eng.stall_ns
             self._engine = None
+            self._last_engine = eng
             if pin:
                 self._unregister_slots()
         if cxl:
@@ -305,6 +318,23 @@ class CXLDataLoader:
         for addr in self._registered:
             cudart.cudaHostUnregister(addr)
         self._registered = []
+
+    def stats(self) -> dict:
+        """What the running (or last) epoch's staging engine did on a pool of
+        tiers (policy, staging tier, budget, hits, misses, prefetched and
+        fetched shards, bytes staged and evicted, stage_stall_ns: gather
+        threads waiting for fetches), the loop's own stall_ns, and the
+        pool's tiers with their counters (cxlpool stat --json "tiers")."""
+        eng = self._engine if self._engine is not None else self._last_engine
+        st: dict = dict(eng.stats()) if eng is not None else {}
+        st["stall_ns"] = self.stall_ns
+        if isinstance(self.dataset, CXLDataset):
+            pool = _core.Pool(self.dataset.spec, readonly=True)
+            try:
+                st["tiers"] = pool.tiers()
+            finally:
+                pool.close()
+        return st
 
     @property
     def stall_ns(self) -> int:

@@ -37,6 +37,8 @@
 
 #include "common/common.h"
 #include "load/loader.h"
+#include "store/store.h"
+#include "tier/tier.h"
 
 enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_LENT };
 
@@ -84,6 +86,7 @@ struct cxlp_loader {
     pthread_t *threads;
     struct slot **slots;     /* each slot its own allocation: the array grows */
     uint64_t slot_bytes;
+    struct tier_engine *tier;/* tiered datasets: the staging engine (tier/engine.c) */
 };
 
 /* ---------------------------------------------------------------- plan --- */
@@ -367,11 +370,20 @@ static void *worker(void *arg)
         s->state = SLOT_FILLING;
         pthread_mutex_unlock(&l->mu);
 
-        switch (l->o.collate) {
+        /* tiered: the batch's shards in memory and pinned while we copy */
+        if (l->tier)
+            rc = engine_batch_begin(l->tier, s->ids,
+                                    l->o.collate == CXLP_COLLATE_PACK ? s->b.n_segments : rows);
+        if (rc)
+            rc = seterr(&l->obj, rc, "staging batch %llu: %s", (unsigned long long)k,
+                        cxlp_errmsg(NULL));
+        else switch (l->o.collate) {
         case CXLP_COLLATE_STACK: rc = gather_stack(l, s); break;
         case CXLP_COLLATE_PAD: rc = gather_pad(l, s); break;
         default: rc = gather_pack(l, s); break;
         }
+        if (l->tier)
+            engine_batch_end(l->tier, rows);
 
         pthread_mutex_lock(&l->mu);
         s->err = rc;
@@ -514,11 +526,14 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     int rc = check_opts(src, opts);
     if (rc)
         return rc;
+    if (opts->tier_policy < 0 || opts->tier_policy > CXLP_POLICY_FULL_PREFETCH)
+        return seterr(NULL, CXLP_EARG, "loader: tier_policy %d is not a policy", opts->tier_policy);
     cxlp_loader *l = calloc(1, sizeof *l);
     if (!l)
         return -ENOMEM;
     obj_init(&l->obj);
     l->src = *src;
+    l->tier = src->tier; /* before any thread starts */
     l->o = *opts;
     l->index_fn = index_fn;
     l->index_ctx = index_ctx;
@@ -608,7 +623,32 @@ int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
         .record_size = sc->record_size,
         .dtype = sc->n_fields ? sc->fields[0].dtype : CXLP_DT_U8,
     };
-    return loader_create_src(&src, opts, index_fn, index_ctx, out);
+    struct tier_engine *eng = NULL;
+    if (cxlp_store_tiered(s) && opts) {
+        /* the engine sits between the index source and the gather */
+        int rc = engine_create(s, opts, index_fn, index_ctx, &eng);
+        if (rc)
+            return rc;
+        src.read = engine_read;
+        src.ctx = eng;
+        src.tier = eng;
+        index_fn = engine_next;
+        index_ctx = eng;
+    }
+    int rc = loader_create_src(&src, opts, index_fn, index_ctx, out);
+    if (rc)
+        engine_free(eng);
+    return rc;
+}
+
+int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st)
+{
+    if (!l || !st)
+        return seterr(NULL, CXLP_EARG, "cxlp_loader_stats: NULL argument");
+    memset(st, 0, sizeof *st);
+    if (l->tier)
+        engine_stats(l->tier, st);
+    return 0;
 }
 
 int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out)
@@ -708,6 +748,8 @@ void cxlp_loader_free(cxlp_loader *l)
     pthread_mutex_unlock(&l->mu);
     for (uint32_t i = 0; i < l->nthreads; i++)
         pthread_join(l->threads[i], NULL);
+    engine_free(l->tier); /* no gather thread uses it now */
+    l->tier = NULL;
     pthread_mutex_lock(&l->mu);
     l->freed = 1;
     int now = l->lent == 0;

@@ -16,6 +16,8 @@ struct rec_src {
     int fixed;               /* 1: every record is record_size bytes */
     uint64_t record_size;
     int dtype;               /* element type of variable-size records */
+    struct tier_engine *tier;/* tiered datasets: batches are made resident and
+                                pinned by it (tier/engine.c); the loader owns it */
 };
 
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,

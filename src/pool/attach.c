@@ -204,6 +204,13 @@ uint32_t attach_stride(const struct attach *a)
     return states_stride(a->L.n_tiers);
 }
 
+uint8_t *attach_stage(const struct attach *a, uint64_t *bytes)
+{
+    uint8_t *b = a->m.writable ? a->m.base : a->lm.base;
+    *bytes = a->L.stage_bytes;
+    return b && a->L.stage_bytes ? b + a->L.stage_off : NULL;
+}
+
 struct pool_tier_ctr *attach_ctr(const struct attach *a, uint32_t t)
 {
     if (t >= a->L.n_tiers)

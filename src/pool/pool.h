@@ -64,6 +64,9 @@ uint32_t attach_home(const struct attach *a);
  * pinned. */
 uint64_t *attach_states(const struct attach *a, uint64_t states_off);
 uint32_t attach_stride(const struct attach *a);
+/* The pool's staging registry (tier layer): writable base and *bytes, or
+ * NULL (a pool of one tier, or no writable mapping). */
+uint8_t *attach_stage(const struct attach *a, uint64_t *bytes);
 /* Per tier counters in the pool header (pool_format.h), or NULL. */
 struct pool_tier_ctr;
 struct pool_tier_ctr *attach_ctr(const struct attach *a, uint32_t t);
@@ -159,6 +162,9 @@ int pool_unreserve(cxlp_pool *p, int where, struct pool_extent ext);
  * catalog slot has no room. CXLP_EEXIST if the name was published meanwhile
  * (reservations then stay reserved; the caller unreserves). */
 int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards);
+/* Sets the policy field of dataset name's record (one catalog flip; the
+ * tier layer gives it meaning). CXLP_ENOTFOUND. */
+int pool_set_policy(cxlp_pool *p, const char *name, uint32_t policy);
 /* Makes [off, off+len) of where's object durable (file backend), before a
  * publish. */
 int pool_sync(cxlp_pool *p, int where, uint64_t off, uint64_t len);

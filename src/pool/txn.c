@@ -630,6 +630,25 @@ out:
     return rc;
 }
 
+int pool_set_policy(cxlp_pool *p, const char *name, uint32_t policy)
+{
+    int rc = writable_handle(p, "pool_set_policy");
+    if (rc)
+        return rc;
+    struct txn t;
+    if ((rc = txn_begin(&t, p)))
+        return rc;
+    int64_t i = cat_find(&t.c, name);
+    if (i < 0)
+        rc = seterr(&p->obj, CXLP_ENOTFOUND, "%s: no dataset '%s'", p->a->m.path, name);
+    else if (t.c.ds[i].d.policy != policy) {
+        t.c.ds[i].d.policy = policy;
+        rc = txn_commit(&t, 0);
+    }
+    txn_end(&t);
+    return rc;
+}
+
 int pool_sync(cxlp_pool *p, int where, uint64_t off, uint64_t len)
 {
     if (!p || !p->writable)

@@ -416,6 +416,23 @@ int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t 
                   "every time it was fetched", s->name, idx);
 }
 
+int cxlp_store_shards(const cxlp_store *s, uint64_t *n_shards, uint64_t *per_shard,
+                      uint64_t *max_bytes)
+{
+    if (!s)
+        return seterr(NULL, CXLP_EARG, "store_shards: store is NULL");
+    uint64_t m = 0;
+    for (uint64_t k = 0; k < s->n_shards; k++)
+        m = MAX(m, ALIGN_UP(s->loc[k].len, 4096));
+    if (n_shards)
+        *n_shards = s->n_shards;
+    if (per_shard)
+        *per_shard = s->per_shard;
+    if (max_bytes)
+        *max_bytes = m;
+    return 0;
+}
+
 int cxlp_store_tiered(const cxlp_store *s)
 {
     return s ? s->tiered : 0;

@@ -12,4 +12,21 @@
  * kind) or by index; -1 when the pool has no such tier. */
 int tier_lookup(struct attach *a, const char *tier);
 
+/* The staging engine of a loader on a tiered dataset (engine.c). It wraps
+ * the loader's index source: engine_next is the loader's source, and
+ * engine_read its record reader (rec_src). */
+struct tier_engine;
+int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn src,
+                  void *src_ctx, struct tier_engine **out);
+/* Stops the stagers and frees the engine; the loader's threads are done. */
+void engine_free(struct tier_engine *e);
+int engine_next(void *ctx, uint64_t *out, size_t max, size_t *n);
+int engine_read(const void *ctx, uint64_t id, struct cxlp_view *v);
+/* Around one batch's gather, in the gathering thread: makes the shards of
+ * ids[0..n) readable (fetching what is missing: a miss), pins them and
+ * resolves each once; batch_end unpins and counts the batch's records. */
+int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n);
+void engine_batch_end(struct tier_engine *e, uint64_t records);
+void engine_stats(struct tier_engine *e, struct cxlp_loader_stats *st);
+
 #endif
