@@ -128,8 +128,8 @@ void attach_unpin(struct attach *a, uint64_t gen)
 uint64_t attach_pin_epoch(struct attach *a)
 {
     pthread_mutex_lock(&a->mu);
-    /* pairs with at_store_release(&hdr->epoch) in place.c */
-    uint64_t e = at_load_acquire(&a->hdr->epoch);
+    /* pairs with at_store_release(&hdr->loc_epoch) in place.c */
+    uint64_t e = at_load_acquire(&a->hdr->loc_epoch);
     pins_add(a, &a->epochs, a->lease ? &a->lease->min_epoch : NULL, e);
     pthread_mutex_unlock(&a->mu);
     return e;

@@ -158,8 +158,8 @@ static int defer_drops(struct txn *t, uint64_t states_off, uint64_t k, const uin
             present |= 1u << d;
     if (keep < a->L.n_tiers)
         present |= 1u << keep;
-    /* pairs with at_store_release(&hdr->epoch) below; writers are serialized */
-    const uint64_t freed = at_load_acquire(&a->hdr->epoch) + 1;
+    /* pairs with at_store_release(&hdr->loc_epoch) below; writers are serialized */
+    const uint64_t freed = at_load_acquire(&a->hdr->loc_epoch) + 1;
     *clear = 0;
     *bytes = 0;
     for (uint32_t d = 0; d < a->L.n_tiers; d++) {
@@ -199,10 +199,10 @@ static void apply_drops(struct txn *t, uint64_t *w, uint32_t clear, uint64_t len
         ctr_add(a, d, offsetof(struct pool_tier_ctr, evictions), 1);
     }
     fault_point("drop-after-clear");
-    /* pairs with at_load_acquire(&hdr->epoch) in attach_pin_epoch */
-    at_store_release(&a->hdr->epoch, at_load_relaxed(&a->hdr->epoch) + 1);
+    /* pairs with at_load_acquire(&hdr->loc_epoch) in attach_pin_epoch */
+    at_store_release(&a->hdr->loc_epoch, at_load_relaxed(&a->hdr->loc_epoch) + 1);
     at_fence_seq_cst();
-    (void)media_sync(&a->m, offsetof(struct pool_hdr, epoch), 8);
+    (void)media_sync(&a->m, offsetof(struct pool_hdr, loc_epoch), 8);
 }
 
 int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier,

@@ -41,7 +41,7 @@ uint64_t pool_layout_signature(void)
     const uint64_t facts[] = {
         sizeof(struct pool_hdr), offsetof(struct pool_hdr, checksum),
         offsetof(struct pool_hdr, tiers), offsetof(struct pool_hdr, objects),
-        offsetof(struct pool_hdr, gen), offsetof(struct pool_hdr, epoch),
+        offsetof(struct pool_hdr, gen), offsetof(struct pool_hdr, loc_epoch),
         offsetof(struct pool_hdr, boot), offsetof(struct pool_hdr, lock),
         offsetof(struct pool_hdr, ctr), sizeof(pthread_mutex_t), _Alignof(pthread_mutex_t),
         sizeof(struct pool_tier), sizeof(struct pool_object), sizeof(struct pool_tier_ctr),
@@ -288,7 +288,7 @@ int pool_format(struct media *m, const struct pool_layout *L, const struct pool_
     h->checksum = hdr_checksum(h);
     memset(h->magic, 0, sizeof h->magic);
     h->gen = 1;
-    h->epoch = 1;
+    h->loc_epoch = 1;
     uint8_t bid[16];
     boot_id(bid);
     memcpy(h->boot, bid, sizeof bid);

@@ -144,7 +144,7 @@ struct pool_hdr {
     uint64_t checksum;         /* XXH3-64 */
     /* mutable */
     _Alignas(64) uint64_t gen;         /* current catalog generation */
-    _Alignas(64) uint64_t epoch;       /* location epoch (loc.h) */
+    _Alignas(64) uint64_t loc_epoch;   /* location epoch (loc.h) */
     _Alignas(64) uint64_t boot[2];     /* boot id the lock/leases belong to */
     _Alignas(64) pthread_mutex_t lock; /* robust, process-shared writer lock */
     _Alignas(64) struct pool_tier_ctr ctr[POOL_MAX_TIERS];
