@@ -178,11 +178,22 @@ int pool_check(cxlp_pool *p, void (*report)(void *ctx, const char *line), void *
     for (uint64_t i = 0; i < c.n_fr && rc == 0; i++)
         if (push_t(&v, &n, &cap, c.fr[i].object, c.fr[i].off, c.fr[i].len, "free extent", i))
             rc = seterr(o, -ENOMEM, "pool_check: out of memory");
+    /* a reservation whose word names it is that copy (a placement between
+     * its word and its flip, or a dead owner's, adopted at the next
+     * reclaim); a deferred copy whose word still names it is still that
+     * copy (a drop between its flip and its word, cancelled likewise):
+     * counted once, as the copy */
     for (uint64_t i = 0; i < c.n_resv && rc == 0; i++)
-        if (push_t(&v, &n, &cap, c.resv[i].object, c.resv[i].off, c.resv[i].len, "reservation", i))
+        if (!(c.resv[i].target_states && word_names(a, &c, c.resv[i].target_states,
+                                                    c.resv[i].target_shard, c.resv[i].tier,
+                                                    c.resv[i].off)) &&
+            push_t(&v, &n, &cap, c.resv[i].object, c.resv[i].off, c.resv[i].len, "reservation", i))
             rc = seterr(o, -ENOMEM, "pool_check: out of memory");
     for (uint64_t i = 0; i < c.n_def && rc == 0; i++) {
         const struct cat_def *d = &c.def[i];
+        if (d->kind == DEF_EXTENT && d->target_states &&
+            word_names(a, &c, d->target_states, d->target_shard, d->tier, d->off))
+            continue;
         if (d->kind == DEF_EXTENT) {
             if (push_t(&v, &n, &cap, d->object, d->off, d->len, "deferred free", i))
                 rc = seterr(o, -ENOMEM, "pool_check: out of memory");

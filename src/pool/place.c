@@ -61,6 +61,20 @@ static uint64_t *words_of(struct txn *t, uint64_t states_off, uint64_t k, uint64
     return attach_states(a, states_off) + k * attach_stride(a) + 1;
 }
 
+/* 1 when the location word of (states extent, shard, tier) still names the
+ * copy at off: a reservation or deferred free taken for it belongs to it. */
+int word_names(const struct attach *a, const struct cat *c, uint64_t states_off,
+                      uint64_t shard, uint32_t tier, uint64_t off)
+{
+    int64_t i = cat_find_states(c, states_off);
+    if (i < 0 || shard >= c->ds[i].d.n_shards || tier >= a->L.n_tiers)
+        return 0;
+    const uint64_t *st = attach_states(a, states_off);
+    /* pairs with the release stores of place.c */
+    uint64_t w = at_load_acquire(&st[shard * attach_stride(a) + 1 + tier]);
+    return loc_present(w) && loc_off(w) == off;
+}
+
 static void word_sync(struct attach *a, const uint64_t *w)
 {
     (void)media_sync(&a->m, (uint64_t)((const uint8_t *)w - (const uint8_t *)a->m.base), 8);
@@ -138,6 +152,7 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
     }
     if ((rc = txn_commit(&t, 0)))
         goto out;
+    fault_point("copy-reserved");
     *out = (struct pool_extent){off, len};
 out:
     txn_end(&t);

@@ -157,6 +157,13 @@ int hdr_validate(const struct pool_hdr *h, uint64_t media_size, struct pool_layo
 /* The object that where (a tier or POOL_META) allocates in; -1 if invalid. */
 int where_object(const struct pool_layout *L, int where);
 
+/* place.c */
+/* 1 when the location word of (states extent, shard, tier) names the copy
+ * at off: a reservation taken for it, or a deferred free taken from it, is
+ * that copy. */
+int word_names(const struct attach *a, const struct cat *c, uint64_t states_off,
+               uint64_t shard, uint32_t tier, uint64_t off);
+
 /* txn.c: write transactions. The lock, a snapshot taken under it and the
  * reclaim of dead owners' reservations and expired deferred frees. */
 struct txn {

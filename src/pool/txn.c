@@ -110,20 +110,6 @@ static void unlock_pool(cxlp_pool *p)
     pthread_mutex_unlock(&p->a->hdr->lock);
 }
 
-/* 1 when the location word of (states extent, shard, tier) still names the
- * copy at off: a reservation or deferred free taken for it belongs to it. */
-static int word_names(struct attach *a, const struct cat *c, uint64_t states_off,
-                      uint64_t shard, uint32_t tier, uint64_t off)
-{
-    int64_t i = cat_find_states(c, states_off);
-    if (i < 0 || shard >= c->ds[i].d.n_shards || tier >= a->L.n_tiers)
-        return 0;
-    const uint64_t *st = attach_states(a, states_off);
-    /* pairs with the release stores of place.c */
-    uint64_t w = at_load_acquire(&st[shard * attach_stride(a) + 1 + tier]);
-    return loc_present(w) && loc_off(w) == off;
-}
-
 /* Frees every copy a removed dataset's states name (DEF_COPIES). Words or
  * table entries that do not check out are skipped: pool_check reports the
  * space they hold. */
