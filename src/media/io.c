@@ -11,6 +11,12 @@
  * the device's logical block (or a filesystem that refuses O_DIRECT, such
  * as tmpfs) are read through the page cache by the same ring.
  *
+ * ThreadSanitizer cannot see a ring's other side (the kernel), nor
+ * liburing's mmap and munmap of rings (raw system calls): a ring mapped
+ * where another thread's closed one was would look like a race. The TSan
+ * build leaves this file uninstrumented (CMakeLists.txt); the buffers a
+ * ring fills belong to its caller, whose accesses are instrumented.
+ *
  * Rejected: a thread pool of pread()s (a thread per request in flight, and
  * no way to keep the queue full from one thread); libaio (O_DIRECT only,
  * and io_uring is what liburing on the target kernels gives); mmap +
