@@ -386,6 +386,10 @@ CXLP_API int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, 
  * (what a copy of it takes in a memory tier). Any argument may be NULL. */
 CXLP_API int cxlp_store_shards(const cxlp_store *s, uint64_t *n_shards, uint64_t *per_shard,
                                uint64_t *max_bytes);
+/* Where the dataset's shards are now: copies[t] receives the number of its
+ * shards with a copy in tier t (cap entries at most; the pool's tier count
+ * in *n). A pool of one tier: every shard in tier 0. Any thread. */
+CXLP_API int cxlp_store_copies(const cxlp_store *s, uint64_t *copies, size_t cap, size_t *n);
 /* 1 when the dataset's pool has more than one tier: its shards move, and
  * each view cxlp_store_read returns keeps the copy it points into (and every
  * copy dropped after it) until cxlp_store_close. */

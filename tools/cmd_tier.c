@@ -160,3 +160,162 @@ int cli_cmd_migrate(int argc, char **argv)
     cxlp_pool_close(p);
     return EXIT_OKAY;
 }
+
+/* ---------------------------------------------------------------- top */
+
+static volatile sig_atomic_t top_stop;
+
+static void on_int(int sig)
+{
+    (void)sig;
+    top_stop = 1;
+}
+
+int cli_cmd_top(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"interval", required_argument, 0, 'i'},
+        {"count", required_argument, 0, 'c'},
+        {0, 0, 0, 0},
+    };
+    double interval = 1.0;
+    uint64_t count = 0;
+    int c;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
+        char *end;
+        switch (c) {
+        case -2:
+            return EXIT_USAGE;
+        case 'i':
+            interval = strtod(optarg, &end);
+            if (*end || interval < 0.05 || interval > 3600)
+                return cli_usage_error("--interval: '%s' is not 0.05..3600 seconds", optarg);
+            break;
+        case 'c':
+            if (cli_parse_u64(optarg, &count) || count == 0)
+                return cli_usage_error("--count: '%s' is not a positive count", optarg);
+            break;
+        }
+    }
+    if (!cli_npos_ok(argc, argv, 1, 1))
+        return EXIT_USAGE;
+    const char *spec = argv[optind];
+    cxlp_pool *p;
+    int ex = cli_open_pool(spec, 1, &p);
+    if (ex)
+        return ex;
+    int tty = isatty(STDOUT_FILENO);
+    signal(SIGINT, on_int);
+    struct cxlp_tier_info prev[8], cur[8];
+    size_t n = 0;
+    double t_prev = cli_now_sec();
+    if (get_tiers(p, prev, &n)) {
+        ex = cli_report_error(-EIO, p, spec);
+        cxlp_pool_close(p);
+        return ex;
+    }
+    for (uint64_t round = 1; !top_stop && (!count || round <= count); round++) {
+        struct timespec ts = {(time_t)interval, (long)((interval - (double)(time_t)interval) * 1e9)};
+        nanosleep(&ts, NULL);
+        if (top_stop)
+            break;
+        double t_now = cli_now_sec(), dt = t_now - t_prev;
+        int rc = get_tiers(p, cur, &n);
+        if (rc) {
+            ex = cli_report_error(rc, p, spec);
+            break;
+        }
+        if (tty)
+            printf("\033[H\033[2J");
+        time_t wall = time(NULL);
+        char when[32];
+        strftime(when, sizeof when, "%H:%M:%S", localtime(&wall));
+        printf("cxlpool top %s   %s   every %.2f s\n", spec, when, interval);
+        printf("%-4s %-5s %10s %10s %7s %6s %9s %9s %9s %9s %8s\n", "TIER", "KIND", "CAPACITY",
+               "USED", "COPIES", "HIT%", "MISS/s", "IN MB/s", "OUT MB/s", "EVICT/s", "STALL%");
+        for (size_t i = 0; i < n && i < 8; i++) {
+            char b[2][32];
+            uint64_t dh = cur[i].hits - prev[i].hits, dm = cur[i].misses - prev[i].misses;
+            printf("%-4zu %-5s %10s %10s %7" PRIu64 " %5.1f%% %9.1f %9.1f %9.1f %9.1f %7.2f%%%s\n",
+                   i, cxlp_tier_name(cur[i].kind), cli_fmt_bytes(cur[i].capacity, b[0]),
+                   cli_fmt_bytes(cur[i].used, b[1]), cur[i].copies,
+                   dh + dm ? 100.0 * (double)dh / (double)(dh + dm) : 0.0, (double)dm / dt,
+                   (double)(cur[i].bytes_in - prev[i].bytes_in) / dt / 1e6,
+                   (double)(cur[i].bytes_out - prev[i].bytes_out) / dt / 1e6,
+                   (double)(cur[i].evictions - prev[i].evictions) / dt,
+                   100.0 * (double)(cur[i].stall_ns - prev[i].stall_ns) / (dt * 1e9),
+                   cur[i].home ? "  home" : "");
+        }
+        /* what each tier holds, per dataset */
+        struct cxlp_dataset_info ds[64];
+        size_t nd = 0;
+        if (cxlp_pool_list(p, ds, 64, &nd) == 0 && nd) {
+            printf("\n%-24s %8s", "DATASET", "SHARDS");
+            for (size_t i = 0; i < n && i < 8; i++)
+                printf(" %7s%zu", cxlp_tier_name(cur[i].kind), i);
+            printf("\n");
+            for (size_t d = 0; d < nd && d < 64; d++) {
+                cxlp_store *s;
+                uint64_t copies[8];
+                size_t nt;
+                if (cxlp_store_open(p, ds[d].name, &s))
+                    continue;
+                if (cxlp_store_copies(s, copies, 8, &nt) == 0) {
+                    printf("%-24s %8u", ds[d].name, ds[d].n_shards);
+                    for (size_t i = 0; i < nt && i < 8; i++)
+                        printf(" %8" PRIu64, copies[i]);
+                    printf("\n");
+                }
+                cxlp_store_close(s);
+            }
+        }
+        fflush(stdout);
+        memcpy(prev, cur, sizeof cur);
+        t_prev = t_now;
+    }
+    cxlp_pool_close(p);
+    return ex;
+}
+
+/* -------------------------------------------------------------- policy */
+
+int cli_cmd_policy(int argc, char **argv)
+{
+    static const struct option lo[] = {{0, 0, 0, 0}};
+    int c;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1)
+        if (c == -2)
+            return EXIT_USAGE;
+    if (!cli_npos_ok(argc, argv, 2, 3))
+        return EXIT_USAGE;
+    const char *spec = argv[optind], *name = argv[optind + 1];
+    int set = argc - optind == 3;
+    int policy = set ? cxlp_policy_parse(argv[optind + 2]) : 0;
+    if (set && policy < 0)
+        return cli_usage_error("POLICY: '%s' is not lookahead, lru, streaming, hot_first, "
+                               "full_prefetch or default", argv[optind + 2]);
+    cxlp_pool *p;
+    int ex = cli_open_pool(spec, !set, &p);
+    if (ex)
+        return ex;
+    int rc;
+    if (set) {
+        rc = cxlp_pool_set_policy(p, name, policy);
+        if (rc)
+            ex = cli_report_error(rc, p, name);
+        else
+            printf("%s: loaders place shards by %s\n", name, cxlp_policy_name(policy));
+    } else {
+        cxlp_store *s;
+        rc = cxlp_store_open(p, name, &s);
+        if (rc) {
+            ex = cli_report_error(rc, p, name);
+        } else {
+            int pol = cxlp_store_policy(s);
+            printf("%s: %s%s\n", name, cxlp_policy_name(pol), pol ? "" : " (lookahead)");
+            cxlp_store_close(s);
+        }
+    }
+    cxlp_pool_close(p);
+    return ex;
+}

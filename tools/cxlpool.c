@@ -79,6 +79,20 @@ static const struct cli_cmd cmds[] = {
      "  tier: every other copy is dropped. Each shard moves in one crash-safe\n"
      "  step; readers never wait.\n",
      cli_cmd_migrate},
+    {"top", "watch a pool's tiers: what each holds, hit rate, MB/s in and out",
+     "cxlpool top POOL [--interval SECONDS] [--count N]\n"
+     "  Every interval (default 1 s), until interrupted or N tables: per tier\n"
+     "  its capacity, bytes used, shard copies, the hit rate, misses, MB/s\n"
+     "  copied in and evicted out, and the share of time readers waited for\n"
+     "  fetches, over the interval, counted by every process on the pool;\n"
+     "  then per dataset how many of its shards each tier holds.\n",
+     cli_cmd_top},
+    {"policy", "show or set a dataset's default placement policy",
+     "cxlpool policy POOL NAME [POLICY]\n"
+     "  POLICY: lookahead, lru, streaming, hot_first, full_prefetch, or default\n"
+     "  (lookahead). Loaders on a pool of tiers use it unless told otherwise\n"
+     "  (docs/tiers.md defines each).\n",
+     cli_cmd_policy},
     {"destroy", "remove a pool and everything in it",
      "cxlpool destroy POOL [--yes]\n"
      "  Asks on a terminal; elsewhere needs --yes.\n",

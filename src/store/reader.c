@@ -433,6 +433,26 @@ int cxlp_store_shards(const cxlp_store *s, uint64_t *n_shards, uint64_t *per_sha
     return 0;
 }
 
+int cxlp_store_copies(const cxlp_store *s, uint64_t *copies, size_t cap, size_t *n)
+{
+    if (!s || !n || (cap && !copies))
+        return seterr(NULL, CXLP_EARG, "store_copies: NULL argument");
+    uint32_t nt = attach_n_tiers(s->a);
+    for (size_t t = 0; t < cap; t++)
+        copies[t] = 0;
+    if (!s->tiered) {
+        if (cap)
+            copies[0] = s->n_shards;
+    } else {
+        for (uint64_t k = 0; k < s->n_shards; k++)
+            for (uint32_t t = 0; t < nt && t < cap; t++)
+                /* pairs with the release stores of pool/place.c */
+                copies[t] += loc_present(at_load_acquire(&s->states[k * s->stride + 1 + t]));
+    }
+    *n = nt;
+    return 0;
+}
+
 int cxlp_store_tiered(const cxlp_store *s)
 {
     return s ? s->tiered : 0;
