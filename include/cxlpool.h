@@ -796,9 +796,10 @@ struct cxlp_loader_opts {
     uint64_t tier_budget;    /* bytes of staged copies the staging tier may
                                 hold; 0: 3/4 of its capacity */
     uint32_t tier_horizon;   /* batches of ids held ahead (lookahead, streaming);
-                                0: 8 */
+                                0: as many records as half the budget holds,
+                                at least 8 batches */
     int tier_target;         /* staging tier index; 0 and -1: the fastest memory tier */
-    uint32_t tier_stagers;   /* threads copying shards ahead; 0: 2 */
+    uint32_t tier_stagers;   /* threads copying shards ahead; 0: 4 */
 };
 
 /* What a loader's staging engine did (all zero on a pool of one tier). */

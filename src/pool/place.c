@@ -128,11 +128,19 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
     const uint32_t obj = a->L.tiers[tier].object;
     uint64_t off;
     if (ext_alloc(&t.c, obj, len, &off)) {
-        uint64_t largest, fr = ext_free_bytes(&t.c, obj, &largest);
+        uint64_t largest, fr = ext_free_bytes(&t.c, obj, &largest), def = 0, res = 0;
+        for (uint64_t i = 0; i < t.c.n_def; i++)
+            if (t.c.def[i].kind == DEF_EXTENT && t.c.def[i].object == obj)
+                def += t.c.def[i].len;
+        for (uint64_t i = 0; i < t.c.n_resv; i++)
+            if (t.c.resv[i].object == obj)
+                res += t.c.resv[i].len;
         rc = seterr(&p->obj, CXLP_EFULL, "%s: tier %u (%s) has no free extent of %llu bytes "
-                    "(free %llu, largest %llu)", a->m.path, tier,
-                    cxlp_tier_name((int)a->L.tiers[tier].kind), (unsigned long long)len,
-                    (unsigned long long)fr, (unsigned long long)largest);
+                    "(free %llu, largest %llu; %llu reserved, %llu dropped but still pinned "
+                    "by readers)", a->m.path, tier, cxlp_tier_name((int)a->L.tiers[tier].kind),
+                    (unsigned long long)len, (unsigned long long)fr,
+                    (unsigned long long)largest, (unsigned long long)res,
+                    (unsigned long long)def);
         goto out;
     }
     struct media *m = attach_media(a, obj);

@@ -61,7 +61,7 @@
 #include "tier/tier.h"
 
 #define DEF_HORIZON 8u
-#define DEF_STAGERS 2u
+#define DEF_STAGERS 4u
 #define MAX_STAGERS 8u
 #define PLAN_MAX 64u
 
@@ -100,6 +100,10 @@ struct tier_engine {
     uint64_t *window, *wdist, *touched;
     size_t n_window, n_touched, cap_touched;
     uint64_t plans;            /* planning rounds (residency rescans) */
+    uint64_t cand[PLAN_MAX];   /* what the policy wants, in order */
+    size_t n_cand, cand_i;     /* candidates; the next to take */
+    uint64_t plan_pos, replan; /* pos at the last plan; ids between plans */
+    int replan_now;
 
     uint8_t *reg_area;
     uint64_t reg_bytes;
@@ -330,44 +334,65 @@ static int stage(struct tier_engine *e, uint64_t k, int miss, struct store_io *i
 
 /* ------------------------------------------------------------ stagers */
 
+/* A plan is stale once the loader has taken replan ids since it was made
+ * (new shards may have entered the window), after a drop, or once its
+ * candidates are used up (under mu). */
+static int stale(const struct tier_engine *e)
+{
+    return e->replan_now || e->pos - e->plan_pos >= e->replan;
+}
+
+/* Plans again: window, next uses, what the policy drops (evicted here) and
+ * wants (kept as the candidates the stagers take in turn). */
+static void replan(struct tier_engine *e)
+{
+    refill(e);
+    plan(e);
+    e->plan_pos = e->pos;
+    e->replan_now = 0;
+    struct tier_view v = view(e);
+    uint64_t drop[PLAN_MAX];
+    size_t nd = e->ops->drop(&v, drop, PLAN_MAX);
+    for (size_t i = 0; i < nd && !e->stop; i++)
+        if (e->resident[drop[i]] && !e->busy[drop[i]])
+            evict(e, drop[i]);
+    v = view(e);
+    e->n_cand = e->ops->want(&v, e->cand, PLAN_MAX);
+    e->cand_i = 0;
+}
+
 static void *stager(void *arg)
 {
     struct tier_engine *e = arg;
     struct store_io io = {0};
     pthread_mutex_lock(&e->mu);
     while (!e->stop) {
-        refill(e);
-        plan(e);
-        struct tier_view v = view(e);
-        uint64_t cand[PLAN_MAX];
-        size_t nd = e->ops->drop(&v, cand, PLAN_MAX), evicted = 0;
-        for (size_t i = 0; i < nd && !e->stop; i++)
-            if (e->resident[cand[i]] && !e->busy[cand[i]]) {
-                evict(e, cand[i]);
-                evicted++;
-            }
-        if (evicted)
-            continue; /* the view moved: plan again */
-        v = view(e);
-        size_t nw = e->ops->want(&v, cand, PLAN_MAX);
+        if (stale(e))
+            replan(e);
         uint64_t k = TIER_NONE;
-        for (size_t i = 0; i < nw && k == TIER_NONE; i++)
-            if (!e->staging[cand[i]] && !e->resident[cand[i]])
-                k = cand[i];
+        while (e->cand_i < e->n_cand && k == TIER_NONE) {
+            uint64_t c = e->cand[e->cand_i++];
+            if (!e->staging[c] && !e->resident[c] && !e->kept[c])
+                k = c;
+        }
         if (k == TIER_NONE || room(e, k, 0)) {
+            if (k != TIER_NONE)
+                e->cand_i--; /* no room yet: the same shard next time */
             struct timespec ts;
             clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_nsec += 20 * 1000000;
+            ts.tv_nsec += 50 * 1000000;
             if (ts.tv_nsec >= 1000000000) {
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000;
             }
-            pthread_cond_timedwait(&e->cv_work, &e->mu, &ts);
+            if (pthread_cond_timedwait(&e->cv_work, &e->mu, &ts) == ETIMEDOUT)
+                e->replan_now = 1; /* other ranks' needs and copies move too */
             continue;
         }
         int rc = stage(e, k, 0, &io);
         if (rc == CXLP_EFULL) {
             /* the tier is full of copies other readers still pin: later */
+            e->cand_i--;
             pthread_mutex_unlock(&e->mu);
             usleep(2000);
             pthread_mutex_lock(&e->mu);
@@ -402,7 +427,8 @@ int engine_next(void *ctx, uint64_t *out, size_t max, size_t *n)
     e->q_len -= k;
     e->pos += k;
     int rc = k == 0 ? e->src_rc : 0;
-    pthread_cond_broadcast(&e->cv_work);
+    if (e->pos - e->plan_pos >= e->replan)
+        pthread_cond_signal(&e->cv_work);
     pthread_mutex_unlock(&e->mu);
     *n = k;
     return rc;
@@ -823,13 +849,21 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     const struct attach_tier *at = attach_tier(s->a, e->tier);
     e->budget = o->tier_budget ? o->tier_budget : at->data_len / 4 * 3;
     e->batch = o->batch_size ? o->batch_size : 1;
-    uint64_t h = o->tier_horizon ? o->tier_horizon : DEF_HORIZON;
-    e->horizon = h * e->batch;
+    /* by default, hold as many ids ahead as half the budget holds records:
+     * a window of a block order that fills half the budget (window="auto")
+     * is then in view whole before it starts */
+    uint64_t rec = s->count ? MAX(1, s->ds.info.stored_bytes / s->count) : 1;
+    uint64_t h = o->tier_horizon ? o->tier_horizon * e->batch
+                                 : MAX(DEF_HORIZON * e->batch, e->budget / 2 / rec);
+    e->horizon = MIN(h, UINT64_C(1) << 22);
+    e->replan = MAX(e->batch, e->horizon / 32);
+    e->replan_now = 1;
     e->n_stagers = o->tier_stagers ? MIN(o->tier_stagers, MAX_STAGERS) : DEF_STAGERS;
     e->n = s->n_shards;
     e->q_cap = e->horizon + 4096;
     e->recent_cap = (size_t)e->batch * 64 + 65536; /* more than a loader holds in flight */
-    e->cap_touched = e->horizon + e->recent_cap + REG_ENTRIES;
+    /* touched and window hold distinct shards */
+    e->cap_touched = MIN(e->horizon + e->recent_cap + REG_ENTRIES, s->n_shards + 1);
     uint64_t nn = e->n ? e->n : 1;
     e->q = malloc(e->q_cap * sizeof *e->q);
     e->recent = malloc(e->recent_cap * sizeof *e->recent);
