@@ -818,6 +818,8 @@ struct cxlp_loader_stats {
     uint64_t bytes_evicted;
     uint64_t placed;         /* shards placed before the first batch (hot_first,
                                 full_prefetch) */
+    uint64_t private_reads;  /* shards a batch read into its own memory because
+                                no memory tier had room for a copy */
 };
 /* Fills st. Any thread. */
 CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);

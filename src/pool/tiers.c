@@ -344,15 +344,25 @@ int pool_objects_open(struct attach *a, struct obj *o)
 
 int pool_destroy_objects(const char *spec)
 {
-    cxlp_pool *p;
-    struct cxlp_pool_opts ro = {.readonly = 1};
-    if (cxlp_pool_open(spec, &ro, &p) != 0)
-        return 0; /* not a pool we can read: only its object goes */
+    /* the header alone, not an open: a pool one of whose tier objects is
+     * gone (a deleted tier file) must still lose the others */
+    struct media m;
+    char err[ERRLEN];
+    if (media_open(&m, spec, 0, err, sizeof err) != 0)
+        return 0;
     char specs[POOL_MAX_OBJECTS][POOL_SPEC_MAX];
-    uint32_t n = p->a->L.n_objects;
-    for (uint32_t i = 1; i < n; i++)
-        strlcpy0(specs[i], p->a->hdr->objects[i].spec, POOL_SPEC_MAX);
-    cxlp_pool_close(p);
+    uint32_t n = 0;
+    const struct pool_hdr *h = (const struct pool_hdr *)m.base;
+    if (m.size >= sizeof *h && memcmp(h->magic, POOL_MAGIC, sizeof h->magic) == 0 &&
+        h->version == POOL_FORMAT_VERSION && h->n_objects <= POOL_MAX_OBJECTS &&
+        h->checksum == XXH3_64bits(h, offsetof(struct pool_hdr, checksum))) {
+        n = h->n_objects;
+        for (uint32_t i = 1; i < n; i++) {
+            memcpy(specs[i], h->objects[i].spec, POOL_SPEC_MAX);
+            specs[i][POOL_SPEC_MAX - 1] = '\0';
+        }
+    }
+    media_close(&m);
     for (uint32_t i = 1; i < n; i++)
         media_destroy(specs[i], NULL, 0);
     return 0;

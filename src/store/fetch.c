@@ -66,7 +66,8 @@ static uint64_t word(const cxlp_store *s, uint64_t k, uint32_t t)
     return at_load_acquire(&s->states[k * s->stride + 1 + t]);
 }
 
-/* Reads shard k's fastest copy outside tier t into dst (len bytes). */
+/* Reads shard k's fastest copy outside tier t (UINT32_MAX: any) into dst
+ * (len bytes). */
 static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint64_t len,
                        struct store_io *io, struct copy_stat *st)
 {
@@ -215,6 +216,32 @@ out:
     if (st)
         *st = cs;
     return rc;
+}
+
+int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t **buf,
+                       struct shard *g)
+{
+    *buf = NULL;
+    if (k >= s->n_shards)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: shard %" PRIu64 " of %" PRIu64, s->name, k,
+                      s->n_shards);
+    const uint64_t len = ALIGN_UP(s->loc[k].len, POOL_EXTENT_ALIGN); /* as an extent holds it */
+    void *p = NULL;
+    if (posix_memalign(&p, POOL_EXTENT_ALIGN, len)) /* O_DIRECT wants aligned memory */
+        return seterr(NULL, -ENOMEM, "dataset %s shard %" PRIu64 ": no memory for a private "
+                      "copy of %" PRIu64 " bytes", s->name, k, len);
+    int rc = read_source(s, k, UINT32_MAX, p, len, io, NULL);
+    if (!rc)
+        rc = store_shard_check(s, k, p, g, "private copy");
+    char err[ERRMSG_MAX];
+    if (!rc && (rc = shard_verify(g, err, sizeof err)))
+        seterr(NULL, rc, "dataset %s shard %" PRIu64 " (private copy): %s", s->name, k, err);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    *buf = p;
+    return 0;
 }
 
 int store_fetch(cxlp_store *s, uint64_t k, unsigned flags)

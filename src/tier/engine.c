@@ -304,6 +304,8 @@ static int room(struct tier_engine *e, uint64_t k, int miss)
         if (x == TIER_NONE)
             return miss ? 0 : 1;
         evict(e, x);
+        if (e->resident[x])
+            return miss ? 0 : 1; /* the drop failed: not now */
     }
     return 0;
 }
@@ -391,11 +393,17 @@ static void *stager(void *arg)
         }
         int rc = stage(e, k, 0, &io);
         if (rc == CXLP_EFULL) {
-            /* the tier is full of copies other readers still pin: later */
+            /* the tier is full of copies others hold (kept ones, other
+             * processes' or their readers' pins): the same shard later */
             e->cand_i--;
-            pthread_mutex_unlock(&e->mu);
-            usleep(2000);
-            pthread_mutex_lock(&e->mu);
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 20 * 1000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&e->cv_done, &e->mu, &ts);
         }
     }
     pthread_mutex_unlock(&e->mu);
@@ -439,6 +447,7 @@ struct bslot {
     uint64_t k;                /* shard + 1; 0 empty */
     uint64_t records;
     struct shard sh;
+    uint8_t *priv;             /* a private copy (no tier had room), or NULL */
 };
 struct tier_batch {
     const struct tier_engine *e;
@@ -522,6 +531,7 @@ static int batch_index(struct tier_batch *b, const cxlp_store *s, const uint64_t
         if (!x->k) {
             x->k = k + 1;
             x->records = 0;
+            x->priv = NULL;
             b->keys[b->n++] = k;
         }
         x->records++;
@@ -535,7 +545,7 @@ static int fetch_now(struct tier_engine *e, uint64_t k, struct store_io *io)
 {
     pthread_mutex_lock(&e->mu);
     int rc = 0;
-    for (int tries = 0; !readable(e, k); tries++) {
+    for (int waits = 0; !readable(e, k);) {
         if (e->staging[k]) {
             pthread_cond_wait(&e->cv_done, &e->mu);
             continue;
@@ -546,10 +556,14 @@ static int fetch_now(struct tier_engine *e, uint64_t k, struct store_io *io)
             rc = 0;
             continue;
         }
-        if (rc != CXLP_EFULL || tries > 5000)
+        if (rc != CXLP_EFULL)
             break;
-        /* full of copies that readers' pins hold: they are let go as their
-         * batches end */
+        /* full of copies others hold (kept copies; dropped ones that
+         * readers' pins hold until their batches end): a moment, then the
+         * batch reads a private copy. Evicting our own copies here would
+         * not help the pins' case and would drop shards needed later. */
+        if (++waits > 10)
+            break;
         pthread_mutex_unlock(&e->mu);
         usleep(1000);
         pthread_mutex_lock(&e->mu);
@@ -561,6 +575,11 @@ static int fetch_now(struct tier_engine *e, uint64_t k, struct store_io *io)
 
 static void release_hold(struct tier_engine *e, const struct tier_batch *b)
 {
+    for (size_t i = 0; i < b->n; i++) {
+        struct bslot *x = bfind((struct tier_batch *)b, b->keys[i]);
+        free(x->priv);
+        x->priv = NULL;
+    }
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < b->n; i++)
         e->busy[b->keys[i]]--;
@@ -580,7 +599,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
     int rc = batch_index(b, e->s, ids, n);
     if (rc)
         return seterr(NULL, rc, "staging: out of memory for a batch of %zu", n);
-    uint64_t t0 = now_ns(), hits = 0, misses = 0;
+    uint64_t t0 = now_ns(), hits = 0, misses = 0, priv = 0;
     int first = 1, waited = 0;
     /* the batch holds its shards: this engine evicts none of them until
      * batch_end (other processes may: then they are fetched again) */
@@ -592,13 +611,19 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
         int missing = 0;
         for (size_t i = 0; i < b->n; i++) {
             uint64_t k = b->keys[i];
+            struct bslot *x = bfind(b, k);
+            if (x->priv)
+                continue;
             int r = readable(e, k);
             if (first)
-                *(r ? &hits : &misses) += bfind(b, k)->records;
+                *(r ? &hits : &misses) += x->records;
             if (!r) {
                 missing = 1;
                 waited = 1;
-                if ((rc = fetch_now(e, k, io))) {
+                rc = fetch_now(e, k, io);
+                if (rc == CXLP_EFULL && !(rc = store_read_private(e->s, k, io, &x->priv, &x->sh)))
+                    priv++; /* the tiers are full of copies others hold: ours alone */
+                if (rc) {
                     release_hold(e, b);
                     return rc;
                 }
@@ -612,6 +637,8 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
         for (size_t i = 0; i < b->n && !gone; i++) {
             uint32_t t;
             struct bslot *x = bfind(b, b->keys[i]);
+            if (x->priv)
+                continue;
             rc = store_resolve(e->s, b->keys[i], &x->sh, &t);
             if (rc == CXLP_ENOTFOUND)
                 gone = 1; /* evicted since we looked: again */
@@ -630,6 +657,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
     e->st.hits += hits;
     e->st.misses += misses;
     e->st.stall_ns += stall;
+    e->st.private_reads += priv;
     for (size_t i = 0; i < b->n; i++)
         e->last_use[b->keys[i]] = e->pos ? e->pos : 1;
     pthread_mutex_unlock(&e->mu);
@@ -650,6 +678,11 @@ void engine_batch_end(struct tier_engine *e, uint64_t records)
     if (!b || b->e != e)
         return;
     attach_unpin_epoch(e->s->a, b->pin);
+    for (size_t i = 0; i < b->n; i++) {
+        struct bslot *x = bfind(b, b->keys[i]);
+        free(x->priv);
+        x->priv = NULL;
+    }
     /* heat: accesses counted in the pool, where hot_first reads them */
     if (e->states_rw)
         for (size_t i = 0; i < b->n; i++)
@@ -719,8 +752,10 @@ static int place(struct tier_engine *e)
         const struct attach_tier *at = attach_tier(s->a, s->mem[i]);
         caps[i] = at->data_len;
     }
-    /* the staging tier keeps room for two misses in its budget */
-    uint64_t cap0 = e->budget > 2 * maxlen ? e->budget - 2 * maxlen : 0;
+    /* kept copies take at most half the staging tier's budget: the other
+     * half is the misses' (the shards of the batches in flight, a window
+     * of the block order: window="auto" sizes it to half the budget) */
+    uint64_t cap0 = e->budget / 2;
     caps[e->rank] = MIN(caps[e->rank], cap0);
     struct tier_place *pl = malloc((e->n ? e->n : 1) * sizeof *pl);
     if (!pl)

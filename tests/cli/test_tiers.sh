@@ -2,7 +2,7 @@
 # Pools of tiers from the CLI: create --tier (and what it refuses, before
 # anything exists), ingest into the nvme home, stat (table and JSON), cat
 # (a miss staged into dram), migrate both ways, top, policy, verify,
-# destroy (every object gone).
+# destroy (every object gone, also when a tier file was deleted first).
 source "$(dirname "$0")/lib.sh"
 
 pool_name P tiers
@@ -72,4 +72,10 @@ expect 2 "meta_bytes" "$CXLPOOL" create "$Q" --tier dram=shm:8M --meta-bytes 4K
 
 expect 0 "" "$CXLPOOL" destroy "$P" --yes
 [ ! -e "$TF" ] && [ ! -e "/dev/shm/cxlp.$P.dram" ] && ok || fail "destroy left tier objects"
+# a pool whose tier file was deleted: destroy still removes its other objects
+"$CXLPOOL" create "$P" --tier "dram=shm:$P.dram:16M" --tier "nvme=file:$TF:64M" \
+  --meta-bytes 4M >/dev/null 2>&1 && rm "$TF" || fail "create again"
+expect 0 "" "$CXLPOOL" destroy "$P" --yes
+[ ! -e "/dev/shm/cxlp.$P" ] && [ ! -e "/dev/shm/cxlp.$P.dram" ] && ok ||
+  fail "destroy of a pool without its tier file left its dram object"
 finish

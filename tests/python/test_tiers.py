@@ -94,7 +94,7 @@ def test_one_epoch_per_policy_every_record_once_and_intact(tiered, policy) -> No
     assert epoch(loader, data) == ROWS
     st = loader.stats()
     assert st["policy"] == policy and st["records"] == ROWS
-    assert st["hits"] + st["misses"] == ROWS
+    assert st["hits"] + st["misses"] == ROWS and st["private_reads"] == 0
     assert st["bytes_staged"] > 0 and st["tiers"][0]["kind"] == "dram"
     if policy in ("lookahead", "streaming"):
         assert st["prefetched"] > 0
