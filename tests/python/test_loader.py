@@ -110,9 +110,18 @@ def test_general_path_runs_user_collate(fixed) -> None:
 def test_packed_rows_carry_document_boundaries(pool: CXLMemoryPool, tokens) -> None:
     prefix, seqs = tokens
     ds = CXLDataset.ingest(pool, "tok", prefix, format="megatron")
-    dl = CXLDataLoader(ds, batch_size=3, seq_len=40, shuffle=True, seed=2)
+    # by default a packed batch is the rows and their lengths, nothing else
+    plain = [b for b in CXLDataLoader(ds, batch_size=3, seq_len=40, shuffle=True, seed=2)]
+    assert all(set(b) == {"tokens", "lengths"} for b in plain)
+    dl = CXLDataLoader(ds, batch_size=3, seq_len=40, shuffle=True, seed=2, return_segments=True)
     pieces = 0
-    for b in dl:
+    for k, b in enumerate(dl):
+        assert set(b) == {"tokens", "lengths", "seg_row", "seg_start", "seg_len", "seg_offset",
+                          "seg_id"}
+        assert all(b[f].dtype == torch.int64 for f in b if f != "tokens")
+        # the same rows with or without the boundaries
+        assert torch.equal(b["tokens"], plain[k]["tokens"])
+        assert torch.equal(b["lengths"], plain[k]["lengths"])
         t = b["tokens"]
         for r, c, n, off, i in zip(b["seg_row"].tolist(), b["seg_start"].tolist(),
                                    b["seg_len"].tolist(), b["seg_offset"].tolist(),
