@@ -51,7 +51,10 @@ int main(void)
     const char *spec = test_name("huge");
     cxlp_pool *p;
     CHECK_OK(cxlp_pool_create(spec, 32 * MiB, NULL, &p));
-    struct cxlp_import_opts o = {.format = CXLP_FMT_RAW, .dtype = -1, .record_size = rs};
+    /* ingested onto 4 KiB pages (a fresh ingest is on 2 MiB pages already:
+     * test_store_pages) */
+    struct cxlp_import_opts o = {.format = CXLP_FMT_RAW, .dtype = -1, .record_size = rs,
+                                 .no_hugepages = 1};
     CHECK_OK(cxlp_import(p, "d", path, &o));
     CHECK(unlink(path) == 0);
     cxlp_store *s;
@@ -69,7 +72,9 @@ int main(void)
     }
     CHECK_OK(rc);
     read_all(s, src, rs);
-    uint64_t after = pmd_mapped_kb();
+    uint64_t after = pmd_mapped_kb(), pb, ph;
+    CHECK_OK(cxlp_store_pages(s, &pb, &ph));
+    CHECK(ph >= 4 * 2 * MiB && ph <= pb);
     printf("ShmemPmdMapped: %llu kB before, %llu kB after\n", (unsigned long long)before,
            (unsigned long long)after);
     /* the 12 MiB shard holds at least four whole 2 MiB pieces */
