@@ -193,6 +193,22 @@ static PyObject *store_hugepages(StoreObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *store_pages(StoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!store_ok(self))
+        return NULL;
+    uint64_t bytes = 0, huge = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cxlp_store_pages(self->s, &bytes, &huge);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return core_raise(rc, NULL);
+    return Py_BuildValue("{sKsK}", "bytes", (unsigned long long)bytes, "huge_bytes",
+                         (unsigned long long)huge);
+}
+
 static PyObject *store_close(StoreObject *self, PyObject *unused)
 {
     (void)unused;
@@ -208,6 +224,8 @@ static PyMethodDef store_methods[] = {
     {"verify", (PyCFunction)store_verify, METH_NOARGS, "Recompute every checksum."},
     {"hugepages", (PyCFunction)store_hugepages, METH_NOARGS,
      "Move the records onto 2 MiB pages (once per pool; see cxlp_store_hugepages)."},
+    {"pages", (PyCFunction)store_pages, METH_NOARGS,
+     "{'bytes': shard bytes, 'huge_bytes': of them on 2 MiB pages} (cxlp_store_pages)."},
     {"close", (PyCFunction)store_close, METH_NOARGS, "No more get(); views stay valid."},
     {NULL, NULL, 0, NULL},
 };
