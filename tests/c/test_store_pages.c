@@ -8,24 +8,10 @@
  * has none free now. */
 #include <sys/wait.h>
 
+#include "smaps.h"
 #include "test.h"
 
 #define MiB (1ull << 20)
-
-/* kB of shared memory this process maps with 2 MiB entries. */
-static uint64_t pmd_mapped_kb(void)
-{
-    FILE *f = fopen("/proc/self/smaps_rollup", "re");
-    if (!f)
-        return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "ShmemPmdMapped: %llu kB", &kb) == 1)
-            break;
-    fclose(f);
-    return kb;
-}
 
 static void write_file(const char *path, const void *data, uint64_t n)
 {
