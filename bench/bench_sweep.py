@@ -17,11 +17,16 @@ CXLDataLoader(shuffle=True)), by
           loader has gather threads, over the same pool mapping (the same
           pages) and the same order: record id at base + id * size (stack),
           or elements [off[id], off[id+1]) packed into rows (pack), where
-          each batch starts being computed before the clock starts.
-Rounds alternate which goes first. Per round: throughput (payload bytes per
+          each batch starts being computed before the clock starts; into
+          one batch buffer per thread, which stays in the core's cache
+  ring    the same, into as many batch buffers per thread (used in turn) as
+          the loader's ring has slots: the loader writes into that much
+          memory, and one buffer per thread is most of what makes plain
+          cheaper per byte
+Rounds rotate which goes first. Per round: throughput (payload bytes per
 second) of each, and CPU seconds per record: the process's CPU time over
 the epoch for the fast path (Python, engine start, gather threads), the
-gathering threads' CPU time for plain. Figures are medians over rounds;
+gathering threads' CPU time for plain and ring. Figures are medians over rounds;
 ratios are medians of the per-round ratios, with their range. Before the
 rounds, the first batch of each path is compared byte for byte.
 
@@ -90,11 +95,11 @@ def plain_lib(build: Path) -> ctypes.CDLL:
     dp = ctypes.POINTER(ctypes.c_double)
     lib.plain_stack.restype = ctypes.c_double
     lib.plain_stack.argtypes = [ctypes.c_void_p, ctypes.c_uint64, u64p, ctypes.c_uint64,
-                                ctypes.c_uint32, ctypes.c_int, dp]
+                                ctypes.c_uint32, ctypes.c_int, ctypes.c_int, dp]
     lib.plain_pack.restype = ctypes.c_double
     lib.plain_pack.argtypes = [ctypes.c_void_p, u64p, ctypes.c_uint32, u64p, ctypes.c_uint64,
                                ctypes.c_uint32, ctypes.c_uint64, u64p, u64p, ctypes.c_uint64,
-                               ctypes.c_int, dp]
+                               ctypes.c_int, ctypes.c_int, dp]
     lib.plain_one.restype = None
     lib.plain_one.argtypes = [ctypes.c_void_p, ctypes.c_uint64, u64p, ctypes.c_uint32, u64p,
                               ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint64, u64p, u64p,
@@ -193,6 +198,7 @@ class Point:
         kw: dict = {"seq_len": SEQ_LEN} if collate == "pack" else {}
         self.dl = CXLDataLoader(ds, batch_size=batch, shuffle=True, threads=threads, **kw)
         self.threads = 0  # the loader's, once it has started (check)
+        self.nbuf = 1     # the loader's ring slots per thread (check)
         base = torch.from_dlpack(ds.store.get(0))
         self.base = base.data_ptr()
         if collate == "stack":
@@ -231,16 +237,16 @@ class Point:
             self.n_batches = -(-n // self.batch)
             self.bstart = self.boff = None
 
-    def plain(self) -> tuple[float, float]:
+    def plain(self, nbuf: int = 1) -> tuple[float, float]:
         cpu = ctypes.c_double()
         n = len(self.ids)
         if self.collate == "stack":
             el = self.lib.plain_stack(self.base, self.rec, u64(self.ids), n, self.batch,
-                                      self.threads, ctypes.byref(cpu))
+                                      self.threads, nbuf, ctypes.byref(cpu))
         else:
             el = self.lib.plain_pack(self.base, u64(self.off), ITEM, u64(self.ids), n, self.batch,
                                      SEQ_LEN, u64(self.bstart), u64(self.boff), self.n_batches,
-                                     self.threads, ctypes.byref(cpu))
+                                     self.threads, nbuf, ctypes.byref(cpu))
         if el < 0:
             raise RuntimeError("plain gather: could not start its threads")
         return el, cpu.value
@@ -254,6 +260,7 @@ class Point:
         self.order(epoch)
         it = iter(self.dl)
         b = next(it)
+        slots = self.dl._engine.n_slots
         got = (b if self.collate == "stack" else b["tokens"]).contiguous().view(torch.uint8)
         want = torch.zeros(got.numel(), dtype=torch.uint8)
         self.lib.plain_one(self.base, self.rec, u64(self.off), ITEM, u64(self.ids), len(self.ids),
@@ -261,6 +268,7 @@ class Point:
                            want.data_ptr())
         del it, b
         self.threads = self.dl.threads  # what the engine runs: plain gets the same
+        self.nbuf = -(-slots // self.threads)
         if not torch.equal(got.flatten(), want):
             raise AssertionError(f"{self.collate} {self.size} batch {self.batch}: the loader's "
                                  "first batch differs from the plain gather's")
@@ -272,25 +280,31 @@ def run_point(p: Point, rounds: int, epoch0: int) -> dict:
     p.order(epoch0)
     p.fast(epoch0)  # warm-up: engine, slots, page tables
     p.plain()
+    p.plain(p.nbuf)
     res = []
     load = [loadavg()]
+    paths = ["fast", "plain", "ring"]
     for r in range(rounds):
         e = epoch0 + 1 + r
         p.order(e)
-        first = ("fast", "plain") if r % 2 == 0 else ("plain", "fast")
         got = {}
-        for path in first:
-            got[path] = p.fast(e) if path == "fast" else p.plain()
-        (fw, fc), (pw, pc) = got["fast"], got["plain"]
-        res.append({"fast_s": fw, "fast_cpu_s": fc, "plain_s": pw, "plain_cpu_s": pc})
+        for path in paths[r % 3:] + paths[:r % 3]:
+            got[path] = (p.fast(e) if path == "fast" else
+                         p.plain() if path == "plain" else p.plain(p.nbuf))
+        (fw, fc), (pw, pc), (rw, rc) = got["fast"], got["plain"], got["ring"]
+        res.append({"fast_s": fw, "fast_cpu_s": fc, "plain_s": pw, "plain_cpu_s": pc,
+                    "ring_s": rw, "ring_cpu_s": rc})
     load.append(loadavg())
     p.dl.set_epoch(epoch0 + rounds + 1)
     py_us = python_per_batch(p.dl)
     med = statistics.median
     ratio = [x["plain_s"] / x["fast_s"] for x in res]
-    cpu = [(x["fast_cpu_s"] / n) / (x["plain_cpu_s"] / n) for x in res]
+    cpu = [x["fast_cpu_s"] / x["plain_cpu_s"] for x in res]
+    rratio = [x["ring_s"] / x["fast_s"] for x in res]
+    rcpu = [x["fast_cpu_s"] / x["ring_cpu_s"] for x in res]
     return {
         "collate": p.collate, "size": p.size, "batch": p.batch, "threads": p.threads,
+        "ring_buffers_per_thread": p.nbuf,
         "records": n, "bytes": p.bytes, "load": load,
         "fast_gb_s": p.bytes / med([x["fast_s"] for x in res]) / 1e9,
         "plain_gb_s": p.bytes / med([x["plain_s"] for x in res]) / 1e9,
@@ -298,6 +312,11 @@ def run_point(p: Point, rounds: int, epoch0: int) -> dict:
         "fast_cpu_us_rec": 1e6 * med([x["fast_cpu_s"] for x in res]) / n,
         "plain_cpu_us_rec": 1e6 * med([x["plain_cpu_s"] for x in res]) / n,
         "cpu_ratio": med(cpu), "cpu_ratio_min": min(cpu), "cpu_ratio_max": max(cpu),
+        "ring_gb_s": p.bytes / med([x["ring_s"] for x in res]) / 1e9,
+        "ring_ratio": med(rratio), "ring_ratio_min": min(rratio), "ring_ratio_max": max(rratio),
+        "ring_cpu_us_rec": 1e6 * med([x["ring_cpu_s"] for x in res]) / n,
+        "ring_cpu_ratio": med(rcpu), "ring_cpu_ratio_min": min(rcpu),
+        "ring_cpu_ratio_max": max(rcpu),
         "python_us_per_batch": py_us, "rounds": res,
     }
 
@@ -314,13 +333,15 @@ def heatmap(points: list[dict], path: Path, title: str) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(2, 2, figsize=(11, 8.5))
+    fig, axes = plt.subplots(3, 2, figsize=(11, 12.5))
     for col, collate in enumerate(("stack", "pack")):
         pts = [p for p in points if p["collate"] == collate]
         sizes = [s for s in (*SIZES, "logu") if any(p["size"] == s for p in pts)]
         for row, (key, name, cmap, lim) in enumerate((
                 ("ratio", "throughput, fast / plain", "RdYlGn", (0.3, 1.1)),
-                ("cpu_ratio", "CPU s per record, fast / plain", "RdYlGn_r", (0.9, 3.0)))):
+                ("cpu_ratio", "CPU s per record, fast / plain", "RdYlGn_r", (0.9, 3.0)),
+                ("ring_cpu_ratio", "CPU s per record, fast / plain with the loader's ring",
+                 "RdYlGn_r", (0.9, 3.0)))):
             ax = axes[row][col]
             m = np.full((len(sizes), len(BATCHES)), np.nan)
             for p in pts:
@@ -345,8 +366,8 @@ def heatmap(points: list[dict], path: Path, title: str) -> None:
 def table(points: list[dict]) -> str:
     lines = ["| collate | records | batch | threads | fast GB/s | plain GB/s | fast / plain "
              "(rounds) | CPU µs/rec fast | plain | CPU fast / plain (rounds) "
-             "| Python µs/batch | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| ring bufs | fast / ring | CPU fast / ring (rounds) | Python µs/batch | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in points:
         lines.append(
             f"| {p['collate']} | {label(p['size'])} | {p['batch']} | {p['threads']} "
@@ -354,6 +375,9 @@ def table(points: list[dict]) -> str:
             f"| **{p['ratio']:.2f}** ({p['ratio_min']:.2f}-{p['ratio_max']:.2f}) "
             f"| {p['fast_cpu_us_rec']:.3f} | {p['plain_cpu_us_rec']:.3f} "
             f"| **{p['cpu_ratio']:.2f}** ({p['cpu_ratio_min']:.2f}-{p['cpu_ratio_max']:.2f}) "
+            f"| {p['ring_buffers_per_thread']} | {p['ring_ratio']:.2f} "
+            f"| **{p['ring_cpu_ratio']:.2f}** ({p['ring_cpu_ratio_min']:.2f}-"
+            f"{p['ring_cpu_ratio_max']:.2f}) "
             f"| {p['python_us_per_batch']:.2f} | {p['load'][0]:.1f}-{p['load'][1]:.1f} |")
     return "\n".join(lines)
 
@@ -452,7 +476,9 @@ def main() -> int:
                     log(f"  batch {b:3d} x{r['threads']}: fast {r['fast_gb_s']:6.2f} GB/s, plain "
                         f"{r['plain_gb_s']:6.2f} GB/s, ratio {r['ratio']:.2f} "
                         f"({r['ratio_min']:.2f}-{r['ratio_max']:.2f}), CPU/rec x"
-                        f"{r['cpu_ratio']:.2f}, Python {r['python_us_per_batch']:.2f} us/batch, "
+                        f"{r['cpu_ratio']:.2f} (vs ring of {r['ring_buffers_per_thread']}: "
+                        f"x{r['ring_cpu_ratio']:.2f}), Python "
+                        f"{r['python_us_per_batch']:.2f} us/batch, "
                         f"load {r['load'][0]:.1f}-{r['load'][1]:.1f}")
                 del ds
             finally:

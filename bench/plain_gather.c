@@ -11,7 +11,11 @@
  * order is computed before the clock starts, so the packer does no
  * planning at all. Thread t does batches t, t + T, t + 2T... into its own
  * batch buffer (page aligned, touched before the clock starts), the way
- * `cxlpool bench gather` does. The loader does strictly more: it draws the
+ * `cxlpool bench gather` does; with nbuf > 1, into nbuf buffers in turn,
+ * as many as the loader's ring has slots per thread, so that both write
+ * their batches into as much memory (one buffer stays in the core's cache,
+ * a ring of them much less: the difference is most of the loader's extra
+ * CPU per byte, so the sweep reports against both). The loader does strictly more: it draws the
  * order, plans, looks records up through the store's index, hands batches
  * to Python in order and builds tensors; what the sweep measures is how
  * much of this baseline's throughput survives that.
@@ -39,12 +43,14 @@ struct job {
     const uint64_t *boff;     /* pack: per batch, elements of that record already used */
     uint64_t n_batches;
     int threads;
+    int nbuf;                 /* batch buffers per thread, used in turn */
 };
 
 struct worker {
     const struct job *j;
     int t;
-    uint8_t *buf;
+    uint8_t *buf;             /* nbuf buffers of bytes rounded to pages */
+    size_t bufsz;
     uint64_t sink;
     double cpu;               /* this thread's CPU seconds */
     struct gate *gate;
@@ -107,12 +113,13 @@ static void *run(void *arg)
     if (stop)
         return NULL;
     double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
-    for (uint64_t k = (uint64_t)w->t; k < j->n_batches; k += (uint64_t)j->threads) {
+    for (uint64_t k = (uint64_t)w->t, r = 0; k < j->n_batches; k += (uint64_t)j->threads, r++) {
+        uint8_t *buf = w->buf + (r % (uint64_t)j->nbuf) * w->bufsz;
         if (j->off)
-            pack_batch(j, k, w->buf);
+            pack_batch(j, k, buf);
         else
-            stack_batch(j, k, w->buf);
-        acc += w->buf[0] + w->buf[bytes - 1]; /* the copies are used */
+            stack_batch(j, k, buf);
+        acc += buf[0] + buf[bytes - 1]; /* the copies are used */
     }
     w->sink = acc;
     w->cpu = clock_s(CLOCK_THREAD_CPUTIME_ID) - c0;
@@ -131,16 +138,18 @@ static double go(struct job *j, double *cpu)
     size_t sz = (size_t)((bytes + 4095) & ~(uint64_t)4095);
     int n = j->threads < 1 ? 1 : j->threads > 64 ? 64 : j->threads, rc = 0, started = 0;
     j->threads = n;
+    j->nbuf = j->nbuf < 1 ? 1 : j->nbuf;
     for (int t = 0; t < n; t++) {
         w[t].j = j;
         w[t].t = t;
         w[t].gate = &g;
         w[t].cpu = 0;
-        w[t].buf = rc ? NULL : aligned_alloc(4096, sz);
+        w[t].bufsz = sz;
+        w[t].buf = rc ? NULL : aligned_alloc(4096, sz * (size_t)j->nbuf);
         if (!w[t].buf)
             rc = -1;
         else
-            memset(w[t].buf, 0, sz);
+            memset(w[t].buf, 0, sz * (size_t)j->nbuf);
     }
     while (!rc && started < n) {
         if (pthread_create(&w[started].tid, NULL, run, &w[started]))
@@ -166,21 +175,22 @@ static double go(struct job *j, double *cpu)
 }
 
 double plain_stack(const uint8_t *base, uint64_t rec_size, const uint64_t *order, uint64_t n,
-                   uint32_t batch, int threads, double *cpu)
+                   uint32_t batch, int threads, int nbuf, double *cpu)
 {
     struct job j = {.base = base, .rec_size = rec_size, .order = order, .n = n,
-                    .batch = batch, .n_batches = (n + batch - 1) / batch, .threads = threads};
+                    .batch = batch, .n_batches = (n + batch - 1) / batch, .threads = threads,
+                    .nbuf = nbuf};
     return go(&j, cpu);
 }
 
 double plain_pack(const uint8_t *base, const uint64_t *off, uint32_t itemsize,
                   const uint64_t *order, uint64_t n, uint32_t batch, uint64_t seq_len,
                   const uint64_t *bstart, const uint64_t *boff, uint64_t n_batches,
-                  int threads, double *cpu)
+                  int threads, int nbuf, double *cpu)
 {
     struct job j = {.base = base, .off = off, .itemsize = itemsize, .order = order, .n = n,
                     .batch = batch, .seq_len = seq_len, .bstart = bstart, .boff = boff,
-                    .n_batches = n_batches, .threads = threads};
+                    .n_batches = n_batches, .threads = threads, .nbuf = nbuf};
     return go(&j, cpu);
 }
 
