@@ -653,7 +653,7 @@ struct cxlp_loader_opts {
                                 cxlp_loader_threads) */
     uint32_t slots;          /* batches in the ring; 0 means 2 * prefetch * threads + 2,
                                 or with prefetch 0 as for prefetch 2, raised for
-                                small batches to as many as fit 2 MiB (at most 64) */
+                                small batches to as many as fit 8 MiB (at most 64) */
     uint32_t max_slots;      /* the ring grows by one slot when the consumer holds
                                 every slot and asks for the next batch, up to
                                 this; 0: no limit (a loop may keep every batch,

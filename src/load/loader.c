@@ -82,12 +82,13 @@
 #define DELIVER 4096u             /* D: batches in flight at most; a power of two */
 #define NONE UINT64_MAX
 #define SPIN_NS 2000              /* consumer's spin before it sleeps */
-#define RING_BYTES (UINT64_C(2) << 20) /* small batches: slots up to this much memory, */
+#define RING_BYTES (UINT64_C(8) << 20) /* small batches: slots up to this much memory, */
 #define RING_SLOTS_MAX 64u        /* and at most this many */
 
 struct slot {
     struct cxlp_batch b;     /* first: cxlp_batch* -> slot* */
     struct slot *next_free;
+    int own_map;             /* data is a mapping of its own (else in the arena) */
     uint64_t batch_no;
     int err;
     uint8_t *data;
@@ -118,6 +119,8 @@ struct cxlp_loader {
     uint32_t nthreads;
     int node;                /* gather threads run on this node's CPUs; -1 anywhere */
     int spin;                /* 1: a CPU is spare for the consumer to spin on */
+    uint32_t spin_ns;        /* consumer: its spin now (adapts, see wait_ready) */
+    uint32_t waits;          /* consumer: waits so far */
 
     /* planner state, under plan_mu (gather threads only) */
     pthread_mutex_t plan_mu;
@@ -145,6 +148,8 @@ struct cxlp_loader {
     uint32_t nslots, cap_slots;
     struct slot **slots;     /* each slot its own allocation: the array grows */
     uint64_t slot_bytes;
+    uint8_t *arena;          /* the first slots' memory when they are small */
+    uint64_t arena_bytes, arena_used;
     struct gthread *gt;      /* nthreads of them */
 
     struct slot *deliver[DELIVER];
@@ -556,15 +561,42 @@ static void slot_free(cxlp_loader *l, struct slot *s)
     free(s->seg_len);
     free(s->seg_offset);
     free(s->seg_src);
-    if (s->data)
+    if (s->data && s->own_map)
         munmap(s->data, (size_t)l->slot_bytes);
     free(s);
 }
 
+/* A slot's memory: anonymous, page aligned; slots of 2 MiB or more (their
+ * size a multiple of 2 MiB) start at a 2 MiB boundary and ask for
+ * transparent huge pages, so that the gather's first writes fault in 2 MiB
+ * at a time and the batch is written through few TLB entries (a batch of
+ * 256 records of 64 KiB is 16 MiB: 4096 faults and page walks per slot on
+ * 4 KiB pages). NULL with errno on failure. */
+static uint8_t *slot_map(uint64_t bytes)
+{
+    const uint64_t H = UINT64_C(2) << 20;
+    if (bytes < H) {
+        void *p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    uint8_t *r = mmap(NULL, (size_t)(bytes + H), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED)
+        return NULL;
+    uint8_t *a = (uint8_t *)ALIGN_UP((uintptr_t)r, H);
+    if (a > r)
+        munmap(r, (size_t)(a - r));
+    if (a + bytes < r + bytes + H)
+        munmap(a + bytes, (size_t)(r + bytes + H - (a + bytes)));
+    (void)madvise(a, (size_t)bytes, MADV_HUGEPAGE); /* best effort: THP may be off */
+    return a;
+}
+
 /* Adds one slot to the ring (under mu, or before the threads start) and
- * puts it on the free stack. Its data is an anonymous mapping of its own:
- * page aligned, so it can be registered with CUDA (cudaHostRegister) or
- * bound to a node. */
+ * puts it on the free stack. Its data is page aligned anonymous memory (a
+ * piece of the arena, or a mapping of its own), so it can be registered
+ * with CUDA (cudaHostRegister) or bound to a node. */
 static int slot_add(cxlp_loader *l)
 {
     if (l->nslots == l->cap_slots) {
@@ -579,11 +611,13 @@ static int slot_add(cxlp_loader *l)
     if (!s)
         return -ENOMEM;
     uint64_t rows = l->o.batch_size;
-    s->data = mmap(NULL, (size_t)l->slot_bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (s->data == MAP_FAILED) {
+    if (l->arena && l->arena_used + l->slot_bytes <= l->arena_bytes) {
+        s->data = l->arena + l->arena_used;
+        l->arena_used += l->slot_bytes;
+    } else if ((s->data = slot_map(l->slot_bytes))) {
+        s->own_map = 1;
+    } else {
         int e = errno;
-        s->data = NULL;
         slot_free(l, s);
         return -e;
     }
@@ -627,6 +661,8 @@ static void destroy(cxlp_loader *l)
 {
     for (uint32_t i = 0; l->slots && i < l->nslots; i++)
         slot_free(l, l->slots[i]);
+    if (l->arena)
+        munmap(l->arena, (size_t)l->arena_bytes);
     free(l->slots);
     free(l->idbuf);
     free(l->gt);
@@ -752,6 +788,7 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     uint32_t want = opts->threads ? opts->threads : (uint32_t)(cpus > 1 ? cpus - 1 : 1);
     l->nthreads = MIN(want, (uint32_t)cpus);
     l->spin = l->nthreads < (uint32_t)cpus;
+    l->spin_ns = SPIN_NS;
     l->end_batch = NONE;
     l->waiting_for = NONE;
     l->refs = 1;
@@ -771,6 +808,8 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     if (mul_overflow_u64(rows, l->row_bytes, &slot_bytes) || slot_bytes > ((uint64_t)1 << 40))
         goto too_big;
     l->slot_bytes = ALIGN_UP(slot_bytes ? slot_bytes : 1, 4096);
+    if (l->slot_bytes >= (UINT64_C(2) << 20)) /* whole 2 MiB pages (slot_map) */
+        l->slot_bytes = ALIGN_UP(l->slot_bytes, UINT64_C(2) << 20);
     /* prefetch batches ahead per thread, twice over (one thread descheduled
      * mid-batch must not leave the others without a free slot); by default
      * 2, and for small batches enough slots (up to RING_BYTES) that a gather
@@ -788,6 +827,15 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
         nslots = opts->max_slots;
     l->idbuf_cap = MAX(rows, 1024);
     l->idbuf = malloc(l->idbuf_cap * sizeof(uint64_t));
+    /* small slots: the first ones side by side in 2 MiB pages (slot_map),
+     * so the ring is written through a few TLB entries, not one per 4 KiB
+     * (docs/benchmarks.md, bench_engine); slots added later (growth) get
+     * mappings of their own */
+    if (l->slot_bytes < (UINT64_C(2) << 20)) {
+        l->arena_bytes = ALIGN_UP((uint64_t)nslots * l->slot_bytes, UINT64_C(2) << 20);
+        if (!(l->arena = slot_map(l->arena_bytes)))
+            l->arena_bytes = 0; /* then each slot maps its own */
+    }
     l->gt = aligned_alloc(CACHELINE, ALIGN_UP(l->nthreads * sizeof *l->gt, CACHELINE));
     if (!l->idbuf || !l->gt)
         goto nomem;
@@ -896,15 +944,23 @@ static int grow(cxlp_loader *l)
  * (another thread still copying it) is followed by an exact wait. */
 static void wait_ready(cxlp_loader *l, uint64_t k, int exact)
 {
-    if (l->spin) {
+    /* The spin adapts: it doubles (up to SPIN_NS) when the batch came
+     * while spinning and halves when it did not, so a loop that always
+     * waits longer (the gather threads are the bottleneck) stops burning a
+     * CPU on it; every 32nd wait tries again. */
+    uint32_t spin = l->spin_ns ? l->spin_ns : (++l->waits % 32 == 0 ? SPIN_NS / 4 : 0);
+    if (l->spin && spin) {
         uint64_t t0 = now_ns();
         do {
             for (int i = 0; i < 64; i++) {
-                if (ready(l, k))
+                if (ready(l, k)) {
+                    l->spin_ns = MIN(SPIN_NS, 2 * spin);
                     return;
+                }
                 cpu_relax();
             }
-        } while (now_ns() - t0 < SPIN_NS);
+        } while (now_ns() - t0 < spin);
+        l->spin_ns = spin / 2 < 250 ? 0 : spin / 2;
     }
     uint32_t half = __atomic_load_n(&l->nslots, __ATOMIC_RELAXED) / 2;
     __atomic_store_n(&l->waiting_for, k + (exact || !half ? 0 : half - 1), __ATOMIC_SEQ_CST);
