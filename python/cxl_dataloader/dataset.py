@@ -56,7 +56,7 @@ class CXLDataset(torch.utils.data.Dataset):
         try:
             self._store.hugepages()
         except _core.CXLError as e:
-            warnings.warn(f"{self!r}: records stay on 4 KiB pages: {e.args[1]}",
+            warnings.warn(f"{self!r}: records stay on 4 KiB pages: {e}",
                           RuntimeWarning, stacklevel=3)
 
     @classmethod

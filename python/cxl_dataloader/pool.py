@@ -41,8 +41,8 @@ class CXLMemoryPool:
         if create:
             try:
                 self._pool = _core.Pool(self.spec, create=True, size=int(size), mode=mode)
-            except _core.CXLError as e:
-                if not (exist_ok and e.args[0] == _core.EEXIST):
+            except _core.CXLExistsError:
+                if not exist_ok:
                     raise
                 self._pool = _core.Pool(self.spec, readonly=readonly)
         else:
