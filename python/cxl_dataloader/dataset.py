@@ -1,6 +1,7 @@
 """CXLDataset: a map-style torch Dataset over one dataset of a pool."""
 from __future__ import annotations
 
+import operator
 import os
 import warnings
 from typing import Any, Optional, Union
@@ -71,7 +72,16 @@ class CXLDataset(torch.utils.data.Dataset):
         return self._len
 
     def __getitem__(self, i: int) -> Any:
-        rec = self._store.get(int(i))
+        """Record i (negative counts from the end) as a tensor, or a dict of
+        tensors for several fields. i is an integer (int, numpy or 0-d torch
+        integer): a float or a string is an IndexError, as in numpy, never
+        truncated."""
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise IndexError(f"only integers are valid indices of a CXLDataset, got "
+                             f"{type(i).__name__} {i!r}") from None
+        rec = self._store.get(i)
         if isinstance(rec, dict):
             return {k: torch.from_dlpack(v) for k, v in rec.items()}
         return torch.from_dlpack(rec)

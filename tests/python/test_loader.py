@@ -33,7 +33,7 @@ def test_shuffle_is_a_permutation_that_changes_per_epoch(fixed) -> None:
     dl = CXLDataLoader(ds, batch_size=100, shuffle=True, seed=3, num_workers=2)
     e0, e1 = rows(dl), rows(dl)
     assert sorted(e0) == list(range(1000)) and sorted(e1) == list(range(1000))
-    assert e0 != e1 and dl.epoch == 2
+    assert e0 != e1 and dl.epoch == 1 and dl.state_dict()["epoch"] == 2
     dl2 = CXLDataLoader(ds, batch_size=100, shuffle=True, seed=3)
     assert rows(dl2) == e0  # same seed, same epoch, same order
 
