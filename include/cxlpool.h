@@ -190,6 +190,12 @@ struct cxlp_pool_opts {
  * A sparse file pool of any size creates in O(1) time. opts may be NULL. */
 CXLP_API int cxlp_pool_create(const char *spec, uint64_t size,
                               const struct cxlp_pool_opts *opts, cxlp_pool **out);
+/* Parses a byte size as the CLI takes it: "4096", "64K", "1.5G", "2GiB"
+ * (powers of 1024), "1TB", "500MB" (powers of 1000); units K M G T P in
+ * either case; a fraction rounds down to a whole byte. 0, or CXLP_EARG with a
+ * message naming the text (no sign, whitespace or exponent; overflow of 64
+ * bits). Thread-safe. */
+CXLP_API int cxlp_size_parse(const char *s, uint64_t *out);
 /* Attaches an existing pool. Validates magic, version, layout signature and
  * header checksum (CXLP_EFORMAT / CXLP_ELAYOUT / CXLP_ECORRUPT). Opening to
  * write a pool owned by another uid fails with CXLP_EOWNER. Takes a reader

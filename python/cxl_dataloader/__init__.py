@@ -14,7 +14,7 @@ from .samplers import (BlendedCXLDataset, BlendedCXLSampler, CurriculumCXLSample
                        DistributedCXLSampler, RandomCXLSampler)
 
 __all__ = ["CXLError", "CXLNotFoundError", "CXLDatasetNotFoundError", "CXLExistsError",
-           "CXLPermissionError", "CXLCorruptError", "CXLMemoryPool", "CXLDataset", "CXLDataLoader", "RandomCXLSampler",
-           "DistributedCXLSampler", "BlendedCXLSampler", "BlendedCXLDataset",
-           "CurriculumCXLSampler"]
+           "CXLPermissionError", "CXLCorruptError", "CXLMemoryPool", "CXLDataset",
+           "CXLDataLoader", "RandomCXLSampler", "DistributedCXLSampler", "BlendedCXLSampler",
+           "BlendedCXLDataset", "CurriculumCXLSampler"]
 __version__ = "0.1.0"

@@ -245,7 +245,23 @@ static PyObject *mod_dtype_size(PyObject *self, PyObject *arg)
     return PyLong_FromLong(cxlp_dtype_size(d));
 }
 
+static PyObject *mod_size_parse(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *text = PyUnicode_AsUTF8(arg);
+    if (!text)
+        return NULL;
+    uint64_t v;
+    if (cxlp_size_parse(text, &v)) {
+        PyErr_SetString(PyExc_ValueError, cxlp_errmsg(NULL));
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(v);
+}
+
 static PyMethodDef mod_methods[] = {
+    {"size_parse", mod_size_parse, METH_O,
+     "size_parse(text): bytes of a size as the CLI takes it (\"512G\", \"1.5GiB\", \"1TB\")."},
     {"destroy", mod_destroy, METH_O, "destroy(spec): remove a pool's backing object."},
     {"strerror", mod_strerror, METH_O, "strerror(rc): name of a return code."},
     {"dtype_size", mod_dtype_size, METH_O, "dtype_size(name): bytes per element."},

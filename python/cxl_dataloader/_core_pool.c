@@ -57,15 +57,16 @@ static PyObject *pool_close(PoolObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* A dataset's catalog facts, with the keys of `cxlpool ls --json`. */
 static PyObject *info_dict(const struct cxlp_dataset_info *d)
 {
     return Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:I,s:O,s:K,s:K,s:K}", "name", d->name,
-                         "version", (unsigned long long)d->version, "n_records",
+                         "version", (unsigned long long)d->version, "records",
                          (unsigned long long)d->n_records, "data_bytes",
                          (unsigned long long)d->data_bytes, "stored_bytes",
-                         (unsigned long long)d->stored_bytes, "n_shards", d->n_shards, "fixed",
+                         (unsigned long long)d->stored_bytes, "shards", d->n_shards, "fixed",
                          d->fixed ? Py_True : Py_False, "record_size",
-                         (unsigned long long)d->record_size, "n_docs",
+                         (unsigned long long)d->record_size, "docs",
                          (unsigned long long)d->n_docs, "created_unix",
                          (unsigned long long)d->created_unix);
 }

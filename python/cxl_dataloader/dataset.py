@@ -62,13 +62,17 @@ class CXLDataset(torch.utils.data.Dataset):
 
     @classmethod
     def ingest(cls, pool: CXLMemoryPool, name: str, source: Union[str, os.PathLike], *,
-               format: str = "auto", record_size: int = 0, dtype: Optional[str] = None,
-               progress: Optional[bool] = None, hugepages: bool = False) -> "CXLDataset":
+               format: str = "auto", record_size: Union[int, str] = 0,
+               dtype: Optional[str] = None, progress: Optional[bool] = None,
+               hugepages: bool = False) -> "CXLDataset":
+        """Imports source into pool as dataset name (CXLMemoryPool.ingest) and
+        opens it."""
         pool.ingest(name, source, format=format, record_size=record_size, dtype=dtype,
                     progress=progress)
         return cls(pool, name, hugepages=hugepages)
 
     def __len__(self) -> int:
+        """Number of records."""
         return self._len
 
     def __getitem__(self, i: int) -> Any:
@@ -88,6 +92,7 @@ class CXLDataset(torch.utils.data.Dataset):
 
     @property
     def store(self) -> "_core.Store":
+        """The extension's open dataset (what the gather engine reads)."""
         return self._store
 
     def documents(self) -> Optional[torch.Tensor]:
@@ -96,6 +101,7 @@ class CXLDataset(torch.utils.data.Dataset):
         return None if d is None else torch.from_dlpack(d)
 
     def info(self) -> dict:
+        """Catalog facts, with the keys of ``cxlpool ls --json``."""
         return self._store.info()
 
     def __getstate__(self) -> dict:

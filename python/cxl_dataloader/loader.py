@@ -249,6 +249,17 @@ class CXLDataLoader:
             kw.update(batch_sampler=self._index, batch_size=1)
         self._torch = torch.utils.data.DataLoader(dataset, **kw)
 
+    def __repr__(self) -> str:
+        if not self.fast:
+            return (f"CXLDataLoader({self.dataset!r}, batch_size={self.batch_size}, general "
+                    f"path (torch's DataLoader), num_workers={self.num_workers})")
+        mode = {_core.COLLATE_STACK: "stack", _core.COLLATE_PAD: "pad",
+                _core.COLLATE_PACK: "pack"}[self.collate]
+        rows = f", seq_len={self.seq_len}" if self.seq_len else ""
+        return (f"CXLDataLoader({self.dataset!r}, batch_size={self.batch_size}, fast path, "
+                f"collate={mode}{rows}, sampler={self.sampler!r}, threads={self.threads}, "
+                f"epoch {self.epoch})")
+
     # -- order -------------------------------------------------------------
     def _order(self) -> np.ndarray:
         """The pass's ids from a torch sampler, drawn as torch draws them."""
@@ -597,6 +608,7 @@ class CXLDataLoader:
 
     @property
     def stall_seconds(self) -> float:
+        """Seconds the loop waited on the engine (settable, e.g. to 0)."""
         return self.stall_ns / 1e9
 
     @stall_seconds.setter

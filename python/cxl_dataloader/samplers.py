@@ -322,6 +322,9 @@ class RandomCXLSampler(CXLSamplerBase):
         self.order = order
         self.shard_size = int(shard_size or 0)
         self.window = int(window or 1) if order == "block" else 0
+        if self._torch_seed and self.num_replicas > 1:
+            raise ValueError("seed=None draws a seed per process from torch; ranks of one "
+                             "order need the same integer seed")
         self._probe()  # checks the arguments now
 
     def _create(self, world: int, rank: int, drop_last: bool) -> "_core.Sampler":
@@ -378,6 +381,7 @@ class DistributedCXLSampler(CXLSamplerBase):
 
     @property
     def total_size(self) -> int:
+        """num_samples x num_replicas (torch's attribute)."""
         return self.num_samples * self.num_replicas
 
 
@@ -473,6 +477,7 @@ class BlendedCXLSampler(CXLSamplerBase):
                                           rank=rank, drop_last=drop_last, shuffle=self.shuffle)
 
     def source(self, i: int) -> tuple[int, int]:
+        """(source, id inside the source) of global id i."""
         return self._probe().source(int(i))
 
 
