@@ -194,7 +194,7 @@ int media_map_fd(struct media *m, char *err, size_t errlen)
         return errbuf_set(err, errlen, CXLP_EFORMAT, "%s: empty object, not a pool", m->path);
     if (m->size > (uint64_t)SIZE_MAX - MAX(m->align, MEDIA_HUGE_ALIGN))
         return errbuf_set(err, errlen, CXLP_EARG, "%s: too large to map", m->path);
-    void *p;
+    void *p = NULL;
     int rc = map_aligned(m, PROT_READ | (m->writable ? PROT_WRITE : 0), MAP_SHARED, &p);
     if (rc)
         return errbuf_set(err, errlen, rc, "%s: mmap of %llu bytes: %s", m->path,
@@ -217,7 +217,7 @@ int media_map_private(struct media *m, uint8_t **out)
     if (!p) {
         if (!m->base)
             return CXLP_EARG;
-        void *mine;
+        void *mine = NULL;
         int rc = map_aligned(m, PROT_READ | PROT_WRITE, MAP_PRIVATE, &mine);
         if (rc)
             return rc;
