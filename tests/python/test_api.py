@@ -126,3 +126,26 @@ def test_catalog_keys_are_the_clis(pool, tmp_path) -> None:
     cli = cli["datasets"] if isinstance(cli, dict) else cli
     assert pool.datasets() == cli
     assert ds.info() == cli[0]
+
+
+def test_the_manuals_example(tmp_path, tokens, monkeypatch) -> None:
+    """docs/python.md's first example runs as written (its pool name made
+    unique, its corpus the test's Megatron files)."""
+    text = (ROOT / "docs" / "python.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    name = f"pyt-manual-{uuid.uuid4().hex[:8]}"
+    prefix, seqs = tokens
+    code = code.replace('"train"', repr(name)).replace('"corpus_text_document"', repr(str(prefix)))
+    try:
+        exec(compile(code, "docs/python.md", "exec"), {})
+        with CXLMemoryPool(name) as p:
+            assert [d["records"] for d in p.datasets()] == [len(seqs)]
+    finally:
+        CXLMemoryPool.destroy(name)
+
+
+def test_record_size_as_a_size_string(pool, tmp_path) -> None:
+    """ingest(record_size="4K") is 4096 bytes, as the CLI's --record-size 4K."""
+    (tmp_path / "r.bin").write_bytes(bytes(range(256)) * 64)
+    pool.ingest("r", tmp_path / "r.bin", format="raw", record_size="4K")
+    assert pool.datasets()[0]["record_size"] == 4096 and pool.datasets()[0]["records"] == 4

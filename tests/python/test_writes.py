@@ -135,3 +135,14 @@ def test_without_a_private_mapping_records_are_copied(pool, ones) -> None:
     """)
     assert "records are copied for Python" in r.stdout
     unchanged(pool)
+
+
+def test_fast_path_batches_are_the_loaders_own_memory(pool, ones) -> None:
+    """A fast-path batch views a ring slot: writing into it is allowed and
+    changes neither the pool nor the dataset's view."""
+    from cxl_dataloader import CXLDataLoader
+    for b in CXLDataLoader(ones, batch_size=16):
+        b.mul_(5)
+        assert torch.equal(b, torch.full((16, 1024), 5.0))
+    unchanged(pool)
+    assert torch.equal(ones[0], torch.ones(1024))
