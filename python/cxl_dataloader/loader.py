@@ -386,14 +386,16 @@ class CXLDataLoader:
     # -- passes ----------------------------------------------------------------
     def _start_pass(self) -> int:
         """Epoch bookkeeping at iter(): the next epoch unless set_epoch or
-        load_state_dict named it; the base seed torch's DataLoader draws per
-        iter() (from generator, else torch's default generator) is drawn too,
-        so the random streams advance exactly as under torch."""
+        load_state_dict named it. On the fast path the base seed torch's
+        DataLoader draws per iter() (from generator, else torch's default
+        generator) is drawn too, so the random streams advance exactly as
+        under torch (on the general path torch's own iter() draws it)."""
         if not self._explicit:
             self.epoch += 1
             self._resume = None
         self._explicit = False
-        torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+        if self.fast:
+            torch.empty((), dtype=torch.int64).random_(generator=self.generator)
         self._pass += 1
         self._live = self._pass
         self._batches = 0
@@ -434,6 +436,7 @@ class CXLDataLoader:
         if resume is not None:
             start = 0 if cxl else resume["position"]
             off = resume["offset"]
+        self._pos, self._off = start, off
         if self.collate == _core.COLLATE_PACK:
             total, per = self._pack_counts(next_pass=False)
             if per is not None:
@@ -500,7 +503,6 @@ class CXLDataLoader:
 
     def _fast_pass(self, token: int, cxl: bool, order: Any, start: int,
                    off: int) -> Iterator[Any]:
-        self._pos, self._off = start, off
         eng = _core.Loader(self.dataset.store, order, self.batch_size,
                            threads=self.threads, slots=self.slots, collate=self.collate,
                            seq_len=self.seq_len, pad_value=self.pad_value,

@@ -73,6 +73,19 @@ def test_shuffle_without_generator_follows_torch_manual_seed(ds) -> None:
     assert ours1 != theirs1  # the permutation itself is ours, not torch.randperm's
 
 
+def test_general_path_is_torchs_batch_for_batch(ds) -> None:
+    """The general path is torch's DataLoader: with the same seed the same
+    batches in every epoch, and torch's default generator advances alike."""
+    def run(loader_cls):
+        torch.manual_seed(3)
+        got = epochs(loader_cls(ds, batch_size=8, shuffle=True, collate_fn=collate_stack))
+        return got, torch.rand(2)
+
+    ours, after_ours = run(CXLDataLoader)
+    theirs, after_theirs = run(DataLoader)
+    assert ours == theirs and torch.equal(after_ours, after_theirs)
+
+
 def test_break_then_a_new_for_draws_a_fresh_order(ds) -> None:
     """issue 12 item 3: after a break, a new for loop starts a new order in
     torch (a fresh permutation per iter()) and in ours (each iter() without
