@@ -30,6 +30,15 @@ def test_missing_pool_is_a_file_not_found_error() -> None:
         CXLMemoryPool.destroy(name)
 
 
+def test_missing_source_file_is_a_file_not_found_error(pool, tmp_path) -> None:
+    """issue 12 item 11: a source file that is not there is FileNotFoundError
+    (-ENOENT), its message naming the file."""
+    with pytest.raises(FileNotFoundError) as e:
+        pool.ingest("x", tmp_path / "absent.npy")
+    assert isinstance(e.value, CXLNotFoundError) and e.value.code == -2
+    assert str(e.value).startswith(str(tmp_path / "absent.npy"))
+
+
 def test_missing_dataset_is_a_key_error(pool) -> None:
     """issue 12 item 11: a dataset the pool does not hold is a KeyError (and
     a CXLNotFoundError), whose str() is the message, not its repr."""

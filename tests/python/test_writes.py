@@ -146,3 +146,28 @@ def test_fast_path_batches_are_the_loaders_own_memory(pool, ones) -> None:
         assert torch.equal(b, torch.full((16, 1024), 5.0))
     unchanged(pool)
     assert torch.equal(ones[0], torch.ones(1024))
+
+
+def test_dict_records_are_dicts_of_writable_views(pool) -> None:
+    """A dataset of several fields gives a dict of tensors per record, each a
+    view of its field (no copy), writable as a single field's is."""
+    import ctypes
+    from test_errors_doc import C, F32, LIB, schema
+    if not LIB.exists():
+        pytest.skip(f"{LIB} not built")
+    lib = ctypes.CDLL(str(LIB))
+    lib.cxlp_errmsg.restype = ctypes.c_char_p
+    c = C(lib, pool.spec[4:].encode())
+    p = c.open()
+    rec = np.concatenate([np.arange(4, dtype=np.float32), np.full(6, 7, np.float32)]).tobytes()
+    c.write(p, "two", schema(True, (("a", F32, (4,)), ("b", F32, (2, 3)))), [rec] * 5)
+    lib.cxlp_pool_close.argtypes = [ctypes.c_void_p]
+    lib.cxlp_pool_close(p)
+    ds = CXLDataset(pool.spec, "two")
+    r = ds[2]
+    assert sorted(r) == ["a", "b"] and r["b"].shape == (2, 3)
+    assert torch.equal(r["a"], torch.arange(4.0)) and torch.equal(r["b"], torch.full((2, 3), 7.0))
+    assert r["b"].data_ptr() - r["a"].data_ptr() == 16
+    r["a"] += 1
+    assert torch.equal(ds[2]["a"], torch.arange(4.0) + 1)  # this dataset's own copy
+    assert torch.equal(CXLDataset(pool.spec, "two")[2]["a"], torch.arange(4.0))  # a new one: the pool's
