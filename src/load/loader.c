@@ -764,6 +764,22 @@ int loader_cpus(int node, int src_node, int *chosen_node)
     return n;
 }
 
+/* Never more gather threads than CPUs to run them: a thread more only
+ * takes turns with the others (and with the consumer). The default leaves
+ * one CPU to the consumer, the training loop's own thread, where there are
+ * several. */
+static uint32_t threads_for(uint32_t asked, int cpus)
+{
+    uint32_t want = asked ? asked : (uint32_t)(cpus > 1 ? cpus - 1 : 1);
+    return MIN(want, (uint32_t)cpus);
+}
+
+uint32_t cxlp_loader_default_threads(const cxlp_store *s, uint32_t threads, int numa_node)
+{
+    int node;
+    return threads_for(threads, loader_cpus(numa_node, s ? store_numa_node(s) : -1, &node));
+}
+
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,
                       cxlp_index_fn index_fn, void *index_ctx, cxlp_loader **out)
 {
@@ -780,13 +796,8 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     l->o = *opts;
     l->index_fn = index_fn;
     l->index_ctx = index_ctx;
-    /* Never more gather threads than CPUs to run them: a thread more only
-     * takes turns with the others (and with the consumer). The default
-     * leaves one CPU to the consumer, the training loop's own thread, where
-     * there are several. */
     int cpus = loader_cpus(opts->numa_node, src->node, &l->node);
-    uint32_t want = opts->threads ? opts->threads : (uint32_t)(cpus > 1 ? cpus - 1 : 1);
-    l->nthreads = MIN(want, (uint32_t)cpus);
+    l->nthreads = threads_for(opts->threads, cpus);
     l->spin = l->nthreads < (uint32_t)cpus;
     l->spin_ns = SPIN_NS;
     l->end_batch = NONE;
