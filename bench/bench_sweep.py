@@ -68,6 +68,7 @@ from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool, _core  # no
 SIZES = (256, 4096, 8192, 65536)
 BATCHES = (8, 16, 64, 256)
 SEQ_LEN = 1024
+SEED = 0  # of the loader's permutation (shuffle=True, seed=SEED), set_epoch per pass
 ITEM = 2  # uint16 tokens
 BEGIN, END = "<!-- sweep:begin -->", "<!-- sweep:end -->"
 
@@ -196,7 +197,8 @@ class Point:
         self.lib, self.ds, self.collate, self.size, self.batch = lib, ds, collate, size, batch
         n = len(ds)
         kw: dict = {"seq_len": SEQ_LEN} if collate == "pack" else {}
-        self.dl = CXLDataLoader(ds, batch_size=batch, shuffle=True, threads=threads, **kw)
+        self.dl = CXLDataLoader(ds, batch_size=batch, shuffle=True, threads=threads, seed=SEED,
+                                **kw)
         self.threads = 0  # the loader's, once it has started (check)
         self.nbuf = 1     # the loader's ring slots per thread (check)
         base = torch.from_dlpack(ds.store.get(0))
@@ -221,7 +223,7 @@ class Point:
         """The loader's epoch order, drawn by the same C permutation."""
         n = len(self.ds)
         self.dl.set_epoch(epoch)
-        s = _core.Sampler("random", n=n, seed=self.dl.seed, epoch=epoch)
+        s = _core.Sampler("random", n=n, seed=SEED, epoch=epoch)
         self.ids = np.ascontiguousarray(np.asarray(s.next(n)), dtype=np.uint64)
         if self.collate == "pack":
             per = self.batch * SEQ_LEN
