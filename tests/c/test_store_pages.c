@@ -83,12 +83,7 @@ int main(void)
 {
     uint64_t seed = test_seed();
     const uint64_t bytes = 24 * MiB, rs = 4096;
-    uint8_t *src = malloc(bytes);
-    CHECK(src);
-    for (uint64_t i = 0; i < bytes; i += 8) {
-        uint64_t v = test_rand(&seed);
-        memcpy(src + i, &v, 8);
-    }
+    uint8_t *src = test_random_bytes(&seed, bytes);
     char raw[256], prefix[256];
     snprintf(raw, sizeof raw, "/tmp/%s.raw", test_name("pages_src"));
     snprintf(prefix, sizeof prefix, "/tmp/%s", test_name("pages_meg"));
