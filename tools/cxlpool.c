@@ -21,7 +21,6 @@
 #include <time.h>
 
 #include "cli.h"
-#include "common/common.h"
 
 const char *cli_cmd_name = "";
 
@@ -47,10 +46,12 @@ static const struct cli_cmd cmds[] = {
      cli_cmd_create},
     {"ingest", "import a raw, .npy or Megatron .bin/.idx file as a dataset",
      "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|auto]\n"
-     "               [--record-size N] [--dtype T] [--shard-bytes N] [--no-progress] [--json]\n"
+     "               [--record-size N] [--dtype T] [--shard-bytes N] [--no-hugepages]\n"
+     "               [--no-progress] [--json]\n"
      "  Imports SRC into dataset NAME. auto guesses by extension (.npy, .bin/.idx,\n"
      "  else raw). raw needs --record-size (bytes per record) and takes --dtype\n"
-     "  (uint8 default). A progress bar is drawn on stderr when it is a terminal.\n"
+     "  (uint8 default). The records land on 2 MiB pages (shm, numa pools) unless\n"
+     "  --no-hugepages. A progress bar is drawn on stderr when it is a terminal.\n"
      "  Nothing is visible to readers until the import completes.\n",
      cli_cmd_ingest},
     {"ls", "list the datasets of a pool",
@@ -58,7 +59,8 @@ static const struct cli_cmd cmds[] = {
     {"stat", "show pool usage and media (or one dataset's details)",
      "cxlpool stat POOL [NAME] [--json]\n"
      "  Without NAME: sizes, free space, leases, media (and whether it is an\n"
-     "  emulation of CXL). With NAME: the dataset's counts, sizes and schema.\n",
+     "  emulation of CXL), and the page size each dataset's shards have. With\n"
+     "  NAME: the dataset's counts, sizes, pages and schema.\n",
      cli_cmd_stat},
     {"verify", "check a pool's structure and every checksum",
      "cxlpool verify POOL [--json] [--quiet]\n"
@@ -238,7 +240,7 @@ int cli_open_pool(const char *spec, int readonly, cxlp_pool **out)
 
 int cli_parse_size(const char *s, uint64_t *out)
 {
-    return parse_size(s, out);
+    return cxlp_size_parse(s, out) ? -1 : 0;
 }
 
 int cli_parse_u64(const char *s, uint64_t *out)

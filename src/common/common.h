@@ -94,11 +94,6 @@ void fault_point(const char *name);
  * 1 when CXLP_FAULT equals name (e.g. "prepare-enospc"), else 0. */
 int fault_hit(const char *name);
 
-/* Parses "123", "4K", "1.5G", "64MiB", "1TB" into bytes. K/M/G/T/P and
- * KiB..PiB are powers of 1024; KB..PB powers of 1000. 0, or -1 for bad text
- * or overflow. (Sizes in pool and tier specs, and the CLI's arguments.) */
-int parse_size(const char *s, uint64_t *out);
-
 /* Bounded string copy that always terminates; returns strlen(src). */
 size_t strlcpy0(char *dst, const char *src, size_t cap);
 

@@ -13,7 +13,8 @@
  *   devdax  /dev/daxX.Y mapped MAP_SHARED at the device's alignment (2 MiB);
  *           size fixed by the device; no NUMA policy applies
  *
- * All mappings are MAP_SHARED | MAP_NORESERVE of the whole object.
+ * All mappings are MAP_SHARED | MAP_NORESERVE of the whole object, except
+ * the private copy-on-write one media_map_private makes on request.
  */
 #ifndef CXLP_MEDIA_H
 #define CXLP_MEDIA_H
@@ -37,6 +38,7 @@ struct media {
     uint64_t size;            /* bytes mapped (whole object) */
     uint64_t align;           /* mapping alignment the backend needs */
     void *base;               /* NULL when unmapped */
+    void *priv;               /* media_map_private's mapping; NULL until asked */
     uid_t owner;              /* st_uid of the backing object */
     char path[MEDIA_PATH_MAX];/* backing object, for messages */
 };
@@ -74,6 +76,15 @@ int media_create(struct media *m, const char *spec, uint64_t size, uint32_t mode
 /* Opens and maps an existing object whole (read-only when !writable).
  * -ENOENT (as CXLP_ENOTFOUND) when absent, -EACCES when not permitted. */
 int media_open(struct media *m, const char *spec, int writable, char *err, size_t errlen);
+/* A second mapping of the whole object, MAP_PRIVATE, readable and writable
+ * (also for a read-only handle): reads share the object's pages (no copy, no
+ * memory per mapping), the first write to a page gives this mapping a copy
+ * of that page, and nothing written there reaches the object or any other
+ * mapping. Made on the first call (thread-safe: racing callers get the same
+ * one), unmapped by media_close. *out is its base; offsets are the shared
+ * mapping's. -EINVAL where the media refuses private mappings (devdax),
+ * -ENOMEM (address space, or strict overcommit), CXLP_EARG when unmapped. */
+int media_map_private(struct media *m, uint8_t **out);
 /* Unmaps and closes. Safe on a closed media. */
 void media_close(struct media *m);
 /* Makes [off, off+len) durable where the backend persists (file: msync;
@@ -95,6 +106,30 @@ int media_prepare(struct media *m, uint64_t off, uint64_t len);
  * folios); -ENOMEM/-EAGAIN when no free 2 MiB pages could be had (pieces
  * already done stay done). devdax: 0, nothing to do. */
 int media_collapse(struct media *m, uint64_t off, uint64_t len);
+/* media_prepare, with the whole 2 MiB pieces of the range on 2 MiB pages
+ * where the media is a tmpfs object (shm, numa), at no copy: each piece
+ * gets one page first (fallocate of 4 KiB), MADV_COLLAPSE then builds the
+ * 2 MiB page from that page and zeroes (a collapse of a fully backed piece
+ * would copy 512 pages, ~10x the cost), and media_prepare backs the rest,
+ * which finds the pieces done. Writes through the descriptor or the mapping
+ * then fill those 2 MiB pages in place. Best effort: where the kernel
+ * cannot (Linux < 6.1, no free 2 MiB page), the pieces stay on 4 KiB pages
+ * and only media_prepare's own errors are returned. Other media: exactly
+ * media_prepare (devdax is mapped at 2 MiB already). */
+int media_prepare_huge(struct media *m, uint64_t off, uint64_t len);
+/* Of the ranges [r[i].off, +r[i].len) (n of them, inside the object), the
+ * bytes that lie in whole 2 MiB pieces (*whole) and those of them mapped by
+ * one page-table entry per piece (*huge), as any process mapping the object
+ * sees them: a new read-only mapping over the ranges is made, one byte of
+ * each whole piece read, and the kernel's count of PMD-mapped bytes for
+ * that mapping taken from /proc/self/smaps (ShmemPmdMapped +
+ * FilePmdMapped); then it goes. hugetlbfs files and devdax: every whole
+ * piece. 0, CXLP_ERANGE, or -errno. */
+struct media_range {
+    uint64_t off, len;
+};
+int media_huge_bytes(const struct media *m, const struct media_range *r, size_t n,
+                     uint64_t *whole, uint64_t *huge);
 /* The object's descriptor when writes through it (pwrite, copy_file_range,
  * splice) land in the very pages the mapping shows: shm and file objects
  * opened writable. -1 for read-only media, numa (its placement is a policy

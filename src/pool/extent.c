@@ -97,17 +97,21 @@ int ext_alloc(struct cat *c, uint32_t object, uint64_t len, uint64_t *off)
     return 0;
 }
 
-uint64_t ext_free_bytes(const struct cat *c, uint32_t object, uint64_t *largest)
+uint64_t ext_free_bytes(const struct cat *c, uint32_t object, uint64_t *largest,
+                        uint64_t *n_extents)
 {
-    uint64_t sum = 0, big = 0;
+    uint64_t sum = 0, big = 0, n = 0;
     for (uint64_t i = 0; i < c->n_fr; i++) {
         if (c->fr[i].object != object)
             continue;
         sum += c->fr[i].len;
         big = MAX(big, c->fr[i].len);
+        n++;
     }
     if (largest)
         *largest = big;
+    if (n_extents)
+        *n_extents = n;
     return sum;
 }
 

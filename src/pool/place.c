@@ -128,7 +128,7 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
     const uint32_t obj = a->L.tiers[tier].object;
     uint64_t off;
     if (ext_alloc(&t.c, obj, len, &off)) {
-        uint64_t largest, fr = ext_free_bytes(&t.c, obj, &largest), def = 0, res = 0;
+        uint64_t largest, n_fr, fr = ext_free_bytes(&t.c, obj, &largest, &n_fr), def = 0, res = 0;
         for (uint64_t i = 0; i < t.c.n_def; i++)
             if (t.c.def[i].kind == DEF_EXTENT && t.c.def[i].object == obj)
                 def += t.c.def[i].len;
@@ -136,10 +136,10 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
             if (t.c.resv[i].object == obj)
                 res += t.c.resv[i].len;
         rc = seterr(&p->obj, CXLP_EFULL, "%s: tier %u (%s) has no free extent of %llu bytes "
-                    "(free %llu, largest %llu; %llu reserved, %llu dropped but still pinned "
-                    "by readers)", a->m.path, tier, cxlp_tier_name((int)a->L.tiers[tier].kind),
-                    (unsigned long long)len, (unsigned long long)fr,
-                    (unsigned long long)largest, (unsigned long long)res,
+                    "(free %llu in %llu extents, largest %llu; %llu reserved, %llu dropped "
+                    "but still pinned by readers)", a->m.path, tier,
+                    cxlp_tier_name((int)a->L.tiers[tier].kind), (unsigned long long)len,
+                    (unsigned long long)fr, (unsigned long long)n_fr, (unsigned long long)largest, (unsigned long long)res,
                     (unsigned long long)def);
         goto out;
     }
@@ -215,7 +215,7 @@ static void apply_drops(struct txn *t, uint64_t *w, uint32_t clear, uint64_t len
     for (uint32_t d = 0; d < a->L.n_tiers; d++) {
         if (!(clear >> d & 1))
             continue;
-        /* pairs with the acquire loads of readers (store_resolve) */
+        /* pairs with the acquire loads of readers (store_locate) */
         at_store_release(&w[d], loc_next_absent(at_load_relaxed(&w[d])));
         word_sync(a, &w[d]);
         ctr_add(a, d, offsetof(struct pool_tier_ctr, bytes_out), len);

@@ -586,7 +586,7 @@ int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
     for (uint32_t i = 0; i < a->L.n_objects; i++) {
         uint64_t big;
         s.data_bytes += a->L.obj[i].data_len;
-        s.free_bytes += ext_free_bytes(&c, i, &big);
+        s.free_bytes += ext_free_bytes(&c, i, &big, NULL);
         s.largest_free = MAX(s.largest_free, big);
     }
     for (uint64_t i = 0; i < c.n_resv; i++)

@@ -27,8 +27,14 @@ void attach_unref(struct attach *a);
  * held). */
 const uint8_t *attach_base(const struct attach *a);
 uint64_t attach_size(const struct attach *a);
+/* Base of the private copy-on-write mapping of object 0 (media_map_private):
+ * same offsets as attach_base. 0 or its error. Thread-safe. */
+int attach_private(struct attach *a, uint8_t **base);
 /* media_collapse of [off, off+len) of object 0's mapping. */
 int attach_collapse(struct attach *a, uint64_t off, uint64_t len);
+/* Media of object i (0: the pool object; kind, node, descriptor, mapping);
+ * borrowed. */
+struct media *attach_media(struct attach *a, uint32_t i);
 /* Lease pins: while pinned, extents visible in catalog generation gen are
  * not reused. Thread-safe. */
 void attach_pin(struct attach *a, uint64_t gen);
@@ -146,6 +152,10 @@ int pool_write_fd(cxlp_pool *p, int where);
  * this process, published durably before it returns. CXLP_EFULL with a
  * message when no free extent is large enough. */
 int pool_reserve(cxlp_pool *p, int where, uint64_t len, struct pool_extent *out);
+/* pool_reserve, with huge != 0: the whole 2 MiB pieces of the extent are
+ * backed by 2 MiB pages where the media allows (media_prepare_huge), so
+ * what is written there lands on them with no copy. */
+int pool_reserve_pages(cxlp_pool *p, int where, uint64_t len, int huge, struct pool_extent *out);
 /* Returns a reservation (or its tail: off..off+len inside one) to free space. */
 int pool_unreserve(cxlp_pool *p, int where, struct pool_extent ext);
 /* Makes ds visible: every shard extent must lie inside this process's

@@ -108,7 +108,10 @@ static inline uint32_t states_stride(uint32_t n_tiers)
 /* extent.c */
 int ext_free(struct cat *c, uint32_t object, uint64_t off, uint64_t len);
 int ext_alloc(struct cat *c, uint32_t object, uint64_t len, uint64_t *off);
-uint64_t ext_free_bytes(const struct cat *c, uint32_t object, uint64_t *largest);
+/* Free bytes of object; its largest free extent and their number when asked
+ * (NULL: not). */
+uint64_t ext_free_bytes(const struct cat *c, uint32_t object, uint64_t *largest,
+                        uint64_t *n_extents);
 int ext_cmp(const void *a, const void *b);
 /* An extent of one object (footprints, checks). */
 struct oext {
@@ -130,8 +133,6 @@ int attach_lease_claim(struct attach *a, struct obj *o);
 void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint64_t *min_epoch,
                 uint32_t *live);
 void attach_boot_check(struct attach *a);
-/* Media of object i (0: the pool object). */
-struct media *attach_media(struct attach *a, uint32_t i);
 
 /* pool.c */
 uint64_t pool_layout_signature(void);

@@ -117,7 +117,7 @@ static int tspec_parse(const char *str, int i, const char *base, int nth, struct
                    "pools, not implemented yet");
     char *med = eq + 1, *last = strrchr(med, ':');
     uint64_t size = 0;
-    int has_size = last && parse_size(last + 1, &size) == 0;
+    int has_size = last && cxlp_size_parse(last + 1, &size) == 0;
     if (has_size)
         *last = 0;
     char kind[32];
@@ -414,7 +414,7 @@ int cxlp_pool_tiers(cxlp_pool *p, struct cxlp_tier_info *out, size_t cap, size_t
         ti.staged = (at->flags & TIER_STAGED) != 0;
         strlcpy0(ti.path, m->path, sizeof ti.path);
         ti.capacity = a->L.tiers[t].capacity;
-        uint64_t fr = ext_free_bytes(&c, at->object, NULL);
+        uint64_t fr = ext_free_bytes(&c, at->object, NULL, NULL);
         ti.used = a->L.obj[at->object].data_len - MIN(fr, a->L.obj[at->object].data_len);
         ti.copy_bytes = bytes[t];
         ti.copies = copies[t];

@@ -257,6 +257,11 @@ static int where_checked(cxlp_pool *p, int where, const char *what)
 
 int pool_reserve(cxlp_pool *p, int where, uint64_t len, struct pool_extent *out)
 {
+    return pool_reserve_pages(p, where, len, 0, out);
+}
+
+int pool_reserve_pages(cxlp_pool *p, int where, uint64_t len, int huge, struct pool_extent *out)
+{
     int rc = writable_handle(p, "pool_reserve");
     if (rc)
         return rc;
@@ -274,16 +279,17 @@ int pool_reserve(cxlp_pool *p, int where, uint64_t len, struct pool_extent *out)
     uint64_t off;
     struct media *m = attach_media(p->a, (uint32_t)obj);
     if (ext_alloc(&t.c, (uint32_t)obj, len, &off)) {
-        uint64_t largest, fr = ext_free_bytes(&t.c, (uint32_t)obj, &largest);
+        uint64_t largest, n_fr, fr = ext_free_bytes(&t.c, (uint32_t)obj, &largest, &n_fr);
         rc = seterr(&p->obj, CXLP_EFULL,
-                    "%s: no free extent of %llu bytes (free %llu, largest %llu)",
+                    "%s: no free extent of %llu bytes (free %llu in %llu extents, largest %llu)",
                     m->path, (unsigned long long)len, (unsigned long long)fr,
-                    (unsigned long long)largest);
+                    (unsigned long long)n_fr, (unsigned long long)largest);
         goto out;
     }
     /* back the extent now: a full disk or /dev/shm is an error here, not a
      * SIGBUS when the ingest first touches the page */
-    rc = media_prepare(m, off, len); /* gives the range back on failure */
+    /* gives the range back on failure */
+    rc = huge ? media_prepare_huge(m, off, len) : media_prepare(m, off, len);
     if (rc) {
         rc = seterr(&p->obj, rc, "%s: cannot back %llu bytes at %#llx: %s", m->path,
                     (unsigned long long)len, (unsigned long long)off, cxlp_strerror(rc));

@@ -275,6 +275,9 @@ __attribute__((cold, noinline)) static int read_corrupt(const cxlp_store *s, con
 {
     char err[ERRMSG_MAX];
     shard_explain(sh, idx - s->first[k], err, sizeof err);
+    if (!s->tiered)
+        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64
+                      "): %s", s->name, k, s->loc[k].off, err);
     return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
 }
 
@@ -290,13 +293,13 @@ __attribute__((cold, noinline)) static int make_ready(const cxlp_store *s, uint6
         snprintf(where, sizeof where, "copy in tier %u", t);
         rc = store_shard_check(s, k, base, &m->shards[k], where);
         if (!rc)
-            at_store_release(&m->ready[k], 1); /* pairs with the acquire in store_resolve */
+            at_store_release(&m->ready[k], 1); /* pairs with the acquire in store_locate */
     }
     pthread_mutex_unlock(&m->mu);
     return rc;
 }
 
-int store_resolve(const cxlp_store *s, uint64_t k, struct shard *sh, uint32_t *tier)
+int store_locate(const cxlp_store *s, uint64_t k, struct shard *sh, uint32_t *tier)
 {
     const uint64_t len = s->loc[k].len;
     for (uint32_t i = 0; i < s->n_mem; i++) {
@@ -340,7 +343,7 @@ int store_read_pinned(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
     struct shard sh;
     if (s->tiered) {
         uint32_t t;
-        int rc = store_resolve(s, k, &sh, &t);
+        int rc = store_locate(s, k, &sh, &t);
         if (rc)
             return rc == CXLP_ENOTFOUND ? not_resident(s, k) : rc;
         sp = &sh;
@@ -458,6 +461,48 @@ int cxlp_store_tiered(const cxlp_store *s)
     return s ? s->tiered : 0;
 }
 
+int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, struct cxlp_view *out,
+                  size_t *bad)
+{
+    if (!s->tiered && s->per_shard && s->ds.schema.fixed) {
+        /* Fixed-size records in equal shards: the shard is one multiply-high
+         * away and the record one multiply into it; shard_open checked
+         * n_records * record_size == data_len, and id < count keeps the
+         * in-shard index below the shard's count, so no other check is
+         * needed. The loop has no call and no branch per record but the
+         * range check, so the copies' loads can start early. */
+        const uint64_t rs = s->ds.schema.record_size, per = s->per_shard, cnt = s->count;
+        const struct shard *sh = s->shards;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t id = ids[i];
+            if (__builtin_expect(id >= cnt, 0)) {
+                *bad = i;
+                return cxlp_store_read(s, id, &out[i]); /* the message */
+            }
+            uint64_t k = fastdiv(id, s->per_div);
+            out[i].data = sh[k].data + (id - k * per) * rs;
+            out[i].len = rs;
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = cxlp_store_read(s, ids[i], &out[i]);
+        if (rc) {
+            *bad = i;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int store_numa_node(const cxlp_store *s)
+{
+    /* a tiered dataset is read from its fastest memory tier */
+    if (s->tiered)
+        return s->n_mem ? attach_tier(s->a, s->mem[0])->node : -1;
+    return attach_media(s->a, 0)->numa_node;
+}
+
 int cxlp_store_hugepages(cxlp_store *s)
 {
     if (!s || s->obj.magic != OBJ_MAGIC)
@@ -484,6 +529,53 @@ int cxlp_store_hugepages(cxlp_store *s)
     return 0;
 }
 
+int cxlp_store_pages(const cxlp_store *s, uint64_t *bytes, uint64_t *huge_bytes)
+{
+    if (!s || s->obj.magic != OBJ_MAGIC || !bytes || !huge_bytes)
+        return seterr(NULL, CXLP_EARG, "store_pages: NULL argument or not a store handle");
+    if (s->tiered)
+        return seterr(NULL, CXLP_EUNSUPPORTED, "dataset %s: its copies move between tiers; "
+                      "page sizes are reported for datasets of a pool of one tier", s->name);
+    struct media_range *r = malloc((s->n_shards ? s->n_shards : 1) * sizeof *r);
+    if (!r)
+        return seterr(NULL, -ENOMEM, "dataset %s: out of memory", s->name);
+    uint64_t total = 0, whole;
+    for (uint64_t k = 0; k < s->n_shards; k++) {
+        r[k] = (struct media_range){s->loc[k].off, s->loc[k].len};
+        total += s->loc[k].len;
+    }
+    int rc = media_huge_bytes(attach_media(s->a, 0), r, s->n_shards, &whole, huge_bytes);
+    free(r);
+    if (!rc)
+        *bytes = total;
+    if (rc)
+        return seterr(NULL, rc, "dataset %s: reading the page sizes of its shards: %s", s->name,
+                      cxlp_strerror(rc));
+    return 0;
+}
+
+int cxlp_store_private(const cxlp_store *s, const void *data, uint64_t len, void **out)
+{
+    if (!s || s->obj.magic != OBJ_MAGIC || !out)
+        return seterr(NULL, CXLP_EARG, "store_private: %s", out ? "not a store handle" : "out is NULL");
+    if (s->tiered)
+        return seterr(NULL, CXLP_EUNSUPPORTED, "dataset %s: its copies move between tiers; "
+                      "read a record with cxlp_store_read_copy", s->name);
+    const uint8_t *base = attach_base(s->a);
+    uint64_t off = (uint64_t)((uintptr_t)data - (uintptr_t)base);
+    if ((uintptr_t)data < (uintptr_t)base || !range_ok(off, len, attach_size(s->a)))
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: store_private: %" PRIu64 " bytes at %p are not "
+                      "inside the pool mapping", s->name, len, data);
+    uint8_t *priv;
+    int rc = attach_private(s->a, &priv);
+    if (rc)
+        return seterr(NULL, rc, "dataset %s: no private copy-on-write mapping of the pool: %s",
+                      s->name, rc == -EINVAL ? "the media refuses private mappings (devdax)"
+                                             : cxlp_strerror(rc));
+    *out = priv + off;
+    return 0;
+}
+
 int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs)
 {
     if (!s || !docs || !n_docs)
@@ -501,7 +593,10 @@ static int verify_copy(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, cons
 {
     const uint64_t len = s->loc[k].len;
     char where[96], err[ERRMSG_MAX];
-    snprintf(where, sizeof where, "tier %u copy at %#" PRIx64, t, off);
+    if (s->tiered)
+        snprintf(where, sizeof where, "tier %u copy at %#" PRIx64, t, off);
+    else
+        snprintf(where, sizeof where, "pool offset %" PRIu64, off);
     if (!base) {
         const struct attach_tier *at = attach_tier(s->a, t);
         uint64_t al = ALIGN_UP(len, 4096);

@@ -70,7 +70,7 @@ static inline uint64_t store_shard_of(const cxlp_store *s, uint64_t idx)
  * tier in *tier; CXLP_ENOTFOUND when no memory tier holds one; CXLP_ECORRUPT
  * for a word or header that does not check out (message in cxlp_errmsg(NULL)).
  * The caller holds a location epoch pin for as long as it uses *sh. */
-int store_resolve(const cxlp_store *s, uint64_t k, struct shard *sh, uint32_t *tier);
+int store_locate(const cxlp_store *s, uint64_t k, struct shard *sh, uint32_t *tier);
 /* cxlp_store_read for a caller that holds an epoch pin (any pool). */
 int store_read_pinned(const cxlp_store *s, uint64_t idx, struct cxlp_view *v);
 
@@ -104,5 +104,15 @@ uint64_t writer_room(const cxlp_writer *w);
  * keep runs near the ~1-4 MiB they read at once. CXLP_EARG on misuse. */
 int writer_direct_var(cxlp_writer *w, uint64_t bytes, uint64_t n, void **dst);
 int writer_commit_var(cxlp_writer *w, const uint64_t *lens, uint64_t n);
+
+/* Views of records ids[0..n) into out[] (what cxlp_store_read gives for
+ * each, without a call per record where the layout allows: fixed-size
+ * records in equal shards). 0, or the first failure's code with *bad its
+ * index in ids and the message in cxlp_errmsg(NULL). Thread-safe. */
+int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, struct cxlp_view *out,
+                  size_t *bad);
+/* NUMA node the dataset's memory is bound to (numa pools; a tiered
+ * dataset: its fastest memory tier's), else -1. */
+int store_numa_node(const cxlp_store *s);
 
 #endif

@@ -67,6 +67,7 @@ struct cxlp_writer {
     char name[CXLP_NAME_MAX];
     struct cxlp_schema schema;
     uint64_t unit;            /* record_size (fixed) or element size (var) */
+    int huge;                 /* reservations on 2 MiB pages where the media allows */
     uint64_t shard_bytes;
     uint64_t expected;
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
@@ -134,7 +135,7 @@ static int reserve(cxlp_writer *w, int where, uint64_t len)
         w->cap_res = nc;
     }
     struct pool_extent e;
-    int rc = pool_reserve(w->p, where, len, &e);
+    int rc = pool_reserve_pages(w->p, where, len, w->huge, &e);
     if (rc == CXLP_EARG) /* our lengths are nonzero: it exceeds the whole data area */
         rc = CXLP_EFULL;
     if (rc)
@@ -324,6 +325,7 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
     w->schema = norm;
     w->unit = schema_unit(&norm);
     w->shard_bytes = opts && opts->shard_bytes ? opts->shard_bytes : DEFAULT_SHARD_BYTES;
+    w->huge = !(opts && opts->no_hugepages);
     w->expected = opts ? opts->expected_bytes : 0;
     w->progress = opts ? opts->progress : NULL;
     w->progress_ctx = opts ? opts->progress_ctx : NULL;

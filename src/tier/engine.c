@@ -639,7 +639,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
             struct bslot *x = bfind(b, b->keys[i]);
             if (x->priv)
                 continue;
-            rc = store_resolve(e->s, b->keys[i], &x->sh, &t);
+            rc = store_locate(e->s, b->keys[i], &x->sh, &t);
             if (rc == CXLP_ENOTFOUND)
                 gone = 1; /* evicted since we looked: again */
             else if (rc) {

@@ -101,10 +101,14 @@ int main(void)
                 used[first + k] = 0;
         }
         check_list(&c);
-        uint64_t largest, total = ext_free_bytes(&c, OBJ, &largest), m = 0;
+        uint64_t largest, n_ext, total = ext_free_bytes(&c, OBJ, &largest, &n_ext), m = 0;
         for (int p = 0; p < PAGES; p++)
             m += !used[p];
         CHECK(total == m * PG);
+        uint64_t runs = 0; /* free extents are coalesced: one per run of free pages */
+        for (int p = 0; p < PAGES; p++)
+            runs += !used[p] && (p == 0 || used[p - 1]);
+        CHECK(n_ext == runs);
     }
     /* everything back: one extent again */
     while (n_live) {

@@ -1,6 +1,8 @@
 """CXLDataLoader: fast path order and content, packing, resume, general path."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -33,7 +35,7 @@ def test_shuffle_is_a_permutation_that_changes_per_epoch(fixed) -> None:
     dl = CXLDataLoader(ds, batch_size=100, shuffle=True, seed=3, num_workers=2)
     e0, e1 = rows(dl), rows(dl)
     assert sorted(e0) == list(range(1000)) and sorted(e1) == list(range(1000))
-    assert e0 != e1 and dl.epoch == 2
+    assert e0 != e1 and dl.epoch == 1 and dl.state_dict()["epoch"] == 2
     dl2 = CXLDataLoader(ds, batch_size=100, shuffle=True, seed=3)
     assert rows(dl2) == e0  # same seed, same epoch, same order
 
@@ -110,9 +112,18 @@ def test_general_path_runs_user_collate(fixed) -> None:
 def test_packed_rows_carry_document_boundaries(pool: CXLMemoryPool, tokens) -> None:
     prefix, seqs = tokens
     ds = CXLDataset.ingest(pool, "tok", prefix, format="megatron")
-    dl = CXLDataLoader(ds, batch_size=3, seq_len=40, shuffle=True, seed=2)
+    # by default a packed batch is the rows and their lengths, nothing else
+    plain = [b for b in CXLDataLoader(ds, batch_size=3, seq_len=40, shuffle=True, seed=2)]
+    assert all(set(b) == {"tokens", "lengths"} for b in plain)
+    dl = CXLDataLoader(ds, batch_size=3, seq_len=40, shuffle=True, seed=2, return_segments=True)
     pieces = 0
-    for b in dl:
+    for k, b in enumerate(dl):
+        assert set(b) == {"tokens", "lengths", "seg_row", "seg_start", "seg_len", "seg_offset",
+                          "seg_id"}
+        assert all(b[f].dtype == torch.int64 for f in b if f != "tokens")
+        # the same rows with or without the boundaries
+        assert torch.equal(b["tokens"], plain[k]["tokens"])
+        assert torch.equal(b["lengths"], plain[k]["lengths"])
         t = b["tokens"]
         for r, c, n, off, i in zip(b["seg_row"].tolist(), b["seg_start"].tolist(),
                                    b["seg_len"].tolist(), b["seg_offset"].tolist(),
@@ -123,3 +134,37 @@ def test_packed_rows_carry_document_boundaries(pool: CXLMemoryPool, tokens) -> N
         for r, n in enumerate(b["lengths"].tolist()):
             assert sum(L for R, L in zip(b["seg_row"].tolist(), b["seg_len"].tolist()) if R == r) == n
     assert pieces >= sum(1 for s in seqs if len(s))
+
+
+def test_stall_time_is_counted_and_settable(fixed) -> None:
+    """stall_seconds only grows during a pass, never past the pass's wall
+    time, and can be set (to 0 per logging interval)."""
+    import time
+    ds, _ = fixed
+    dl = CXLDataLoader(ds, batch_size=50, threads=1)
+    t0 = time.perf_counter()
+    seen = []
+    for _ in dl:
+        seen.append(dl.stall_ns)
+    wall = time.perf_counter() - t0
+    assert seen == sorted(seen) and 0 <= dl.stall_seconds <= wall
+    dl.stall_seconds = 0
+    assert dl.stall_seconds == 0
+    list(dl)
+    assert dl.stall_seconds >= 0
+
+
+def test_ring_starts_with_the_documented_slots(fixed) -> None:
+    """The ring starts with 2 x prefetch_factor x threads + 2 slots; no
+    worker-count warning from torch on the fast path (no processes)."""
+    import warnings
+    ds, _ = fixed
+    for workers, pf in ((1, 1), (2, 2), (3, 4)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            dl = CXLDataLoader(ds, batch_size=10, num_workers=workers, prefetch_factor=pf)
+        it = iter(dl)
+        next(it)
+        # the engine never runs more threads than the CPUs it may use
+        assert dl.threads == min(workers, len(os.sched_getaffinity(0)))
+        assert dl._engine.n_slots == 2 * pf * dl.threads + 2
