@@ -275,7 +275,8 @@ CXLP_API int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st);
 struct cxlp_tier_info {
     int kind;                /* enum cxlp_tier_kind */
     int media;               /* enum cxlp_media_kind of its object */
-    int emulated;            /* 1 when the media stands in for the real thing */
+    int emulated;            /* 1: a cxl tier on media that stands in for CXL
+                                memory (shm, file, a numa node of local DRAM) */
     int numa_node;           /* numa media's node, else -1 */
     int home;                /* 1: every shard keeps a copy here */
     int staged;              /* 1: never read in place (nvme) */

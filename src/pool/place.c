@@ -326,6 +326,54 @@ out:
     return rc;
 }
 
+int pool_tier_deferred(cxlp_pool *p, uint32_t tier, uint64_t *bytes)
+{
+    struct attach *a = p->a;
+    if (tier >= a->L.n_tiers)
+        return seterr(&p->obj, CXLP_EARG, "pool_tier_deferred: tier %u of %u", tier, a->L.n_tiers);
+    struct cat c;
+    int rc = cat_snapshot(a, &c, 0, NULL, &p->obj);
+    if (rc)
+        return rc;
+    uint64_t sum = 0;
+    for (uint64_t i = 0; i < c.n_def; i++)
+        if (c.def[i].kind == DEF_EXTENT && c.def[i].object == a->L.tiers[tier].object)
+            sum += c.def[i].len;
+    cat_free(&c);
+    *bytes = sum;
+    return 0;
+}
+
+int pool_drop_one_cache(cxlp_pool *p, uint32_t tier, uint64_t skip_states, uint64_t *bytes)
+{
+    struct attach *a = p->a;
+    *bytes = 0;
+    if (tier >= a->L.n_tiers)
+        return seterr(&p->obj, CXLP_EARG, "pool_drop_one_cache: tier %u of %u", tier,
+                      a->L.n_tiers);
+    struct cat c;
+    int rc = cat_snapshot(a, &c, 0, NULL, &p->obj);
+    if (rc)
+        return rc;
+    const uint32_t stride = attach_stride(a);
+    for (uint64_t i = 0; i < c.n_ds && !*bytes && !rc; i++) {
+        const struct cat_ds *d = &c.ds[i];
+        if (d->states.off == skip_states || !d->d.n_shards)
+            continue;
+        const uint64_t *st = attach_states(a, d->states.off);
+        for (uint64_t k = 0; k < d->d.n_shards && !*bytes && !rc; k++) {
+            uint64_t w = at_load_acquire(&st[k * stride + 1 + tier]); /* pairs with the stores here */
+            if (loc_present(w) && (w & LOC_CACHE)) {
+                rc = pool_copy_drop(p, d->states.off, k, 1u << tier, 1, bytes);
+                if (rc == CXLP_ENOTFOUND)
+                    rc = 0; /* removed meanwhile: look on */
+            }
+        }
+    }
+    cat_free(&c);
+    return rc;
+}
+
 int pool_copy_keep(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier, int cache)
 {
     int rc = writable_handle(p, "pool_copy_keep");

@@ -203,6 +203,14 @@ int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier
  * NULL) receives the bytes dropped. */
 int pool_copy_drop(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t drop_mask,
                    int only_cache, uint64_t *bytes);
+/* Bytes of tier's object that dropped copies hold until no reader's epoch
+ * pin can see them (deferred frees of the current catalog; the next writer
+ * frees those whose pins have gone). 0 or the snapshot's error. */
+int pool_tier_deferred(cxlp_pool *p, uint32_t tier, uint64_t *bytes);
+/* Drops one cache copy (evictable, staged by a placement policy) in tier of
+ * a dataset other than the one of skip_states; *bytes its size, 0 when
+ * there was none. */
+int pool_drop_one_cache(cxlp_pool *p, uint32_t tier, uint64_t skip_states, uint64_t *bytes);
 /* Marks tier's copy of shard k as cache (evictable) or kept. CXLP_ENOTFOUND
  * when the tier has no copy. */
 int pool_copy_keep(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier, int cache);

@@ -408,7 +408,9 @@ int cxlp_pool_tiers(cxlp_pool *p, struct cxlp_tier_info *out, size_t cap, size_t
         memset(&ti, 0, sizeof ti);
         ti.kind = at->kind;
         ti.media = m->kind;
-        ti.emulated = m->emulated;
+        /* a shm dram tier is DRAM and a file nvme tier is storage; only a
+         * cxl tier on shm or file memory stands in for something */
+        ti.emulated = at->kind == CXLP_TIER_CXL && m->emulated;
         ti.numa_node = m->kind == CXLP_MEDIA_NUMA ? m->numa_node : -1;
         ti.home = a->L.home == t;
         ti.staged = (at->flags & TIER_STAGED) != 0;

@@ -13,6 +13,14 @@
  *
  * Threads work on disjoint shards (an atomic cursor): copies from an nvme
  * tier are reads with queue depth per thread, from a memory tier memcpy.
+ *
+ * A target tier without room: while dropped copies that readers still pin
+ * hold space there, the copy waits for them (they go as the readers'
+ * batches end; up to 30 s); then cache copies of other datasets there
+ * (staged by loaders, evictable by definition) are dropped. (This
+ * dataset's own cache copies become its kept copies: dropping them gains
+ * nothing.) Only a tier full of what stays (kept copies, pins held past
+ * the wait) fails: CXLP_EFULL.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,6 +35,15 @@
 #include "store/store.h"
 #include "tier/tier.h"
 
+#define ROOM_WAIT_NS (UINT64_C(30) * 1000000000u)
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 struct mig {
     cxlp_store *s;
     uint32_t tier, drop;
@@ -38,6 +55,23 @@ struct mig {
     char err[ERRMSG_MAX];
     struct cxlp_migrate_stat st;
 };
+
+/* Room in tier t (after a store_copy found none): waits a moment for
+ * dropped copies that readers pin, or drops another dataset's cache copy.
+ * 1: try again; 0: the tier is full for good. */
+static int make_room(struct mig *m, uint32_t t, uint64_t t0)
+{
+    cxlp_pool *wp;
+    uint64_t deferred = 0, bytes = 0;
+    if (store_pool_rw(m->s, &wp) || pool_tier_deferred(wp, t, &deferred))
+        return 0;
+    if (deferred && now_ns() - t0 < ROOM_WAIT_NS) {
+        struct timespec ts = {0, 2 * 1000000};
+        nanosleep(&ts, NULL);
+        return 1;
+    }
+    return pool_drop_one_cache(wp, t, m->s->ds.states_off, &bytes) == 0 && bytes;
+}
 
 static void *worker(void *arg)
 {
@@ -60,7 +94,15 @@ static void *worker(void *arg)
                 seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", m->s->name, k,
                        cxlp_errmsg(wp));
         } else {
-            rc = store_copy(m->s, k, m->tier, m->flags, m->drop, &io, &cs);
+            uint64_t t0 = now_ns();
+            while ((rc = store_copy(m->s, k, m->tier, m->flags, m->drop, &io, &cs)) == CXLP_EFULL) {
+                char msg[ERRMSG_MAX];
+                strlcpy0(msg, cxlp_errmsg(NULL), sizeof msg);
+                if (!make_room(m, m->tier, t0)) {
+                    seterr(NULL, rc, "%s", msg);
+                    break;
+                }
+            }
         }
         pthread_mutex_lock(&m->mu);
         if (rc == CXLP_EEXIST) {

@@ -47,6 +47,7 @@ static void basic(void)
     CHECK(ti[0].kind == CXLP_TIER_DRAM && !ti[0].home && !ti[0].staged && ti[0].media == CXLP_MEDIA_SHM);
     CHECK(ti[1].kind == CXLP_TIER_NVME && ti[1].home && ti[1].staged && ti[1].media == CXLP_MEDIA_FILE);
     CHECK(ti[0].capacity == 2 * MiB && ti[1].capacity == 30 * MiB);
+    CHECK(!ti[0].emulated && !ti[1].emulated); /* DRAM is DRAM, a file is storage */
     CHECK(pool_ingest_tier(p) == 1);
 
     /* ingest: the shards land in the home tier */
@@ -290,9 +291,28 @@ static void meta_scale(void)
            (unsigned long long)before, (unsigned long long)(rec.table.len + rec.states.len));
 }
 
+/* A cxl tier on shm memory stands in for CXL: said so. */
+static void emulation(void)
+{
+    names();
+    char cxl[160];
+    snprintf(cxl, sizeof cxl, "cxl=shm:%s.c:4M", pool);
+    const char *tiers[] = {cxl, nvme};
+    struct cxlp_pool_opts o = {.meta_bytes = 4 * MiB, .lease_slots = 16};
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_create_tiered(pool, tiers, 2, &o, &p));
+    struct cxlp_tier_info ti[2];
+    size_t nt;
+    CHECK_OK(cxlp_pool_tiers(p, ti, 2, &nt));
+    CHECK(nt == 2 && ti[0].kind == CXLP_TIER_CXL && ti[0].emulated && !ti[1].emulated);
+    CHECK_OK(cxlp_pool_close(p));
+    CHECK_OK(cxlp_pool_destroy(pool));
+}
+
 int main(void)
 {
     basic();
+    emulation();
     bad_input();
     meta_scale();
     printf("ok\n");

@@ -165,6 +165,35 @@ int main(void)
     CHECK(pr.st.private_reads > 0 && pr.st.hits + pr.st.misses == pr.records);
     cold("fixed");
     cold("var");
+    /* a dram tier two thirds full of another dataset's cache copies (misses
+     * of record reads): a migration there drops as many as it needs */
+    {
+        CHECK_OK(cxlp_pool_open(pool, NULL, &p));
+        cxlp_store *s;
+        CHECK_OK(cxlp_store_open(p, "fixed", &s));
+        uint64_t per = SHARD / REC_FIXED_SIZE, len;
+        uint8_t rec[REC_FIXED_SIZE];
+        for (uint64_t k = 0; k < 40; k++)
+            CHECK_OK(cxlp_store_read_copy(s, k * per, rec, sizeof rec, &len));
+        uint64_t before[2], after[2], small[2];
+        size_t nt;
+        CHECK_OK(cxlp_store_copies(s, before, 2, &nt));
+        CHECK(before[0] == 40);
+        CHECK_OK(cxlp_migrate(p, "small", "dram", NULL, NULL));
+        CHECK_OK(cxlp_store_copies(s, after, 2, &nt));
+        cxlp_store *ss;
+        CHECK_OK(cxlp_store_open(p, "small", &ss));
+        CHECK_OK(cxlp_store_copies(ss, small, 2, &nt));
+        printf("migration into a tier of cache copies: %llu of 40 dropped, %llu shards placed\n",
+               (unsigned long long)(before[0] - after[0]), (unsigned long long)small[0]);
+        CHECK(small[0] == cxlp_store_count(ss) / (SHARD / REC_FIXED_SIZE) && after[0] < 40);
+        CHECK_OK(cxlp_store_close(ss));
+        CHECK_OK(cxlp_store_close(s));
+        CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+        CHECK_OK(cxlp_pool_close(p));
+        cold("small");
+        cold("fixed");
+    }
 
     /* two processes reading the same order, room for the whole dataset: one
      * copy per shard on the host, made once (the second process finds it,

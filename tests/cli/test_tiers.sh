@@ -20,6 +20,7 @@ t = s["tiers"]
 assert [x["kind"] for x in t] == ["dram", "nvme"], t
 assert t[1]["home"] and t[1]["staged"] and t[1]["copies"] == 16 and t[0]["copies"] == 0, t
 assert t[0]["capacity"] == 14 << 20, t
+assert not t[0]["emulated"] and not t[1]["emulated"], t  # DRAM is DRAM, a file is storage
 PY
 # a record of a shard only the home holds: staged into dram, counted a miss
 "$CXLPOOL" cat "$P" d 1000 --format json >"$T/rec.json" && is_json "$T/rec.json"
