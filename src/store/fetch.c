@@ -73,7 +73,7 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
 {
     struct attach *a = s->a;
     uint64_t pin = attach_pin_epoch(a);
-    int rc = CXLP_ECORRUPT;
+    int pinned = 1, rc = CXLP_ECORRUPT;
     for (uint32_t u = 0; u < attach_n_tiers(a); u++) {
         uint64_t w = word(s, k, u);
         if (u == t || !loc_present(w))
@@ -89,6 +89,14 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
             memcpy(dst, at->base + off, len);
             rc = 0;
             break;
+        }
+        if (u == attach_home(a)) {
+            /* the home copy is never dropped while the dataset is listed
+             * (the store's generation pin covers a remove): the location
+             * pin is not needed for this read, and held through the I/O it
+             * would hold back the frees of every copy dropped meanwhile */
+            attach_unpin_epoch(a, pin);
+            pinned = 0;
         }
         char err[ERRMSG_MAX];
         if (!io->r[u] &&
@@ -107,7 +115,8 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
             st->direct_bytes += len;
         break;
     }
-    attach_unpin_epoch(a, pin);
+    if (pinned)
+        attach_unpin_epoch(a, pin);
     if (rc == CXLP_ECORRUPT && !cxlp_errmsg(NULL)[0])
         seterr(NULL, rc, "dataset %s shard %" PRIu64 ": no copy in any tier", s->name, k);
     return rc;

@@ -628,14 +628,16 @@ int cxlp_store_verify(cxlp_store *s)
         for (uint64_t k = 0; k < s->n_shards && !rc; k++)
             rc = verify_copy(s, k, 0, s->loc[k].off, base + s->loc[k].off, NULL, NULL);
     } else {
-        /* every copy in every tier, under a pin so none is freed meanwhile */
+        /* every copy in every tier, each shard's under a pin so none is
+         * freed meanwhile (a pin per shard: one held for the whole run
+         * would hold back the frees of every copy dropped meanwhile) */
         uint8_t *buf = NULL;
         uint64_t maxlen = 0;
         for (uint64_t k = 0; k < s->n_shards; k++)
             maxlen = MAX(maxlen, s->loc[k].len);
         struct store_io io = {0};
-        uint64_t pin = attach_pin_epoch(s->a);
         for (uint64_t k = 0; k < s->n_shards && !rc; k++) {
+            uint64_t pin = attach_pin_epoch(s->a);
             for (uint32_t t = 0; t < attach_n_tiers(s->a) && !rc; t++) {
                 /* pairs with the release stores of pool/place.c */
                 uint64_t w = at_load_acquire(&s->states[k * s->stride + 1 + t]);
@@ -656,8 +658,8 @@ int cxlp_store_verify(cxlp_store *s)
                 rc = verify_copy(s, k, t, off, at->flags & TIER_STAGED ? NULL : at->base + off,
                                  &buf, &io);
             }
+            attach_unpin_epoch(s->a, pin);
         }
-        attach_unpin_epoch(s->a, pin);
         store_io_close(&io);
         free(buf);
     }

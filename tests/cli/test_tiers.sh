@@ -73,9 +73,14 @@ expect 2 "meta_bytes" "$CXLPOOL" create "$Q" --tier dram=shm:8M --meta-bytes 4K
 
 expect 0 "" "$CXLPOOL" destroy "$P" --yes
 [ ! -e "$TF" ] && [ ! -e "/dev/shm/cxlp.$P.dram" ] && ok || fail "destroy left tier objects"
-# a pool whose tier file was deleted: destroy still removes its other objects
+# a tier file overwritten by something else, then deleted: refused, named;
+# destroy still removes the pool's other objects
 "$CXLPOOL" create "$P" --tier "dram=shm:$P.dram:16M" --tier "nvme=file:$TF:64M" \
-  --meta-bytes 4M >/dev/null 2>&1 && rm "$TF" || fail "create again"
+  --meta-bytes 4M >/dev/null 2>&1 || fail "create again"
+printf X | dd of="$TF" bs=1 conv=notrunc 2>/dev/null
+expect 1 "$TF is not object 2 of this pool" "$CXLPOOL" stat "$P"
+rm "$TF"
+expect 4 "tier object 2: $TF" "$CXLPOOL" stat "$P"
 expect 0 "" "$CXLPOOL" destroy "$P" --yes
 [ ! -e "/dev/shm/cxlp.$P" ] && [ ! -e "/dev/shm/cxlp.$P.dram" ] && ok ||
   fail "destroy of a pool without its tier file left its dram object"
