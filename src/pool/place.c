@@ -94,17 +94,25 @@ static int gone(cxlp_pool *p, uint64_t states_off, uint64_t k)
                   (unsigned long long)k);
 }
 
+/* How a placement call starts: a writable handle, a tier of the pool, the
+ * writer lock and a snapshot of the catalog. */
+static int begin(cxlp_pool *p, uint32_t tier, const char *what, struct txn *t)
+{
+    int rc = writable_handle(p, what);
+    if (rc)
+        return rc;
+    if (tier >= p->a->L.n_tiers)
+        return seterr(&p->obj, CXLP_EARG, "%s: tier %u of %u", what, tier, p->a->L.n_tiers);
+    return txn_begin(t, p);
+}
+
 int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier,
                       struct pool_extent *out)
 {
-    int rc = writable_handle(p, "pool_copy_reserve");
-    if (rc)
-        return rc;
     struct attach *a = p->a;
-    if (tier >= a->L.n_tiers)
-        return seterr(&p->obj, CXLP_EARG, "pool_copy_reserve: tier %u of %u", tier, a->L.n_tiers);
     struct txn t;
-    if ((rc = txn_begin(&t, p)))
+    int rc = begin(p, tier, "pool_copy_reserve", &t);
+    if (rc)
         return rc;
     uint64_t len;
     uint64_t *w = words_of(&t, states_off, k, &len);
@@ -139,17 +147,12 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
                     "(free %llu in %llu extents, largest %llu; %llu reserved, %llu dropped "
                     "but still pinned by readers)", a->m.path, tier,
                     cxlp_tier_name((int)a->L.tiers[tier].kind), (unsigned long long)len,
-                    (unsigned long long)fr, (unsigned long long)n_fr, (unsigned long long)largest, (unsigned long long)res,
-                    (unsigned long long)def);
+                    (unsigned long long)fr, (unsigned long long)n_fr,
+                    (unsigned long long)largest, (unsigned long long)res, (unsigned long long)def);
         goto out;
     }
-    struct media *m = attach_media(a, obj);
-    rc = media_prepare(m, off, len);
-    if (rc) {
-        rc = seterr(&p->obj, rc, "%s: cannot back %llu bytes at %#llx: %s", m->path,
-                    (unsigned long long)len, (unsigned long long)off, cxlp_strerror(rc));
+    if ((rc = pool_back(p, attach_media(a, obj), off, len, 0)))
         goto out;
-    }
     pid_t pid = getpid();
     struct cat_resv r = {.off = off, .len = len, .pid = (uint64_t)pid,
                          .starttime = proc_starttime(pid), .object = obj, .tier = tier,
@@ -231,14 +234,10 @@ static void apply_drops(struct txn *t, uint64_t *w, uint32_t clear, uint64_t len
 int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier,
                     struct pool_extent ext, int cache, uint32_t drop_mask)
 {
-    int rc = writable_handle(p, "pool_copy_place");
-    if (rc)
-        return rc;
     struct attach *a = p->a;
-    if (tier >= a->L.n_tiers)
-        return seterr(&p->obj, CXLP_EARG, "pool_copy_place: tier %u of %u", tier, a->L.n_tiers);
     struct txn t;
-    if ((rc = txn_begin(&t, p)))
+    int rc = begin(p, tier, "pool_copy_place", &t);
+    if (rc)
         return rc;
     const uint32_t obj = a->L.tiers[tier].object;
     int64_t ri = -1;
@@ -376,17 +375,15 @@ int pool_drop_one_cache(cxlp_pool *p, uint32_t tier, uint64_t skip_states, uint6
 
 int pool_copy_keep(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier, int cache)
 {
-    int rc = writable_handle(p, "pool_copy_keep");
-    if (rc)
-        return rc;
     struct txn t;
-    if ((rc = txn_begin(&t, p)))
+    int rc = begin(p, tier, "pool_copy_keep", &t);
+    if (rc)
         return rc;
     uint64_t len;
     uint64_t *w = words_of(&t, states_off, k, &len);
     if (!w) {
         rc = gone(p, states_off, k);
-    } else if (tier >= p->a->L.n_tiers || !loc_present(at_load_acquire(&w[tier]))) {
+    } else if (!loc_present(at_load_acquire(&w[tier]))) {
         rc = CXLP_ENOTFOUND; /* no copy there (evicted meanwhile) */
     } else {
         uint64_t old = at_load_relaxed(&w[tier]);

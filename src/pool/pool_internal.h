@@ -176,6 +176,11 @@ int txn_begin(struct txn *t, cxlp_pool *p);
 /* Publishes t->c as generation gen+1. faults: whether the crash points of
  * pool_publish fire. */
 int txn_commit(struct txn *t, int faults);
+/* Backs [off, off+len) of m with storage now (media_prepare; huge: on 2 MiB
+ * pages where the media allows), so that a full disk or /dev/shm is an error
+ * here and not a SIGBUS at first touch; on failure the range is given back
+ * and the message names the object. */
+int pool_back(cxlp_pool *p, struct media *m, uint64_t off, uint64_t len, int huge);
 void txn_end(struct txn *t);
 int writable_handle(cxlp_pool *p, const char *what);
 

@@ -255,6 +255,16 @@ static int where_checked(cxlp_pool *p, int where, const char *what)
     return o;
 }
 
+int pool_back(cxlp_pool *p, struct media *m, uint64_t off, uint64_t len, int huge)
+{
+    /* gives the range back on failure */
+    int rc = huge ? media_prepare_huge(m, off, len) : media_prepare(m, off, len);
+    if (rc)
+        return seterr(&p->obj, rc, "%s: cannot back %llu bytes at %#llx: %s", m->path,
+                      (unsigned long long)len, (unsigned long long)off, cxlp_strerror(rc));
+    return 0;
+}
+
 int pool_reserve(cxlp_pool *p, int where, uint64_t len, struct pool_extent *out)
 {
     return pool_reserve_pages(p, where, len, 0, out);
@@ -286,15 +296,8 @@ int pool_reserve_pages(cxlp_pool *p, int where, uint64_t len, int huge, struct p
                     (unsigned long long)n_fr, (unsigned long long)largest);
         goto out;
     }
-    /* back the extent now: a full disk or /dev/shm is an error here, not a
-     * SIGBUS when the ingest first touches the page */
-    /* gives the range back on failure */
-    rc = huge ? media_prepare_huge(m, off, len) : media_prepare(m, off, len);
-    if (rc) {
-        rc = seterr(&p->obj, rc, "%s: cannot back %llu bytes at %#llx: %s", m->path,
-                    (unsigned long long)len, (unsigned long long)off, cxlp_strerror(rc));
+    if ((rc = pool_back(p, m, off, len, huge)))
         goto out;
-    }
     pid_t pid = getpid();
     struct cat_resv r = {.off = off, .len = len, .pid = (uint64_t)pid,
                          .starttime = proc_starttime(pid), .object = (uint32_t)obj,

@@ -148,7 +148,8 @@ int cxlp_migrate(cxlp_pool *p, const char *name, const char *tier,
                  const struct cxlp_migrate_opts *o, struct cxlp_migrate_stat *out)
 {
     if (!p || !name || !tier)
-        return seterr(NULL, CXLP_EARG, "cxlp_migrate: %s is NULL", !p ? "pool" : !name ? "name" : "tier");
+        return seterr(NULL, CXLP_EARG, "cxlp_migrate: %s is NULL",
+                      !p ? "pool" : !name ? "name" : "tier");
     struct attach *a = pool_attach(p);
     int t = tier_lookup(a, tier);
     if (t < 0)

@@ -84,6 +84,8 @@ extern const struct tier_policy_ops tier_policy_full_prefetch;
 /* Shared by the policies that stage the window in order (lookahead,
  * streaming): the window's shards neither resident, kept nor busy. */
 size_t policy_window_missing(const struct tier_view *v, uint64_t *out, size_t max);
+/* A want or drop that names no shard. */
+size_t policy_none(const struct tier_view *v, uint64_t *out, size_t max);
 /* The resident shard used longest ago (LRU), or TIER_NONE. */
 uint64_t policy_lru_victim(const struct tier_view *v, uint64_t for_shard);
 /* Shards ranked by heat (hottest first, ties: lower shard) into the memory

@@ -18,6 +18,14 @@ size_t policy_window_missing(const struct tier_view *v, uint64_t *out, size_t ma
     return n;
 }
 
+size_t policy_none(const struct tier_view *v, uint64_t *out, size_t max)
+{
+    (void)v;
+    (void)out;
+    (void)max;
+    return 0;
+}
+
 uint64_t policy_lru_victim(const struct tier_view *v, uint64_t for_shard)
 {
     (void)for_shard;

@@ -24,14 +24,6 @@ static size_t want(const struct tier_view *v, uint64_t *out, size_t max)
     return n;
 }
 
-static size_t drop(const struct tier_view *v, uint64_t *out, size_t max)
-{
-    (void)v;
-    (void)out;
-    (void)max;
-    return 0;
-}
-
 static size_t place(const struct tier_view *v, const uint64_t *caps, uint32_t n_tiers,
                     struct tier_place *out, size_t max)
 {
@@ -39,6 +31,6 @@ static size_t place(const struct tier_view *v, const uint64_t *caps, uint32_t n_
 }
 
 const struct tier_policy_ops tier_policy_full_prefetch = {
-    .name = "full_prefetch", .want = want, .victim = policy_lru_victim, .drop = drop,
+    .name = "full_prefetch", .want = want, .victim = policy_lru_victim, .drop = policy_none,
     .place = place,
 };

@@ -14,22 +14,6 @@
  */
 #include "tier/policy.h"
 
-static size_t want(const struct tier_view *v, uint64_t *out, size_t max)
-{
-    (void)v;
-    (void)out;
-    (void)max;
-    return 0;
-}
-
-static size_t drop(const struct tier_view *v, uint64_t *out, size_t max)
-{
-    (void)v;
-    (void)out;
-    (void)max;
-    return 0;
-}
-
 static size_t place(const struct tier_view *v, const uint64_t *caps, uint32_t n_tiers,
                     struct tier_place *out, size_t max)
 {
@@ -38,5 +22,6 @@ static size_t place(const struct tier_view *v, const uint64_t *caps, uint32_t n_
 }
 
 const struct tier_policy_ops tier_policy_hot_first = {
-    .name = "hot_first", .want = want, .victim = policy_lru_victim, .drop = drop, .place = place,
+    .name = "hot_first", .want = policy_none, .victim = policy_lru_victim, .drop = policy_none,
+    .place = place,
 };

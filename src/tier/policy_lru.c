@@ -7,22 +7,7 @@
  */
 #include "tier/policy.h"
 
-static size_t want(const struct tier_view *v, uint64_t *out, size_t max)
-{
-    (void)v;
-    (void)out;
-    (void)max;
-    return 0;
-}
-
-static size_t drop(const struct tier_view *v, uint64_t *out, size_t max)
-{
-    (void)v;
-    (void)out;
-    (void)max;
-    return 0;
-}
-
 const struct tier_policy_ops tier_policy_lru = {
-    .name = "lru", .want = want, .victim = policy_lru_victim, .drop = drop, .place = NULL,
+    .name = "lru", .want = policy_none, .victim = policy_lru_victim, .drop = policy_none,
+    .place = NULL,
 };
