@@ -30,6 +30,10 @@
  *          batch ends
  *   one copier per shard and tier on the host (pool claims, place.c):
  *          an engine that finds another process copying waits for it
+ *   a batch never fails for want of room: a shard that no memory tier can
+ *          take (full of kept copies, or of dropped ones readers still pin)
+ *          is read into the batch's own memory, verified, and freed at
+ *          batch_end (a private read)
  *
  * Threads: the loader's planning thread calls engine_next (under the
  * loader's lock); gather threads call batch_begin / batch_end; stagers

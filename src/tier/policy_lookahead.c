@@ -47,14 +47,6 @@ static uint64_t victim(const struct tier_view *v, uint64_t for_shard)
     return best;
 }
 
-static size_t drop(const struct tier_view *v, uint64_t *out, size_t max)
-{
-    (void)v;
-    (void)out;
-    (void)max;
-    return 0;
-}
-
 const struct tier_policy_ops tier_policy_lookahead = {
-    .name = "lookahead", .want = want, .victim = victim, .drop = drop, .place = NULL,
+    .name = "lookahead", .want = want, .victim = victim, .drop = policy_none, .place = NULL,
 };
