@@ -315,6 +315,25 @@ CXLP_API int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view
 /* Document boundaries of a Megatron import: docs[i] is the first record of
  * document i; n_docs+1 entries (the last is count). NULL/0 when absent. */
 CXLP_API int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs);
+/* Where records [first, first+n) lie in the pool: one span per shard they
+ * cross, in record order. A span is the bytes of records [first, first +
+ * count) of one shard, back to back; off is their pool offset, which for a
+ * file: pool is their offset in the file (a pool is mapped whole from
+ * offset 0), so a reader that bypasses the mapping (O_DIRECT, GPUDirect
+ * Storage) can read a range of records straight from the file. Writes at
+ * most cap spans to out and the number the range needs to *n_out (at most
+ * the dataset's shard count; n = 0 needs none). CXLP_ERANGE when the range
+ * is not inside 0..count (a message names it); CXLP_ECORRUPT as
+ * cxlp_store_read when an index entry is damaged; CXLP_EARG for NULL
+ * arguments. Thread-safe. */
+struct cxlp_span {
+    uint64_t off;            /* pool offset of the first record's first byte */
+    uint64_t len;            /* bytes of the records of this span */
+    uint64_t first;          /* first record (dataset id) */
+    uint64_t count;          /* records */
+};
+CXLP_API int cxlp_store_spans(const cxlp_store *s, uint64_t first, uint64_t n,
+                              struct cxlp_span *out, size_t cap, size_t *n_out);
 /* The bytes [data, data+len) of a view from this store (cxlp_store_read,
  * cxlp_store_docs) as seen through a private copy-on-write mapping of the
  * pool: reading there shares the pool's pages (no copy, no memory per

@@ -220,6 +220,22 @@ const struct cxlp_schema *cxlp_store_schema(const cxlp_store *s)
     return s ? &s->ds.schema : NULL;
 }
 
+/* The shard holding record idx (< count): see the lookup at the top. */
+static inline uint64_t shard_of(const cxlp_store *s, uint64_t idx)
+{
+    if (s->per_shard)
+        return fastdiv(idx, s->per_div);
+    uint64_t lo = 0, hi = s->n_shards; /* first[lo] <= idx < first[hi] (first[n] = count) */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (s->first[mid] <= idx)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 __attribute__((cold, noinline)) static int read_corrupt(const cxlp_store *s, uint64_t k, uint64_t idx)
 {
     char err[ERRMSG_MAX];
@@ -233,26 +249,53 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
     if (__builtin_expect(idx >= s->count, 0))
         return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " past the end (%" PRIu64 " records)",
                       s->name, idx, s->count);
-    uint64_t k;
-    if (s->per_shard) {
-        k = fastdiv(idx, s->per_div);
-    } else {
-        uint64_t lo = 0, hi = s->n_shards; /* first[lo] <= idx < first[hi] (first[n] = count) */
-        while (hi - lo > 1) {
-            uint64_t mid = lo + (hi - lo) / 2;
-            if (s->first[mid] <= idx)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        k = lo;
-    }
+    uint64_t k = shard_of(s, idx);
     const uint8_t *p;
     uint64_t len;
     if (__builtin_expect(shard_record(&s->shards[k], idx - s->first[k], &p, &len), 0))
         return read_corrupt(s, k, idx);
     v->data = p;
     v->len = len;
+    return 0;
+}
+
+int cxlp_store_spans(const cxlp_store *s, uint64_t first, uint64_t n, struct cxlp_span *out,
+                     size_t cap, size_t *n_out)
+{
+    if (!s || s->obj.magic != OBJ_MAGIC || !n_out || (cap && !out))
+        return seterr(NULL, CXLP_EARG, "store_spans: NULL argument or not a store handle");
+    uint64_t end;
+    if (add_overflow_u64(first, n, &end) || end > s->count)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: records [%" PRIu64 ", +%" PRIu64 ") are not "
+                      "inside its %" PRIu64 " records", s->name, first, n, s->count);
+    size_t k_out = 0;
+    /* records are back to back inside a shard's data area (shard.h), so the
+     * part of the range in one shard is the bytes from its first record's
+     * start to its last record's end */
+    for (uint64_t idx = first; idx < end;) {
+        uint64_t k = shard_of(s, idx);
+        const struct shard *sh = &s->shards[k];
+        uint64_t last = s->first[k] + sh->n_records; /* past the shard's last record */
+        uint64_t stop = end < last ? end : last;
+        const uint8_t *a, *b;
+        uint64_t alen, blen;
+        if (shard_record(sh, idx - s->first[k], &a, &alen))
+            return read_corrupt(s, k, idx);
+        if (shard_record(sh, stop - 1 - s->first[k], &b, &blen))
+            return read_corrupt(s, k, stop - 1);
+        if (b < a)
+            return read_corrupt(s, k, stop - 1);
+        if (k_out < cap)
+            out[k_out] = (struct cxlp_span){
+                .off = s->loc[k].off + (uint64_t)(a - sh->base),
+                .len = (uint64_t)(b - a) + blen,
+                .first = idx,
+                .count = stop - idx,
+            };
+        k_out++;
+        idx = stop;
+    }
+    *n_out = k_out;
     return 0;
 }
 
