@@ -13,7 +13,7 @@ Glossary:
   copy k     the host-to-device copy of batch k, queued on the copy stream
   ready[k]   the event recorded on the copy stream right after copy k
   depth d    ``prefetch_to_gpu``: copies queued ahead of the batch in use
-  consumer   the stream current when the loop asks for a batch
+  consumer   the stream current when the loop is handed a batch
 
 Invariants (CopyPipeline):
   - when batch k is handed out, copies k+1..k+d are queued (fewer at the end
@@ -256,7 +256,6 @@ class CopyPipeline:
         """Yields (device batch, meta) for each (host batch, meta) take()
         returns, in order, until it returns None."""
         rt = self.rt
-        consumer = rt.current_stream(self.device)
         ahead: collections.deque = collections.deque()  # (ready, keep, out, meta): not handed out
         lent: collections.deque = collections.deque()   # (ready, keep): handed out
         done = False
@@ -275,6 +274,7 @@ class CopyPipeline:
                 if not ahead:
                     return
                 ev, keep, out, meta = ahead.popleft()
+                consumer = rt.current_stream(self.device)  # the loop's, as it is now
                 consumer.wait_event(ev)
                 for t in _tensors(out):
                     rt.record_stream(t, consumer)
