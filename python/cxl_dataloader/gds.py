@@ -322,6 +322,11 @@ class FileRangeReader:
         total = sum(n for _, n, _ in reads)
         head = reads[0][2] if reads else 0  # the first span's phase (plan_reads)
         buf = torch.empty(head + total, dtype=torch.uint8, device=self.device)
+        if buf.is_cuda:
+            # the allocator hands out memory that is free in stream order; the
+            # reads below are not stream-ordered, so work still queued on the
+            # stream (on what the memory held before) must be done first
+            torch.cuda.current_stream(buf.device).synchronize()
         t0 = time.perf_counter()
         if total:
             self._run(buf, reads)

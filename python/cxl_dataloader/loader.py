@@ -575,12 +575,15 @@ class CXLDataLoader:
         resume point is the handed-out batch's, not the engine's."""
         g = self._gpu
         assert g is not None
-        run = g.device_pass if g.device is not None else g.pinned_pass
-        for out, at in run(eng, eng.take):
-            self._at = at
-            if cxl:
-                self.sampler._drawn = at[0]
-            yield out
+        run = (g.device_pass if g.device is not None else g.pinned_pass)(eng, eng.take)
+        try:
+            for out, at in run:
+                self._at = at
+                if cxl:
+                    self.sampler._drawn = at[0]
+                yield out
+        finally:
+            run.close()  # queued copies waited for, slots unregistered, now
 
     def _to_device(self, out: Any, non_blocking: bool) -> Any:
         if isinstance(out, dict):
