@@ -373,11 +373,17 @@ struct cxlp_import_opts {
     uint64_t shard_bytes;    /* 0: default */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
+    int allow_empty;         /* 1: a source without records makes an empty
+                                dataset; 0: CXLP_EBADINPUT "no records" */
 };
 /* Imports src into a new dataset name. src is a file (raw, .npy) or a Megatron
  * prefix (PREFIX.bin + PREFIX.idx; "PREFIX", "PREFIX.bin" and "PREFIX.idx" are
  * all accepted). Bad input fails with CXLP_EBADINPUT / CXLP_EUNSUPPORTED and
- * cxlp_errmsg(p) naming the file and field; the pool is left unchanged.
+ * cxlp_errmsg(p) naming the file and field; the pool is left unchanged. A
+ * source that is not a regular file (a FIFO, a device) is CXLP_EBADINPUT
+ * without blocking on it; one without records (an empty file, a /proc file
+ * whose size reads 0, an .npy of shape (0, ...), an .idx of no sequences)
+ * is CXLP_EBADINPUT "no records" unless opts->allow_empty.
  * Megatron: one record per sequence (dtype from the .idx), document
  * boundaries kept (cxlp_store_docs). npy: one record per row of axis 0.
  * Format AUTO: ".npy" -> npy; "PREFIX", "PREFIX.bin" or "PREFIX.idx" where

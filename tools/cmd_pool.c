@@ -118,6 +118,7 @@ int cli_cmd_ingest(int argc, char **argv)
         {"shard-bytes", required_argument, 0, 's'},
         {"no-progress", no_argument, 0, 'n'},
         {"json", no_argument, 0, 'j'},
+        {"allow-empty", no_argument, 0, 'e'},
         {0, 0, 0, 0},
     };
     struct cxlp_import_opts o = {0};
@@ -152,6 +153,9 @@ int cli_cmd_ingest(int argc, char **argv)
             break;
         case 'j':
             json = 1;
+            break;
+        case 'e':
+            o.allow_empty = 1;
             break;
         }
     }

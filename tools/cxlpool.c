@@ -40,10 +40,12 @@ static const struct cli_cmd cmds[] = {
      cli_cmd_create},
     {"ingest", "import a raw, .npy or Megatron .bin/.idx file as a dataset",
      "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|auto]\n"
-     "               [--record-size N] [--dtype T] [--shard-bytes N] [--no-progress] [--json]\n"
+     "               [--record-size N] [--dtype T] [--shard-bytes N] [--allow-empty]\n"
+     "               [--no-progress] [--json]\n"
      "  Imports SRC into dataset NAME. auto guesses by extension (.npy, .bin/.idx,\n"
      "  else raw). raw needs --record-size (bytes per record) and takes --dtype\n"
-     "  (uint8 default). A progress bar is drawn on stderr when it is a terminal.\n"
+     "  (uint8 default). A source without records is refused unless\n"
+     "  --allow-empty. A progress bar is drawn on stderr when it is a terminal.\n"
      "  Nothing is visible to readers until the import completes.\n",
      cli_cmd_ingest},
     {"ls", "list the datasets of a pool",

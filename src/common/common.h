@@ -94,6 +94,11 @@ void fault_point(const char *name);
  * 1 when CXLP_FAULT equals name (e.g. "prepare-enospc"), else 0. */
 int fault_hit(const char *name);
 
+/* What a non-regular file is, for messages: "a FIFO", "a socket", "a
+ * directory", "a character device", "a block device", "a symbolic link";
+ * "a regular file" or "an unknown file type" otherwise. */
+const char *file_kind(mode_t mode);
+
 /* Bounded string copy that always terminates; returns strlen(src). */
 size_t strlcpy0(char *dst, const char *src, size_t cap);
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -86,6 +87,20 @@ void boot_id(uint8_t out[16])
         if (j % 2 == 0) out[j / 2] = (uint8_t)(v << 4);
         else out[j / 2] |= (uint8_t)v;
         j++;
+    }
+}
+
+const char *file_kind(mode_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFDIR: return "a directory";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFLNK: return "a symbolic link";
+    default: return "an unknown file type";
     }
 }
 

@@ -133,9 +133,15 @@ int media_fstat(struct media *m, char *err, size_t errlen)
     struct stat st;
     if (fstat(m->fd, &st) < 0)
         return errbuf_set(err, errlen, -errno, "%s: fstat: %s", m->path, strerror(errno));
+    /* shm and file pools are regular files; anything else planted under the
+     * name (a FIFO would block a read, a device map something else) is not
+     * a pool. The descriptor was opened O_NONBLOCK for this check. */
+    if (!S_ISREG(st.st_mode))
+        return errbuf_set(err, errlen, CXLP_EFORMAT, "%s: not a pool: %s, not a regular file",
+                          m->path, file_kind(st.st_mode));
+    (void)fcntl(m->fd, F_SETFL, fcntl(m->fd, F_GETFL) & ~O_NONBLOCK);
     m->owner = st.st_uid;
-    if (S_ISREG(st.st_mode))
-        m->size = (uint64_t)st.st_size;
+    m->size = (uint64_t)st.st_size;
     return 0;
 }
 

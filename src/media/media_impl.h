@@ -23,7 +23,8 @@ int media_open_errno(struct media *m, int e, int creating, char *err, size_t err
 /* After an exclusive create of m->fd: sets mode, sizes (sparse) and maps.
  * The caller removes the object when this fails. */
 int media_init_created(struct media *m, uint64_t size, uint32_t mode, char *err, size_t errlen);
-/* fstat: size (regular files) and owner. */
+/* fstat of an object opened O_NONBLOCK: CXLP_EFORMAT unless a regular
+ * file; then clears O_NONBLOCK and sets size and owner. */
 int media_fstat(struct media *m, char *err, size_t errlen);
 /* fallocate [off, off+len) of m->fd; EOPNOTSUPP tolerated; on failure the
  * range is punched out (see media_prepare). */

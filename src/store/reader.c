@@ -86,9 +86,11 @@ static int store_validate(cxlp_store *s)
     uint64_t next = 0, bytes = 0;
     for (uint64_t k = 0; k < s->n_shards; k++) {
         const struct pool_shard *l = &s->loc[k];
+        /* a pool has one media, its own (index 0): any other value is a
+         * catalog no writer of this format produces */
         if (l->media != 0)
-            return seterr(&s->obj, CXLP_EUNSUPPORTED, "dataset %s shard %" PRIu64 ": on media %u, "
-                          "this build reads shards in the pool's own media only", s->name, k, l->media);
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": media %u does not "
+                          "exist (the pool's only media is 0)", s->name, k, l->media);
         if (!range_ok(l->off, l->len, size) || l->off % 8)
             return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": extent [%" PRIu64 ", +%" PRIu64 ") "
                           "outside the pool of %" PRIu64 " bytes or misaligned", s->name, k, l->off, l->len, size);
