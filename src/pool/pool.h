@@ -85,11 +85,19 @@ int pool_write_fd(cxlp_pool *p);
 
 /* Writer side. Each call takes and releases the writer lock itself.
  *
- * pool_reserve: allocates len bytes (rounded up to the extent alignment) and
- * records it as a reservation of this process, published durably before it
- * returns. CXLP_EFULL with a message when no free extent is large enough. */
+ * pool_reserve_many: allocates n extents of lens[i] bytes (each rounded up
+ * to the extent alignment) in one transaction and records them as
+ * reservations of this process, published durably, then backs them with
+ * storage (media_prepare) outside the writer lock. All or nothing:
+ * CXLP_EFULL with a message when they do not all fit (nothing committed);
+ * -ENOSPC (the media's error) when backing fails (all given back). out[i]
+ * gets extent i. pool_reserve is the n = 1 case. */
+int pool_reserve_many(cxlp_pool *p, const uint64_t *lens, uint64_t n, struct pool_extent *out);
 int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out);
-/* Returns a reservation (or its tail: off..off+len inside one) to free space. */
+/* Returns reservations (or pieces of them: off..off+len inside one) to free
+ * space, all n in one transaction; CXLP_EARG (nothing returned) when one is
+ * not this process's. Extents of length 0 are skipped. */
+int pool_unreserve_many(cxlp_pool *p, const struct pool_extent *ext, uint64_t n);
 int pool_unreserve(cxlp_pool *p, struct pool_extent ext);
 /* Makes ds visible: every shard extent and ds->docs must lie inside this
  * process's reservations; those reservations are dropped and any part of them

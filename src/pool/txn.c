@@ -103,18 +103,44 @@ static void unlock_pool(cxlp_pool *p)
     pthread_mutex_unlock(&p->a->hdr->lock);
 }
 
+/* Owners already judged in this transaction: liveness costs a /proc read,
+ * and is asked once per distinct owner, not once per reservation (an
+ * ingest of N shards once held N reservations, and asking for each in each
+ * of its N transactions made the ingest quadratic: issue 12 item 8). */
+#define JUDGED_MAX 16
+struct judged {
+    uint64_t pid[JUDGED_MAX], starttime[JUDGED_MAX];
+    int alive[JUDGED_MAX];
+    int n;
+};
+
+static int owner_alive(struct judged *j, uint64_t pid, uint64_t starttime)
+{
+    for (int i = 0; i < j->n; i++)
+        if (j->pid[i] == pid && j->starttime[i] == starttime)
+            return j->alive[i];
+    int alive = proc_alive((pid_t)pid, starttime);
+    if (j->n < JUDGED_MAX) {
+        j->pid[j->n] = pid;
+        j->starttime[j->n] = starttime;
+        j->alive[j->n++] = alive;
+    }
+    return alive;
+}
+
 static void reclaim(struct txn *t)
 {
     struct cat *c = &t->c;
     uint64_t min_gen;
+    struct judged j = {.n = 0};
     lease_scan(t->p->a, 1, &min_gen, NULL);
-    for (uint64_t i = 0; i < c->n_resv;) {
+    for (uint64_t i = 0, w = 0, n = c->n_resv; i < n; i++) {
         struct cat_resv r = c->resv[i];
-        if (!proc_alive((pid_t)r.pid, r.starttime) && ext_free(c, r.off, r.len) == 0) {
-            arr_del(c->resv, &c->n_resv, sizeof *c->resv, i);
+        if (!owner_alive(&j, r.pid, r.starttime) && ext_free(c, r.off, r.len) == 0) {
+            c->n_resv--;
             continue;
         }
-        i++;
+        c->resv[w++] = r;
     }
     for (uint64_t i = 0; i < c->n_def;) {
         struct cat_def d = c->def[i];
@@ -189,51 +215,94 @@ static int txn_commit(struct txn *t, int faults)
     return 0;
 }
 
-int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out)
+int pool_reserve_many(cxlp_pool *p, const uint64_t *lens, uint64_t n, struct pool_extent *out)
 {
     int rc = writable_handle(p, "pool_reserve");
     if (rc)
         return rc;
-    if (len == 0 || len > p->a->L.data_len || !out)
-        return seterr(&p->obj, CXLP_EARG, "pool_reserve: length %llu invalid (data area %llu)",
-                      (unsigned long long)len, (unsigned long long)p->a->L.data_len);
-    len = ALIGN_UP(len, POOL_EXTENT_ALIGN);
-    struct txn t;
-    if ((rc = txn_begin(&t, p)))
-        return rc;
-    uint64_t off;
-    if (ext_alloc(&t.c, len, &off)) {
-        uint64_t largest, fr = ext_free_bytes(&t.c, &largest);
-        rc = seterr(&p->obj, CXLP_EFULL,
-                    "%s: no free extent of %llu bytes (free %llu in %llu extents, largest %llu)",
-                    p->a->m.path, (unsigned long long)len, (unsigned long long)fr,
-                    (unsigned long long)t.c.n_fr, (unsigned long long)largest);
-        goto out;
+    if (n == 0)
+        return 0;
+    if (!lens || !out)
+        return seterr(&p->obj, CXLP_EARG, "pool_reserve: lens or out is NULL");
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        if (lens[i] == 0 || lens[i] > p->a->L.data_len ||
+            add_overflow_u64(total, ALIGN_UP(lens[i], POOL_EXTENT_ALIGN), &total))
+            return seterr(&p->obj, CXLP_EARG,
+                          "pool_reserve: length %llu invalid (data area %llu)",
+                          (unsigned long long)lens[i], (unsigned long long)p->a->L.data_len);
     }
-    /* back the extent now: a full disk or /dev/shm is an error here, not a
-     * SIGBUS when the ingest first touches the page */
-    rc = media_prepare(&p->a->m, off, len); /* gives the range back on failure */
-    if (rc) {
-        rc = seterr(&p->obj, rc, "%s: cannot back %llu bytes at %#llx: %s", p->a->m.path,
-                    (unsigned long long)len, (unsigned long long)off, cxlp_strerror(rc));
-        goto out;
+    struct pool_extent *e = malloc(n * sizeof *e);
+    if (!e)
+        return seterr(&p->obj, -ENOMEM, "pool_reserve: out of memory");
+    struct txn t;
+    if ((rc = txn_begin(&t, p))) {
+        free(e);
+        return rc;
     }
     pid_t pid = getpid();
-    struct cat_resv r = {off, len, (uint64_t)pid, proc_starttime(pid)};
-    if (arr_push(&t.c.resv, &t.c.n_resv, &t.c.cap_resv, sizeof r, &r)) {
-        rc = seterr(&p->obj, -ENOMEM, "pool_reserve: out of memory");
-        goto out;
+    uint64_t st = proc_starttime(pid);
+    for (uint64_t i = 0; i < n; i++) {
+        e[i].len = ALIGN_UP(lens[i], POOL_EXTENT_ALIGN);
+        if (ext_alloc(&t.c, e[i].len, &e[i].off)) {
+            /* all or nothing: the private copy is dropped, the pool unchanged */
+            uint64_t largest, fr = ext_free_bytes(&t.c, &largest);
+            if (n == 1)
+                rc = seterr(&p->obj, CXLP_EFULL,
+                            "%s: no free extent of %llu bytes (free %llu in %llu extents, "
+                            "largest %llu)", p->a->m.path, (unsigned long long)e[i].len,
+                            (unsigned long long)fr, (unsigned long long)t.c.n_fr,
+                            (unsigned long long)largest);
+            else
+                rc = seterr(&p->obj, CXLP_EFULL,
+                            "%s: no room for %llu extents of %llu bytes in all: extent %llu "
+                            "of %llu bytes does not fit (free %llu in %llu extents, largest "
+                            "%llu)", p->a->m.path, (unsigned long long)n,
+                            (unsigned long long)total, (unsigned long long)i,
+                            (unsigned long long)e[i].len, (unsigned long long)fr,
+                            (unsigned long long)t.c.n_fr, (unsigned long long)largest);
+            goto out;
+        }
+        struct cat_resv r = {e[i].off, e[i].len, (uint64_t)pid, st};
+        if (arr_push(&t.c.resv, &t.c.n_resv, &t.c.cap_resv, sizeof r, &r)) {
+            rc = seterr(&p->obj, -ENOMEM, "pool_reserve: out of memory");
+            goto out;
+        }
     }
     rc = txn_commit(&t, 0);
     if (rc)
         goto out;
     /* crash point for tests: reservation published, lock still held */
     fault_point("reserve-locked");
-    out->off = off;
-    out->len = len;
 out:
     txn_end(&t);
+    /* Back the extents now, outside the writer lock (issue 12 item 9: a
+     * fallocate takes 0.4 s per 256 MiB of tmpfs, and a writer stopped
+     * there blocked every other writer): a full disk or /dev/shm is an
+     * error here, not a SIGBUS when the ingest first touches the page. The
+     * extents are reservations of this process, so nothing else touches
+     * them meanwhile; a failure gives them all back. */
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        int prc = media_prepare(&p->a->m, e[i].off, e[i].len); /* punches back on failure */
+        if (prc) {
+            rc = seterr(&p->obj, prc, "%s: cannot back %llu bytes at %#llx: %s", p->a->m.path,
+                        (unsigned long long)e[i].len, (unsigned long long)e[i].off,
+                        cxlp_strerror(prc));
+            char msg[ERRMSG_MAX];
+            strlcpy0(msg, p->obj.err, sizeof msg);
+            (void)pool_unreserve_many(p, e, n);
+            seterr(&p->obj, rc, "%s", msg);
+        }
+    }
+    if (rc == 0)
+        memcpy(out, e, n * sizeof *e);
+    free(e);
     return rc;
+}
+
+int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out)
+{
+    return pool_reserve_many(p, &len, 1, out);
 }
 
 /* Index of this process's reservation containing [off, off+len), or -1. */
@@ -250,48 +319,60 @@ static int64_t find_own_resv(const struct cat *c, uint64_t off, uint64_t len)
     return -1;
 }
 
-int pool_unreserve(cxlp_pool *p, struct pool_extent ext)
+/* Moves [ext.off, ext.off + len) of one of this process's reservations in
+ * the private catalog back to free space, keeping what of the reservation
+ * lies before and after it reserved. */
+static int unreserve_one(cxlp_pool *p, struct cat *c, struct pool_extent ext)
 {
-    int rc = writable_handle(p, "pool_unreserve");
-    if (rc)
-        return rc;
-    if (ext.len == 0)
-        return 0;
     if (ext.off % POOL_EXTENT_ALIGN)
         return seterr(&p->obj, CXLP_EARG, "pool_unreserve: offset %#llx not %u-aligned",
                       (unsigned long long)ext.off, POOL_EXTENT_ALIGN);
-    struct txn t;
-    if ((rc = txn_begin(&t, p)))
-        return rc;
     uint64_t len = ALIGN_UP(ext.len, POOL_EXTENT_ALIGN);
-    int64_t i = find_own_resv(&t.c, ext.off, len);
-    if (i < 0) {
-        rc = seterr(&p->obj, CXLP_EARG,
-                    "pool_unreserve: %#llx+%llu is not inside a reservation of this process",
-                    (unsigned long long)ext.off, (unsigned long long)ext.len);
-        goto out;
-    }
-    struct cat_resv r = t.c.resv[i];
-    arr_del(t.c.resv, &t.c.n_resv, sizeof r, (uint64_t)i);
-    /* keep the parts before and after the returned range reserved */
+    int64_t i = find_own_resv(c, ext.off, len);
+    if (i < 0)
+        return seterr(&p->obj, CXLP_EARG,
+                      "pool_unreserve: %#llx+%llu is not inside a reservation of this process",
+                      (unsigned long long)ext.off, (unsigned long long)ext.len);
+    struct cat_resv r = c->resv[i];
+    arr_del(c->resv, &c->n_resv, sizeof r, (uint64_t)i);
     struct cat_resv head = r, tail = r;
     head.len = ext.off - r.off;
     tail.off = ext.off + len;
     tail.len = r.off + r.len - tail.off;
-    if ((head.len && arr_push(&t.c.resv, &t.c.n_resv, &t.c.cap_resv, sizeof head, &head)) ||
-        (tail.len && arr_push(&t.c.resv, &t.c.n_resv, &t.c.cap_resv, sizeof tail, &tail))) {
-        rc = seterr(&p->obj, -ENOMEM, "pool_unreserve: out of memory");
-        goto out;
-    }
-    if ((rc = ext_free(&t.c, ext.off, len))) {
-        rc = seterr(&p->obj, CXLP_ECORRUPT, "%s: reservation %#llx+%llu overlaps free space",
-                    p->a->m.path, (unsigned long long)ext.off, (unsigned long long)len);
-        goto out;
-    }
-    rc = txn_commit(&t, 0);
-out:
+    if ((head.len && arr_push(&c->resv, &c->n_resv, &c->cap_resv, sizeof head, &head)) ||
+        (tail.len && arr_push(&c->resv, &c->n_resv, &c->cap_resv, sizeof tail, &tail)))
+        return seterr(&p->obj, -ENOMEM, "pool_unreserve: out of memory");
+    if (ext_free(c, ext.off, len))
+        return seterr(&p->obj, CXLP_ECORRUPT, "%s: reservation %#llx+%llu overlaps free space",
+                      p->a->m.path, (unsigned long long)ext.off, (unsigned long long)len);
+    return 0;
+}
+
+int pool_unreserve_many(cxlp_pool *p, const struct pool_extent *ext, uint64_t n)
+{
+    int rc = writable_handle(p, "pool_unreserve");
+    if (rc)
+        return rc;
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < n; i++)
+        k += ext[i].len != 0;
+    if (k == 0)
+        return 0;
+    struct txn t;
+    if ((rc = txn_begin(&t, p)))
+        return rc;
+    for (uint64_t i = 0; i < n && rc == 0; i++)
+        if (ext[i].len)
+            rc = unreserve_one(p, &t.c, ext[i]);
+    if (rc == 0)
+        rc = txn_commit(&t, 0);
     txn_end(&t);
     return rc;
+}
+
+int pool_unreserve(cxlp_pool *p, struct pool_extent ext)
+{
+    return pool_unreserve_many(p, &ext, 1);
 }
 
 /* Checks one extent of the dataset being published; marks its reservation. */
