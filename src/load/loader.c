@@ -37,6 +37,7 @@
 
 #include "common/common.h"
 #include "load/loader.h"
+#include "media/media.h"
 
 enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_LENT };
 
@@ -367,11 +368,17 @@ static void *worker(void *arg)
         s->state = SLOT_FILLING;
         pthread_mutex_unlock(&l->mu);
 
+        uint64_t lost = media_guard_events();
         switch (l->o.collate) {
         case CXLP_COLLATE_STACK: rc = gather_stack(l, s); break;
         case CXLP_COLLATE_PAD: rc = gather_pad(l, s); break;
         default: rc = gather_pack(l, s); break;
         }
+        /* a pool shrunk under the mapping read as zeros (media/guard.c):
+         * such a batch is an error, never delivered */
+        if (!rc && __builtin_expect(media_guard_events() != lost, 0))
+            rc = seterr(&l->obj, CXLP_ECORRUPT, "batch %llu: pool memory was lost while it "
+                        "was gathered (the pool object shrank?)", (unsigned long long)k);
 
         pthread_mutex_lock(&l->mu);
         s->err = rc;

@@ -199,6 +199,7 @@ int media_map_fd(struct media *m, char *err, size_t errlen)
     if (a + m->size < r + span)
         munmap(a + m->size, (size_t)(r + span - (a + m->size)));
     m->base = p;
+    media_guard_add(m);
     /* Random gathers touch a new page per record: 2 MiB pages cut the TLB
      * misses that dominate them. Shared memory gets transparent huge pages
      * only where the administrator allows it (shmem_enabled "advise" or
@@ -258,6 +259,7 @@ int media_open(struct media *m, const char *spec, int writable, char *err, size_
 void media_close(struct media *m)
 {
     if (m->base) {
+        media_guard_del(m);
         munmap(m->base, (size_t)m->size);
         m->base = NULL;
     }

@@ -139,6 +139,17 @@ uint64_t attach_size(const struct attach *a)
     return a->L.size;
 }
 
+int attach_lost(struct attach *a, struct obj *o)
+{
+    if (__builtin_expect(media_guard_events() == 0, 1))
+        return 0;
+    char err[ERRMSG_MAX];
+    int rc = media_guard_lost(&a->m, err, sizeof err);
+    if (!rc && a->lm.base)
+        rc = media_guard_lost(&a->lm, err, sizeof err);
+    return rc ? seterr(o, rc, "%s", err) : 0;
+}
+
 int attach_collapse(struct attach *a, uint64_t off, uint64_t len)
 {
     return media_collapse(&a->m, off, len);

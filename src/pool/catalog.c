@@ -310,6 +310,9 @@ int cat_read_slot(struct attach *a, uint64_t slot, struct cat *out, struct obj *
 
 int cat_snapshot(struct attach *a, struct cat *out, int pin, uint64_t *gen, struct obj *o)
 {
+    int lost = attach_lost(a, o);
+    if (lost)
+        return lost;
     for (int tries = 0; tries < SNAP_TRIES; tries++) {
         if (tries > 8)
             sched_yield();

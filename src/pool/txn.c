@@ -157,7 +157,10 @@ static int txn_begin(struct txn *t, cxlp_pool *p)
 {
     memset(t, 0, sizeof *t);
     t->p = p;
-    int rc = lock_pool(p);
+    int rc = attach_lost(p->a, &p->obj);
+    if (rc)
+        return rc;
+    rc = lock_pool(p);
     if (rc)
         return rc;
     rc = cat_snapshot(p->a, &t->c, 0, &t->gen, &p->obj);

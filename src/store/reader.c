@@ -253,6 +253,12 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
     uint64_t len;
     if (__builtin_expect(shard_record(&s->shards[k], idx - s->first[k], &p, &len), 0))
         return read_corrupt(s, k, idx);
+    /* the object shrank under the mapping (media/guard.c): one load */
+    if (__builtin_expect(media_guard_events() != 0, 0)) {
+        int rc = attach_lost(s->a, NULL);
+        if (rc)
+            return rc;
+    }
     v->data = p;
     v->len = len;
     return 0;
@@ -295,6 +301,9 @@ int cxlp_store_verify(cxlp_store *s)
     char err[ERRMSG_MAX];
     if (!s || s->obj.magic != OBJ_MAGIC)
         return seterr(NULL, CXLP_EARG, "store_verify: not a store handle");
+    int lost = attach_lost(s->a, &s->obj);
+    if (lost)
+        return lost;
     const uint8_t *base = attach_base(s->a);
     for (uint64_t k = 0; k < s->n_shards; k++) {
         const struct pool_shard *l = &s->loc[k];
