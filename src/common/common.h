@@ -76,6 +76,16 @@ static inline int range_ok(uint64_t off, uint64_t len, uint64_t size)
  * (struct sizes, offsets). Two processes agree on it iff they can share. */
 uint64_t layout_signature(const uint64_t *facts, size_t n);
 
+/* Bumped whenever something happened that the read paths must notice: a
+ * pool object shrank under its mapping (media/guard.c), a lease was taken
+ * from this process (pool/host.c). Read paths test it with one relaxed
+ * load and look closer only when it moved. */
+extern uint64_t read_alarm;
+static inline uint64_t read_alarm_now(void)
+{
+    return __atomic_load_n(&read_alarm, __ATOMIC_RELAXED);
+}
+
 /* Process identity robust to pid reuse: start time in clock ticks since boot
  * (field 22 of /proc/PID/stat). 0 when the process does not exist. */
 uint64_t proc_starttime(pid_t pid);

@@ -13,6 +13,8 @@
 
 #include "common/common.h"
 
+uint64_t read_alarm;
+
 uint64_t layout_signature(const uint64_t *facts, size_t n)
 {
     /* ABI facts every shared layout depends on. */

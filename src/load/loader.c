@@ -37,7 +37,7 @@
 
 #include "common/common.h"
 #include "load/loader.h"
-#include "media/media.h"
+#include "store/store.h"
 
 enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_LENT };
 
@@ -368,17 +368,18 @@ static void *worker(void *arg)
         s->state = SLOT_FILLING;
         pthread_mutex_unlock(&l->mu);
 
-        uint64_t lost = media_guard_events();
+        uint64_t alarm = read_alarm_now();
         switch (l->o.collate) {
         case CXLP_COLLATE_STACK: rc = gather_stack(l, s); break;
         case CXLP_COLLATE_PAD: rc = gather_pad(l, s); break;
         default: rc = gather_pack(l, s); break;
         }
-        /* a pool shrunk under the mapping read as zeros (media/guard.c):
-         * such a batch is an error, never delivered */
-        if (!rc && __builtin_expect(media_guard_events() != lost, 0))
-            rc = seterr(&l->obj, CXLP_ECORRUPT, "batch %llu: pool memory was lost while it "
-                        "was gathered (the pool object shrank?)", (unsigned long long)k);
+        /* a pool shrunk under the mapping reads as zeros (media/guard.c), a
+         * lost lease protects nothing: such a batch is an error, never
+         * delivered */
+        if (!rc && __builtin_expect(read_alarm_now() != alarm, 0) && l->src.check &&
+            (rc = l->src.check(l->src.ctx)) != 0)
+            rc = seterr(&l->obj, rc, "batch %llu: %s", (unsigned long long)k, cxlp_errmsg(NULL));
 
         pthread_mutex_lock(&l->mu);
         s->err = rc;
@@ -610,6 +611,7 @@ int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
     const struct cxlp_schema *sc = cxlp_store_schema(s);
     struct rec_src src = {
         .read = store_read_fn,
+        .check = store_check,
         .ctx = s,
         .fixed = sc->fixed,
         .record_size = sc->record_size,

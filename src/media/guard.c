@@ -10,9 +10,9 @@
  * attach by. So every pool mapping is registered here, and a SIGBUS
  * handler that finds the faulting address inside one maps private zero
  * pages over the lost range (MAP_FIXED) and lets the access retry: the
- * reader reads zeros instead of dying. The mapping is marked, a process-wide
- * counter moves, and the library checks that counter on its read paths (one
- * load) and fails every later call on that pool with CXLP_ECORRUPT naming
+ * reader reads zeros instead of dying. The mapping is marked, read_alarm
+ * moves (common.h), and the library checks that counter on its read paths
+ * (one load) and fails every later call on that pool with CXLP_ECORRUPT naming
  * the object and its new size; the gather engine fails the batch that met
  * the fault. A SIGBUS anywhere else goes to the handler installed before
  * ours, or gets the default action.
@@ -57,7 +57,6 @@ static struct guarded table[GUARD_MAX];
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sigaction previous;
-uint64_t media_guard_count;
 
 static void chain(int sig, siginfo_t *si, void *uc)
 {
@@ -103,7 +102,7 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
             if (from < at_load_relaxed(&g->lost_from))
                 at_store_relaxed(&g->lost_from, from);
             at_store_relaxed(&g->size_now, now);
-            at_fetch_add_acq_rel(&media_guard_count, 1);
+            at_fetch_add_acq_rel(&read_alarm, 1);
             errno = saved;
             return;
         }
@@ -165,7 +164,7 @@ void media_guard_del(struct media *m)
 
 int media_guard_lost(const struct media *m, char *err, size_t errlen)
 {
-    if (!m->base || at_load_relaxed(&media_guard_count) == 0)
+    if (!m->base || read_alarm_now() == 0)
         return 0;
     pthread_mutex_lock(&table_mu);
     const struct guarded *g = find(m);

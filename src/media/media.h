@@ -104,15 +104,9 @@ int media_migrate(struct media *m, uint64_t off, uint64_t len, int node, uint64_
 
 /* Shrink guard (guard.c): every mapping made by media_map_fd is registered,
  * and a SIGBUS inside one (the object was truncated under it) maps zero
- * pages over the lost range instead of killing the process.
- * media_guard_count counts such faults in this process (relaxed reads: the
- * read paths' one-load check). media_guard_lost: 0 while m lost nothing,
- * else CXLP_ECORRUPT with a message naming the object and its new size. */
-extern uint64_t media_guard_count;
-static inline uint64_t media_guard_events(void)
-{
-    return __atomic_load_n(&media_guard_count, __ATOMIC_RELAXED);
-}
+ * pages over the lost range instead of killing the process, and bumps
+ * read_alarm (common.h). media_guard_lost: 0 while m lost nothing, else
+ * CXLP_ECORRUPT with a message naming the object and its new size. */
 void media_guard_add(struct media *m);
 void media_guard_del(struct media *m);
 int media_guard_lost(const struct media *m, char *err, size_t errlen);

@@ -25,10 +25,11 @@ void attach_unref(struct attach *a);
 /* Base address and size of the mapping (valid while a reference is held). */
 const uint8_t *attach_base(const struct attach *a);
 uint64_t attach_size(const struct attach *a);
-/* 0 while the attachment's mappings are whole; CXLP_ECORRUPT (message on o,
- * which may be NULL for the thread's message) once the object shrank under
- * them (media_guard_lost). One load when nothing happened: read paths call
- * it. */
+/* 0 while the attachment's mappings are whole and its lease is its own;
+ * CXLP_ECORRUPT once the object shrank under them (media_guard_lost),
+ * CXLP_EBUSY once the lease was taken (expired while the process was
+ * stopped). Message on o (NULL: the thread's message). One load when
+ * nothing happened: read paths call it. */
 int attach_lost(struct attach *a, struct obj *o);
 /* media_collapse of [off, off+len) of the attachment's mapping. */
 int attach_collapse(struct attach *a, uint64_t off, uint64_t len);

@@ -3,22 +3,27 @@
  *
  * Every transaction is
  *   lock -> snapshot current catalog (gen g) -> reclaim -> change the
- *   private copy -> commit (write slot (g+1)&1, sync, store gen = g+1 with
- *   release, sync) -> unlock.
+ *   private copy -> commit (write slot (g+1)&1, sync, write back, fence,
+ *   CAS gen word (g, epoch) -> (g+1, epoch), sync) -> unlock.
  * Readers never see a half-written catalog: slot (g+1)&1 is invisible until
- * the generation store. A writer killed anywhere leaves gen at g or g+1,
+ * the generation changes. A writer killed anywhere leaves gen at g or g+1,
  * each naming a complete slot. A failed transaction (EFULL, EEXIST,
  * ECATFULL...) publishes nothing, so the pool is exactly as before.
  *
- * The lock is a robust process-shared mutex in the header. A holder that
- * died returns EOWNERDEAD to the next locker, which marks the mutex
- * consistent and carries on: the only state the lock guards is the
- * inactive catalog slot, which the next commit rewrites whole.
+ * The lock is the cross-host writer lock of host.c: a word in the header
+ * taken by CAS. A holder that died is replaced at once by a writer of its
+ * domain (pid check), by any other once its beat expired; the only state
+ * the lock guards is the inactive catalog slot, which the next commit
+ * rewrites whole. Every acquisition changes the epoch in the gen word and
+ * the commit is a CAS from exactly (g, our epoch): a holder deposed while
+ * stopped cannot publish when it resumes.
  *
  * Reclaim (start of every transaction), each step justified by:
- *   lease slot of a dead process         -> cleared (it can read nothing)
- *   reservation of a dead process        -> free (its ingest can never
- *                                           publish; nothing else refers to it)
+ *   lease slot of a dead or expired owner -> cleared (it can read nothing,
+ *                                            or is told its lease is gone)
+ *   reservation of a dead or expired owner -> free (its ingest can never
+ *                                            publish: its lease is gone or
+ *                                            its process is)
  *   deferred free with freed_gen <= min over live leases of min_gen
  *                                        -> free (no live reader holds a
  *                                           catalog where it was in use)
@@ -36,13 +41,8 @@
 #include <unistd.h>
 
 #include "common/atomic.h"
-#include "pool/pool_internal.h"
-
-struct txn {
-    cxlp_pool *p;
-    struct cat c;
-    uint64_t gen;              /* generation the transaction started from */
-};
+#include "common/flush.h"
+#include "pool/host.h"
 
 static int writable_handle(cxlp_pool *p, const char *what)
 {
@@ -56,73 +56,29 @@ static int writable_handle(cxlp_pool *p, const char *what)
     return 0;
 }
 
-/* How long a writer waits for the lock. The lock is held only while a
- * catalog is written (never during an ingest's data copy), so a wait this
- * long means a live holder is stuck: fail with CXLP_EBUSY rather than hang.
- * CXLP_LOCK_TIMEOUT_MS overrides it (tests). */
-static uint64_t lock_timeout_ms(void)
-{
-    const char *e = getenv("CXLP_LOCK_TIMEOUT_MS");
-    if (e && *e) {
-        char *end;
-        unsigned long long v = strtoull(e, &end, 10);
-        if (*end == 0)
-            return v;
-    }
-    return 30000;
-}
-
-static int lock_pool(cxlp_pool *p)
-{
-    uint64_t ms = lock_timeout_ms();
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += (time_t)(ms / 1000);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    int rc = pthread_mutex_timedlock(&p->a->hdr->lock, &ts);
-    if (rc == EOWNERDEAD) {
-        /* the dead holder can only have been writing the inactive slot */
-        pthread_mutex_consistent(&p->a->hdr->lock);
-        return 0;
-    }
-    if (rc == ETIMEDOUT)
-        return seterr(&p->obj, CXLP_EBUSY,
-                      "%s: writer lock not available after %llu ms (held by a live, stuck "
-                      "writer?)", p->a->m.path, (unsigned long long)ms);
-    if (rc)
-        return seterr(&p->obj, -rc, "%s: writer lock: %s", p->a->m.path, strerror(rc));
-    return 0;
-}
-
-static void unlock_pool(cxlp_pool *p)
-{
-    pthread_mutex_unlock(&p->a->hdr->lock);
-}
-
-/* Owners already judged in this transaction: liveness costs a /proc read,
- * and is asked once per distinct owner, not once per reservation (an
+/* Owners already judged in this transaction: liveness may cost a /proc
+ * read, and is asked once per distinct owner, not once per reservation (an
  * ingest of N shards once held N reservations, and asking for each in each
  * of its N transactions made the ingest quadratic: issue 12 item 8). */
 #define JUDGED_MAX 16
 struct judged {
-    uint64_t pid[JUDGED_MAX], starttime[JUDGED_MAX];
+    struct cat_resv who[JUDGED_MAX]; /* off and len unused */
     int alive[JUDGED_MAX];
     int n;
 };
 
-static int owner_alive(struct judged *j, uint64_t pid, uint64_t starttime)
+static int owner_alive(struct attach *a, struct judged *j, const struct cat_resv *r,
+                       uint64_t clock)
 {
-    for (int i = 0; i < j->n; i++)
-        if (j->pid[i] == pid && j->starttime[i] == starttime)
+    for (int i = 0; i < j->n; i++) {
+        const struct cat_resv *w = &j->who[i];
+        if (w->pid == r->pid && w->starttime == r->starttime && w->host == r->host &&
+            w->lease == r->lease)
             return j->alive[i];
-    int alive = proc_alive((pid_t)pid, starttime);
+    }
+    int alive = host_resv_live(a, r->pid, r->starttime, r->host, r->lease, clock);
     if (j->n < JUDGED_MAX) {
-        j->pid[j->n] = pid;
-        j->starttime[j->n] = starttime;
+        j->who[j->n] = *r;
         j->alive[j->n++] = alive;
     }
     return alive;
@@ -131,12 +87,13 @@ static int owner_alive(struct judged *j, uint64_t pid, uint64_t starttime)
 static void reclaim(struct txn *t)
 {
     struct cat *c = &t->c;
-    uint64_t min_gen;
+    struct attach *a = t->p->a;
+    uint64_t min_gen, clock = host_clock(a);
     struct judged j = {.n = 0};
-    lease_scan(t->p->a, 1, &min_gen, NULL);
+    lease_scan(a, 1, &min_gen, NULL);
     for (uint64_t i = 0, w = 0, n = c->n_resv; i < n; i++) {
         struct cat_resv r = c->resv[i];
-        if (!owner_alive(&j, r.pid, r.starttime) && ext_free(c, r.off, r.len) == 0) {
+        if (!owner_alive(a, &j, &r, clock) && ext_free(c, r.off, r.len) == 0) {
             c->n_resv--;
             continue;
         }
@@ -153,34 +110,39 @@ static void reclaim(struct txn *t)
 }
 
 /* Locks, snapshots, reclaims. On failure the lock is not held. */
-static int txn_begin(struct txn *t, cxlp_pool *p)
+int txn_begin(struct txn *t, cxlp_pool *p)
 {
     memset(t, 0, sizeof *t);
     t->p = p;
     int rc = attach_lost(p->a, &p->obj);
     if (rc)
         return rc;
-    rc = lock_pool(p);
-    if (rc)
+    if ((rc = host_lock(p->a, &t->lock, &p->obj)))
         return rc;
     rc = cat_snapshot(p->a, &t->c, 0, &t->gen, &p->obj);
+    /* after our epoch bump nobody else can publish: the snapshot is the
+     * generation our commit CAS expects */
+    if (!rc && t->gen != gen_of(t->lock.gen_word))
+        rc = seterr(&p->obj, CXLP_ECORRUPT, "%s: generation moved under the writer lock",
+                    p->a->m.path);
     if (rc) {
-        unlock_pool(p);
+        cat_free(&t->c);
+        host_unlock(p->a, &t->lock);
         return rc;
     }
     reclaim(t);
     return 0;
 }
 
-static void txn_end(struct txn *t)
+void txn_end(struct txn *t)
 {
     cat_free(&t->c);
-    unlock_pool(t->p);
+    host_unlock(t->p->a, &t->lock);
 }
 
-/* Publishes t->c as generation gen+1. fault names the crash points of
- * pool_publish (NULL elsewhere). */
-static int txn_commit(struct txn *t, int faults)
+/* Publishes t->c as generation gen+1. faults names the crash points of
+ * pool_publish (0 elsewhere). */
+int txn_commit(struct txn *t, int faults)
 {
     struct attach *a = t->p->a;
     t->c.gen = t->gen + 1;
@@ -198,17 +160,32 @@ static int txn_commit(struct txn *t, int faults)
         return seterr(&t->p->obj, -ENOMEM, "%s: catalog of %llu bytes: out of memory",
                       a->m.path, (unsigned long long)sz);
     cat_encode(&t->c, buf);
+    /* a writer stopped past the expiry must not start on the slot a new
+     * holder may be writing (docs/hosts.md: what fencing covers) */
+    int rc = host_lock_check(a, &t->lock, &t->p->obj);
+    if (rc) {
+        free(buf);
+        return rc;
+    }
     uint64_t slot_off = a->L.cat_off + (t->c.gen & 1) * a->L.cat_bytes;
     memcpy((uint8_t *)a->m.base + slot_off, buf, sz);
     free(buf);
-    int rc = media_sync(&a->m, slot_off, sz);
+    rc = media_sync(&a->m, slot_off, sz);
     if (rc)
         return seterr(&t->p->obj, rc, "%s: sync of catalog slot %llu: %s", a->m.path,
                       (unsigned long long)(t->c.gen & 1), cxlp_strerror(rc));
+    if (a->noncoherent) {
+        /* the slot reaches memory before the generation names it */
+        cache_writeback((uint8_t *)a->m.base + slot_off, sz);
+        cache_fence();
+    }
     if (faults)
         fault_point("publish-before-flip");
-    /* pairs with at_load_acquire(&hdr->gen) in cat_snapshot */
-    at_store_release(&a->hdr->gen, t->c.gen);
+    /* the fenced flip: CAS from exactly (gen, our epoch); pairs with the
+     * acquire load of the gen word in cat_snapshot */
+    rc = host_publish_gen(a, &t->lock, t->c.gen, &t->p->obj);
+    if (rc)
+        return rc;
     rc = media_sync(&a->m, offsetof(struct pool_hdr, gen), sizeof(uint64_t));
     if (faults)
         fault_point("publish-after-flip");
@@ -245,6 +222,8 @@ int pool_reserve_many(cxlp_pool *p, const uint64_t *lens, uint64_t n, struct poo
     }
     pid_t pid = getpid();
     uint64_t st = proc_starttime(pid);
+    struct attach *a = p->a;
+    uint64_t lease = ((uint64_t)(a->lease - a->leases) << 32) | a->lease_seq;
     for (uint64_t i = 0; i < n; i++) {
         e[i].len = ALIGN_UP(lens[i], POOL_EXTENT_ALIGN);
         if (ext_alloc(&t.c, e[i].len, &e[i].off)) {
@@ -266,7 +245,7 @@ int pool_reserve_many(cxlp_pool *p, const uint64_t *lens, uint64_t n, struct poo
                             (unsigned long long)t.c.n_fr, (unsigned long long)largest);
             goto out;
         }
-        struct cat_resv r = {e[i].off, e[i].len, (uint64_t)pid, st};
+        struct cat_resv r = {e[i].off, e[i].len, (uint64_t)pid, st, a->self.key, lease};
         if (arr_push(&t.c.resv, &t.c.n_resv, &t.c.cap_resv, sizeof r, &r)) {
             rc = seterr(&p->obj, -ENOMEM, "pool_reserve: out of memory");
             goto out;
@@ -308,15 +287,18 @@ int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out)
     return pool_reserve_many(p, &len, 1, out);
 }
 
-/* Index of this process's reservation containing [off, off+len), or -1. */
-static int64_t find_own_resv(const struct cat *c, uint64_t off, uint64_t len)
+/* Index of this process's reservation containing [off, off+len), or -1.
+ * A process is its pid in its domain: the same pid in another PID
+ * namespace or on another host is someone else. */
+static int64_t find_own_resv(const struct attach *a, const struct cat *c, uint64_t off,
+                             uint64_t len)
 {
     uint64_t pid = (uint64_t)getpid(), end;
     if (add_overflow_u64(off, len, &end))
         return -1;
     for (uint64_t i = 0; i < c->n_resv; i++) {
         const struct cat_resv *r = &c->resv[i];
-        if (r->pid == pid && off >= r->off && end <= r->off + r->len)
+        if (r->pid == pid && r->host == a->self.key && off >= r->off && end <= r->off + r->len)
             return (int64_t)i;
     }
     return -1;
@@ -331,7 +313,7 @@ static int unreserve_one(cxlp_pool *p, struct cat *c, struct pool_extent ext)
         return seterr(&p->obj, CXLP_EARG, "pool_unreserve: offset %#llx not %u-aligned",
                       (unsigned long long)ext.off, POOL_EXTENT_ALIGN);
     uint64_t len = ALIGN_UP(ext.len, POOL_EXTENT_ALIGN);
-    int64_t i = find_own_resv(c, ext.off, len);
+    int64_t i = find_own_resv(p->a, c, ext.off, len);
     if (i < 0)
         return seterr(&p->obj, CXLP_EARG,
                       "pool_unreserve: %#llx+%llu is not inside a reservation of this process",
@@ -383,7 +365,7 @@ static int check_ds_extent(cxlp_pool *p, const struct cat *c, uint8_t *used_resv
                            const char *name, const char *what, uint64_t k,
                            uint64_t off, uint64_t len)
 {
-    int64_t i = len ? find_own_resv(c, off, len) : -1;
+    int64_t i = len ? find_own_resv(p->a, c, off, len) : -1;
     if (i < 0)
         return seterr(&p->obj, CXLP_EARG,
                       "pool_publish '%s': %s %llu at %#llx+%llu is not inside a reservation "

@@ -253,8 +253,8 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
     uint64_t len;
     if (__builtin_expect(shard_record(&s->shards[k], idx - s->first[k], &p, &len), 0))
         return read_corrupt(s, k, idx);
-    /* the object shrank under the mapping (media/guard.c): one load */
-    if (__builtin_expect(media_guard_events() != 0, 0)) {
+    /* the object shrank under the mapping, or the lease was lost: one load */
+    if (__builtin_expect(read_alarm_now() != 0, 0)) {
         int rc = attach_lost(s->a, NULL);
         if (rc)
             return rc;
@@ -262,6 +262,11 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
     v->data = p;
     v->len = len;
     return 0;
+}
+
+int store_check(const void *s)
+{
+    return attach_lost(((const cxlp_store *)s)->a, NULL);
 }
 
 int cxlp_store_hugepages(cxlp_store *s)
