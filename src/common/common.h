@@ -97,8 +97,10 @@ void boot_id(uint8_t out[16]);
 /* Fault injection through the production code path: when the environment
  * variable CXLP_FAULT equals name (e.g. "publish-before-flip",
  * "publish-after-flip", "reserve-locked", "writer-mid-shard"), the process
- * raises SIGKILL right there. Crash tests use it for the instants that random
- * kills rarely hit. Costs one getenv per call: only on writer paths. */
+ * raises SIGKILL right there; with ":stop" appended (CXLP_FAULT=
+ * "publish-before-flip:stop") it raises SIGSTOP instead, and goes on when
+ * continued. Crash tests use it for the instants that random kills rarely
+ * hit. Costs one getenv per call: only on writer paths. */
 void fault_point(const char *name);
 /* The same switch for faults that are returned rather than crashed into:
  * 1 when CXLP_FAULT equals name (e.g. "prepare-enospc"), else 0. */

@@ -120,11 +120,14 @@ size_t strlcpy0(char *dst, const char *src, size_t cap)
 int fault_hit(const char *name)
 {
     const char *f = getenv("CXLP_FAULT");
-    return f && strcmp(f, name) == 0;
+    size_t n = strlen(name);
+    return f && strncmp(f, name, n) == 0 && (f[n] == 0 || f[n] == ':');
 }
 
 void fault_point(const char *name)
 {
-    if (fault_hit(name))
-        raise(SIGKILL);
+    if (!fault_hit(name))
+        return;
+    const char *f = getenv("CXLP_FAULT");
+    raise(strcmp(f + strlen(name), ":stop") == 0 ? SIGSTOP : SIGKILL);
 }

@@ -33,6 +33,7 @@ const char *cxlp_media_name(int kind)
     case CXLP_MEDIA_FILE: return "file";
     case CXLP_MEDIA_NUMA: return "numa";
     case CXLP_MEDIA_DEVDAX: return "devdax";
+    case CXLP_MEDIA_PCI: return "pci";
     default: return "?";
     }
 }
@@ -44,6 +45,7 @@ static const struct media_ops *ops_for(int kind)
     case CXLP_MEDIA_FILE: return &media_file_ops;
     case CXLP_MEDIA_NUMA: return &media_numa_ops;
     case CXLP_MEDIA_DEVDAX: return &media_devdax_ops;
+    case CXLP_MEDIA_PCI: return &media_pci_ops;
     default: return NULL;
     }
 }
@@ -116,10 +118,17 @@ int media_parse(struct media *m, const char *spec, char *err, size_t errlen)
                              "pool spec '%s': expected devdax:/dev/daxX.Y", spec);
         strlcpy0(m->path, p, sizeof m->path);
         rc = 0;
+    } else if (strncmp(spec, "pci:", 4) == 0) {
+        m->kind = CXLP_MEDIA_PCI;
+        if (!spec[4] || strlen(spec + 4) >= sizeof m->path)
+            return errbuf_set(err, errlen, CXLP_EARG, "pool spec '%s': expected pci:PATH of "
+                              "a memory region (e.g. /sys/bus/pci/devices/D/resource2)", spec);
+        strlcpy0(m->path, spec + 4, sizeof m->path);
+        rc = 0;
     } else {
         return errbuf_set(err, errlen, CXLP_EARG,
                          "pool spec '%s': unknown backend (use NAME, shm:NAME, file:PATH, "
-                         "numa:NODE:NAME or devdax:/dev/daxX.Y)", spec);
+                         "numa:NODE:NAME, devdax:/dev/daxX.Y or pci:PATH)", spec);
     }
     if (rc == 0) {
         m->ops = ops_for(m->kind);

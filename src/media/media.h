@@ -12,6 +12,9 @@
  *           kmem mode is used); pages move with move_pages(2)
  *   devdax  /dev/daxX.Y mapped MAP_SHARED at the device's alignment (2 MiB);
  *           size fixed by the device; no NUMA policy applies
+ *   pci     a fixed-size region that is a file: a PCI BAR in sysfs (the
+ *           shared memory of an ivshmem device in a QEMU guest); never
+ *           created, resized or removed, only formatted and wiped
  *
  * All mappings are MAP_SHARED | MAP_NORESERVE of the whole object.
  */
@@ -54,7 +57,8 @@ struct media_ops {
 };
 
 /* Parses a pool spec ("NAME", "shm:NAME", "file:PATH", "numa:NODE:NAME",
- * "devdax:/dev/daxX.Y") into m->kind, m->path, m->numa_node. Does not open.
+ * "devdax:/dev/daxX.Y", "pci:PATH") into m->kind, m->path, m->numa_node.
+ * Does not open.
  * Returns 0 or CXLP_EARG with a message in err. */
 int media_parse(struct media *m, const char *spec, char *err, size_t errlen);
 

@@ -13,6 +13,7 @@ extern const struct media_ops media_shm_ops;
 extern const struct media_ops media_file_ops;
 extern const struct media_ops media_numa_ops;
 extern const struct media_ops media_devdax_ops;
+extern const struct media_ops media_pci_ops;
 
 
 /* Maps the whole of m->fd (m->size bytes) per m->writable; sets m->base. */

@@ -163,6 +163,11 @@ int attach_lost(struct attach *a, struct obj *o)
     return 0;
 }
 
+int attach_noncoherent(const struct attach *a)
+{
+    return a->noncoherent;
+}
+
 int attach_collapse(struct attach *a, uint64_t off, uint64_t len)
 {
     return media_collapse(&a->m, off, len);
@@ -230,4 +235,69 @@ int attach_lease_claim(struct attach *a, struct obj *o)
         return 0;
     return seterr(o, CXLP_EBUSY, "%s: lease table full: %u live holders in %llu slots",
                   a->m.path, live, (unsigned long long)a->L.lease_slots);
+}
+
+/* ------------------------------------------------------- public: leases */
+
+static int usable(cxlp_pool *p, const char *what)
+{
+    if (!p || p->obj.magic != OBJ_MAGIC)
+        return seterr(NULL, CXLP_EARG, "%s: not a pool handle", what);
+    if (p->obj.panic)
+        return seterr(&p->obj, CXLP_EPANIC, "pool handle poisoned: %s", p->obj.err);
+    return 0;
+}
+
+int cxlp_pool_leases(cxlp_pool *p, struct cxlp_lease_info *out, size_t cap, size_t *n)
+{
+    int rc = usable(p, "cxlp_pool_leases");
+    if (rc)
+        return rc;
+    if (!n || (cap && !out))
+        return seterr(&p->obj, CXLP_EARG, "cxlp_pool_leases: %s is NULL", n ? "out" : "n");
+    struct attach *a = p->a;
+    uint64_t clock = host_clock(a);
+    size_t k = 0;
+    for (uint64_t i = 0; i < a->L.lease_slots; i++) {
+        const struct pool_lease *l = &a->leases[i];
+        uint64_t o = host_load(a, &l->owner);
+        if ((o & PID_MASK) == 0)
+            continue;
+        if (k < cap) {
+            struct cxlp_lease_info *e = &out[k];
+            memset(e, 0, sizeof *e);
+            e->slot = (uint32_t)i;
+            e->pid = (uint32_t)(o & PID_MASK);
+            int fields = host_load(a, &l->st_seq) == o >> 32;
+            e->domain = fields ? host_load(a, &l->host) : 0;
+            const struct pool_host *h = host_find(a, e->domain);
+            if (h) {
+                e->host_id = host_load(a, &h->host_id);
+                memcpy(e->host, h->name, sizeof e->host);
+                e->host[sizeof e->host - 1] = 0;
+            }
+            e->same_domain = e->domain == a->self.key && a->self.pid_checks;
+            e->this_process = l == a->lease;
+            e->live = host_lease_live(a, l, o, clock);
+            uint64_t b = host_load(a, &l->beat);
+            e->age_s = (clock > b ? clock - b : 0) * POOL_TICK_MS / 1000.0;
+            e->pinned_gen = host_load(a, &l->min_gen);
+        }
+        k++;
+    }
+    *n = k;
+    return 0;
+}
+
+int cxlp_pool_expire_host(cxlp_pool *p, const char *host, uint32_t *n_expired)
+{
+    int rc = usable(p, "cxlp_pool_expire_host");
+    if (rc)
+        return rc;
+    if (!host || !*host || !n_expired)
+        return seterr(&p->obj, CXLP_EARG, "cxlp_pool_expire_host: host or n_expired is NULL");
+    if (!p->writable)
+        return seterr(&p->obj, CXLP_EREADONLY, "cxlp_pool_expire_host: %s: pool handle is "
+                      "read-only", p->a->m.path);
+    return host_expire(p->a, host, n_expired, &p->obj);
 }

@@ -31,6 +31,9 @@ uint64_t attach_size(const struct attach *a);
  * stopped). Message on o (NULL: the thread's message). One load when
  * nothing happened: read paths call it. */
 int attach_lost(struct attach *a, struct obj *o);
+/* 1 when the pool was declared non-coherent at create: readers then
+ * invalidate (common/flush.h) what they are about to read. */
+int attach_noncoherent(const struct attach *a);
 /* media_collapse of [off, off+len) of the attachment's mapping. */
 int attach_collapse(struct attach *a, uint64_t off, uint64_t len);
 /* Lease pins: while pinned, extents visible in catalog generation gen are
@@ -116,7 +119,9 @@ int pool_unreserve(cxlp_pool *p, struct pool_extent ext);
  * CXLP_EEXIST if the name was published meanwhile (reservations then stay
  * reserved; the caller unreserves). */
 int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards);
-/* Makes [off, off+len) durable (file backend), before a publish. */
+/* Makes [off, off+len) durable (file backend) and, on a non-coherent pool,
+ * writes its lines back to memory: every byte a publish will name goes
+ * through here first. */
 int pool_sync(cxlp_pool *p, uint64_t off, uint64_t len);
 
 /* Structural check of header, catalog and extent map (no data checksums);

@@ -520,5 +520,9 @@ int pool_sync(cxlp_pool *p, uint64_t off, uint64_t len)
     if (rc)
         return seterr(&p->obj, rc, "%s: sync %#llx+%llu: %s", p->a->m.path,
                       (unsigned long long)off, (unsigned long long)len, cxlp_strerror(rc));
+    /* non-coherent: the bytes reach memory before any generation names
+     * them (the commit's fence orders these write-backs before its CAS) */
+    if (p->a->noncoherent)
+        cache_writeback((uint8_t *)p->a->m.base + off, len);
     return 0;
 }

@@ -30,6 +30,7 @@
 #include <xxhash.h>
 
 #include "common/fastdiv.h"
+#include "common/flush.h"
 #include "pool/pool.h"
 #include "store/shard.h"
 #include "store/store.h"
@@ -48,6 +49,7 @@ struct cxlp_store {
     struct pool_shard *loc;   /* catalog locations, for messages and verify */
     const int64_t *docs;      /* NULL when absent */
     const char *name;         /* ds.info.name */
+    int nc;                   /* non-coherent pool: invalidate before reading */
 };
 
 static void store_free(cxlp_store *s)
@@ -68,6 +70,22 @@ static int open_fail(cxlp_store *s, cxlp_pool *p, int rc)
     seterr(pool_obj(p), rc, "%s", s->obj.err);
     store_free(s);
     return rc;
+}
+
+/* shard_open, after dropping stale lines of the header and the index on a
+ * non-coherent pool: the header first (it says where the index is), then
+ * the index, then open again on fresh lines. */
+static int open_shard(const cxlp_store *s, struct shard *sh, const uint8_t *p, uint64_t len,
+                      char *err, size_t errlen)
+{
+    if (!s->nc)
+        return shard_open(sh, p, len, err, errlen);
+    cache_invalidate(p, MIN(len, (uint64_t)SHARD_DATA_OFF));
+    int rc = shard_open(sh, p, len, err, errlen);
+    if (rc || sh->index_len == 0)
+        return rc;
+    cache_invalidate(p + sh->index_off, sh->index_len);
+    return shard_open(sh, p, len, err, errlen);
 }
 
 /* Checks the catalog record and every shard against the mapping. */
@@ -94,7 +112,7 @@ static int store_validate(cxlp_store *s)
         if (!range_ok(l->off, l->len, size) || l->off % 8)
             return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": extent [%" PRIu64 ", +%" PRIu64 ") "
                           "outside the pool of %" PRIu64 " bytes or misaligned", s->name, k, l->off, l->len, size);
-        rc = shard_open(&s->shards[k], base + l->off, l->len, err, sizeof err);
+        rc = open_shard(s, &s->shards[k], base + l->off, l->len, err, sizeof err);
         if (rc)
             return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
                           s->name, k, l->off, err);
@@ -142,6 +160,8 @@ static int store_validate(cxlp_store *s)
                           "does not hold %" PRIu64 "+1 entries inside the pool", s->name, ds->docs.off,
                           ds->docs.len, ds->info.n_docs);
         const int64_t *d = (const int64_t *)(base + ds->docs.off);
+        if (s->nc)
+            cache_invalidate(d, ds->docs.len);
         int64_t prev = 0;
         for (uint64_t i = 0; i <= ds->info.n_docs; i++) {
             int64_t v = d[i];
@@ -175,6 +195,7 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
     }
     s->name = s->ds.info.name;
     s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';
+    s->nc = attach_noncoherent(s->a);
     s->n_shards = s->ds.n_shards;
     if (s->n_shards != s->ds.info.n_shards) {
         seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: %u shards listed, %u in the record", s->name,
@@ -253,6 +274,10 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
     uint64_t len;
     if (__builtin_expect(shard_record(&s->shards[k], idx - s->first[k], &p, &len), 0))
         return read_corrupt(s, k, idx);
+    /* non-coherent pool: the record's lines may be stale in our caches
+     * (an extent reused since we last read it) */
+    if (__builtin_expect(s->nc, 0))
+        cache_invalidate(p, len);
     /* the object shrank under the mapping, or the lease was lost: one load */
     if (__builtin_expect(read_alarm_now() != 0, 0)) {
         int rc = attach_lost(s->a, NULL);
@@ -314,6 +339,8 @@ int cxlp_store_verify(cxlp_store *s)
         const struct pool_shard *l = &s->loc[k];
         struct shard sh;
         /* re-open: the header may have changed since cxlp_store_open */
+        if (s->nc)
+            cache_invalidate(base + l->off, l->len);
         int rc = shard_open(&sh, base + l->off, l->len, err, sizeof err);
         if (!rc && (sh.n_records != s->shards[k].n_records || sh.data_len != s->shards[k].data_len)) {
             rc = CXLP_ECORRUPT;
@@ -326,6 +353,8 @@ int cxlp_store_verify(cxlp_store *s)
                           s->name, k, l->off, l->len, err);
     }
     if (s->docs) {
+        if (s->nc)
+            cache_invalidate(s->docs, s->ds.docs.len);
         uint64_t h = XXH3_64bits(s->docs, s->ds.docs.len);
         if (h != s->ds.docs_checksum)
             return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: document index (pool offset %" PRIu64 ", %" PRIu64 " bytes): "

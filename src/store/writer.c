@@ -815,9 +815,9 @@ int cxlp_writer_commit(cxlp_writer *w)
     else
         w->n_res = 0; /* the dataset owns them now */
 out:
-    if (rc)
-        seterr(NULL, rc, "%s", w->obj.err); /* w is freed: keep the words */
     unreserve_all(w);
+    if (rc) /* after the unreserve, whose failure must not replace the words */
+        seterr(NULL, rc, "%s", w->obj.err); /* w is freed: keep them */
     writer_free(w);
     return rc;
 }
