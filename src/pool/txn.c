@@ -160,6 +160,8 @@ int txn_commit(struct txn *t, int faults)
         return seterr(&t->p->obj, -ENOMEM, "%s: catalog of %llu bytes: out of memory",
                       a->m.path, (unsigned long long)sz);
     cat_encode(&t->c, buf);
+    if (faults)
+        fault_point("publish-before-slot");
     /* a writer stopped past the expiry must not start on the slot a new
      * holder may be writing (docs/hosts.md: what fencing covers) */
     int rc = host_lock_check(a, &t->lock, &t->p->obj);

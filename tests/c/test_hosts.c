@@ -8,10 +8,12 @@
  *    (CXLP_SLOW_TESTS=1: 60 s). A's data stays byte-exact and its lease is
  *    never dropped; B always sees A's lease live.
  * 2. Host A's writer stops (SIGSTOP, through the fault point
- *    publish-before-flip:stop) holding the cross-host writer lock. Host B's
- *    writes fail with CXLP_EBUSY naming host A and its pid until the expiry,
- *    then B takes over; A, continued, fails to publish ("writer lock lost"),
- *    nothing of it is visible, its space comes back, the pool verifies.
+ *    publish-before-flip:stop) holding the cross-host writer lock, its
+ *    catalog slot written. Host B's writes fail with CXLP_EBUSY naming host
+ *    A and its pid until the expiry, then B takes over; A, continued, fails
+ *    to publish ("writer lock lost"), nothing of it is visible, its space
+ *    comes back, the pool verifies. Again with A stopped before it writes
+ *    its slot (publish-before-slot): continued, it does not write it.
  * 3. Containers: two PID namespaces on one host (same boot id and host id)
  *    do not judge each other by pid: B's transactions keep the lease of A's
  *    reader (pid 3 there, no pid 3 here) and the reservations of A's
@@ -275,8 +277,8 @@ static void phase1(struct emu_host *A, struct emu_host *B)
 
 static int stopped_writer_a(void *arg)
 {
-    (void)arg;
-    setenv("CXLP_FAULT", "publish-before-flip:stop", 1);
+    const char *where = arg;
+    setenv("CXLP_FAULT", where, 1);
     cxlp_pool *p;
     if (cxlp_pool_open(spec, NULL, &p))
         return 2;
@@ -322,7 +324,7 @@ static int takeover_b(void *arg)
 static void phase2(struct emu_host *A, struct emu_host *B)
 {
     printf("phase 2: host A's writer stops holding the writer lock\n");
-    pid_t a = emu_spawn(A, stopped_writer_a, NULL);
+    pid_t a = emu_spawn(A, stopped_writer_a, "publish-before-flip:stop");
     pid_t role = emu_role(a);
     CHECK(role > 0);
     CHECK(emu_wait_stopped(role));
@@ -366,6 +368,45 @@ static void phase2(struct emu_host *A, struct emu_host *B)
     CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
     CHECK_OK(cxlp_pool_close(p));
     printf("phase 2: A's publish failed cleanly, its space came back, the pool verifies\n");
+}
+
+static int takeover_quiet(void *arg)
+{
+    (void)arg;
+    cxlp_pool *p;
+    if (cxlp_pool_open(spec, NULL, &p))
+        return 2;
+    int rc = cxlp_pool_remove(p, "b-slot"); /* waits out the expiry */
+    cxlp_pool_close(p);
+    return rc;
+}
+
+static void phase2b(struct emu_host *A, struct emu_host *B)
+{
+    printf("phase 2b: host A's writer stops before writing its catalog slot (expiry 1 s)\n");
+    char saved[128];
+    snprintf(saved, sizeof saved, "%s", spec);
+    snprintf(spec, sizeof spec, "%s", test_name("slot"));
+    struct cxlp_pool_opts o = {.lease_slots = 16, .catalog_bytes = 256 << 10, .expiry_ms = 1000};
+    cxlp_pool *p;
+    uint64_t n;
+    CHECK_OK(cxlp_pool_create(spec, 32 << 20, &o, &p));
+    CHECK_OK(rec_ingest(p, "b-slot", 1, 108, 256 << 10, 64 << 10, &n, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+    pid_t a = emu_spawn(A, stopped_writer_a, "publish-before-slot:stop");
+    pid_t role = emu_role(a);
+    CHECK(role > 0 && emu_wait_stopped(role));
+    CHECK(emu_wait(emu_spawn(B, takeover_quiet, NULL)) == 0);
+    CHECK(kill(role, SIGCONT) == 0);
+    CHECK(emu_wait(a) == 0);
+    CHECK_OK(cxlp_pool_open(spec, NULL, &p));
+    struct cxlp_pool_stat st;
+    CHECK_OK(cxlp_pool_stat(p, &st));
+    CHECK(st.n_datasets == 0);
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+    CHECK_OK(cxlp_pool_destroy(spec));
+    snprintf(spec, sizeof spec, "%s", saved);
 }
 
 /* ---------------------------------------------------------------- 3 */
@@ -648,6 +689,7 @@ int main(void)
     emu_host_init(&B, "hostB", dir);
     phase1(&A, &B);
     phase2(&A, &B);
+    phase2b(&A, &B);
     CHECK_OK(cxlp_pool_open(spec, NULL, &p));
     CHECK_OK(rec_ingest(p, "c-data", 1, 104, 1 << 20, 256 << 10, &n, NULL));
     CHECK_OK(cxlp_pool_close(p));
