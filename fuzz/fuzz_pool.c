@@ -1,7 +1,8 @@
 /*
  * fuzz_pool.c - a pool image from untrusted bytes must never crash or hang
- * the library: open (read-only and writable), stat, list, pool_check, a
- * lookup of every listed name, and one write transaction.
+ * the library: open (read-only and writable), stat, list, the lease listing
+ * (which reads the host registry), pool_check, a lookup of every listed
+ * name, and one write transaction.
  *
  * The input is the start of a pool image; it is written to a memfd of
  * FUZZ_IMG bytes (the rest zero, like a sparse pool) and opened through
@@ -44,6 +45,9 @@ static void exercise(cxlp_pool *p)
 {
     struct cxlp_pool_stat st;
     cxlp_pool_stat(p, &st);
+    struct cxlp_lease_info li[4];
+    size_t nl;
+    cxlp_pool_leases(p, li, 4, &nl);
     struct cxlp_dataset_info inf[8];
     size_t n = 0;
     if (cxlp_pool_list(p, inf, 8, &n) == 0) {

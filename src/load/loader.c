@@ -376,10 +376,14 @@ static void *worker(void *arg)
         }
         /* a pool shrunk under the mapping reads as zeros (media/guard.c), a
          * lost lease protects nothing: such a batch is an error, never
-         * delivered */
-        if (!rc && __builtin_expect(read_alarm_now() != alarm, 0) && l->src.check &&
-            (rc = l->src.check(l->src.ctx)) != 0)
-            rc = seterr(&l->obj, rc, "batch %llu: %s", (unsigned long long)k, cxlp_errmsg(NULL));
+         * delivered, and the error says which of the two it was */
+        uint64_t now = read_alarm_now();
+        if (__builtin_expect(now != 0 && (rc || now != alarm), 0) && l->src.check) {
+            int crc = l->src.check(l->src.ctx);
+            if (crc)
+                rc = seterr(&l->obj, crc, "batch %llu: %s", (unsigned long long)k,
+                            cxlp_errmsg(NULL));
+        }
 
         pthread_mutex_lock(&l->mu);
         s->err = rc;
