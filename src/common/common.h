@@ -80,7 +80,7 @@ uint64_t layout_signature(const uint64_t *facts, size_t n);
  * pool object shrank under its mapping (media/guard.c), a lease was taken
  * from this process (pool/host.c). Read paths test it with one relaxed
  * load and look closer only when it moved. */
-extern uint64_t read_alarm;
+extern uint64_t read_alarm __attribute__((visibility("hidden")));
 static inline uint64_t read_alarm_now(void)
 {
     return __atomic_load_n(&read_alarm, __ATOMIC_RELAXED);

@@ -251,7 +251,9 @@ __attribute__((cold, noinline)) static int read_corrupt(const cxlp_store *s, uin
                   s->name, k, s->loc[k].off, err);
 }
 
-int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
+/* Record idx as a view: the read path proper. */
+__attribute__((always_inline)) static inline int locate(const cxlp_store *s, uint64_t idx,
+                                                      struct cxlp_view *v)
 {
     if (__builtin_expect(idx >= s->count, 0))
         return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " past the end (%" PRIu64 " records)",
@@ -274,19 +276,36 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
     uint64_t len;
     if (__builtin_expect(shard_record(&s->shards[k], idx - s->first[k], &p, &len), 0))
         return read_corrupt(s, k, idx);
-    /* non-coherent pool: the record's lines may be stale in our caches
-     * (an extent reused since we last read it) */
-    if (__builtin_expect(s->nc, 0))
-        cache_invalidate(p, len);
-    /* the object shrank under the mapping, or the lease was lost: one load */
-    if (__builtin_expect(read_alarm_now() != 0, 0)) {
-        int rc = attach_lost(s->a, NULL);
-        if (rc)
-            return rc;
-    }
     v->data = p;
     v->len = len;
     return 0;
+}
+
+/* The read path's rare cases, out of line so the common one keeps a lean
+ * frame: read_alarm moved (the object shrank under the mapping, or the
+ * lease was lost), or the pool is non-coherent (the record's lines may be
+ * stale in our caches: an extent reused since we last read it). */
+__attribute__((cold, noinline)) static int read_guarded(const cxlp_store *s, uint64_t idx,
+                                                        struct cxlp_view *v)
+{
+    int rc = attach_lost(s->a, NULL);
+    if (rc)
+        return rc;
+    struct cxlp_view w;
+    if ((rc = locate(s, idx, &w)))
+        return rc;
+    if (s->nc)
+        cache_invalidate(w.data, w.len);
+    *v = w;
+    return 0;
+}
+
+int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
+{
+    /* two loads and one branch more than a plain read */
+    if (__builtin_expect(read_alarm_now() | (uint64_t)s->nc, 0))
+        return read_guarded(s, idx, v);
+    return locate(s, idx, v);
 }
 
 int store_check(const void *s)
