@@ -219,6 +219,23 @@ int media_map_fd(struct media *m, char *err, size_t errlen)
     return 0;
 }
 
+int media_wipe_header(struct media *m, uint64_t maplen, int only_pool, char *err,
+                      size_t errlen)
+{
+    void *p = mmap(NULL, (size_t)maplen, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+    if (p == MAP_FAILED)
+        return errbuf_set(err, errlen, -errno, "%s: mmap: %s", m->path, strerror(errno));
+    int rc = 0;
+    if (only_pool && memcmp(p, "CXLPOOL", 8) != 0) {
+        rc = errbuf_set(err, errlen, CXLP_ENOTFOUND, "%s: no pool in this region", m->path);
+    } else {
+        memset(p, 0, 4096);
+        msync(p, 4096, MS_SYNC);
+    }
+    munmap(p, (size_t)maplen);
+    return rc;
+}
+
 int media_msync(struct media *m, uint64_t off, uint64_t len)
 {
     if (!m->base || !m->writable || len == 0)

@@ -30,6 +30,12 @@ int media_fstat(struct media *m, char *err, size_t errlen);
 /* fallocate [off, off+len) of m->fd; EOPNOTSUPP tolerated; on failure the
  * range is punched out (see media_prepare). */
 int media_fallocate(struct media *m, uint64_t off, uint64_t len);
+/* destroy of a region that is not ours to remove (devdax, pci): zeroes the
+ * first 4 KiB of m->fd through a mapping of maplen bytes, so it no longer
+ * holds a pool; with only_pool, CXLP_ENOTFOUND (nothing written) unless
+ * it holds one. */
+int media_wipe_header(struct media *m, uint64_t maplen, int only_pool, char *err,
+                      size_t errlen);
 /* msync of [off, off+len) rounded out to pages. */
 int media_msync(struct media *m, uint64_t off, uint64_t len);
 

@@ -106,23 +106,10 @@ static int pci_destroy(struct media *m, char *err, size_t errlen)
 {
     m->writable = 1;
     int rc = pci_attach(m, err, errlen);
-    if (rc == 0) {
-        if (m->size < 4096) {
-            rc = errbuf_set(err, errlen, CXLP_EFORMAT, "%s: too small to hold a pool", m->path);
-        } else {
-            void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
-            if (p == MAP_FAILED) {
-                rc = errbuf_set(err, errlen, -errno, "%s: mmap: %s", m->path, strerror(errno));
-            } else {
-                if (memcmp(p, "CXLPOOL", 8) != 0)
-                    rc = errbuf_set(err, errlen, CXLP_ENOTFOUND, "%s: no pool in this region",
-                                    m->path);
-                else
-                    memset(p, 0, 4096);
-                munmap(p, 4096);
-            }
-        }
-    }
+    if (rc == 0)
+        rc = m->size < 4096 ? errbuf_set(err, errlen, CXLP_EFORMAT, "%s: too small to hold a "
+                                         "pool", m->path)
+                            : media_wipe_header(m, 4096, 1, err, errlen);
     if (m->fd >= 0)
         close(m->fd);
     m->fd = -1;

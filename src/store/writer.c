@@ -130,19 +130,20 @@ static uint64_t fixed_shard_extent(uint64_t n, uint64_t rs)
     return ALIGN_UP((uint64_t)SHARD_DATA_OFF + n * rs, SHARD_ALIGN);
 }
 
-/* Room for k more entries in the reservation list. */
-static int grow_res(cxlp_writer *w, size_t k)
+/* Room for need entries of elsz bytes in *arrp (capacity *cap, doubling). */
+static int grow(cxlp_writer *w, void *arrp, size_t *cap, size_t need, size_t elsz)
 {
-    if (w->n_res + k <= w->cap_res)
+    void **arr = arrp;
+    if (need <= *cap)
         return 0;
-    size_t nc = w->cap_res ? 2 * w->cap_res : 8;
-    while (nc < w->n_res + k)
+    size_t nc = *cap ? 2 * *cap : 16;
+    while (nc < need)
         nc *= 2;
-    struct resv *r = realloc(w->res, nc * sizeof *r);
-    if (!r)
+    void *p = realloc(*arr, nc * elsz);
+    if (!p)
         return fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory", w->name));
-    w->res = r;
-    w->cap_res = nc;
+    *arr = p;
+    *cap = nc;
     return 0;
 }
 
@@ -150,18 +151,8 @@ static int grow_res(cxlp_writer *w, size_t k)
  * the current reservation unless to_spares, the rest spares. */
 static int reserve_batch(cxlp_writer *w, const uint64_t *lens, uint64_t n, int to_spares)
 {
-    size_t need = w->n_spare + n;
-    if (need > w->cap_spare) {
-        size_t nc = w->cap_spare ? 2 * w->cap_spare : 16;
-        while (nc < need)
-            nc *= 2;
-        struct pool_extent *sp = realloc(w->spare, nc * sizeof *sp);
-        if (!sp)
-            return fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory", w->name));
-        w->spare = sp;
-        w->cap_spare = nc;
-    }
-    if (grow_res(w, 1))
+    if (grow(w, &w->spare, &w->cap_spare, w->n_spare + n, sizeof *w->spare) ||
+        grow(w, &w->res, &w->cap_res, w->n_res + 1, sizeof *w->res))
         return w->failed;
     int rc = pool_reserve_many(w->p, lens, n, w->spare + w->n_spare);
     if (rc == CXLP_EARG) /* our lengths are nonzero: one exceeds the whole data area */
@@ -191,7 +182,7 @@ static int take_spare(cxlp_writer *w, uint64_t need)
     for (size_t i = w->spare_next; i < w->n_spare; i++) {
         if (w->spare[i].len < need)
             continue;
-        if (grow_res(w, 1))
+        if (grow(w, &w->res, &w->cap_res, w->n_res + 1, sizeof *w->res))
             return 0;
         struct pool_extent e = w->spare[i];
         w->spare[i] = w->spare[w->spare_next];

@@ -25,18 +25,24 @@ static uint64_t gen_of(cxlp_pool *p)
     return st.generation;
 }
 
+/* Fixed records of rs bytes: one uint8 field. */
+static void bytes_schema(struct cxlp_schema *sc, uint64_t rs)
+{
+    memset(sc, 0, sizeof *sc);
+    sc->fixed = 1;
+    sc->n_fields = 1;
+    strcpy(sc->fields[0].name, "b");
+    sc->fields[0].dtype = CXLP_DT_U8;
+    sc->fields[0].ndim = 1;
+    sc->fields[0].shape[0] = rs;
+}
+
 /* Fixed records of rs bytes, record i filled with (uint8_t)(i + k). */
 static int ingest_fixed(cxlp_pool *p, const char *name, uint64_t rs, uint64_t n,
                         uint64_t shard_bytes, int announce)
 {
     struct cxlp_schema sc;
-    memset(&sc, 0, sizeof sc);
-    sc.fixed = 1;
-    sc.n_fields = 1;
-    strcpy(sc.fields[0].name, "b");
-    sc.fields[0].dtype = CXLP_DT_U8;
-    sc.fields[0].ndim = 1;
-    sc.fields[0].shape[0] = rs;
+    bytes_schema(&sc, rs);
     struct cxlp_writer_opts o = {.shard_bytes = shard_bytes,
                                  .expected_bytes = announce ? n * rs : 0};
     cxlp_writer *w;
@@ -303,13 +309,7 @@ static void prealloc_unlocked(void)
         if (cxlp_pool_open(spec, NULL, &c))
             _exit(2);
         struct cxlp_schema sc;
-        memset(&sc, 0, sizeof sc);
-        sc.fixed = 1;
-        sc.n_fields = 1;
-        strcpy(sc.fields[0].name, "b");
-        sc.fields[0].dtype = CXLP_DT_U8;
-        sc.fields[0].ndim = 1;
-        sc.fields[0].shape[0] = 1 * MiB;
+        bytes_schema(&sc, 1 * MiB);
         struct cxlp_writer_opts o = {.shard_bytes = 128 * MiB, .expected_bytes = 64 * MiB};
         cxlp_writer *w;
         if (cxlp_writer_begin(c, "big", &sc, &o, &w))
