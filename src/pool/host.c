@@ -242,6 +242,15 @@ const struct pool_host *host_find(const struct attach *a, uint64_t key)
     return NULL;
 }
 
+uint32_t host_count(const struct attach *a)
+{
+    const struct pool_host *r = reg(a, 0);
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < POOL_HOSTS; i++)
+        n += host_load(a, &r[i].key) != 0;
+    return n;
+}
+
 static uint64_t age(uint64_t clock, uint64_t beat)
 {
     return clock > beat ? clock - beat : 0;

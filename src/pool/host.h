@@ -54,6 +54,8 @@ int host_resv_live(struct attach *a, uint64_t pid, uint64_t starttime, uint64_t 
                    uint64_t lease, uint64_t clock);
 /* The registry entry of domain key, or NULL. */
 const struct pool_host *host_find(const struct attach *a, uint64_t key);
+/* Entries in use in the registry. */
+uint32_t host_count(const struct attach *a);
 
 /* The cross-host writer lock, for any writer (txn.c uses it; so may
  * migration). Waits up to the lock timeout (CXLP_LOCK_TIMEOUT_MS, default

@@ -481,9 +481,7 @@ int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
     s.expiry_ms = a->expiry_ticks * POOL_TICK_MS;
     s.host_id = a->self.host_id;
     strlcpy0(s.host_id_source, a->self.id_source, sizeof s.host_id_source);
-    const struct pool_host *r = (const struct pool_host *)((const uint8_t *)a->hdr + POOL_HOST_OFF);
-    for (uint32_t i = 0; i < POOL_HOSTS; i++)
-        s.hosts += host_load(a, &r[i].key) != 0;
+    s.hosts = host_count(a);
     cat_free(&c);
     *st = s;
     return 0;
