@@ -1,20 +1,26 @@
 #!/usr/bin/env python3
-"""Two builds of the library side by side, in one run: the C read path
-(`cxlpool bench gather`) and the PyTorch fast path (bench/bench_loader.py's
-CXLDataLoader figure), build A and build B in alternation (A B B A ...), each
-ratio A/B taken round by round so that the machine's drift cancels.
+"""Two builds of the library side by side on the same pages, in one run:
+the per-record read cost (build/bench_read: cxlp_store_read alone, as reads
+per second), the C read path (`cxlpool bench gather`, 1 and 2 threads) and
+the PyTorch fast path (CXLDataLoader, batch 32, shuffle, 2 gather threads),
+build A and build B in alternation (A B, B A, ...), each ratio A/B taken
+round by round so that the machine's drift cancels. Every figure is a
+throughput: A/B above 1 means A is faster.
 
-For claims like "nothing in the single-host fast path slows down": A is a
-branch, B is main. Each build reads its own pool (two builds may not share a
-pool format), holding the same records.
+Same pages: one pool is made by build B and read by both. On a VM two pools
+made minutes apart can read 2x apart (their pages' host backing differs),
+which would swamp any difference of code. When the builds' pool formats
+differ, --convert TOOL writes A's metadata for B's pool (for format 1 ->
+2: build/pool_meta_v2), and the metadata bytes [0, cat_off + 2*cat_bytes)
+are swapped in place before each run; the data pages never change.
 
     python3 bench/ab_builds.py --a-root DIR --a-python PY --b-root DIR --b-python PY
-                               [--rounds 6] [--mib 128] [--json PATH]
+                               [--convert TOOL] [--rounds 8] [--mib 128] [--rt] [--json PATH]
 
-DIR is a source tree whose CLI is built at DIR/build/cxlpool; PY is a Python
+DIR is a source tree with build/cxlpool and build/bench_read; PY is a Python
 with that tree's package installed (and no in-tree build of it in DIR).
-Prints, per measure, the median A/B ratio with its min and max over rounds,
-and the load average.
+Prints each measure's medians and the median A/B ratio with its min and max
+over rounds, and the load average.
 """
 from __future__ import annotations
 
@@ -22,6 +28,7 @@ import argparse
 import json
 import os
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -29,25 +36,38 @@ from pathlib import Path
 
 RECORD = 8192
 
+LOADER = r"""
+import statistics, sys, time
+from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool
+pool = CXLMemoryPool(sys.argv[1])
+ds = CXLDataset(pool, "rec8k")
+dl = CXLDataLoader(ds, batch_size=32, shuffle=True, num_workers=2)
+def one_pass():
+    t = time.perf_counter(); n = 0
+    for b in dl:
+        n += b.shape[0]
+    return n / (time.perf_counter() - t)
+one_pass()
+print(statistics.median(one_pass() for _ in range(3)))
+del dl, ds
+pool.close()
+"""
 
-def run_json(cmd: list[str]) -> dict:
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-    return json.loads(out)
+
+def run(cmd: list[str]) -> str:
+    return subprocess.run(cmd, check=True, capture_output=True, text=True, cwd="/").stdout
 
 
-def gather(cli: str, pool: str) -> dict:
-    doc = run_json([cli, "bench", "gather", pool, "rec8k", "--batch", "32", "--threads", "1,2",
-                    "--rounds", "3", "--json"])
-    return {f"gather_{r['threads']}t": r["pool_records_s"] for r in doc["results"]}
-
-
-def loader(py: str, root: str, mib: int) -> dict:
-    with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        subprocess.run([py, f"{root}/bench/bench_loader.py", "--mib", str(mib), "--rounds", "5",
-                        "--passes", "1", "--json", f.name, "--cli", f"{root}/build/cxlpool"],
-                       check=True, capture_output=True, text=True, cwd="/")
-        s = json.load(open(f.name))["summary"]
-    return {"loader_fast": s["fast_records_s"]}
+def measure(root: str, py: str, pool: str, rt: list[str]) -> dict:
+    out = run(rt + [f"{root}/build/bench_read", pool, "rec8k", "5000000", "5"])
+    res = {"read_per_s": 1e9 / float(out.split("reads: ")[1].split(" ns/read")[0])}
+    for t in (1, 2):
+        doc = json.loads(run((rt if t == 1 else []) +
+                             [f"{root}/build/cxlpool", "bench", "gather", pool, "rec8k",
+                              "--batch", "32", "--threads", str(t), "--rounds", "3", "--json"]))
+        res[f"gather_{t}t"] = doc["results"][0]["pool_records_s"]
+    res["loader_fast"] = float(run([py, "-c", LOADER, pool]).strip())
+    return res
 
 
 def main() -> int:
@@ -55,48 +75,55 @@ def main() -> int:
     for side in ("a", "b"):
         ap.add_argument(f"--{side}-root", required=True)
         ap.add_argument(f"--{side}-python", required=True)
-    ap.add_argument("--rounds", type=int, default=6)
+    ap.add_argument("--convert", help="writes A's metadata for B's pool: TOOL POOLFILE OUT")
+    ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--mib", type=int, default=128)
     ap.add_argument("--json", default=None)
-    ap.add_argument("--gather-only", action="store_true", help="skip bench_loader.py")
+    ap.add_argument("--rt", action="store_true",
+                    help="one-thread measures on CPU 1 at real-time priority (chrt -f 50): "
+                         "the other tenants of a shared machine cannot preempt them")
     a = ap.parse_args()
+    rt = ["chrt", "-f", "50", "taskset", "-c", "1"] if a.rt else []
     sides = {s: {"root": getattr(a, f"{s}_root"), "py": getattr(a, f"{s}_python")}
              for s in ("a", "b")}
-    src = Path(tempfile.mkdtemp(dir="/var/tmp")) / "rec8k.raw"
-    with open(src, "wb") as f:
-        f.write(os.urandom(a.mib << 20))
-    pools = {}
+    tmp = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    src = tmp / "rec8k.raw"
+    src.write_bytes(os.urandom(a.mib << 20))
+    pool = f"ab-{os.getpid()}"
+    path = f"/dev/shm/cxlp.{pool}"
+    b_cli = f"{a.b_root}/build/cxlpool"
+    rounds = []
     try:
-        for s, d in sides.items():
-            cli = f"{d['root']}/build/cxlpool"
-            pools[s] = f"ab-{s}-{os.getpid()}"
-            subprocess.run([cli, "create", pools[s], f"{a.mib + 64}M"], check=True,
-                           capture_output=True)
-            subprocess.run([cli, "ingest", pools[s], "rec8k", str(src), "--record-size",
-                            str(RECORD), "--no-progress"], check=True, capture_output=True)
-        rounds = []
+        run([b_cli, "create", pool, f"{a.mib + 64}M"])
+        run([b_cli, "ingest", pool, "rec8k", str(src), "--record-size", str(RECORD),
+             "--no-progress"])
+        with open(path, "rb") as f:
+            hdr = f.read(80)
+            cat_off, cat_bytes = struct.unpack_from("<QQ", hdr, 64)
+            f.seek(0)
+            meta = {"b": f.read(cat_off + 2 * cat_bytes)}
+        if a.convert:
+            run([a.convert, path, str(tmp / "meta_a")])
+            meta["a"] = (tmp / "meta_a").read_bytes()
+        else:
+            meta["a"] = meta["b"]
         for r in range(a.rounds):
-            order = ["a", "b"] if r % 2 == 0 else ["b", "a"]
             res = {}
-            for s in order:
-                d = sides[s]
-                res[s] = gather(f"{d['root']}/build/cxlpool", pools[s])
-                if not a.gather_only:
-                    res[s].update(loader(d["py"], d["root"], a.mib))
+            for s in (["a", "b"] if r % 2 == 0 else ["b", "a"]):
+                with open(path, "r+b") as f:  # this build's metadata, the same data pages
+                    f.write(meta[s])
+                res[s] = measure(sides[s]["root"], sides[s]["py"], pool, rt)
             rounds.append(res)
             print(f"round {r}: " + ", ".join(f"{k} A/B {res['a'][k] / res['b'][k]:.3f}"
                                              for k in res["a"]), file=sys.stderr)
     finally:
-        for s, name in pools.items():
-            subprocess.run([f"{sides[s]['root']}/build/cxlpool", "destroy", name, "--yes"],
-                           capture_output=True)
-        src.unlink(missing_ok=True)
-        src.parent.rmdir()
+        subprocess.run(["rm", "-f", path])
+        subprocess.run(["rm", "-rf", str(tmp)])
     load = os.getloadavg()
     print(f"ab_builds: A={a.a_root} B={a.b_root}, {a.rounds} rounds (A B / B A alternating), "
-          f"{a.mib} MiB of {RECORD} B records, load average {load[0]:.1f} {load[1]:.1f} "
-          f"{load[2]:.1f} on {os.cpu_count()} CPUs")
-    print(f"{'measure':28} {'A rec/s':>11} {'B rec/s':>11} {'A/B median':>11} {'min':>7} {'max':>7}")
+          f"one pool of {a.mib} MiB of {RECORD} B records read by both, load average "
+          f"{load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} CPUs")
+    print(f"{'measure':16} {'A /s':>12} {'B /s':>12} {'A/B median':>11} {'min':>7} {'max':>7}")
     summary = {}
     for k in rounds[0]["a"]:
         ratios = sorted(r["a"][k] / r["b"][k] for r in rounds)
@@ -104,7 +131,7 @@ def main() -> int:
         bm = statistics.median(r["b"][k] for r in rounds)
         summary[k] = {"a": am, "b": bm, "ratio_median": statistics.median(ratios),
                       "ratio_min": ratios[0], "ratio_max": ratios[-1]}
-        print(f"{k:28} {am:11.0f} {bm:11.0f} {statistics.median(ratios):11.3f} "
+        print(f"{k:16} {am:12.0f} {bm:12.0f} {statistics.median(ratios):11.3f} "
               f"{ratios[0]:7.3f} {ratios[-1]:7.3f}")
     if a.json:
         Path(a.json).write_text(json.dumps({"loadavg": load, "rounds": rounds,

@@ -76,10 +76,12 @@ static inline int range_ok(uint64_t off, uint64_t len, uint64_t size)
  * (struct sizes, offsets). Two processes agree on it iff they can share. */
 uint64_t layout_signature(const uint64_t *facts, size_t n);
 
-/* Bumped whenever something happened that the read paths must notice: a
- * pool object shrank under its mapping (media/guard.c), a lease was taken
- * from this process (pool/host.c). Read paths test it with one relaxed
- * load and look closer only when it moved. */
+/* Nonzero while the read paths must look closer, raised by each event that
+ * needs it: a pool object shrank under its mapping (media/guard.c), a lease
+ * was taken from this process (pool/host.c), and, for as long as it is open,
+ * each dataset of a non-coherent pool (store/reader.c: its reads invalidate
+ * first). Read paths test it with one relaxed load; a process that meets
+ * none of these never leaves the fast path. */
 extern uint64_t read_alarm __attribute__((visibility("hidden")));
 static inline uint64_t read_alarm_now(void)
 {

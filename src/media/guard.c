@@ -57,6 +57,7 @@ static struct guarded table[GUARD_MAX];
 static pthread_mutex_t table_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static struct sigaction previous;
+static uint64_t guard_faults;     /* faults absorbed, in this process */
 
 static void chain(int sig, siginfo_t *si, void *uc)
 {
@@ -102,6 +103,7 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
             if (from < at_load_relaxed(&g->lost_from))
                 at_store_relaxed(&g->lost_from, from);
             at_store_relaxed(&g->size_now, now);
+            at_fetch_add_acq_rel(&guard_faults, 1);
             at_fetch_add_acq_rel(&read_alarm, 1);
             errno = saved;
             return;
@@ -164,7 +166,7 @@ void media_guard_del(struct media *m)
 
 int media_guard_lost(const struct media *m, char *err, size_t errlen)
 {
-    if (!m->base || read_alarm_now() == 0)
+    if (!m->base || at_load_relaxed(&guard_faults) == 0)
         return 0;
     pthread_mutex_lock(&table_mu);
     const struct guarded *g = find(m);

@@ -29,6 +29,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/atomic.h"
 #include "common/fastdiv.h"
 #include "common/flush.h"
 #include "pool/pool.h"
@@ -54,6 +55,8 @@ struct cxlp_store {
 
 static void store_free(cxlp_store *s)
 {
+    if (s->nc) /* the read path's closer look is for us no longer */
+        at_fetch_sub_acq_rel(&read_alarm, 1);
     if (s->a) {
         attach_unpin(s->a, s->gen);
         attach_unref(s->a);
@@ -196,6 +199,8 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
     s->name = s->ds.info.name;
     s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';
     s->nc = attach_noncoherent(s->a);
+    if (s->nc) /* every read of this store takes the closer look */
+        at_fetch_add_acq_rel(&read_alarm, 1);
     s->n_shards = s->ds.n_shards;
     if (s->n_shards != s->ds.info.n_shards) {
         seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: %u shards listed, %u in the record", s->name,
@@ -282,9 +287,10 @@ __attribute__((always_inline)) static inline int locate(const cxlp_store *s, uin
 }
 
 /* The read path's rare cases, out of line so the common one keeps a lean
- * frame: read_alarm moved (the object shrank under the mapping, or the
- * lease was lost), or the pool is non-coherent (the record's lines may be
- * stale in our caches: an extent reused since we last read it). */
+ * frame; taken whenever read_alarm is raised: the object shrank under the
+ * mapping, or the lease was lost (attach_lost says so), or some store of a
+ * non-coherent pool is open (if this is one: the record's lines may be stale
+ * in our caches, an extent reused since we last read it). */
 __attribute__((cold, noinline)) static int read_guarded(const cxlp_store *s, uint64_t idx,
                                                         struct cxlp_view *v)
 {
@@ -302,8 +308,8 @@ __attribute__((cold, noinline)) static int read_guarded(const cxlp_store *s, uin
 
 int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
 {
-    /* two loads and one branch more than a plain read */
-    if (__builtin_expect(read_alarm_now() | (uint64_t)s->nc, 0))
+    /* one compare of a global more than a plain read */
+    if (__builtin_expect(read_alarm_now() != 0, 0))
         return read_guarded(s, idx, v);
     return locate(s, idx, v);
 }
