@@ -40,7 +40,6 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "common/atomic.h"
