@@ -2,6 +2,17 @@
  * _core_store.c - Store: one dataset of a pool. get(i) returns an Array over
  * the record in pool memory: no copy. The C store is closed when the last
  * Array (and so the last tensor) viewing it is gone, not at close().
+ *
+ * What Python sees of the pool is the store's private copy-on-write mapping
+ * (cxlp_store_private): reads share the pool's pages, and a write into a
+ * tensor (torch has no read-only tensors) gives this process its own copy of
+ * that page instead of a SIGSEGV on the read-only shared mapping, and never
+ * reaches the pool. The gather engine keeps reading the shared mapping.
+ * Where the media refuses a private mapping (devdax) or the address space
+ * has no room for it, records are copied (a warning says so, once).
+ * Rejected: read-only tensors (torch 2.13 ignores DLPack's read-only flag,
+ * so a write faulted and killed the interpreter); a copy per record always
+ * (memory and time per sample for what is rarely written).
  */
 #include "_core.h"
 
@@ -31,7 +42,7 @@ static int store_init(StoreObject *self, PyObject *args, PyObject *kw)
     rc = cxlp_store_open(pool->p, n, &s);
     Py_END_ALLOW_THREADS
     if (rc) {
-        core_raise(rc, pool->p);
+        core_raise_dataset(rc, pool->p);
         return -1;
     }
     self->s = s;
@@ -67,6 +78,39 @@ static Py_ssize_t store_len(StoreObject *self)
     return (Py_ssize_t)n;
 }
 
+/* Where Python may see (and write) the len bytes of pool memory at data:
+ * the same bytes in the private copy-on-write mapping, owned (kept mapped)
+ * by the store; or, where there is none, a copy owned by a new bytearray.
+ * Returns the address and a new reference to its owner in *owner. */
+static void *store_export(StoreObject *self, const void *data, uint64_t len, PyObject **owner)
+{
+    void *priv;
+    int rc = cxlp_store_private(self->s, data, len, &priv);
+    if (rc == 0) {
+        *owner = Py_NewRef((PyObject *)self);
+        return priv;
+    }
+    if (rc == CXLP_ERANGE) {
+        core_raise(rc, NULL);
+        return NULL;
+    }
+    if (!self->copying) {
+        self->copying = 1;
+        if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "dataset %U: records are copied for "
+                             "Python (%s)", self->name, cxlp_errmsg(NULL)) < 0)
+            return NULL;
+    }
+    if (len > (uint64_t)PY_SSIZE_T_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "record larger than Py_ssize_t");
+        return NULL;
+    }
+    PyObject *copy = PyByteArray_FromStringAndSize(data, (Py_ssize_t)len);
+    if (!copy)
+        return NULL;
+    *owner = copy;
+    return PyByteArray_AS_STRING(copy);
+}
+
 static PyObject *store_get(StoreObject *self, PyObject *arg)
 {
     if (!store_ok(self))
@@ -82,32 +126,37 @@ static PyObject *store_get(StoreObject *self, PyObject *arg)
                             PyLong_AsLongLong(arg), (unsigned long long)n);
     struct cxlp_view v;
     int rc = cxlp_store_read(self->s, (uint64_t)i, &v);
-    if (rc)
-        return core_raise(rc, self->s);
+    if (rc) /* the read path writes the calling thread's message only */
+        return core_raise(rc, NULL);
+    PyObject *owner;
+    void *data = store_export(self, v.data, v.len, &owner);
+    if (!data)
+        return NULL;
     const struct cxlp_schema *sc = cxlp_store_schema(self->s);
     int64_t shape[ARRAY_MAX_DIMS];
+    PyObject *out = NULL;
     if (!sc->fixed) {
         int dt = sc->fields[0].dtype, isz = cxlp_dtype_size(dt);
         shape[0] = (int64_t)(v.len / (uint64_t)isz);
-        return array_new((PyObject *)self, (void *)v.data, dt, 1, shape);
-    }
-    if (sc->n_fields == 1) {
+        out = array_new(owner, data, dt, 1, shape);
+    } else if (sc->n_fields == 1) {
         const struct cxlp_field *f = &sc->fields[0];
         for (int d = 0; d < f->ndim; d++)
             shape[d] = (int64_t)f->shape[d];
-        return array_new((PyObject *)self, (void *)v.data, f->dtype, f->ndim, shape);
+        out = array_new(owner, data, f->dtype, f->ndim, shape);
+    } else {
+        out = PyDict_New();
+        for (uint32_t k = 0; out && k < sc->n_fields; k++) {
+            const struct cxlp_field *f = &sc->fields[k];
+            for (int d = 0; d < f->ndim; d++)
+                shape[d] = (int64_t)f->shape[d];
+            PyObject *a = array_new(owner, (uint8_t *)data + f->offset, f->dtype, f->ndim, shape);
+            if (!a || PyDict_SetItemString(out, f->name, a) < 0)
+                Py_CLEAR(out);
+            Py_XDECREF(a);
+        }
     }
-    PyObject *out = PyDict_New();
-    for (uint32_t k = 0; out && k < sc->n_fields; k++) {
-        const struct cxlp_field *f = &sc->fields[k];
-        for (int d = 0; d < f->ndim; d++)
-            shape[d] = (int64_t)f->shape[d];
-        PyObject *a = array_new((PyObject *)self, (uint8_t *)v.data + f->offset, f->dtype,
-                                f->ndim, shape);
-        if (!a || PyDict_SetItemString(out, f->name, a) < 0)
-            Py_CLEAR(out);
-        Py_XDECREF(a);
-    }
+    Py_DECREF(owner);
     return out;
 }
 
@@ -162,7 +211,13 @@ static PyObject *store_docs(StoreObject *self, PyObject *unused)
     if (!docs)
         Py_RETURN_NONE;
     int64_t shape[1] = {(int64_t)n + 1};
-    return array_new((PyObject *)self, (void *)docs, CXLP_DT_I64, 1, shape);
+    PyObject *owner;
+    void *data = store_export(self, docs, (n + 1) * sizeof *docs, &owner);
+    if (!data)
+        return NULL;
+    PyObject *a = array_new(owner, data, CXLP_DT_I64, 1, shape);
+    Py_DECREF(owner);
+    return a;
 }
 
 static PyObject *store_verify(StoreObject *self, PyObject *unused)
@@ -193,6 +248,78 @@ static PyObject *store_hugepages(StoreObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* Sums the lengths (elements) of the records an order names: a fresh
+ * Sampler drawn to its end (it must not be a Loader's), or a contiguous
+ * int64/uint64 buffer of ids. What a packed loader needs to count its rows
+ * (rows = ceil(elements / seq_len)) without reading a record. */
+static PyObject *store_elements(StoreObject *self, PyObject *order)
+{
+    if (!store_ok(self))
+        return NULL;
+    const struct cxlp_schema *sc = cxlp_store_schema(self->s);
+    uint64_t unit = sc->fixed ? sc->record_size : (uint64_t)cxlp_dtype_size(sc->fields[0].dtype);
+    uint64_t n = cxlp_store_count(self->s), total = 0, bad = UINT64_MAX;
+    int rc = 0;
+    if (PyObject_TypeCheck(order, &SamplerType)) {
+        SamplerObject *so = (SamplerObject *)order;
+        if (!so->s || so->busy)
+            return PyErr_Format(PyExc_ValueError, "sampler %s", so->s ? "is used by a Loader"
+                                                                      : "not initialized");
+        if (so->id_bound > n)
+            return PyErr_Format(PyExc_IndexError, "sampler draws ids below %llu but the "
+                                "dataset has %llu records", (unsigned long long)so->id_bound,
+                                (unsigned long long)n);
+        so->busy++;
+        Py_BEGIN_ALLOW_THREADS
+        uint64_t ids[4096];
+        size_t k;
+        while (!rc && (k = cxlp_sampler_next(so->s, ids, 4096)) > 0)
+            for (size_t j = 0; j < k && !rc; j++) {
+                struct cxlp_view v;
+                if (!(rc = cxlp_store_read(self->s, ids[j], &v)))
+                    total += v.len / unit;
+            }
+        Py_END_ALLOW_THREADS
+        so->busy--;
+    } else {
+        Py_buffer b;
+        if (PyObject_GetBuffer(order, &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+            return NULL;
+        const char *f = b.format ? b.format : "B";
+        if (*f == '<' || *f == '=' || *f == '@')
+            f++;
+        if (b.itemsize != 8 || !strchr("qQlL", *f) || f[1]) {
+            PyBuffer_Release(&b);
+            return PyErr_Format(PyExc_TypeError, "order must be a Sampler or a contiguous "
+                                "int64 or uint64 buffer");
+        }
+        const uint64_t *ids = b.buf;
+        uint64_t cnt = (uint64_t)(b.len / 8);
+        Py_BEGIN_ALLOW_THREADS
+        for (uint64_t j = 0; j < cnt && !rc; j++) {
+            if (ids[j] >= n) {
+                bad = j;
+                break;
+            }
+            struct cxlp_view v;
+            if (!(rc = cxlp_store_read(self->s, ids[j], &v)))
+                total += v.len / unit;
+        }
+        Py_END_ALLOW_THREADS
+        if (bad != UINT64_MAX) {
+            PyErr_Format(PyExc_IndexError, "order[%llu] = %lld is outside the dataset's %llu "
+                         "records", (unsigned long long)bad, (long long)ids[bad],
+                         (unsigned long long)n);
+            PyBuffer_Release(&b);
+            return NULL;
+        }
+        PyBuffer_Release(&b);
+    }
+    if (rc)
+        return core_raise(rc, NULL);
+    return PyLong_FromUnsignedLongLong(total);
+}
+
 static PyObject *store_close(StoreObject *self, PyObject *unused)
 {
     (void)unused;
@@ -206,6 +333,9 @@ static PyMethodDef store_methods[] = {
     {"info", (PyCFunction)store_info, METH_NOARGS, "Catalog facts as a dict."},
     {"docs", (PyCFunction)store_docs, METH_NOARGS, "Document starts (int64 Array) or None."},
     {"verify", (PyCFunction)store_verify, METH_NOARGS, "Recompute every checksum."},
+    {"elements", (PyCFunction)store_elements, METH_O,
+     "elements(order): total length in elements of the records an order (a fresh Sampler, "
+     "drawn to its end, or an int64 buffer of ids) names."},
     {"hugepages", (PyCFunction)store_hugepages, METH_NOARGS,
      "Move the records onto 2 MiB pages (once per pool; see cxlp_store_hugepages)."},
     {"close", (PyCFunction)store_close, METH_NOARGS, "No more get(); views stay valid."},

@@ -1,6 +1,7 @@
 """CXLDataset: a map-style torch Dataset over one dataset of a pool."""
 from __future__ import annotations
 
+import operator
 import os
 import warnings
 from typing import Any, Optional, Union
@@ -56,28 +57,42 @@ class CXLDataset(torch.utils.data.Dataset):
         try:
             self._store.hugepages()
         except _core.CXLError as e:
-            warnings.warn(f"{self!r}: records stay on 4 KiB pages: {e.args[1]}",
+            warnings.warn(f"{self!r}: records stay on 4 KiB pages: {e}",
                           RuntimeWarning, stacklevel=3)
 
     @classmethod
     def ingest(cls, pool: CXLMemoryPool, name: str, source: Union[str, os.PathLike], *,
-               format: str = "auto", record_size: int = 0, dtype: Optional[str] = None,
-               progress: Optional[bool] = None, hugepages: bool = False) -> "CXLDataset":
+               format: str = "auto", record_size: Union[int, str] = 0,
+               dtype: Optional[str] = None, progress: Optional[bool] = None,
+               hugepages: bool = False) -> "CXLDataset":
+        """Imports source into pool as dataset name (CXLMemoryPool.ingest) and
+        opens it."""
         pool.ingest(name, source, format=format, record_size=record_size, dtype=dtype,
                     progress=progress)
         return cls(pool, name, hugepages=hugepages)
 
     def __len__(self) -> int:
+        """Number of records."""
         return self._len
 
     def __getitem__(self, i: int) -> Any:
-        rec = self._store.get(int(i))
+        """Record i (negative counts from the end) as a tensor, or a dict of
+        tensors for several fields. i is an integer (int, numpy or 0-d torch
+        integer): a float or a string is an IndexError, as in numpy, never
+        truncated."""
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise IndexError(f"only integers are valid indices of a CXLDataset, got "
+                             f"{type(i).__name__} {i!r}") from None
+        rec = self._store.get(i)
         if isinstance(rec, dict):
             return {k: torch.from_dlpack(v) for k, v in rec.items()}
         return torch.from_dlpack(rec)
 
     @property
     def store(self) -> "_core.Store":
+        """The extension's open dataset (what the gather engine reads)."""
         return self._store
 
     def documents(self) -> Optional[torch.Tensor]:
@@ -86,6 +101,7 @@ class CXLDataset(torch.utils.data.Dataset):
         return None if d is None else torch.from_dlpack(d)
 
     def info(self) -> dict:
+        """Catalog facts, with the keys of ``cxlpool ls --json``."""
         return self._store.info()
 
     def __getstate__(self) -> dict:

@@ -10,7 +10,8 @@
  * attach by. So every pool mapping is registered here, and a SIGBUS
  * handler that finds the faulting address inside one maps private zero
  * pages over the lost range (MAP_FIXED) and lets the access retry: the
- * reader reads zeros instead of dying. The mapping is marked, read_alarm
+ * reader reads zeros instead of dying (the private copy-on-write mapping
+ * that samples are read through is registered too). The mapping is marked, read_alarm
  * moves (common.h), and the library checks that counter on its read paths
  * (one load) and fails every later call on that pool with CXLP_ECORRUPT naming
  * the object and its new size; the gather engine fails the batch that met
@@ -123,43 +124,53 @@ static void install(void)
     sigaction(SIGBUS, &sa, &previous);
 }
 
-void media_guard_add(struct media *m)
+static void add(uintptr_t base, uint64_t size, int fd, int prot)
 {
-    if (!m->base || m->fd < 0)
-        return;
     pthread_once(&once, install);
     pthread_mutex_lock(&table_mu);
     for (int i = 0; i < GUARD_MAX; i++) {
         struct guarded *g = &table[i];
         if (g->base)
             continue;
-        g->size = m->size;
-        g->fd = m->fd;
-        g->prot = PROT_READ | (m->writable ? PROT_WRITE : 0);
+        g->size = size;
+        g->fd = fd;
+        g->prot = prot;
         g->lost_from = UINT64_MAX;
-        g->size_now = m->size;
+        g->size_now = size;
         /* pairs with the acquire load in on_sigbus */
-        at_store_release(&g->base, (uintptr_t)m->base);
+        at_store_release(&g->base, base);
         break;
     }
     pthread_mutex_unlock(&table_mu);
 }
 
-static struct guarded *find(const struct media *m)
+void media_guard_add(struct media *m)
+{
+    if (m->base && m->fd >= 0)
+        add((uintptr_t)m->base, m->size, m->fd, PROT_READ | (m->writable ? PROT_WRITE : 0));
+}
+
+void media_guard_add_private(struct media *m, void *base)
+{
+    if (base && m->fd >= 0)
+        add((uintptr_t)base, m->size, m->fd, PROT_READ | PROT_WRITE);
+}
+
+static struct guarded *find(uintptr_t base)
 {
     for (int i = 0; i < GUARD_MAX; i++)
-        if (at_load_relaxed(&table[i].base) == (uintptr_t)m->base)
+        if (base && at_load_relaxed(&table[i].base) == base)
             return &table[i];
     return NULL;
 }
 
 void media_guard_del(struct media *m)
 {
-    if (!m->base)
-        return;
     pthread_mutex_lock(&table_mu);
-    struct guarded *g = find(m);
+    struct guarded *g = find((uintptr_t)m->base);
     if (g)
+        at_store_release(&g->base, 0);
+    if ((g = find((uintptr_t)m->priv)))
         at_store_release(&g->base, 0);
     pthread_mutex_unlock(&table_mu);
 }
@@ -169,9 +180,14 @@ int media_guard_lost(const struct media *m, char *err, size_t errlen)
     if (!m->base || at_load_relaxed(&guard_faults) == 0)
         return 0;
     pthread_mutex_lock(&table_mu);
-    const struct guarded *g = find(m);
-    uint64_t from = g ? at_load_relaxed(&g->lost_from) : UINT64_MAX;
-    uint64_t now = g ? at_load_relaxed(&g->size_now) : 0;
+    uint64_t from = UINT64_MAX, now = m->size;
+    const struct guarded *gs[2] = {find((uintptr_t)m->base), find((uintptr_t)m->priv)};
+    for (int i = 0; i < 2; i++) {
+        if (gs[i] && at_load_relaxed(&gs[i]->lost_from) < from) {
+            from = at_load_relaxed(&gs[i]->lost_from);
+            now = at_load_relaxed(&gs[i]->size_now);
+        }
+    }
     pthread_mutex_unlock(&table_mu);
     if (from == UINT64_MAX)
         return 0;

@@ -34,6 +34,9 @@ int attach_lost(struct attach *a, struct obj *o);
 /* 1 when the pool was declared non-coherent at create: readers then
  * invalidate (common/flush.h) what they are about to read. */
 int attach_noncoherent(const struct attach *a);
+/* Base of the private copy-on-write mapping of the pool (media_map_private):
+ * same offsets as attach_base. 0 or its error. Thread-safe. */
+int attach_private(struct attach *a, uint8_t **base);
 /* media_collapse of [off, off+len) of the attachment's mapping. */
 int attach_collapse(struct attach *a, uint64_t off, uint64_t len);
 /* Lease pins: while pinned, extents visible in catalog generation gen are
