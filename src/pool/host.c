@@ -574,7 +574,7 @@ static struct {
     pthread_t th;
     struct attach **list;
     size_t n, cap;
-    int running, stop;
+    int running, stop, started;
 } hb = {.mu = PTHREAD_MUTEX_INITIALIZER};
 static pthread_once_t hb_once = PTHREAD_ONCE_INIT;
 
@@ -588,22 +588,30 @@ static void hb_parent(void)
     pthread_mutex_unlock(&hb.mu);
 }
 
-/* The child has no heartbeat thread and holds none of the parent's leases:
- * it starts afresh with its own attaches. */
-static void hb_child(void)
-{
-    pthread_mutex_unlock(&hb.mu);
-    hb.running = hb.stop = 0;
-    hb.n = 0;
-}
-
-static void hb_init(void)
+static void hb_cond_init(void)
 {
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&hb.cv, &ca);
     pthread_condattr_destroy(&ca);
+}
+
+/* The child has no heartbeat thread and holds none of the parent's leases:
+ * it starts afresh with its own attaches. The condition variable is made
+ * anew: it still counts the parent thread's wait, which would block the
+ * child's first signal forever. */
+static void hb_child(void)
+{
+    pthread_mutex_unlock(&hb.mu);
+    hb_cond_init();
+    hb.running = hb.stop = hb.started = 0;
+    hb.n = 0;
+}
+
+static void hb_init(void)
+{
+    hb_cond_init();
     pthread_atfork(hb_prepare, hb_parent, hb_child);
 }
 
@@ -643,6 +651,8 @@ static void *hb_main(void *arg)
 {
     (void)arg;
     pthread_mutex_lock(&hb.mu);
+    hb.started = 1;
+    pthread_cond_broadcast(&hb.cv);
     while (!hb.stop) {
         for (size_t i = 0; i < hb.n; i++)
             beat(hb.list[i]);
@@ -657,15 +667,19 @@ static void *hb_main(void *arg)
     return NULL;
 }
 
-/* under hb.mu */
+/* under hb.mu. Returns once the thread runs our code: a fork while a new
+ * thread is still being set up (its runtime allocating, e.g. ASan's) could
+ * leave the child an allocator lock held forever. */
 static int hb_start(void)
 {
-    hb.stop = 0;
+    hb.stop = hb.started = 0;
     int rc = pthread_create(&hb.th, NULL, hb_main, NULL);
     if (rc)
         return -rc;
     pthread_setname_np(hb.th, "cxlp-heartbeat");
     hb.running = 1;
+    while (!hb.started)
+        pthread_cond_wait(&hb.cv, &hb.mu);
     return 0;
 }
 

@@ -26,6 +26,7 @@
  * 5. `cxlpool leases --expire HOST` takes a stopped reader's lease; the
  *    reader, continued, is told so by its next read.
  * Skips (77) where namespaces cannot be made (not root). */
+#include <poll.h>
 #include <sys/time.h>
 
 #include "host_emu.h"
@@ -134,6 +135,8 @@ static uint64_t own_lease(cxlp_pool *p)
 struct phase1 {
     double seconds;
     int result[2];           /* pipe: roles report a line */
+    int ready[2];            /* pipe: A says it has attached */
+    int done[2];             /* pipe: B says it has finished */
 };
 
 static void report(int fd, const char *fmt, ...)
@@ -159,13 +162,19 @@ static int reader_a(void *arg)
         return 1;
     }
     uint64_t owner = own_lease(p);
+    char r = 'r';
+    if (write(ph->ready[1], &r, 1) != 1)
+        return 1;
     double end = now_s() + ph->seconds;
     uint64_t passes = 0, bad = 0, dropped = 0;
-    while (now_s() < end) {
+    int b_done = 0;
+    while (now_s() < end || !b_done) { /* until B's last command too */
         bad += !verify_ds(s1, 101);
         bad += !verify_ds(s2, 102);
         dropped += !lease_held(p, owner);
         passes++;
+        struct pollfd pf = {ph->done[0], POLLIN, 0};
+        b_done = b_done || poll(&pf, 1, 0) == 1;
     }
     report(ph->result[1], "A: %" PRIu64 " passes over both datasets, %" PRIu64
            " bad, lease dropped %" PRIu64 " times\n", passes, bad, dropped);
@@ -194,6 +203,9 @@ static int writer_b(void *arg)
     char out[65536], f2m[300], name[32], prev[32] = "", zeros[300];
     snprintf(f2m, sizeof f2m, "%s/b.raw", dir);
     snprintf(zeros, sizeof zeros, "%s/zeros.raw", dir);
+    char r;
+    if (read(ph->ready[0], &r, 1) != 1) /* A is attached and reading */
+        return 1;
     double end = now_s() + ph->seconds;
     int fails = 0, k = 0, unseen = 0, pinned_removed = 0;
     const char *what = "";
@@ -212,7 +224,10 @@ static int writer_b(void *arg)
         B_RUN("stat", spec);
         what = "leases";
         B_RUN("leases", spec, "--json");
-        unseen += !lease_listed_live(out, "hostA");
+        if (!lease_listed_live(out, "hostA")) {
+            unseen++;
+            fprintf(stderr, "B: A's lease not listed live: %s\n", out);
+        }
         snprintf(name, sizeof name, "b%d", k);
         what = "ingest";
         B_RUN("ingest", spec, name, f2m, "--record-size", "4096", "--no-progress");
@@ -247,6 +262,9 @@ static int writer_b(void *arg)
             B_RUN("rm", spec, "zeros");
         }
     }
+    char d = 'd';
+    if (write(ph->done[1], &d, 1) != 1)
+        fails++;
     report(ph->result[1], "B: %d rounds of ls/stat/leases/ingest/rm, %d failed commands, "
            "A's lease not listed live %d times, a-pinned removed under A: %s\n", k, fails, unseen,
            pinned_removed ? "yes" : "no");
@@ -256,11 +274,15 @@ static int writer_b(void *arg)
 static void phase1(struct emu_host *A, struct emu_host *B)
 {
     struct phase1 ph = {.seconds = getenv("CXLP_SLOW_TESTS") ? 60 : 6};
-    CHECK(pipe(ph.result) == 0);
+    CHECK(pipe(ph.result) == 0 && pipe(ph.ready) == 0 && pipe(ph.done) == 0);
     printf("phase 1: host A reads while host B writes, %.0f s\n", ph.seconds);
     pid_t a = emu_spawn(A, reader_a, &ph);
     pid_t b = emu_spawn(B, writer_b, &ph);
     int ra = emu_wait(a), rb = emu_wait(b);
+    for (int i = 0; i < 2; i++) {
+        close(ph.ready[i]);
+        close(ph.done[i]);
+    }
     close(ph.result[1]);
     char buf[2048];
     ssize_t k = read(ph.result[0], buf, sizeof buf - 1);
