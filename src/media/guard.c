@@ -114,8 +114,21 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
     chain(sig, si, uc);
 }
 
+/* A fork while another thread adds or removes a mapping must not leave the
+ * child the table's mutex held. */
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&table_mu);
+}
+
+static void fork_done(void)
+{
+    pthread_mutex_unlock(&table_mu);
+}
+
 static void install(void)
 {
+    pthread_atfork(fork_prepare, fork_done, fork_done);
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_sigbus;
