@@ -46,11 +46,12 @@ static const struct cli_cmd cmds[] = {
     {"ingest", "import a raw, .npy or Megatron .bin/.idx file as a dataset",
      "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|auto]\n"
      "               [--record-size N] [--dtype T] [--shard-bytes N] [--allow-empty]\n"
-     "               [--no-progress] [--json]\n"
+     "               [--no-hugepages] [--no-progress] [--json]\n"
      "  Imports SRC into dataset NAME. auto guesses by extension (.npy, .bin/.idx,\n"
      "  else raw). raw needs --record-size (bytes per record) and takes --dtype\n"
      "  (uint8 default). A source without records is refused unless\n"
-     "  --allow-empty. A progress bar is drawn on stderr when it is a terminal.\n"
+     "  --allow-empty. The records land on 2 MiB pages (shm, numa pools) unless\n"
+     "  --no-hugepages. A progress bar is drawn on stderr when it is a terminal.\n"
      "  Nothing is visible to readers until the import completes.\n",
      cli_cmd_ingest},
     {"ls", "list the datasets of a pool",
@@ -58,7 +59,8 @@ static const struct cli_cmd cmds[] = {
     {"stat", "show pool usage and media (or one dataset's details)",
      "cxlpool stat POOL [NAME] [--json]\n"
      "  Without NAME: sizes, free space, leases, media (and whether it is an\n"
-     "  emulation of CXL). With NAME: the dataset's counts, sizes and schema.\n",
+     "  emulation of CXL), and the page size each dataset's shards have. With\n"
+     "  NAME: the dataset's counts, sizes, pages and schema.\n",
      cli_cmd_stat},
     {"leases", "list the processes attached to a pool, on every host; expire a host",
      "cxlpool leases POOL [--json] [--expire HOST]\n"

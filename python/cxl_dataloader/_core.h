@@ -72,6 +72,21 @@ PyObject *array_new(PyObject *owner, void *data, int dtype, int ndim, const int6
 PyObject *dlpack_capsule(PyObject *owner, void *data, int dtype, int ndim,
                          const int64_t *dims, int readonly, int versioned);
 
+/* A DLPack tensor descriptor kept per ring slot and field (the Loader owns
+ * it): each batch from that slot fills in the data address and the first
+ * dimension and wraps it in a "dltensor_versioned" capsule whose
+ * manager_ctx holds a new reference to owner; no allocation per batch. A
+ * slot (and so its template) is reused only after every tensor made from
+ * it is gone. */
+typedef struct dl_tmpl dl_tmpl;
+dl_tmpl *dl_tmpl_new(int dtype, int ndim, const int64_t *dims);
+PyObject *dl_tmpl_capsule(dl_tmpl *t, PyObject *owner, void *data, int64_t dim0);
+void dl_tmpl_free(dl_tmpl *t);
+
+/* What take() builds per batch, in dict order: data ("tokens" for PAD and
+ * PACK), lengths, then (PACK with segments) the document boundaries. */
+enum { F_DATA, F_LENGTHS, F_SEG_ROW, F_SEG_START, F_SEG_LEN, F_SEG_OFFSET, F_SEG_ID, N_FIELDS };
+
 typedef struct {
     PyObject_HEAD
     cxlp_loader *l;
@@ -82,6 +97,13 @@ typedef struct {
     int collate;
     uint64_t seq_len;
     uint64_t stall_ns;       /* time next() / take() waited on the engine */
+    PyObject *tensor;        /* take(): capsule -> tensor (torch's from_dlpack); NULL:
+                                take() returns the capsules themselves */
+    int segments;            /* take(), PACK: add the seg_* fields */
+    dl_tmpl *(*tmpl)[N_FIELDS]; /* per ring slot */
+    uint32_t n_tmpl;
+    uint64_t resume_records; /* of the last batch taken */
+    uint64_t resume_offset;
 } LoaderObject;
 
 /* A cxlp_sampler; busy while a Loader draws from it (see _core_sampler.c). */

@@ -24,9 +24,12 @@ class CXLDataset(torch.utils.data.Dataset):
     Pickling sends a reference (pool spec and dataset name), not data: each
     DataLoader worker attaches the same pool.
 
-    ``hugepages=True`` moves the dataset's records onto 2 MiB pages once (for
-    every process attached to the pool): random gathers from a shm or numa
-    pool then pay no TLB miss per record. Best effort, see ``_collapse``.
+    A dataset ingested by this version is on 2 MiB pages already (see
+    ``pages()``). ``hugepages=True`` moves the records of one that is not
+    (ingested with ``hugepages=False``, or by an older version) onto 2 MiB
+    pages once (for every process attached to the pool): random gathers from
+    a shm or numa pool then pay no TLB miss per record. Best effort, see
+    ``_collapse``.
     """
 
     def __init__(self, pool: Union[CXLMemoryPool, str], name: str, *,
@@ -64,12 +67,20 @@ class CXLDataset(torch.utils.data.Dataset):
     def ingest(cls, pool: CXLMemoryPool, name: str, source: Union[str, os.PathLike], *,
                format: str = "auto", record_size: Union[int, str] = 0,
                dtype: Optional[str] = None, progress: Optional[bool] = None,
-               hugepages: bool = False) -> "CXLDataset":
+               hugepages: bool = True) -> "CXLDataset":
         """Imports source into pool as dataset name (CXLMemoryPool.ingest) and
-        opens it."""
+        opens it; hugepages: as there (the records land on 2 MiB pages while
+        they are written, no copy after)."""
         pool.ingest(name, source, format=format, record_size=record_size, dtype=dtype,
-                    progress=progress)
-        return cls(pool, name, hugepages=hugepages)
+                    progress=progress, hugepages=hugepages)
+        return cls(pool, name)
+
+    def pages(self) -> dict:
+        """{"bytes": the dataset's shards in the pool, "huge_bytes": the part
+        of them on 2 MiB pages}, as every process mapping the pool sees it.
+        Only whole 2 MiB pieces can be on 2 MiB pages: each shard's < 2 MiB
+        ends count as 4 KiB."""
+        return self._store.pages()
 
     def __len__(self) -> int:
         """Number of records."""

@@ -128,10 +128,13 @@ class CXLMemoryPool:
 
     def ingest(self, name: str, source: str | os.PathLike, *, format: str = "auto",
                record_size: Union[int, str] = 0, dtype: Optional[str] = None,
-               progress: Optional[bool] = None) -> None:
+               progress: Optional[bool] = None, hugepages: bool = True) -> None:
         """Import a raw, .npy or Megatron (.bin/.idx) source as dataset name.
         record_size (raw): bytes, or text as the CLI takes it ("4K").
-        Shows a progress bar when stderr is a terminal (progress=None)."""
+        Shows a progress bar when stderr is a terminal (progress=None).
+        The records land on 2 MiB pages where the pool's memory comes in
+        4 KiB pages (shm, numa), at no extra cost; hugepages=False keeps
+        them on 4 KiB pages (CXLDataset.pages() says what they got)."""
         cb: Optional[Callable[[int, int], None]] = None
         bar = None
         if progress or (progress is None and sys.stderr.isatty()):
@@ -145,7 +148,7 @@ class CXLMemoryPool:
         try:
             self._pool.import_(name, os.fspath(source), format=format,
                                record_size=parse_size("record_size", record_size), dtype=dtype,
-                               progress=cb)
+                               progress=cb, hugepages=hugepages)
         finally:
             if bar is not None:
                 bar.close()

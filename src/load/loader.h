@@ -12,6 +12,11 @@
 struct rec_src {
     /* Record id as a view valid for the loader's lifetime. Thread-safe. */
     int (*read)(const void *ctx, uint64_t id, struct cxlp_view *v);
+    /* Optional: views of ids[0..n) at once (one call per batch instead of
+     * one per record); on failure the code of the first bad id and its
+     * index in *bad. NULL: read() per id. Thread-safe. */
+    int (*resolve)(const void *ctx, const uint64_t *ids, size_t n, struct cxlp_view *out,
+                   size_t *bad);
     const void *ctx;
     int fixed;               /* 1: every record is record_size bytes */
     uint64_t record_size;
@@ -19,9 +24,17 @@ struct rec_src {
     /* After a batch during which read_alarm moved: 0 when the source is
      * still intact, else the code (thread's message says why). May be NULL. */
     int (*check)(const void *ctx);
+    int node;                /* NUMA node the records live on; -1 unknown */
 };
 
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,
                       cxlp_index_fn index_fn, void *index_ctx, cxlp_loader **out);
+
+/* The CPUs gather threads of a loader would run on (the process's
+ * affinity, narrowed to node's CPUs when node >= 0 and it has any) and the
+ * node chosen for a source on src_node (-1: none): a CPU-less node, as CXL
+ * memory appears, gives the nearest node with CPUs by the firmware's
+ * distances. For tests and the loader only. */
+int loader_cpus(int node, int src_node, int *chosen_node);
 
 #endif

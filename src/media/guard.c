@@ -11,7 +11,8 @@
  * handler that finds the faulting address inside one maps private zero
  * pages over the lost range (MAP_FIXED) and lets the access retry: the
  * reader reads zeros instead of dying (the private copy-on-write mapping
- * that samples are read through is registered too). The mapping is marked, read_alarm
+ * that samples are read through is registered too, and so is the window
+ * media_huge_bytes maps for its census). The mapping is marked, read_alarm
  * moves (common.h), and the library checks that counter on its read paths
  * (one load) and fails every later call on that pool with CXLP_ECORRUPT naming
  * the object and its new size; the gather engine fails the batch that met
@@ -48,6 +49,7 @@
 struct guarded {
     uintptr_t base;           /* 0: free; published last (release) */
     uint64_t size;
+    uint64_t off;             /* object offset of base */
     int fd;
     int prot;
     uint64_t lost_from;       /* first lost offset; UINT64_MAX while intact */
@@ -93,10 +95,10 @@ static void on_sigbus(int sig, siginfo_t *si, void *uc)
             if (fstat(g->fd, &st) == 0) {
                 now = (uint64_t)st.st_size;
                 uint64_t cut = (now + pg - 1) & ~(pg - 1);
-                if (cut <= at)
-                    from = cut;
+                if (cut <= g->off + at)
+                    from = cut > g->off ? cut - g->off : 0;
             }
-            uint64_t len = from == at && now > at ? pg : g->size - from;
+            uint64_t len = from == at && now > g->off + at ? pg : g->size - from;
             void *r = mmap((void *)(b + from), (size_t)len, g->prot,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
             if (r == MAP_FAILED)
@@ -137,7 +139,7 @@ static void install(void)
     sigaction(SIGBUS, &sa, &previous);
 }
 
-static void add(uintptr_t base, uint64_t size, int fd, int prot)
+static void add(uintptr_t base, uint64_t size, uint64_t off, int fd, int prot)
 {
     pthread_once(&once, install);
     pthread_mutex_lock(&table_mu);
@@ -146,6 +148,7 @@ static void add(uintptr_t base, uint64_t size, int fd, int prot)
         if (g->base)
             continue;
         g->size = size;
+        g->off = off;
         g->fd = fd;
         g->prot = prot;
         g->lost_from = UINT64_MAX;
@@ -160,13 +163,18 @@ static void add(uintptr_t base, uint64_t size, int fd, int prot)
 void media_guard_add(struct media *m)
 {
     if (m->base && m->fd >= 0)
-        add((uintptr_t)m->base, m->size, m->fd, PROT_READ | (m->writable ? PROT_WRITE : 0));
+        add((uintptr_t)m->base, m->size, 0, m->fd, PROT_READ | (m->writable ? PROT_WRITE : 0));
 }
 
 void media_guard_add_private(struct media *m, void *base)
 {
     if (base && m->fd >= 0)
-        add((uintptr_t)base, m->size, m->fd, PROT_READ | PROT_WRITE);
+        add((uintptr_t)base, m->size, 0, m->fd, PROT_READ | PROT_WRITE);
+}
+
+void media_guard_add_window(const struct media *m, void *base, uint64_t off, uint64_t len)
+{
+    add((uintptr_t)base, len, off, m->fd, PROT_READ);
 }
 
 static struct guarded *find(uintptr_t base)
@@ -175,6 +183,15 @@ static struct guarded *find(uintptr_t base)
         if (base && at_load_relaxed(&table[i].base) == base)
             return &table[i];
     return NULL;
+}
+
+void media_guard_del_window(void *base)
+{
+    pthread_mutex_lock(&table_mu);
+    struct guarded *g = find((uintptr_t)base);
+    if (g)
+        at_store_release(&g->base, 0);
+    pthread_mutex_unlock(&table_mu);
 }
 
 void media_guard_del(struct media *m)

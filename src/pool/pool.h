@@ -39,6 +39,8 @@ int attach_noncoherent(const struct attach *a);
 int attach_private(struct attach *a, uint8_t **base);
 /* media_collapse of [off, off+len) of the attachment's mapping. */
 int attach_collapse(struct attach *a, uint64_t off, uint64_t len);
+/* The attachment's media (kind, node, descriptor, mapping); borrowed. */
+const struct media *attach_media(const struct attach *a);
 /* Lease pins: while pinned, extents visible in catalog generation gen are
  * not reused. pin returns a token for unpin. Thread-safe. */
 void attach_pin(struct attach *a, uint64_t gen);
@@ -104,8 +106,13 @@ int pool_write_fd(cxlp_pool *p);
  * CXLP_EFULL with a message when they do not all fit (nothing committed);
  * -ENOSPC (the media's error) when backing fails (all given back). out[i]
  * gets extent i. pool_reserve is the n = 1 case. */
-int pool_reserve_many(cxlp_pool *p, const uint64_t *lens, uint64_t n, struct pool_extent *out);
+int pool_reserve_many(cxlp_pool *p, const uint64_t *lens, uint64_t n, int huge,
+                      struct pool_extent *out);
 int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out);
+/* pool_reserve_many and pool_reserve, with huge != 0: the whole 2 MiB
+ * pieces of each extent are backed by 2 MiB pages where the media allows
+ * (media_prepare_huge), so what is written there lands on them with no copy. */
+int pool_reserve_pages(cxlp_pool *p, uint64_t len, int huge, struct pool_extent *out);
 /* Returns reservations (or pieces of them: off..off+len inside one) to free
  * space, all n in one transaction; CXLP_EARG (nothing returned) when one is
  * not this process's. Extents of length 0 are skipped. */

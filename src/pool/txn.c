@@ -196,7 +196,8 @@ int txn_commit(struct txn *t, int faults)
     return 0;
 }
 
-int pool_reserve_many(cxlp_pool *p, const uint64_t *lens, uint64_t n, struct pool_extent *out)
+int pool_reserve_many(cxlp_pool *p, const uint64_t *lens, uint64_t n, int huge,
+                      struct pool_extent *out)
 {
     int rc = writable_handle(p, "pool_reserve");
     if (rc)
@@ -266,7 +267,9 @@ out:
      * extents are reservations of this process, so nothing else touches
      * them meanwhile; a failure gives them all back. */
     for (uint64_t i = 0; rc == 0 && i < n; i++) {
-        int prc = media_prepare(&p->a->m, e[i].off, e[i].len); /* punches back on failure */
+        /* each gives its range back on failure */
+        int prc = huge ? media_prepare_huge(&p->a->m, e[i].off, e[i].len)
+                       : media_prepare(&p->a->m, e[i].off, e[i].len);
         if (prc) {
             rc = seterr(&p->obj, prc, "%s: cannot back %llu bytes at %#llx: %s", p->a->m.path,
                         (unsigned long long)e[i].len, (unsigned long long)e[i].off,
@@ -283,9 +286,14 @@ out:
     return rc;
 }
 
+int pool_reserve_pages(cxlp_pool *p, uint64_t len, int huge, struct pool_extent *out)
+{
+    return pool_reserve_many(p, &len, 1, huge, out);
+}
+
 int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out)
 {
-    return pool_reserve_many(p, &len, 1, out);
+    return pool_reserve_pages(p, len, 0, out);
 }
 
 /* Index of this process's reservation containing [off, off+len), or -1.

@@ -319,6 +319,46 @@ int store_check(const void *s)
     return attach_lost(((const cxlp_store *)s)->a, NULL);
 }
 
+int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, struct cxlp_view *out,
+                  size_t *bad)
+{
+    /* read_alarm raised: each record through cxlp_store_read's guarded path */
+    if (s->per_shard && s->ds.schema.fixed && read_alarm_now() == 0) {
+        /* Fixed-size records in equal shards: the shard is one multiply-high
+         * away and the record one multiply into it; shard_open checked
+         * n_records * record_size == data_len, and id < count keeps the
+         * in-shard index below the shard's count, so no other check is
+         * needed. The loop has no call and no branch per record but the
+         * range check, so the copies' loads can start early. */
+        const uint64_t rs = s->ds.schema.record_size, per = s->per_shard, cnt = s->count;
+        const struct shard *sh = s->shards;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t id = ids[i];
+            if (__builtin_expect(id >= cnt, 0)) {
+                *bad = i;
+                return cxlp_store_read(s, id, &out[i]); /* the message */
+            }
+            uint64_t k = fastdiv(id, s->per_div);
+            out[i].data = sh[k].data + (id - k * per) * rs;
+            out[i].len = rs;
+        }
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = cxlp_store_read(s, ids[i], &out[i]);
+        if (rc) {
+            *bad = i;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int store_numa_node(const cxlp_store *s)
+{
+    return attach_media(s->a)->numa_node;
+}
+
 int cxlp_store_hugepages(cxlp_store *s)
 {
     if (!s || s->obj.magic != OBJ_MAGIC)
@@ -339,6 +379,28 @@ int cxlp_store_hugepages(cxlp_store *s)
         return seterr(NULL, first, "dataset %s: shard %" PRIu64 " (pool offset %" PRIu64 ") and "
                       "maybe others stay on 4 KiB pages: %s", s->name, failed_at,
                       s->loc[failed_at].off, cxlp_strerror(first));
+    return 0;
+}
+
+int cxlp_store_pages(const cxlp_store *s, uint64_t *bytes, uint64_t *huge_bytes)
+{
+    if (!s || s->obj.magic != OBJ_MAGIC || !bytes || !huge_bytes)
+        return seterr(NULL, CXLP_EARG, "store_pages: NULL argument or not a store handle");
+    struct media_range *r = malloc((s->n_shards ? s->n_shards : 1) * sizeof *r);
+    if (!r)
+        return seterr(NULL, -ENOMEM, "dataset %s: out of memory", s->name);
+    uint64_t total = 0, whole;
+    for (uint64_t k = 0; k < s->n_shards; k++) {
+        r[k] = (struct media_range){s->loc[k].off, s->loc[k].len};
+        total += s->loc[k].len;
+    }
+    int rc = media_huge_bytes(attach_media(s->a), r, s->n_shards, &whole, huge_bytes);
+    free(r);
+    if (!rc)
+        *bytes = total;
+    if (rc)
+        return seterr(NULL, rc, "dataset %s: reading the page sizes of its shards: %s", s->name,
+                      cxlp_strerror(rc));
     return 0;
 }
 

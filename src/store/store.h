@@ -47,4 +47,13 @@ int store_check(const void *store);
 int writer_direct_var(cxlp_writer *w, uint64_t bytes, uint64_t n, void **dst);
 int writer_commit_var(cxlp_writer *w, const uint64_t *lens, uint64_t n);
 
+/* Views of records ids[0..n) into out[] (what cxlp_store_read gives for
+ * each, without a call per record where the layout allows: fixed-size
+ * records in equal shards). 0, or the first failure's code with *bad its
+ * index in ids and the message in cxlp_errmsg(NULL). Thread-safe. */
+int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, struct cxlp_view *out,
+                  size_t *bad);
+/* NUMA node the dataset's memory is bound to (numa pools), else -1. */
+int store_numa_node(const cxlp_store *s);
+
 #endif

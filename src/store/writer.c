@@ -71,6 +71,7 @@ struct cxlp_writer {
     char name[CXLP_NAME_MAX];
     struct cxlp_schema schema;
     uint64_t unit;            /* record_size (fixed) or element size (var) */
+    int huge;                 /* reservations on 2 MiB pages where the media allows */
     uint64_t shard_bytes;
     uint64_t expected;
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
@@ -154,7 +155,7 @@ static int reserve_batch(cxlp_writer *w, const uint64_t *lens, uint64_t n, int t
     if (grow(w, &w->spare, &w->cap_spare, w->n_spare + n, sizeof *w->spare) ||
         grow(w, &w->res, &w->cap_res, w->n_res + 1, sizeof *w->res))
         return w->failed;
-    int rc = pool_reserve_many(w->p, lens, n, w->spare + w->n_spare);
+    int rc = pool_reserve_many(w->p, lens, n, w->huge, w->spare + w->n_spare);
     if (rc == CXLP_EARG) /* our lengths are nonzero: one exceeds the whole data area */
         rc = CXLP_EFULL;
     if (rc)
@@ -391,6 +392,7 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
     w->schema = norm;
     w->unit = schema_unit(&norm);
     w->shard_bytes = opts && opts->shard_bytes ? opts->shard_bytes : DEFAULT_SHARD_BYTES;
+    w->huge = !(opts && opts->no_hugepages);
     w->expected = opts ? opts->expected_bytes : 0;
     w->progress = opts ? opts->progress : NULL;
     w->progress_ctx = opts ? opts->progress_ctx : NULL;

@@ -49,7 +49,7 @@ class Opts(ctypes.Structure):
     _fields_ = [("format", ctypes.c_int), ("record_size", ctypes.c_uint64),
                 ("dtype", ctypes.c_int), ("shard_bytes", ctypes.c_uint64),
                 ("progress", ctypes.c_void_p), ("progress_ctx", ctypes.c_void_p),
-                ("allow_empty", ctypes.c_int)]
+                ("allow_empty", ctypes.c_int), ("no_hugepages", ctypes.c_int)]
 
 
 PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64)
