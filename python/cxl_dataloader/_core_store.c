@@ -126,8 +126,8 @@ static PyObject *store_get(StoreObject *self, PyObject *arg)
                             PyLong_AsLongLong(arg), (unsigned long long)n);
     struct cxlp_view v;
     int rc = cxlp_store_read(self->s, (uint64_t)i, &v);
-    if (rc)
-        return core_raise(rc, self->s);
+    if (rc) /* the read path writes the calling thread's message only */
+        return core_raise(rc, NULL);
     PyObject *owner;
     void *data = store_export(self, v.data, v.len, &owner);
     if (!data)

@@ -29,7 +29,9 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/atomic.h"
 #include "common/fastdiv.h"
+#include "common/flush.h"
 #include "pool/pool.h"
 #include "store/shard.h"
 #include "store/store.h"
@@ -48,10 +50,13 @@ struct cxlp_store {
     struct pool_shard *loc;   /* catalog locations, for messages and verify */
     const int64_t *docs;      /* NULL when absent */
     const char *name;         /* ds.info.name */
+    int nc;                   /* non-coherent pool: invalidate before reading */
 };
 
 static void store_free(cxlp_store *s)
 {
+    if (s->nc) /* the read path's closer look is for us no longer */
+        at_fetch_sub_acq_rel(&read_alarm, 1);
     if (s->a) {
         attach_unpin(s->a, s->gen);
         attach_unref(s->a);
@@ -70,6 +75,22 @@ static int open_fail(cxlp_store *s, cxlp_pool *p, int rc)
     return rc;
 }
 
+/* shard_open, after dropping stale lines of the header and the index on a
+ * non-coherent pool: the header first (it says where the index is), then
+ * the index, then open again on fresh lines. */
+static int open_shard(const cxlp_store *s, struct shard *sh, const uint8_t *p, uint64_t len,
+                      char *err, size_t errlen)
+{
+    if (!s->nc)
+        return shard_open(sh, p, len, err, errlen);
+    cache_invalidate(p, MIN(len, (uint64_t)SHARD_DATA_OFF));
+    int rc = shard_open(sh, p, len, err, errlen);
+    if (rc || sh->index_len == 0)
+        return rc;
+    cache_invalidate(p + sh->index_off, sh->index_len);
+    return shard_open(sh, p, len, err, errlen);
+}
+
 /* Checks the catalog record and every shard against the mapping. */
 static int store_validate(cxlp_store *s)
 {
@@ -86,13 +107,15 @@ static int store_validate(cxlp_store *s)
     uint64_t next = 0, bytes = 0;
     for (uint64_t k = 0; k < s->n_shards; k++) {
         const struct pool_shard *l = &s->loc[k];
+        /* a pool has one media, its own (index 0): any other value is a
+         * catalog no writer of this format produces */
         if (l->media != 0)
-            return seterr(&s->obj, CXLP_EUNSUPPORTED, "dataset %s shard %" PRIu64 ": on media %u, "
-                          "this build reads shards in the pool's own media only", s->name, k, l->media);
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": media %u does not "
+                          "exist (the pool's only media is 0)", s->name, k, l->media);
         if (!range_ok(l->off, l->len, size) || l->off % 8)
             return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": extent [%" PRIu64 ", +%" PRIu64 ") "
                           "outside the pool of %" PRIu64 " bytes or misaligned", s->name, k, l->off, l->len, size);
-        rc = shard_open(&s->shards[k], base + l->off, l->len, err, sizeof err);
+        rc = open_shard(s, &s->shards[k], base + l->off, l->len, err, sizeof err);
         if (rc)
             return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
                           s->name, k, l->off, err);
@@ -140,6 +163,8 @@ static int store_validate(cxlp_store *s)
                           "does not hold %" PRIu64 "+1 entries inside the pool", s->name, ds->docs.off,
                           ds->docs.len, ds->info.n_docs);
         const int64_t *d = (const int64_t *)(base + ds->docs.off);
+        if (s->nc)
+            cache_invalidate(d, ds->docs.len);
         int64_t prev = 0;
         for (uint64_t i = 0; i <= ds->info.n_docs; i++) {
             int64_t v = d[i];
@@ -173,6 +198,9 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
     }
     s->name = s->ds.info.name;
     s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';
+    s->nc = attach_noncoherent(s->a);
+    if (s->nc) /* every read of this store takes the closer look */
+        at_fetch_add_acq_rel(&read_alarm, 1);
     s->n_shards = s->ds.n_shards;
     if (s->n_shards != s->ds.info.n_shards) {
         seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: %u shards listed, %u in the record", s->name,
@@ -244,7 +272,9 @@ __attribute__((cold, noinline)) static int read_corrupt(const cxlp_store *s, uin
                   s->name, k, s->loc[k].off, err);
 }
 
-int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
+/* Record idx as a view: the read path proper. */
+__attribute__((always_inline)) static inline int locate(const cxlp_store *s, uint64_t idx,
+                                                      struct cxlp_view *v)
 {
     if (__builtin_expect(idx >= s->count, 0))
         return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " past the end (%" PRIu64 " records)",
@@ -299,10 +329,44 @@ int cxlp_store_spans(const cxlp_store *s, uint64_t first, uint64_t n, struct cxl
     return 0;
 }
 
+/* The read path's rare cases, out of line so the common one keeps a lean
+ * frame; taken whenever read_alarm is raised: the object shrank under the
+ * mapping, or the lease was lost (attach_lost says so), or some store of a
+ * non-coherent pool is open (if this is one: the record's lines may be stale
+ * in our caches, an extent reused since we last read it). */
+__attribute__((cold, noinline)) static int read_guarded(const cxlp_store *s, uint64_t idx,
+                                                        struct cxlp_view *v)
+{
+    int rc = attach_lost(s->a, NULL);
+    if (rc)
+        return rc;
+    struct cxlp_view w;
+    if ((rc = locate(s, idx, &w)))
+        return rc;
+    if (s->nc)
+        cache_invalidate(w.data, w.len);
+    *v = w;
+    return 0;
+}
+
+int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
+{
+    /* one compare of a global more than a plain read */
+    if (__builtin_expect(read_alarm_now() != 0, 0))
+        return read_guarded(s, idx, v);
+    return locate(s, idx, v);
+}
+
+int store_check(const void *s)
+{
+    return attach_lost(((const cxlp_store *)s)->a, NULL);
+}
+
 int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, struct cxlp_view *out,
                   size_t *bad)
 {
-    if (s->per_shard && s->ds.schema.fixed) {
+    /* read_alarm raised: each record through cxlp_store_read's guarded path */
+    if (s->per_shard && s->ds.schema.fixed && read_alarm_now() == 0) {
         /* Fixed-size records in equal shards: the shard is one multiply-high
          * away and the record one multiply into it; shard_open checked
          * n_records * record_size == data_len, and id < count keeps the
@@ -416,11 +480,16 @@ int cxlp_store_verify(cxlp_store *s)
     char err[ERRMSG_MAX];
     if (!s || s->obj.magic != OBJ_MAGIC)
         return seterr(NULL, CXLP_EARG, "store_verify: not a store handle");
+    int lost = attach_lost(s->a, &s->obj);
+    if (lost)
+        return lost;
     const uint8_t *base = attach_base(s->a);
     for (uint64_t k = 0; k < s->n_shards; k++) {
         const struct pool_shard *l = &s->loc[k];
         struct shard sh;
         /* re-open: the header may have changed since cxlp_store_open */
+        if (s->nc)
+            cache_invalidate(base + l->off, l->len);
         int rc = shard_open(&sh, base + l->off, l->len, err, sizeof err);
         if (!rc && (sh.n_records != s->shards[k].n_records || sh.data_len != s->shards[k].data_len)) {
             rc = CXLP_ECORRUPT;
@@ -433,6 +502,8 @@ int cxlp_store_verify(cxlp_store *s)
                           s->name, k, l->off, l->len, err);
     }
     if (s->docs) {
+        if (s->nc)
+            cache_invalidate(s->docs, s->ds.docs.len);
         uint64_t h = XXH3_64bits(s->docs, s->ds.docs.len);
         if (h != s->ds.docs_checksum)
             return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: document index (pool offset %" PRIu64 ", %" PRIu64 " bytes): "
