@@ -21,6 +21,9 @@ struct rec_src {
     int fixed;               /* 1: every record is record_size bytes */
     uint64_t record_size;
     int dtype;               /* element type of variable-size records */
+    /* After a batch during which read_alarm moved: 0 when the source is
+     * still intact, else the code (thread's message says why). May be NULL. */
+    int (*check)(const void *ctx);
     int node;                /* NUMA node the records live on; -1 unknown */
     struct tier_engine *tier;/* tiered datasets: batches are made resident and
                                 pinned by it (tier/engine.c); the loader owns it */

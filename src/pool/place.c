@@ -33,6 +33,19 @@
  * wants to copy the same shard into the same tier gets CXLP_EBUSY and waits
  * for the word instead of reading the shard twice (one copy per host).
  *
+ * Across hosts (host.c, docs/hosts.md). A word is changed only by the holder
+ * of the cross-host writer lock, and fenced like a catalog publish: right
+ * before each word store the writer checks that the lock word is still its
+ * own and its beat fresh (host_lock_check), and the store is a CAS from the
+ * word it read under the lock, so a writer deposed while stopped changes no
+ * location when it resumes (its flip then fails at the generation CAS, and
+ * a word stored in step 1 goes back). Reservations and the leases whose
+ * epoch pins hold dropped copies name their domain and expire by the
+ * heartbeat rule like any other. On a non-coherent pool the copy's bytes are
+ * written back and fenced before step 1, every word store is written back,
+ * and readers invalidate a word before loading it and the copy's lines
+ * before reading them (store layer).
+ *
  * Rejected: a copy-on-write catalog entry per placement (the catalog would
  * grow with the number of copies and every staged shard would copy it);
  * copies tracked only in private memory of the process that staged them
@@ -45,7 +58,8 @@
 #include <unistd.h>
 
 #include "common/atomic.h"
-#include "pool/pool_internal.h"
+#include "common/flush.h"
+#include "pool/host.h"
 
 /* The words of shard k, or NULL with a message when the dataset is gone or
  * k is out of range. */
@@ -71,13 +85,32 @@ int word_names(const struct attach *a, const struct cat *c, uint64_t states_off,
         return 0;
     const uint64_t *st = attach_states(a, states_off);
     /* pairs with the release stores of place.c */
-    uint64_t w = at_load_acquire(&st[shard * attach_stride(a) + 1 + tier]);
+    uint64_t w = host_load(a, &st[shard * attach_stride(a) + 1 + tier]);
     return loc_present(w) && loc_off(w) == off;
 }
 
 static void word_sync(struct attach *a, const uint64_t *w)
 {
     (void)media_sync(&a->m, (uint64_t)((const uint8_t *)w - (const uint8_t *)a->m.base), 8);
+}
+
+/* The fenced change of a location word, under the writer lock: 0 when the
+ * word went from old to new; CXLP_EBUSY when the lock was lost (a writer
+ * deposed while stopped changes nothing) or the word moved (which only a
+ * writer that took the lock from us can have done). Release order and, on a
+ * non-coherent pool, write-back (host_cas); durable on file media. */
+static int word_set(struct txn *t, uint64_t *w, uint64_t old, uint64_t new)
+{
+    struct attach *a = t->p->a;
+    int rc = host_lock_check(a, &t->lock, &t->p->obj);
+    if (rc)
+        return rc;
+    /* pairs with the acquire loads of readers (store_word) */
+    if (!host_cas(a, w, &old, new))
+        return seterr(&t->p->obj, CXLP_EBUSY, "%s: a location word changed under the writer "
+                      "lock (another writer took it over): nothing changed", a->m.path);
+    word_sync(a, w);
+    return 0;
 }
 
 static void ctr_add(struct attach *a, uint32_t t, size_t field, uint64_t v)
@@ -121,7 +154,7 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
         goto out;
     }
     /* pairs with the release stores below */
-    if (loc_present(at_load_acquire(&w[tier]))) {
+    if (loc_present(host_load(a, &w[tier]))) {
         rc = CXLP_EEXIST; /* nothing to do: the caller reads the copy */
         goto out;
     }
@@ -153,10 +186,9 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
     }
     if ((rc = pool_back(p, attach_media(a, obj), off, len, 0)))
         goto out;
-    pid_t pid = getpid();
-    struct cat_resv r = {.off = off, .len = len, .pid = (uint64_t)pid,
-                         .starttime = proc_starttime(pid), .object = obj, .tier = tier,
-                         .target_states = states_off, .target_shard = k};
+    struct cat_resv r = resv_mine(a, off, len, obj, tier);
+    r.target_states = states_off;
+    r.target_shard = k;
     if (arr_push(&t.c.resv, &t.c.n_resv, &t.c.cap_resv, sizeof r, &r)) {
         rc = seterr(&p->obj, -ENOMEM, "pool_copy_reserve: out of memory");
         goto out;
@@ -180,16 +212,16 @@ static int defer_drops(struct txn *t, uint64_t states_off, uint64_t k, const uin
     struct attach *a = t->p->a;
     uint32_t present = 0;
     for (uint32_t d = 0; d < a->L.n_tiers; d++)
-        if (loc_present(at_load_acquire(&w[d]))) /* pairs with the release stores below */
+        if (loc_present(host_load(a, &w[d]))) /* pairs with the release stores below */
             present |= 1u << d;
     if (keep < a->L.n_tiers)
         present |= 1u << keep;
-    /* pairs with at_store_release(&hdr->loc_epoch) below; writers are serialized */
-    const uint64_t freed = at_load_acquire(&a->hdr->loc_epoch) + 1;
+    /* pairs with the release store of hdr->loc_epoch below; writers are serialized */
+    const uint64_t freed = host_load(a, &a->hdr->loc_epoch) + 1;
     *clear = 0;
     *bytes = 0;
     for (uint32_t d = 0; d < a->L.n_tiers; d++) {
-        uint64_t wd = at_load_acquire(&w[d]);
+        uint64_t wd = host_load(a, &w[d]);
         if (!(drop_mask >> d & 1) || d == keep || d == a->L.home || !loc_present(wd) ||
             (only_cache && !(wd & LOC_CACHE)))
             continue;
@@ -208,7 +240,10 @@ static int defer_drops(struct txn *t, uint64_t states_off, uint64_t k, const uin
     return 0;
 }
 
-/* After the flip: clears the dropped words, grows the epoch. */
+/* After the flip: clears the dropped words, grows the epoch. A writer
+ * deposed since its flip clears nothing: the frees it deferred name words
+ * that still name their copies, so the next writer's reclaim cancels them
+ * and the copies stay (consistent; pool_check agrees). */
 static void apply_drops(struct txn *t, uint64_t *w, uint32_t clear, uint64_t len)
 {
     struct attach *a = t->p->a;
@@ -218,15 +253,15 @@ static void apply_drops(struct txn *t, uint64_t *w, uint32_t clear, uint64_t len
     for (uint32_t d = 0; d < a->L.n_tiers; d++) {
         if (!(clear >> d & 1))
             continue;
-        /* pairs with the acquire loads of readers (store_locate) */
-        at_store_release(&w[d], loc_next_absent(at_load_relaxed(&w[d])));
-        word_sync(a, &w[d]);
+        uint64_t old = host_load(a, &w[d]);
+        if (word_set(t, &w[d], old, loc_next_absent(old)))
+            return;
         ctr_add(a, d, offsetof(struct pool_tier_ctr, bytes_out), len);
         ctr_add(a, d, offsetof(struct pool_tier_ctr, evictions), 1);
     }
     fault_point("drop-after-clear");
-    /* pairs with at_load_acquire(&hdr->loc_epoch) in attach_pin_epoch */
-    at_store_release(&a->hdr->loc_epoch, at_load_relaxed(&a->hdr->loc_epoch) + 1);
+    /* pairs with the acquire load of hdr->loc_epoch in attach_pin_epoch */
+    host_store(a, &a->hdr->loc_epoch, host_load(a, &a->hdr->loc_epoch) + 1);
     at_fence_seq_cst();
     (void)media_sync(&a->m, offsetof(struct pool_hdr, loc_epoch), 8);
 }
@@ -243,7 +278,8 @@ int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier
     int64_t ri = -1;
     for (uint64_t i = 0; i < t.c.n_resv; i++) {
         const struct cat_resv *r = &t.c.resv[i];
-        if (r->pid == (uint64_t)getpid() && r->object == obj && r->off == ext.off &&
+        if (r->pid == (uint64_t)getpid() && r->host == a->self.key && r->object == obj &&
+            r->off == ext.off &&
             r->target_states == states_off && r->target_shard == k && r->tier == tier)
             ri = (int64_t)i;
     }
@@ -258,7 +294,7 @@ int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier
     uint64_t len;
     uint64_t *w = words_of(&t, states_off, k, &len);
     /* pairs with the release stores of this file */
-    if (!w || loc_present(at_load_acquire(&w[tier])) || len != r.len) {
+    if (!w || loc_present(host_load(a, &w[tier])) || len != r.len) {
         /* the dataset went, or the copy is there already: give the room back */
         rc = ext_free(&t.c, obj, r.off, r.len);
         if (!rc)
@@ -273,14 +309,25 @@ int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier
         rc = seterr(&p->obj, -ENOMEM, "pool_copy_place: out of memory");
         goto out;
     }
+    if (a->noncoherent) {
+        /* the copy's bytes reach memory before any word names them */
+        const struct media *m = attach_media(a, obj);
+        if (m->base)
+            cache_writeback((const uint8_t *)m->base + ext.off, len);
+        cache_fence();
+    }
     /* 1: the copy is visible; its reservation still names it (adoption) */
-    at_store_release(&w[tier], loc_next_present(at_load_relaxed(&w[tier]), ext.off, cache));
-    word_sync(a, &w[tier]);
+    const uint64_t was = host_load(a, &w[tier]), now = loc_next_present(was, ext.off, cache);
+    if ((rc = word_set(&t, &w[tier], was, now)))
+        goto out;
     fault_point("place-before-flip");
     /* 2 */
     if ((rc = txn_commit(&t, 0))) {
-        /* nothing flipped: the word goes back, the reservation stays ours */
-        at_store_release(&w[tier], loc_next_absent(at_load_relaxed(&w[tier])));
+        /* nothing flipped: the word goes back (if still ours to change), the
+         * reservation stays ours */
+        uint64_t cur = now;
+        if (host_cas(a, &w[tier], &cur, loc_next_absent(now)))
+            word_sync(a, &w[tier]);
         goto out;
     }
     ctr_add(a, tier, offsetof(struct pool_tier_ctr, bytes_in), len);
@@ -361,7 +408,7 @@ int pool_drop_one_cache(cxlp_pool *p, uint32_t tier, uint64_t skip_states, uint6
             continue;
         const uint64_t *st = attach_states(a, d->states.off);
         for (uint64_t k = 0; k < d->d.n_shards && !*bytes && !rc; k++) {
-            uint64_t w = at_load_acquire(&st[k * stride + 1 + tier]); /* pairs with the stores here */
+            uint64_t w = host_load(a, &st[k * stride + 1 + tier]); /* pairs with the stores here */
             if (loc_present(w) && (w & LOC_CACHE)) {
                 rc = pool_copy_drop(p, d->states.off, k, 1u << tier, 1, bytes);
                 if (rc == CXLP_ENOTFOUND)
@@ -383,15 +430,12 @@ int pool_copy_keep(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier,
     uint64_t *w = words_of(&t, states_off, k, &len);
     if (!w) {
         rc = gone(p, states_off, k);
-    } else if (!loc_present(at_load_acquire(&w[tier]))) {
+    } else if (!loc_present(host_load(p->a, &w[tier]))) {
         rc = CXLP_ENOTFOUND; /* no copy there (evicted meanwhile) */
     } else {
-        uint64_t old = at_load_relaxed(&w[tier]);
-        if (!!(old & LOC_CACHE) != !!cache) {
-            /* same copy, new version: a reader that loaded either reads it */
-            at_store_release(&w[tier], loc_next_present(old, loc_off(old), cache));
-            word_sync(p->a, &w[tier]);
-        }
+        uint64_t old = host_load(p->a, &w[tier]);
+        if (!!(old & LOC_CACHE) != !!cache) /* same copy, new version: either word reads it */
+            rc = word_set(&t, &w[tier], old, loc_next_present(old, loc_off(old), cache));
     }
     txn_end(&t);
     return rc;

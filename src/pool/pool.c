@@ -32,7 +32,14 @@
 #include <xxhash.h>
 
 #include "common/atomic.h"
-#include "pool/pool_internal.h"
+#include "common/flush.h"
+#include "pool/host.h"
+
+_Static_assert(sizeof(struct pool_hdr) <= POOL_HOST_OFF, "header overlaps the host registry");
+_Static_assert(sizeof(struct pool_host) == 64, "registry entries are one cacheline");
+_Static_assert(POOL_HOST_OFF + POOL_HOSTS * sizeof(struct pool_host) <= POOL_HDR_SIZE,
+               "host registry outside the header page");
+_Static_assert(sizeof(struct pool_lease) == POOL_LEASE_SIZE, "lease slots are one cacheline");
 
 #define ERRLEN 384
 
@@ -41,11 +48,13 @@ uint64_t pool_layout_signature(void)
     const uint64_t facts[] = {
         sizeof(struct pool_hdr), offsetof(struct pool_hdr, checksum),
         offsetof(struct pool_hdr, tiers), offsetof(struct pool_hdr, objects),
-        offsetof(struct pool_hdr, gen), offsetof(struct pool_hdr, loc_epoch),
-        offsetof(struct pool_hdr, boot), offsetof(struct pool_hdr, lock),
-        offsetof(struct pool_hdr, ctr), sizeof(pthread_mutex_t), _Alignof(pthread_mutex_t),
-        sizeof(struct pool_tier), sizeof(struct pool_object), sizeof(struct pool_tier_ctr),
-        sizeof(struct pool_objhdr), POOL_MAX_TIERS, POOL_MAX_OBJECTS,
+        offsetof(struct pool_hdr, gen), offsetof(struct pool_hdr, wlock),
+        offsetof(struct pool_hdr, clock), offsetof(struct pool_hdr, loc_epoch),
+        offsetof(struct pool_hdr, ctr), sizeof(struct pool_tier), sizeof(struct pool_object),
+        sizeof(struct pool_tier_ctr), sizeof(struct pool_objhdr), POOL_MAX_TIERS,
+        POOL_MAX_OBJECTS, sizeof(struct pool_host), POOL_HOST_OFF, POOL_HOSTS,
+        POOL_EPOCH_BITS, POOL_TICK_MS, offsetof(struct pool_lease, min_epoch),
+        offsetof(struct pool_lease, host), offsetof(struct pool_lease, beat),
         sizeof(struct pool_lease), sizeof(struct cat_hdr), sizeof(struct cat_ds),
         sizeof(struct pool_dataset), offsetof(struct pool_dataset, schema),
         offsetof(struct pool_dataset, docs), offsetof(struct pool_dataset, n_shards),
@@ -113,12 +122,15 @@ int hdr_validate(const struct pool_hdr *hp, uint64_t media_size, struct pool_lay
     memcpy(&h, hp, offsetof(struct pool_hdr, gen));
     if (memcmp(h.magic, POOL_MAGIC, sizeof h.magic) != 0)
         return seterr(o, CXLP_EFORMAT, "%s: bad magic (not a cxlpool pool)", path);
-    if (h.version == 1)
+    if (h.version == 1 || h.version == 2)
         return seterr(o, CXLP_EFORMAT,
-                      "%s: format version 1 (a pool of one tier whose catalog lists every "
-                      "shard), this build reads version %u: recreate the pool and ingest "
-                      "the datasets again (cxlpool create, cxlpool ingest)",
-                      path, POOL_FORMAT_VERSION);
+                      "%s: format version %u (%s, a catalog that lists every shard), this "
+                      "build reads format version %u (hosts and tiers: shard tables and "
+                      "location words); no converter exists: recreate the pool with this build "
+                      "and ingest the datasets again (cxlpool create, cxlpool ingest; "
+                      "docs/pool-format.md)",
+                      path, h.version, h.version == 1 ? "one host, one tier" : "hosts, one tier",
+                      POOL_FORMAT_VERSION);
     if (h.version != POOL_FORMAT_VERSION)
         return seterr(o, CXLP_EFORMAT, "%s: format version %u, this build reads %u",
                       path, h.version, POOL_FORMAT_VERSION);
@@ -156,6 +168,10 @@ int hdr_validate(const struct pool_hdr *hp, uint64_t media_size, struct pool_lay
         return seterr(o, CXLP_ECORRUPT, "%s: data area %#llx+%llu is invalid (pool %llu bytes)",
                       path, (unsigned long long)h.data_off, (unsigned long long)h.data_len,
                       (unsigned long long)h.size);
+    if (h.flags & ~POOL_F_NONCOHERENT || h.expiry_ms < POOL_MIN_EXPIRY_MS ||
+        h.expiry_ms > POOL_MAX_EXPIRY_MS)
+        return seterr(o, CXLP_ECORRUPT, "%s: flags %#x or expiry %llu ms invalid", path,
+                      h.flags, (unsigned long long)h.expiry_ms);
     memset(L, 0, sizeof *L);
     L->size = h.size;
     L->lease_off = h.lease_off;
@@ -166,6 +182,8 @@ int hdr_validate(const struct pool_hdr *hp, uint64_t media_size, struct pool_lay
     L->cat_bytes = h.cat_bytes;
     L->obj[0].data_off = h.data_off;
     L->obj[0].data_len = h.data_len;
+    L->flags = h.flags;
+    L->expiry_ms = h.expiry_ms;
     return tiers_validate(&h, L, o, path);
 }
 
@@ -190,7 +208,17 @@ int compute_layout_staged(uint64_t size, const struct cxlp_pool_opts *opts,
         return seterr(NULL, CXLP_EARG, "%s: catalog_bytes %llu outside [%llu, %llu]", spec,
                       (unsigned long long)cb, POOL_MIN_CAT_BYTES, POOL_MAX_CAT_BYTES);
     cb = ALIGN_UP(cb, POOL_EXTENT_ALIGN);
+    uint64_t expiry = opts && opts->expiry_ms ? opts->expiry_ms : POOL_DEF_EXPIRY_MS;
+    if (expiry < POOL_MIN_EXPIRY_MS || expiry > POOL_MAX_EXPIRY_MS)
+        return seterr(NULL, CXLP_EARG, "%s: expiry_ms %llu outside [%u, %u]", spec,
+                      (unsigned long long)expiry, POOL_MIN_EXPIRY_MS, POOL_MAX_EXPIRY_MS);
+    uint32_t flags = opts && opts->noncoherent ? POOL_F_NONCOHERENT : 0;
+    if (flags && !cache_available())
+        return seterr(NULL, CXLP_EUNSUPPORTED, "%s: a non-coherent pool needs cache write-back "
+                      "instructions (x86-64 clflush) this CPU or build lacks", spec);
     memset(L, 0, sizeof *L);
+    L->flags = flags;
+    L->expiry_ms = expiry;
     L->lease_off = POOL_HDR_SIZE;
     L->lease_slots = slots;
     L->stage_off = ALIGN_UP(L->lease_off + slots * POOL_LEASE_SIZE, POOL_EXTENT_ALIGN);
@@ -210,16 +238,6 @@ int compute_layout_staged(uint64_t size, const struct cxlp_pool_opts *opts,
     return 0;
 }
 
-static void init_lock(pthread_mutex_t *mu)
-{
-    pthread_mutexattr_t ma;
-    pthread_mutexattr_init(&ma);
-    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(mu, &ma);
-    pthread_mutexattr_destroy(&ma);
-}
-
 void pool_make_uuid(uint8_t uuid[16])
 {
     if (getrandom(uuid, 16, 0) != 16) {
@@ -232,7 +250,9 @@ void pool_make_uuid(uint8_t uuid[16])
 }
 
 /* Writes every metadata structure of a new pool into object 0 (m); magic
- * last. objs[i] describes object i (objs[0]: the pool object itself). */
+ * last. objs[i] describes object i (objs[0]: the pool object itself). The
+ * mutable words start at zero (clock, writer lock, registry) except the
+ * generation (1, epoch 0) and the location epoch (1). */
 int pool_format(struct media *m, const struct pool_layout *L, const struct pool_object *objs,
                 const uint8_t uuid[16])
 {
@@ -273,6 +293,8 @@ int pool_format(struct media *m, const struct pool_layout *L, const struct pool_
     h->extent_align = POOL_EXTENT_ALIGN;
     h->created_unix = (uint64_t)time(NULL);
     h->media_kind = (uint32_t)m->kind;
+    h->flags = L->flags;
+    h->expiry_ms = L->expiry_ms;
     h->n_tiers = L->n_tiers;
     h->n_objects = L->n_objects;
     h->home = L->home;
@@ -287,16 +309,16 @@ int pool_format(struct media *m, const struct pool_layout *L, const struct pool_
     memcpy(h->magic, POOL_MAGIC, sizeof h->magic);
     h->checksum = hdr_checksum(h);
     memset(h->magic, 0, sizeof h->magic);
-    h->gen = 1;
+    h->gen = UINT64_C(1) << POOL_EPOCH_BITS;
     h->loc_epoch = 1;
-    uint8_t bid[16];
-    boot_id(bid);
-    memcpy(h->boot, bid, sizeof bid);
-    init_lock(&h->lock);
+    if (L->flags & POOL_F_NONCOHERENT)
+        cache_writeback(base, L->cat_off + 2 * L->cat_bytes);
     rc = media_sync(m, 0, L->cat_off + 2 * L->cat_bytes);
     if (rc)
         return seterr(NULL, rc, "%s: sync of pool metadata: %s", m->path, cxlp_strerror(rc));
     memcpy(h->magic, POOL_MAGIC, sizeof h->magic);
+    if (L->flags & POOL_F_NONCOHERENT)
+        cache_writeback(h->magic, sizeof h->magic);
     rc = media_sync(m, 0, POOL_HDR_SIZE);
     if (rc)
         return seterr(NULL, rc, "%s: sync of pool header: %s", m->path, cxlp_strerror(rc));
@@ -328,7 +350,15 @@ static int attach_finish(struct attach *a, int want_lease, cxlp_pool **out)
     int rc = hdr_validate(a->m.base, a->m.size, &a->L, &tmp, a->m.path);
     if (rc)
         goto fail;
+    a->noncoherent = (a->L.flags & POOL_F_NONCOHERENT) != 0;
+    a->expiry_ticks = (a->L.expiry_ms + POOL_TICK_MS - 1) / POOL_TICK_MS;
+    if (a->noncoherent && !cache_available()) {
+        rc = seterr(&tmp, CXLP_EUNSUPPORTED, "%s: pool is non-coherent and this CPU has no "
+                    "cache write-back instructions this build uses (x86-64 clflush)", a->m.path);
+        goto fail;
+    }
     a->hdr = a->m.base;
+    a->whdr = a->m.writable ? a->m.base : NULL;
     rc = pool_objects_open(a, &tmp);
     if (rc)
         goto fail;
@@ -338,14 +368,19 @@ static int attach_finish(struct attach *a, int want_lease, cxlp_pool **out)
         if (a->lm.size < a->L.size) {
             media_close(&a->lm);
         } else {
+            a->whdr = a->lm.base;
             a->leases = (struct pool_lease *)((uint8_t *)a->lm.base + a->L.lease_off);
         }
     }
-    attach_boot_check(a);
-    if (want_lease && (a->m.writable || a->lm.base)) {
+    host_identity(&a->self);
+    rc = host_register(a, &tmp);
+    if (rc)
+        goto fail;
+    if (want_lease && a->whdr) {
         rc = attach_lease_claim(a, &tmp);
         if (rc)
             goto fail;
+        host_watch(a);
     }
     struct cat c;
     rc = cat_snapshot(a, &c, 0, NULL, &tmp);
@@ -379,6 +414,7 @@ static struct attach *attach_alloc(void)
     a->lm.fd = -1;
     for (int i = 0; i < POOL_MAX_OBJECTS; i++)
         a->om[i].fd = -1;
+    a->host_idx = POOL_HOSTS;
     return a;
 }
 
@@ -606,6 +642,11 @@ int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
     s.n_tiers = a->L.n_tiers;
     memcpy(s.uuid, a->hdr->uuid, sizeof s.uuid);
     strlcpy0(s.path, a->m.path, sizeof s.path);
+    s.coherent = !a->noncoherent;
+    s.expiry_ms = a->expiry_ticks * POOL_TICK_MS;
+    s.host_id = a->self.host_id;
+    strlcpy0(s.host_id_source, a->self.id_source, sizeof s.host_id_source);
+    s.hosts = host_count(a);
     cat_free(&c);
     *st = s;
     return 0;

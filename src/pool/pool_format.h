@@ -10,8 +10,11 @@
  * names the pool it belongs to.
  *
  *   object 0:
- *   [0, 8192)                     header (struct pool_hdr): geometry, tiers,
- *                                 objects; then the mutable words
+ *   [0, 8192)                     header pages: struct pool_hdr at 0
+ *                                 (geometry, tiers, objects, then the
+ *                                 mutable words), the host registry
+ *                                 (POOL_HOSTS x struct pool_host) at
+ *                                 POOL_HOST_OFF
  *   [lease_off, +lease_slots*64)  lease table, one cacheline per attachment
  *   [stage_off, +stage_bytes)     staging registry (tiered pools; else 0)
  *   [cat_off, +cat_bytes)         catalog slot 0
@@ -28,7 +31,9 @@
  *   cat_off >= stage_off + stage_bytes, cat_off % 4096 = 0
  *   data_off >= cat_off + 2 * cat_bytes, data_off % 2 MiB = 0
  *   data_off + data_len <= size <= media size, data_len % 4096 = 0
- *   catalog slot (gen & 1) holds the blob of generation gen
+ *   catalog slot (G & 1) holds the blob of generation G, where the header's
+ *   gen word is (G << POOL_EPOCH_BITS) | writer epoch
+ *   POOL_MIN_EXPIRY_MS <= expiry_ms <= POOL_MAX_EXPIRY_MS
  *   1 <= n_tiers <= POOL_MAX_TIERS, 1 <= n_objects <= POOL_MAX_OBJECTS,
  *   every tier's object < n_objects; object 0 holds metadata extents
  *
@@ -43,13 +48,21 @@
  *                   word 0 counts accesses (heat, for hot_first), word 1+t
  *                   is the shard's location in tier t (pool/loc.h)
  * A location changes in place by one versioned word store, without a new
- * catalog; the catalog changes only for what the location gives up or takes
- * (a reservation becomes a copy, a copy becomes a deferred free).
+ * catalog, by the holder of the writer lock only (fenced like a publish:
+ * place.c); the catalog changes only for what the location gives up or
+ * takes (a reservation becomes a copy, a copy becomes a deferred free).
+ *
+ * Format 3 is format 2 of the hosts work (host registry, heartbeats, the
+ * cross-host writer lock, coherence flag) with the tiers above; pools of
+ * format 1 or 2 are refused at open with the conversion to use
+ * (docs/pool-format.md).
  *
  * The header splits into an immutable part (covered by checksum, written
  * once at create) and mutable words, each in its own cacheline so that the
- * generation counter that every reader polls does not share a line with the
- * writer mutex that writers bounce between them.
+ * generation word that every reader polls does not share a line with the
+ * writer lock that writers bounce between them, nor with the pool clock
+ * that every attached process advances. docs/hosts.md says what the words
+ * mean across hosts (src/pool/host.c owns them).
  *
  * Rejected: the catalog of format 1, one blob with a record per shard,
  * copied whole on every publish. At 10^6 shards (hundreds of TB of 256 MiB
@@ -62,7 +75,6 @@
 #ifndef CXLP_POOL_FORMAT_H
 #define CXLP_POOL_FORMAT_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,7 +82,7 @@
 
 #define POOL_MAGIC "CXLPOOL"           /* 8 bytes with the NUL */
 #define POOL_OBJ_MAGIC "CXLPOBJ"       /* first page of a tier object */
-#define POOL_FORMAT_VERSION 2u
+#define POOL_FORMAT_VERSION 3u
 #define POOL_HDR_SIZE 8192u
 #define POOL_DATA_ALIGN (2ull << 20)
 #define POOL_LEASE_SIZE 64u
@@ -80,7 +92,22 @@
 #define POOL_MAX_LEASES (1u << 20)
 #define POOL_MAX_CAT_BYTES (1ull << 32)
 #define POOL_SPEC_MAX 232u
-#define CAT_MAGIC 0x00324143504c5843ULL /* "CXLPCA2\0" little-endian */
+#define CAT_MAGIC 0x00334143504c5843ULL /* "CXLPCA3\0" little-endian */
+/* header flags */
+#define POOL_F_NONCOHERENT 1u          /* hosts' caches are not coherent */
+/* gen word = (generation << POOL_EPOCH_BITS) | epoch; the epoch changes at
+ * every acquisition of the writer lock, so a holder that lost the lock
+ * cannot publish (host.c) */
+#define POOL_EPOCH_BITS 20
+#define POOL_EPOCH_MASK ((UINT64_C(1) << POOL_EPOCH_BITS) - 1)
+/* the pool clock advances one tick per POOL_TICK_MS of some live attacher */
+#define POOL_TICK_MS 100u
+#define POOL_DEF_EXPIRY_MS 30000u
+#define POOL_MIN_EXPIRY_MS 500u
+#define POOL_MAX_EXPIRY_MS (24u * 3600u * 1000u)
+/* host registry: in the second header page */
+#define POOL_HOST_OFF 4096u
+#define POOL_HOSTS 48u
 
 /* A tier: where copies of shards live, fastest first (tier 0). */
 enum pool_tier_flag {
@@ -136,17 +163,20 @@ struct pool_hdr {
     uint64_t extent_align;     /* POOL_EXTENT_ALIGN */
     uint64_t created_unix;
     uint32_t media_kind;       /* media of object 0 */
+    uint32_t flags;            /* POOL_F_* */
+    uint64_t expiry_ms;        /* a heartbeat silent this long has expired */
     uint32_t n_tiers;
     uint32_t n_objects;
     uint32_t home;             /* home tier, POOL_NO_HOME when none */
+    uint32_t pad;
     struct pool_tier tiers[POOL_MAX_TIERS];
     struct pool_object objects[POOL_MAX_OBJECTS];
     uint64_t checksum;         /* XXH3-64 */
     /* mutable */
-    _Alignas(64) uint64_t gen;         /* current catalog generation */
+    _Alignas(64) uint64_t gen;         /* (generation << POOL_EPOCH_BITS) | epoch */
+    _Alignas(64) uint64_t wlock;       /* writer lock: 0 or (host+1, pid, beat) */
+    _Alignas(64) uint64_t clock;       /* pool clock, in ticks */
     _Alignas(64) uint64_t loc_epoch;   /* location epoch (loc.h) */
-    _Alignas(64) uint64_t boot[2];     /* boot id the lock/leases belong to */
-    _Alignas(64) pthread_mutex_t lock; /* robust, process-shared writer lock */
     _Alignas(64) struct pool_tier_ctr ctr[POOL_MAX_TIERS];
 };
 
@@ -159,17 +189,34 @@ struct pool_objhdr {
     uint64_t checksum;         /* XXH3-64 of the bytes before it */
 };
 
+/* One liveness domain (host.c): processes that share a host id, a boot and
+ * a PID namespace, so can judge each other by pid. Claimed by CAS of key
+ * from 0; the rest is written after the claim and read for messages and the
+ * reboot rule only. */
+struct pool_host {
+    uint64_t key;              /* XXH3 of (host id, boot id, pid namespace); 0 free */
+    uint64_t host_id;          /* the host's persistent id */
+    uint8_t boot[16];          /* its boot id */
+    uint64_t pidns;            /* inode of its PID namespace */
+    uint64_t beat;             /* pool clock when one of its processes last ran */
+    char name[16];             /* hostname, for messages */
+};
+
 /* One attachment's lease. owner = (seq << 32) | pid; pid 0 means free. seq
  * grows on every claim so a CAS that clears a dead holder cannot hit a new
- * holder that reused the pid (ABA). starttime is valid only when
- * st_seq == seq (written by the claimer after its CAS). */
+ * holder that reused the pid (ABA). host and starttime are valid only when
+ * st_seq == seq (written by the claimer after its CAS); beat is written
+ * before the CAS (so a claim in progress looks fresh) and renewed by the
+ * owner's heartbeat. */
 struct pool_lease {
     uint64_t owner;
     uint64_t st_seq;
     uint64_t starttime;
     uint64_t min_gen;          /* smallest pinned generation; UINT64_MAX none */
     uint64_t min_epoch;        /* smallest pinned location epoch; UINT64_MAX none */
-    uint64_t pad[3];
+    uint64_t host;             /* the owner's domain key (struct pool_host) */
+    uint64_t beat;             /* pool clock at the owner's last heartbeat */
+    uint64_t pad;
 };
 
 /* One shard in a dataset's shard table. len is what the shard occupies from
@@ -212,6 +259,8 @@ struct cat_free {
 struct cat_resv {
     uint64_t off, len;
     uint64_t pid, starttime;   /* owner process */
+    uint64_t host;             /* owner's domain key */
+    uint64_t lease;            /* owner's lease: (slot << 32) | seq */
     uint32_t object, tier;
     uint64_t target_states;    /* states extent offset of the dataset, or 0 */
     uint64_t target_shard;

@@ -31,7 +31,8 @@
 
 struct pool_layout {
     uint64_t size, lease_off, lease_slots, stage_off, stage_bytes, cat_off, cat_bytes;
-    uint32_t n_tiers, n_objects, home, pad;
+    uint32_t n_tiers, n_objects, home, flags; /* flags: POOL_F_* */
+    uint64_t expiry_ms;
     struct pool_tier tiers[POOL_MAX_TIERS];
     struct {
         uint64_t size, data_off, data_len;
@@ -47,8 +48,26 @@ struct pins {
     size_t n, cap;
 };
 
+/* Who this process is, across hosts (host.c): taken at every attach, since
+ * a fork may since have entered another PID namespace. */
+struct host_self {
+    uint64_t host_id;          /* persistent per host (docs/hosts.md) */
+    uint8_t boot[16];          /* boot id */
+    uint64_t pidns;            /* inode of /proc/self/ns/pid */
+    int pid_checks;            /* /proc shows this PID namespace: pids are judged */
+    uint64_t key;              /* domain key: XXH3(host_id, boot, pidns) */
+    char name[16];             /* hostname */
+    char id_source[96];        /* where host_id came from, for `cxlpool stat` */
+};
+
+/* The pool clock as this attachment last saw it (host.c). */
+struct clock_seen {
+    uint64_t tick;             /* value seen */
+    uint64_t since_ns;         /* CLOCK_MONOTONIC when it was first seen */
+};
+
 struct attach {
-    pthread_mutex_t mu;        /* process-local: guards pins */
+    pthread_mutex_t mu;        /* process-local: guards pins, clk, wlock_word */
     uint64_t refs;             /* atomic */
     struct media m;            /* object 0 (read-only for ro handles) */
     struct media lm;           /* ro handles: writable second mapping that
@@ -57,10 +76,20 @@ struct attach {
     struct pool_layout L;
     struct attach_tier t[POOL_MAX_TIERS];
     struct pool_hdr *hdr;      /* header in m */
+    struct pool_hdr *whdr;     /* writable view of the header (m or lm); NULL if none */
     struct pool_lease *leases; /* lease table, writable when lease != NULL */
     struct pool_lease *lease;  /* own slot; NULL when leaseless */
     uint64_t lease_seq;
+    uint64_t lease_lost;       /* atomic: the slot was taken from us (expired) */
     struct pins gens, epochs;
+    /* across hosts (host.c) */
+    struct host_self self;
+    int noncoherent;           /* header flag POOL_F_NONCOHERENT */
+    uint64_t expiry_ticks;     /* header expiry_ms in pool clock ticks */
+    uint32_t host_idx;         /* our registry entry; POOL_HOSTS if none */
+    struct clock_seen clk;
+    uint64_t wlock_word;       /* our writer lock word while held, else 0 */
+    int watched;               /* on the heartbeat thread's list */
 };
 
 struct cxlp_pool {
@@ -129,10 +158,30 @@ void oext_merge(struct oext *v, uint64_t *n);
 /* attach.c */
 int attach_lease_claim(struct attach *a, struct obj *o);
 /* Scans the lease table: live holders and their minimum pinned generation
- * and location epoch; with reclaim, frees the slots of dead holders (CAS). */
+ * and location epoch; with reclaim, frees the slots of dead holders (CAS).
+ * Liveness: host.c. */
 void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint64_t *min_epoch,
                 uint32_t *live);
-void attach_boot_check(struct attach *a);
+
+/* Write transactions (txn.c): every writer (ingest, remove, placement and
+ * migration) changes the catalog as
+ *   txn_begin (cross-host writer lock, snapshot, reclaim) -> change t->c ->
+ *   txn_commit (slot, write-back, fenced generation CAS) -> txn_end
+ * txn_end always runs, after a failed commit too. */
+struct txn {
+    cxlp_pool *p;
+    struct cat c;
+    uint64_t gen;              /* generation the transaction started from */
+    struct wlock {
+        uint64_t word;         /* our lock word when taken */
+        uint64_t gen_word;     /* the header's gen word after our epoch bump */
+    } lock;
+};
+int txn_begin(struct txn *t, cxlp_pool *p);
+/* Publishes t->c as generation gen+1. faults: whether the crash points of
+ * pool_publish fire. */
+int txn_commit(struct txn *t, int faults);
+void txn_end(struct txn *t);
 
 /* pool.c */
 uint64_t pool_layout_signature(void);
@@ -155,6 +204,7 @@ int pool_objects_open(struct attach *a, struct obj *o);
 int pool_destroy_objects(const char *spec);
 int hdr_validate(const struct pool_hdr *h, uint64_t media_size, struct pool_layout *L,
                  struct obj *o, const char *path);
+
 /* The object that where (a tier or POOL_META) allocates in; -1 if invalid. */
 int where_object(const struct pool_layout *L, int where);
 
@@ -165,23 +215,16 @@ int where_object(const struct pool_layout *L, int where);
 int word_names(const struct attach *a, const struct cat *c, uint64_t states_off,
                uint64_t shard, uint32_t tier, uint64_t off);
 
-/* txn.c: write transactions. The lock, a snapshot taken under it and the
- * reclaim of dead owners' reservations and expired deferred frees. */
-struct txn {
-    cxlp_pool *p;
-    struct cat c;
-    uint64_t gen;
-};
-int txn_begin(struct txn *t, cxlp_pool *p);
-/* Publishes t->c as generation gen+1. faults: whether the crash points of
- * pool_publish fire. */
-int txn_commit(struct txn *t, int faults);
+/* txn.c */
 /* Backs [off, off+len) of m with storage now (media_prepare; huge: on 2 MiB
  * pages where the media allows), so that a full disk or /dev/shm is an error
  * here and not a SIGBUS at first touch; on failure the range is given back
  * and the message names the object. */
 int pool_back(cxlp_pool *p, struct media *m, uint64_t off, uint64_t len, int huge);
-void txn_end(struct txn *t);
 int writable_handle(cxlp_pool *p, const char *what);
+/* A reservation of this process (pid, start time, domain, lease) of
+ * [off, off+len) in object for tier (UINT32_MAX: none). */
+struct cat_resv resv_mine(const struct attach *a, uint64_t off, uint64_t len, uint32_t object,
+                          uint32_t tier);
 
 #endif

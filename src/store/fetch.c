@@ -60,12 +60,6 @@ int store_pool_rw(cxlp_store *s, cxlp_pool **out)
     return 0;
 }
 
-static uint64_t word(const cxlp_store *s, uint64_t k, uint32_t t)
-{
-    /* pairs with the release stores of pool/place.c */
-    return at_load_acquire(&s->states[k * s->stride + 1 + t]);
-}
-
 /* Reads shard k's fastest copy outside tier t (UINT32_MAX: any) into dst
  * (len bytes). */
 static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint64_t len,
@@ -75,7 +69,7 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
     uint64_t pin = attach_pin_epoch(a);
     int pinned = 1, rc = CXLP_ECORRUPT;
     for (uint32_t u = 0; u < attach_n_tiers(a); u++) {
-        uint64_t w = word(s, k, u);
+        uint64_t w = store_word(s, k, u);
         if (u == t || !loc_present(w))
             continue;
         const struct attach_tier *at = attach_tier(a, u);
@@ -129,7 +123,7 @@ static int wait_copy(cxlp_store *s, cxlp_pool *wp, uint64_t k, uint32_t t)
 {
     uint64_t t0 = now_ns();
     for (unsigned spin = 0;; spin++) {
-        if (loc_present(word(s, k, t)))
+        if (loc_present(store_word(s, k, t)))
             return 0;
         /* a claim is a reservation: is it still there? (a reserve attempt
          * answers; it also reclaims a dead claimer's) */

@@ -53,6 +53,7 @@
 
 #include "common/atomic.h"
 #include "common/fastdiv.h"
+#include "common/flush.h"
 #include "pool/loc.h"
 #include "pool/pool.h"
 #include "pool/pool_format.h"
@@ -62,6 +63,8 @@
 
 static void store_free(cxlp_store *s)
 {
+    if (s->nc) /* the read path's closer look is for us no longer */
+        at_fetch_sub_acq_rel(&read_alarm, 1);
     if (s->life_pinned)
         attach_unpin_epoch(s->a, s->life_pin);
     cxlp_pool_close(s->wp);
@@ -86,6 +89,22 @@ static int open_fail(cxlp_store *s, cxlp_pool *p, int rc)
     return rc;
 }
 
+/* shard_open, after dropping stale lines of the header and the index on a
+ * non-coherent pool: the header first (it says where the index is), then
+ * the index, then open again on fresh lines. */
+static int open_shard(const cxlp_store *s, struct shard *sh, const uint8_t *p, uint64_t len,
+                      char *err, size_t errlen)
+{
+    if (!s->nc)
+        return shard_open(sh, p, len, err, errlen);
+    cache_invalidate(p, MIN(len, (uint64_t)SHARD_DATA_OFF));
+    int rc = shard_open(sh, p, len, err, errlen);
+    if (rc || sh->index_len == 0)
+        return rc;
+    cache_invalidate(p + sh->index_off, sh->index_len);
+    return shard_open(sh, p, len, err, errlen);
+}
+
 /* Checks a copy's header against the shard table and fills geometry g
  * (pointers into the copy at base). */
 int store_shard_check(const cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
@@ -93,7 +112,7 @@ int store_shard_check(const cxlp_store *s, uint64_t k, const uint8_t *base, stru
 {
     char err[ERRMSG_MAX];
     const struct pool_shard *l = &s->loc[k];
-    int rc = shard_open(g, base, l->len, err, sizeof err);
+    int rc = open_shard(s, g, base, l->len, err, sizeof err);
     if (rc)
         return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (%s): %s", s->name, k, where, err);
     if (g->n_records != l->n_records || g->data_len != l->data_len || g->checksum != l->checksum)
@@ -172,6 +191,8 @@ static int store_validate(cxlp_store *s)
                           "does not hold %" PRIu64 "+1 entries inside the pool", s->name, ds->docs.off,
                           ds->docs.len, ds->info.n_docs);
         const int64_t *d = (const int64_t *)(base + ds->docs.off);
+        if (s->nc)
+            cache_invalidate(d, ds->docs.len);
         int64_t prev = 0;
         for (uint64_t i = 0; i <= ds->info.n_docs; i++) {
             int64_t v = d[i];
@@ -221,6 +242,9 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
     s->mu_init = 1;
     s->name = s->ds.info.name;
     s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';
+    s->nc = attach_noncoherent(s->a);
+    if (s->nc) /* every read of this store takes the closer look */
+        at_fetch_add_acq_rel(&read_alarm, 1);
     s->n_shards = s->ds.n_shards;
     if (s->n_shards != s->ds.info.n_shards) {
         seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: %u shards listed, %u in the record", s->name,
@@ -304,8 +328,7 @@ int store_locate(const cxlp_store *s, uint64_t k, struct shard *sh, uint32_t *ti
     const uint64_t len = s->loc[k].len;
     for (uint32_t i = 0; i < s->n_mem; i++) {
         uint32_t t = s->mem[i];
-        /* pairs with the release store that published the copy (place.c) */
-        uint64_t w = at_load_acquire(&s->states[k * s->stride + 1 + t]);
+        uint64_t w = store_word(s, k, t);
         if (!loc_present(w))
             continue;
         const struct attach_tier *at = attach_tier(s->a, t);
@@ -352,15 +375,20 @@ int store_read_pinned(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
     uint64_t len;
     if (__builtin_expect(shard_record(sp, idx - s->first[k], &p, &len), 0))
         return read_corrupt(s, sp, k, idx);
+    if (s->tiered && s->nc) /* the copy may be new since our caches saw its lines */
+        cache_invalidate(p, len);
     v->data = p;
     v->len = len;
     return 0;
 }
 
-int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
+/* Record idx as a view: the read path proper. A tiered dataset's first
+ * view pins the epoch for the store's lifetime (views last until close),
+ * and a shard with no copy in memory is fetched on demand. */
+__attribute__((always_inline)) static inline int locate(const cxlp_store *s, uint64_t idx,
+                                                      struct cxlp_view *v)
 {
     if (__builtin_expect(s->tiered && !at_load_acquire(&s->life_pinned), 0)) {
-        /* views last until close: so does the first one's epoch pin */
         cxlp_store *m = (cxlp_store *)s;
         pthread_mutex_lock(&m->mu);
         if (!m->life_pinned) {
@@ -370,13 +398,87 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
         pthread_mutex_unlock(&m->mu);
     }
     int rc = store_read_pinned(s, idx, v);
-    if (rc == CXLP_ENOTFOUND && idx < s->count) {
+    if (__builtin_expect(rc == CXLP_ENOTFOUND, 0) && idx < s->count) {
         /* fetch on demand, then read under the lifetime pin */
         rc = store_fetch((cxlp_store *)s, store_shard_of(s, idx), FETCH_WAIT);
         if (rc == 0)
             rc = store_read_pinned(s, idx, v);
     }
     return rc;
+}
+
+/* The read path's rare cases, out of line so the common one keeps a lean
+ * frame; taken whenever read_alarm is raised: the object shrank under the
+ * mapping, or the lease was lost (attach_lost says so), or some store of a
+ * non-coherent pool is open (if this is one: the record's lines may be stale
+ * in our caches, an extent reused since we last read it). */
+__attribute__((cold, noinline)) static int read_guarded(const cxlp_store *s, uint64_t idx,
+                                                        struct cxlp_view *v)
+{
+    int rc = attach_lost(s->a, NULL);
+    if (rc)
+        return rc;
+    struct cxlp_view w;
+    if ((rc = locate(s, idx, &w)))
+        return rc;
+    if (s->nc && !s->tiered) /* a tiered read invalidated its copy's lines */
+        cache_invalidate(w.data, w.len);
+    *v = w;
+    return 0;
+}
+
+int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
+{
+    /* one compare of a global more than a plain read */
+    if (__builtin_expect(read_alarm_now() != 0, 0))
+        return read_guarded(s, idx, v);
+    return locate(s, idx, v);
+}
+
+int store_check(const void *s)
+{
+    return attach_lost(((const cxlp_store *)s)->a, NULL);
+}
+
+int cxlp_store_spans(const cxlp_store *s, uint64_t first, uint64_t n, struct cxlp_span *out,
+                     size_t cap, size_t *n_out)
+{
+    if (!s || s->obj.magic != OBJ_MAGIC || !n_out || (cap && !out))
+        return seterr(NULL, CXLP_EARG, "store_spans: NULL argument or not a store handle");
+    if (s->tiered)
+        return seterr(NULL, CXLP_EUNSUPPORTED, "dataset %s: its copies move between tiers; "
+                      "spans (pool offsets) are for datasets of a pool of one tier", s->name);
+    uint64_t end;
+    if (add_overflow_u64(first, n, &end) || end > s->count)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: records [%" PRIu64 ", +%" PRIu64 ") are not "
+                      "inside its %" PRIu64 " records", s->name, first, n, s->count);
+    size_t k_out = 0;
+    /* records are back to back inside a shard's data area (shard.h), so the
+     * part of the range in one shard is the bytes from its first record's
+     * start to its last record's end */
+    for (uint64_t idx = first; idx < end;) {
+        uint64_t k = store_shard_of(s, idx);
+        const struct shard *sh = &s->shards[k];
+        uint64_t last = s->first[k] + sh->n_records; /* past the shard's last record */
+        uint64_t stop = end < last ? end : last;
+        const uint8_t *a, *b;
+        uint64_t alen, blen;
+        if (shard_record(sh, idx - s->first[k], &a, &alen))
+            return read_corrupt(s, sh, k, idx);
+        if (shard_record(sh, stop - 1 - s->first[k], &b, &blen) || b < a)
+            return read_corrupt(s, sh, k, stop - 1);
+        if (k_out < cap)
+            out[k_out] = (struct cxlp_span){
+                .off = s->loc[k].off + (uint64_t)(a - sh->base),
+                .len = (uint64_t)(b - a) + blen,
+                .first = idx,
+                .count = stop - idx,
+            };
+        k_out++;
+        idx = stop;
+    }
+    *n_out = k_out;
+    return 0;
 }
 
 int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t cap,
@@ -449,8 +551,7 @@ int cxlp_store_copies(const cxlp_store *s, uint64_t *copies, size_t cap, size_t 
     } else {
         for (uint64_t k = 0; k < s->n_shards; k++)
             for (uint32_t t = 0; t < nt && t < cap; t++)
-                /* pairs with the release stores of pool/place.c */
-                copies[t] += loc_present(at_load_acquire(&s->states[k * s->stride + 1 + t]));
+                copies[t] += loc_present(store_word(s, k, t));
     }
     *n = nt;
     return 0;
@@ -464,7 +565,8 @@ int cxlp_store_tiered(const cxlp_store *s)
 int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, struct cxlp_view *out,
                   size_t *bad)
 {
-    if (!s->tiered && s->per_shard && s->ds.schema.fixed) {
+    /* read_alarm raised: each record through cxlp_store_read's guarded path */
+    if (!s->tiered && s->per_shard && s->ds.schema.fixed && read_alarm_now() == 0) {
         /* Fixed-size records in equal shards: the shard is one multiply-high
          * away and the record one multiply into it; shard_open checked
          * n_records * record_size == data_len, and id < count keeps the
@@ -609,6 +711,8 @@ static int verify_copy(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, cons
         base = *buf;
     }
     struct shard sh;
+    if (s->nc && (!buf || base != *buf)) /* verify reads the whole copy: fresh lines */
+        cache_invalidate(base, len);
     int rc = store_shard_check(s, k, base, &sh, where);
     if (rc)
         return seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
@@ -622,7 +726,9 @@ int cxlp_store_verify(cxlp_store *s)
 {
     if (!s || s->obj.magic != OBJ_MAGIC)
         return seterr(NULL, CXLP_EARG, "store_verify: not a store handle");
-    int rc = 0;
+    int rc = attach_lost(s->a, &s->obj);
+    if (rc)
+        return rc;
     if (!s->tiered) {
         const uint8_t *base = attach_base(s->a);
         for (uint64_t k = 0; k < s->n_shards && !rc; k++)
@@ -639,8 +745,7 @@ int cxlp_store_verify(cxlp_store *s)
         for (uint64_t k = 0; k < s->n_shards && !rc; k++) {
             uint64_t pin = attach_pin_epoch(s->a);
             for (uint32_t t = 0; t < attach_n_tiers(s->a) && !rc; t++) {
-                /* pairs with the release stores of pool/place.c */
-                uint64_t w = at_load_acquire(&s->states[k * s->stride + 1 + t]);
+                uint64_t w = store_word(s, k, t);
                 if (!loc_present(w))
                     continue;
                 const struct attach_tier *at = attach_tier(s->a, t);
@@ -666,6 +771,8 @@ int cxlp_store_verify(cxlp_store *s)
     if (rc)
         return rc;
     if (s->docs) {
+        if (s->nc)
+            cache_invalidate(s->docs, s->ds.docs.len);
         uint64_t h = XXH3_64bits(s->docs, s->ds.docs.len);
         if (h != s->ds.docs_checksum)
             return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: document index (pool offset %" PRIu64 ", %" PRIu64 " bytes): "

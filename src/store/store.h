@@ -10,8 +10,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/atomic.h"
 #include "common/common.h"
 #include "common/fastdiv.h"
+#include "common/flush.h"
 #include "pool/pool.h"
 #include "store/shard.h"
 
@@ -42,7 +44,18 @@ struct cxlp_store {
     int life_pinned;          /* cxlp_store_read views: epoch pinned until close */
     uint64_t life_pin;
     cxlp_pool *wp;            /* writable handle for copies (fetch.c), under mu */
+    int nc;                   /* non-coherent pool: invalidate before reading */
 };
+
+/* Shard k's location word in tier t, its line invalidated first on a
+ * non-coherent pool; pairs with the release stores of pool/place.c. */
+static inline uint64_t store_word(const cxlp_store *s, uint64_t k, uint32_t t)
+{
+    const uint64_t *w = &s->states[k * s->stride + 1 + t];
+    if (s->nc)
+        cache_invalidate(w, sizeof *w);
+    return at_load_acquire(w);
+}
 
 /* Checks a copy of shard k at base against the shard table and the schema
  * and fills g (pointers into that copy); where names it in messages. */
@@ -94,6 +107,11 @@ uint64_t schema_unit(const struct cxlp_schema *s);
  * writer failed). Importers size their read()s by it so that shards stay
  * equal and the reader finds a record's shard by one division. */
 uint64_t writer_room(const cxlp_writer *w);
+
+/* reader.c: 0 while the store's pool mapping and lease are intact, else
+ * attach_lost's code and message (thread's message). For the gather
+ * engine, after a batch during which read_alarm moved. */
+int store_check(const void *store);
 
 /* Variable-size records without a bounce buffer (e.g. a run of Megatron
  * sequences, contiguous in the .bin, read() straight into the pool):

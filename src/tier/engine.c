@@ -121,12 +121,6 @@ struct tier_engine {
 
 /* ------------------------------------------------------------ residency */
 
-static uint64_t word(const struct tier_engine *e, uint64_t k, uint32_t t)
-{
-    /* pairs with the release stores of pool/place.c */
-    return at_load_acquire(&e->s->states[k * e->s->stride + 1 + t]);
-}
-
 static void set_resident(struct tier_engine *e, uint64_t k, int r)
 {
     if (e->resident[k] == r)
@@ -150,12 +144,12 @@ static void set_resident(struct tier_engine *e, uint64_t k, int r)
 static void refresh(struct tier_engine *e, uint64_t k)
 {
     const cxlp_store *s = e->s;
-    uint64_t w = word(e, k, e->tier);
+    uint64_t w = store_word(e->s, k, e->tier);
     int res = loc_present(w) && (w & LOC_CACHE), keep = loc_present(w) && !(w & LOC_CACHE);
     int faster = 0, slower = 0;
     for (uint32_t i = 0; i < s->n_mem; i++) {
         uint32_t t = s->mem[i];
-        uint64_t x = word(e, k, t);
+        uint64_t x = store_word(e->s, k, t);
         if (t == e->tier || !loc_present(x))
             continue;
         if (!(x & LOC_CACHE) && i < e->rank)
@@ -183,7 +177,7 @@ static void rescan(struct tier_engine *e)
 static int readable(const struct tier_engine *e, uint64_t k)
 {
     for (uint32_t i = 0; i < e->s->n_mem; i++)
-        if (loc_present(word(e, k, e->s->mem[i])))
+        if (loc_present(store_word(e->s, k, e->s->mem[i])))
             return 1;
     return 0;
 }
@@ -702,6 +696,11 @@ void engine_batch_end(struct tier_engine *e, uint64_t records)
     pthread_mutex_unlock(&e->mu);
 }
 
+int engine_check(const void *ctx)
+{
+    return store_check(((const struct tier_engine *)ctx)->s);
+}
+
 int engine_read(const void *ctx, uint64_t id, struct cxlp_view *v)
 {
     const struct tier_engine *e = ctx;
@@ -718,6 +717,8 @@ int engine_read(const void *ctx, uint64_t id, struct cxlp_view *v)
             if (shard_record(&x->sh, id - s->first[k], &p, &len))
                 return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": record %" PRIu64
                               " outside its copy", s->name, k, id);
+            if (s->nc) /* the copy may be new since our caches saw its lines */
+                cache_invalidate(p, len);
             v->data = p;
             v->len = len;
             return 0;

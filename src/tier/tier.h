@@ -22,6 +22,9 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
 void engine_free(struct tier_engine *e);
 int engine_next(void *ctx, uint64_t *out, size_t max, size_t *n);
 int engine_read(const void *ctx, uint64_t id, struct cxlp_view *v);
+/* store_check of the engine's store (the gather's check after a batch
+ * during which read_alarm moved). */
+int engine_check(const void *ctx);
 /* Around one batch's gather, in the gathering thread: makes the shards of
  * ids[0..n) readable (fetching what is missing: a miss), pins them and
  * resolves each once; batch_end unpins and counts the batch's records. */
