@@ -316,6 +316,7 @@ int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier
             cache_writeback((const uint8_t *)m->base + ext.off, len);
         cache_fence();
     }
+    fault_point("place-before-word");
     /* 1: the copy is visible; its reservation still names it (adoption) */
     const uint64_t was = host_load(a, &w[tier]), now = loc_next_present(was, ext.off, cache);
     if ((rc = word_set(&t, &w[tier], was, now)))

@@ -151,9 +151,9 @@ int main(void)
 
     progress = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     CHECK(progress != MAP_FAILED);
-    const char *forced[] = {"copy-reserved", "place-before-flip", "drop-after-flip",
-                            "drop-after-clear", "copy-before-place"};
-    const int n_forced = 5;
+    const char *forced[] = {"copy-reserved", "place-before-word", "place-before-flip",
+                            "drop-after-flip", "drop-after-clear", "copy-before-place"};
+    const int n_forced = 6;
     uint64_t rng = seed;
     int a, random_killed = 0;
     for (a = 0; a < n_forced || (random_killed < n_random && a < 100); a++) {
