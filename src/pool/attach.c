@@ -184,6 +184,11 @@ struct media *attach_media(struct attach *a, uint32_t i)
     return i == 0 ? &a->m : &a->om[i];
 }
 
+uint64_t attach_domain(const struct attach *a)
+{
+    return a->self.key;
+}
+
 uint32_t attach_n_tiers(const struct attach *a)
 {
     return a->L.n_tiers;

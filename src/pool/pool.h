@@ -70,6 +70,8 @@ struct attach_tier {
     const char *path;         /* the object's path */
 };
 uint32_t attach_n_tiers(const struct attach *a);
+/* This process's liveness domain key (host id, boot, PID namespace: host.c). */
+uint64_t attach_domain(const struct attach *a);
 const struct attach_tier *attach_tier(const struct attach *a, uint32_t t);
 /* The home tier (copies never dropped), or POOL_NO_HOME. */
 uint32_t attach_home(const struct attach *a);

@@ -248,9 +248,9 @@ static void plan(struct tier_engine *e)
         touch(e, k, i + 1);
     }
     registry_publish(e->reg_area, e->reg, e->window, e->wdist, e->n_window);
-    e->n_touched += registry_merge(e->reg_area, e->reg_bytes, e->reg, e->s->ds.states_off, e->n,
-                                   e->next_use, e->touched + e->n_touched,
-                                   e->cap_touched - e->n_touched);
+    e->n_touched += registry_merge(e->reg_area, e->reg_bytes, e->reg, e->s->ds.states_off,
+                                   attach_domain(e->wa), e->n, e->next_use,
+                                   e->touched + e->n_touched, e->cap_touched - e->n_touched);
 }
 
 static struct tier_view view(const struct tier_engine *e)
@@ -931,7 +931,7 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
         e->next_use[k] = TIER_NEVER;
     }
     e->reg_area = attach_stage(e->wa, &e->reg_bytes);
-    e->reg = registry_claim(e->reg_area, e->reg_bytes, s->ds.states_off);
+    e->reg = registry_claim(e->reg_area, e->reg_bytes, s->ds.states_off, attach_domain(e->wa));
     e->st.policy = e->policy;
     e->st.tier = (int)e->tier;
     if ((rc = place(e))) {

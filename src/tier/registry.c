@@ -7,8 +7,11 @@
  *
  * The registry is the pool object's stage area (tiered pools), REG_SLOTS
  * slots of REG_SLOT_BYTES. A slot is claimed like a lease slot (CAS of
- * (seq << 32) | pid on a free owner word, start time after it) and cleared
- * when its owner is found dead. Its owner writes it under a seqlock (seq
+ * (seq << 32) | pid on a free owner word, start time and liveness domain
+ * after it) and cleared when its owner is found dead. Only processes of the
+ * owner's domain (host, boot, PID namespace: docs/hosts.md) judge it by pid
+ * or read its needs: a loader of another host neither steals the slot of a
+ * live process it cannot see nor lets that host's needs steer its evictions. Its owner writes it under a seqlock (seq
  * odd while writing); readers copy it word by word and retry when seq
  * moved. Everything read is checked (entry count, shard numbers): a slot is
  * pool memory any process can scribble on.
@@ -33,7 +36,8 @@ struct reg_slot {
     uint64_t states_off;       /* the dataset */
     uint64_t seq;              /* seqlock */
     uint64_t n;                /* entries */
-    uint64_t pad[3];
+    uint64_t domain;           /* the owner's liveness domain key */
+    uint64_t pad[2];
     uint64_t need[REG_ENTRIES];
 };
 _Static_assert(sizeof(struct reg_slot) == REG_SLOT_BYTES, "a registry slot is 16 KiB");
@@ -45,7 +49,16 @@ static struct reg_slot *slot_at(uint8_t *area, int i)
     return (struct reg_slot *)(area + (size_t)i * REG_SLOT_BYTES);
 }
 
-int registry_claim(uint8_t *area, uint64_t bytes, uint64_t states_off)
+/* 1 when slot s (owner word o) belongs to a live process, or to another
+ * domain (not ours to judge). */
+static int slot_taken(const struct reg_slot *s, uint64_t o, uint64_t domain)
+{
+    if (at_load_relaxed(&s->domain) != domain)
+        return 1;
+    return proc_alive((pid_t)(o & PID_MASK), at_load_relaxed(&s->starttime));
+}
+
+int registry_claim(uint8_t *area, uint64_t bytes, uint64_t states_off, uint64_t domain)
 {
     if (!area)
         return -1;
@@ -56,7 +69,7 @@ int registry_claim(uint8_t *area, uint64_t bytes, uint64_t states_off)
             struct reg_slot *s = slot_at(area, i);
             uint64_t o = at_load_acquire(&s->owner); /* pairs with the CAS below */
             if (o & PID_MASK) {
-                if (pass == 0 || proc_alive((pid_t)(o & PID_MASK), at_load_relaxed(&s->starttime)))
+                if (pass == 0 || slot_taken(s, o, domain))
                     continue;
                 /* a dead owner's slot: free it first */
                 if (!at_cas_acq_rel(&s->owner, &o, (o >> 32) << 32))
@@ -67,6 +80,7 @@ int registry_claim(uint8_t *area, uint64_t bytes, uint64_t states_off)
             if (!at_cas_acq_rel(&s->owner, &o, (seq << 32) | pid))
                 continue;
             at_store_relaxed(&s->starttime, st);
+            at_store_relaxed(&s->domain, domain);
             at_store_relaxed(&s->n, 0);
             at_store_release(&s->states_off, states_off);
             return i;
@@ -107,7 +121,8 @@ void registry_publish(uint8_t *area, int i, const uint64_t *shards, const uint64
 }
 
 size_t registry_merge(uint8_t *area, uint64_t bytes, int self, uint64_t states_off,
-                      uint64_t n_shards, uint64_t *next_use, uint64_t *touched, size_t cap)
+                      uint64_t domain, uint64_t n_shards, uint64_t *next_use,
+                      uint64_t *touched, size_t cap)
 {
     if (!area)
         return 0;
@@ -119,7 +134,7 @@ size_t registry_merge(uint8_t *area, uint64_t bytes, int self, uint64_t states_o
         struct reg_slot *s = slot_at(area, i);
         uint64_t o = at_load_acquire(&s->owner); /* pairs with the claim's CAS */
         if (!(o & PID_MASK) || at_load_acquire(&s->states_off) != states_off ||
-            !proc_alive((pid_t)(o & PID_MASK), at_load_relaxed(&s->starttime)))
+            at_load_relaxed(&s->domain) != domain || !slot_taken(s, o, domain))
             continue;
         for (int tries = 0; tries < 8; tries++) {
             /* pairs with at_store_release(&seq) in registry_publish */
