@@ -147,6 +147,8 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
     int rc = begin(p, tier, "pool_copy_reserve", &t);
     if (rc)
         return rc;
+    const uint32_t obj = a->L.tiers[tier].object;
+    uint64_t off = 0;
     uint64_t len;
     uint64_t *w = words_of(&t, states_off, k, &len);
     if (!w) {
@@ -166,8 +168,6 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
             goto out;
         }
     }
-    const uint32_t obj = a->L.tiers[tier].object;
-    uint64_t off;
     if (ext_alloc(&t.c, obj, len, &off)) {
         uint64_t largest, n_fr, fr = ext_free_bytes(&t.c, obj, &largest, &n_fr), def = 0, res = 0;
         for (uint64_t i = 0; i < t.c.n_def; i++)
@@ -184,8 +184,6 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
                     (unsigned long long)largest, (unsigned long long)res, (unsigned long long)def);
         goto out;
     }
-    if ((rc = pool_back(p, attach_media(a, obj), off, len, 0)))
-        goto out;
     struct cat_resv r = resv_mine(a, off, len, obj, tier);
     r.target_states = states_off;
     r.target_shard = k;
@@ -199,6 +197,14 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
     *out = (struct pool_extent){off, len};
 out:
     txn_end(&t);
+    /* backed outside the writer lock, as the writer's reservations are
+     * (txn.c): the other stagers' placements do not wait for a fallocate */
+    if (rc == 0 && (rc = pool_back(p, attach_media(a, obj), off, len, 0))) {
+        char msg[ERRMSG_MAX];
+        strlcpy0(msg, p->obj.err, sizeof msg);
+        (void)pool_unreserve(p, (int)tier, *out);
+        seterr(&p->obj, rc, "%s", msg);
+    }
     return rc;
 }
 
