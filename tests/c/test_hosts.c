@@ -448,7 +448,8 @@ static int stopped_migration_a(void *arg)
         return 2;
     struct cxlp_migrate_stat ms;
     int rc = cxlp_migrate(p, "m", "dram", NULL, &ms);
-    const char *msg = cxlp_errmsg(p);
+    char msg[1024];
+    strlcpy_t(msg, cxlp_errmsg(p), sizeof msg);
     printf("A (continued): migrate returned %d: %s\n", rc, msg);
     cxlp_pool_close(p);
     return rc == CXLP_EBUSY && (strstr(msg, "writer lock lost") || strstr(msg, "lease")) ? 0 : 1;
