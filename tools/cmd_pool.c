@@ -371,7 +371,8 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
             printf(", \"dtype\": \"%s\", \"shape\": [", cxlp_dtype_name(f->dtype));
             for (int k = 0; k < f->ndim && k < CXLP_MAX_DIMS; k++)
                 printf("%s%" PRIu64, k ? ", " : "", f->shape[k]);
-            printf("], \"offset\": %" PRIu64 "}", f->offset);
+            printf("], \"variable\": %s, \"offset\": %" PRIu64 "}",
+                   CXLP_FIELD_VAR(f) ? "true" : "false", f->offset);
         }
         printf("]}}\n");
     } else {
@@ -393,9 +394,15 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
             const struct cxlp_field *f = &sc->fields[i];
             printf("  %-16s %-8s [", f->name[0] ? f->name : "(unnamed)",
                    cxlp_dtype_name(f->dtype));
-            for (int k = 0; k < f->ndim && k < CXLP_MAX_DIMS; k++)
+            for (int k = 0; k < f->ndim && k < CXLP_MAX_DIMS && !CXLP_FIELD_VAR(f); k++)
                 printf("%s%" PRIu64, k ? ", " : "", f->shape[k]);
-            printf("%s] at +%" PRIu64 "\n", sc->fixed ? "" : "variable", f->offset);
+            if (CXLP_FIELD_VAR(f))
+                printf("variable]");
+            else
+                printf("]");
+            if (sc->fixed)
+                printf(" at +%" PRIu64, f->offset);
+            printf("\n");
         }
     }
     cxlp_store_close(s);

@@ -23,6 +23,12 @@
  * store index) under one lock; the copies, which are the cost, run in
  * parallel outside it. STACK and PAD plan the same way for one code path.
  *
+ * Fields: a batch collates the fields the caller chose (sel[]), each into its
+ * own region of the slot; a record's chosen fields are read with one lookup
+ * of its shard (rec_src.read_fields). Planning looks at the first
+ * variable-length field only: PAD and PACK need the other variable-length
+ * fields to have as many elements in each record, which the gather checks.
+ *
  * Rejected: a thread per batch handing results through a queue (reordering
  * cost, and unbounded memory when the consumer is slow); copying into
  * per-thread buffers and then into the ring (a second copy).
@@ -37,8 +43,20 @@
 
 #include "common/common.h"
 #include "load/loader.h"
+#include "store/store.h"
 
 enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_LENT };
+
+/* A chosen field: which source field, how it collates, where in the slot. */
+struct lfield {
+    uint32_t field;          /* field number in the source */
+    int var;                 /* variable-length */
+    uint64_t size;           /* fixed-shape: bytes per record */
+    int dtype, isz;          /* element type and size */
+    uint64_t row_bytes;      /* bytes per row (PACK fixed-shape: per segment) */
+    uint64_t off;            /* offset of its region in the slot data */
+    int in_slot;             /* 0: PACK fixed-shape, kept per segment in segf */
+};
 
 struct slot {
     struct cxlp_batch b;     /* first: cxlp_batch* -> slot* */
@@ -51,6 +69,7 @@ struct slot {
     int64_t *lengths;
     int64_t *seg_row, *seg_start, *seg_len, *seg_offset;
     size_t seg_cap;
+    uint8_t *segf[CXLP_MAX_FIELDS]; /* PACK: fixed-shape field values per segment */
 };
 
 struct cxlp_loader {
@@ -59,8 +78,12 @@ struct cxlp_loader {
     struct cxlp_loader_opts o;
     cxlp_index_fn index_fn;
     void *index_ctx;
-    int itemsize;            /* PAD/PACK element size */
-    uint64_t row_bytes;
+    int itemsize;            /* PAD/PACK element size of the planned field */
+    uint64_t row_bytes;      /* field 0's */
+    uint32_t nsel;           /* chosen fields */
+    struct lfield sel[CXLP_MAX_FIELDS];
+    uint32_t fidx[CXLP_MAX_FIELDS];  /* sel[k].field, as read_fields takes them */
+    uint32_t var0;           /* PAD/PACK: the first variable-length chosen field */
 
     pthread_mutex_t mu;
     pthread_cond_t cv_free;  /* a slot became free, or stopping */
@@ -116,13 +139,37 @@ static int peek_id(cxlp_loader *l, uint64_t *id, int *have)
     return 0;
 }
 
-static int grow_segments(struct slot *s, size_t need)
+/* All chosen fields of record id into v[0..nsel). */
+static inline int read_sel(const cxlp_loader *l, uint64_t id, struct cxlp_view *v)
+{
+    if (l->src.read_fields)
+        return l->src.read_fields(l->src.ctx, id, l->fidx, l->nsel, v);
+    return l->src.read(l->src.ctx, id, v);
+}
+
+/* Chosen field k of record id. */
+static inline int read_one(const cxlp_loader *l, uint64_t id, uint32_t k, struct cxlp_view *v)
+{
+    if (l->src.read_fields)
+        return l->src.read_fields(l->src.ctx, id, &l->fidx[k], 1, v);
+    return l->src.read(l->src.ctx, id, v);
+}
+
+static int grow_segments(const cxlp_loader *l, struct slot *s, size_t need)
 {
     if (need <= s->seg_cap)
         return 0;
     size_t cap = s->seg_cap ? s->seg_cap : 256;
     while (cap < need)
         cap *= 2;
+    for (uint32_t k = 0; k < l->nsel; k++) {
+        if (l->sel[k].in_slot)
+            continue;
+        uint8_t *p = realloc(s->segf[k], cap * l->sel[k].row_bytes);
+        if (!p)
+            return -ENOMEM;
+        s->segf[k] = p;
+    }
     int64_t **arrs[4] = {&s->seg_row, &s->seg_start, &s->seg_len, &s->seg_offset};
     for (int i = 0; i < 4; i++) {
         int64_t *p = realloc(*arrs[i], cap * sizeof(int64_t));
@@ -163,7 +210,7 @@ static int plan_rows(cxlp_loader *l, struct slot *s, uint32_t *rows)
 static int record_elems(cxlp_loader *l, uint64_t id, uint64_t *elems)
 {
     struct cxlp_view v;
-    int rc = l->src.read(l->src.ctx, id, &v);
+    int rc = read_one(l, id, l->var0, &v);
     if (rc)
         return seterr(&l->obj, rc, "reading record %llu: %s", (unsigned long long)id,
                       cxlp_strerror(rc));
@@ -199,7 +246,7 @@ static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
         while (l->cur_off < elems && pos < total) {
             uint64_t row = pos / L, col = pos % L;
             uint64_t take = MIN(elems - l->cur_off, L - col);
-            if ((rc = grow_segments(s, nseg + 1)))
+            if ((rc = grow_segments(l, s, nseg + 1)))
                 return seterr(&l->obj, rc, "out of memory planning batch");
             s->seg_row[nseg] = (int64_t)row;
             s->seg_start[nseg] = (int64_t)col;
@@ -248,17 +295,39 @@ static void fill_elems(uint8_t *dst, uint64_t n, int dtype, int64_t v)
         memcpy(dst + i * (uint64_t)sz, &v, (size_t)sz); /* little-endian low bytes */
 }
 
+static int read_fail(cxlp_loader *l, int rc, uint64_t id)
+{
+    return seterr(&l->obj, rc, "reading record %llu: %s", (unsigned long long)id,
+                  cxlp_strerror(rc));
+}
+
 static int gather_stack(cxlp_loader *l, struct slot *s)
 {
-    const uint64_t rs = l->src.record_size;
+    const uint64_t rs = l->row_bytes;
     uint8_t *dst = s->data;
     uint32_t i = 0;
+    if (l->nsel > 1) {
+        struct cxlp_view v[CXLP_MAX_FIELDS];
+        for (i = 0; i < s->b.rows; i++) {
+            int rc = read_sel(l, s->ids[i], v);
+            if (rc)
+                return read_fail(l, rc, s->ids[i]);
+            for (uint32_t k = 0; k < l->nsel; k++) {
+                const struct lfield *f = &l->sel[k];
+                if (v[k].len != f->size)
+                    return seterr(&l->obj, CXLP_ECORRUPT, "record %llu field %u: %llu bytes, schema says %llu",
+                                  (unsigned long long)s->ids[i], f->field,
+                                  (unsigned long long)v[k].len, (unsigned long long)f->size);
+                memcpy(s->data + f->off + (uint64_t)i * f->size, v[k].data, (size_t)f->size);
+            }
+        }
+        return 0;
+    }
     while (i < s->b.rows) {
         struct cxlp_view v;
-        int rc = l->src.read(l->src.ctx, s->ids[i], &v);
+        int rc = read_one(l, s->ids[i], 0, &v);
         if (rc)
-            return seterr(&l->obj, rc, "reading record %llu: %s",
-                          (unsigned long long)s->ids[i], cxlp_strerror(rc));
+            return read_fail(l, rc, s->ids[i]);
         if (v.len != rs)
             return seterr(&l->obj, CXLP_ECORRUPT, "record %llu: %llu bytes, schema says %llu",
                           (unsigned long long)s->ids[i], (unsigned long long)v.len,
@@ -268,7 +337,7 @@ static int gather_stack(cxlp_loader *l, struct slot *s)
         const uint8_t *next = (const uint8_t *)v.data + rs;
         while (j < s->b.rows) {
             struct cxlp_view w;
-            if (l->src.read(l->src.ctx, s->ids[j], &w) || w.data != next || w.len != rs)
+            if (read_one(l, s->ids[j], 0, &w) || w.data != next || w.len != rs)
                 break;
             next += rs;
             j++;
@@ -279,19 +348,48 @@ static int gather_stack(cxlp_loader *l, struct slot *s)
     return 0;
 }
 
+/* The chosen fields of one record, checked against what the plan assumed:
+ * every variable-length field has `elems` elements (the planned field's
+ * count), every fixed-shape field its size. */
+static int check_fields(cxlp_loader *l, uint64_t id, const struct cxlp_view *v, uint64_t elems)
+{
+    for (uint32_t k = 0; k < l->nsel; k++) {
+        const struct lfield *f = &l->sel[k];
+        if (f->var ? v[k].len / (uint64_t)f->isz != elems || v[k].len % (uint64_t)f->isz
+                   : v[k].len != f->size)
+            return seterr(&l->obj, f->var ? CXLP_EARG : CXLP_ECORRUPT,
+                          "record %llu: field %u has %llu bytes, %s %llu%s", (unsigned long long)id,
+                          f->field, (unsigned long long)v[k].len,
+                          f->var ? "the padded/packed fields have" : "the schema says",
+                          (unsigned long long)(f->var ? elems : f->size),
+                          f->var ? " elements: PAD and PACK need equal lengths" : "");
+    }
+    return 0;
+}
+
 static int gather_pad(cxlp_loader *l, struct slot *s)
 {
-    const uint64_t L = l->o.seq_len, isz = (uint64_t)l->itemsize;
+    const uint64_t L = l->o.seq_len;
+    const struct lfield *f0 = &l->sel[l->var0];
     for (uint32_t i = 0; i < s->b.rows; i++) {
-        struct cxlp_view v;
-        int rc = l->src.read(l->src.ctx, s->ids[i], &v);
+        struct cxlp_view v[CXLP_MAX_FIELDS];
+        int rc = read_sel(l, s->ids[i], v);
         if (rc)
-            return seterr(&l->obj, rc, "reading record %llu: %s",
-                          (unsigned long long)s->ids[i], cxlp_strerror(rc));
-        uint64_t n = MIN(v.len / isz, L);
-        uint8_t *row = s->data + (uint64_t)i * l->row_bytes;
-        memcpy(row, v.data, (size_t)(n * isz));
-        fill_elems(row + n * isz, L - n, l->src.dtype, l->o.pad_value);
+            return read_fail(l, rc, s->ids[i]);
+        uint64_t elems = v[l->var0].len / (uint64_t)f0->isz;
+        if (l->nsel > 1 && (rc = check_fields(l, s->ids[i], v, elems)))
+            return rc;
+        uint64_t n = MIN(elems, L);
+        for (uint32_t k = 0; k < l->nsel; k++) {
+            const struct lfield *f = &l->sel[k];
+            uint8_t *row = s->data + f->off + (uint64_t)i * f->row_bytes;
+            if (!f->var) {
+                memcpy(row, v[k].data, (size_t)f->size);
+                continue;
+            }
+            memcpy(row, v[k].data, (size_t)(n * (uint64_t)f->isz));
+            fill_elems(row + n * (uint64_t)f->isz, L - n, f->dtype, l->o.pad_value);
+        }
         s->lengths[i] = (int64_t)n;
     }
     return 0;
@@ -299,24 +397,36 @@ static int gather_pad(cxlp_loader *l, struct slot *s)
 
 static int gather_pack(cxlp_loader *l, struct slot *s)
 {
-    const uint64_t isz = (uint64_t)l->itemsize;
-    for (uint64_t k = 0; k < s->b.n_segments; k++) {
-        struct cxlp_view v;
-        int rc = l->src.read(l->src.ctx, s->ids[k], &v);
+    const struct lfield *f0 = &l->sel[l->var0];
+    for (uint64_t g = 0; g < s->b.n_segments; g++) {
+        struct cxlp_view v[CXLP_MAX_FIELDS];
+        int rc = read_sel(l, s->ids[g], v);
         if (rc)
-            return seterr(&l->obj, rc, "reading record %llu: %s",
-                          (unsigned long long)s->ids[k], cxlp_strerror(rc));
-        uint64_t off = (uint64_t)s->seg_offset[k] * isz, len = (uint64_t)s->seg_len[k] * isz;
-        if (!range_ok(off, len, v.len))
-            return seterr(&l->obj, CXLP_ECORRUPT, "record %llu changed length under the loader",
-                          (unsigned long long)s->ids[k]);
-        memcpy(s->data + (uint64_t)s->seg_row[k] * l->row_bytes + (uint64_t)s->seg_start[k] * isz,
-               (const uint8_t *)v.data + off, (size_t)len);
+            return read_fail(l, rc, s->ids[g]);
+        if (l->nsel > 1 && (rc = check_fields(l, s->ids[g], v, v[l->var0].len / (uint64_t)f0->isz)))
+            return rc;
+        for (uint32_t k = 0; k < l->nsel; k++) {
+            const struct lfield *f = &l->sel[k];
+            if (!f->var) {
+                memcpy(s->segf[k] + g * f->size, v[k].data, (size_t)f->size);
+                continue;
+            }
+            uint64_t isz = (uint64_t)f->isz;
+            uint64_t off = (uint64_t)s->seg_offset[g] * isz, len = (uint64_t)s->seg_len[g] * isz;
+            if (!range_ok(off, len, v[k].len))
+                return seterr(&l->obj, CXLP_ECORRUPT, "record %llu changed length under the loader",
+                              (unsigned long long)s->ids[g]);
+            memcpy(s->data + f->off + (uint64_t)s->seg_row[g] * f->row_bytes +
+                   (uint64_t)s->seg_start[g] * isz, (const uint8_t *)v[k].data + off, (size_t)len);
+        }
     }
     uint32_t last = s->b.rows - 1;
-    if (s->b.rows && (uint64_t)s->lengths[last] < l->o.seq_len)
-        fill_elems(s->data + last * l->row_bytes + (uint64_t)s->lengths[last] * isz,
-                   l->o.seq_len - (uint64_t)s->lengths[last], l->src.dtype, l->o.pad_value);
+    for (uint32_t k = 0; k < l->nsel && s->b.rows; k++) {
+        const struct lfield *f = &l->sel[k];
+        if (f->var && (uint64_t)s->lengths[last] < l->o.seq_len)
+            fill_elems(s->data + f->off + last * f->row_bytes + (uint64_t)s->lengths[last] * (uint64_t)f->isz,
+                       l->o.seq_len - (uint64_t)s->lengths[last], f->dtype, l->o.pad_value);
+    }
     return 0;
 }
 
@@ -356,6 +466,9 @@ static void *worker(void *arg)
         s->b.seg_start = s->seg_start;
         s->b.seg_len = s->seg_len;
         s->b.seg_offset = s->seg_offset;
+        for (uint32_t f = 0; f < l->nsel; f++)
+            s->b.field_data[f] = l->sel[f].in_slot ? s->data + l->sel[f].off : s->segf[f];
+        s->b.data = s->b.field_data[0];
         if (rc || rows == 0) {
             /* an error ends the stream after this batch; an empty plan is the end */
             l->end_batch = rc ? k + 1 : k;
@@ -397,6 +510,8 @@ static void slot_free(cxlp_loader *l, struct slot *s)
     free(s->seg_start);
     free(s->seg_len);
     free(s->seg_offset);
+    for (uint32_t k = 0; k < CXLP_MAX_FIELDS; k++)
+        free(s->segf[k]);
     if (s->data)
         munmap(s->data, (size_t)l->slot_bytes);
     free(s);
@@ -440,9 +555,14 @@ static int slot_add(cxlp_loader *l)
     }
     s->b.data = s->data;
     s->b.row_bytes = l->row_bytes;
+    s->b.n_fields = l->nsel;
+    for (uint32_t k = 0; k < l->nsel; k++) {
+        s->b.field_data[k] = s->data + l->sel[k].off;
+        s->b.field_row_bytes[k] = l->sel[k].row_bytes;
+    }
     int bad = 0;
     if (l->o.collate == CXLP_COLLATE_PACK) {
-        bad = grow_segments(s, rows * 2) != 0;
+        bad = grow_segments(l, s, rows * 2) != 0;
     } else {
         s->ids = malloc(rows * sizeof(uint64_t));
         s->ids_cap = rows;
@@ -472,7 +592,45 @@ static void destroy(cxlp_loader *l)
     free(l);
 }
 
-static int check_opts(const struct rec_src *src, const struct cxlp_loader_opts *o)
+/* The chosen fields (opts->fields, or every field) as sel[]. */
+static int resolve_fields(cxlp_loader *l, const struct rec_src *src,
+                          const struct cxlp_loader_opts *o)
+{
+    if (o->n_fields > CXLP_MAX_FIELDS)
+        return seterr(NULL, CXLP_EARG, "loader: n_fields %u is more than %d", o->n_fields,
+                      CXLP_MAX_FIELDS);
+    if (!src->read_fields) { /* a source of one field */
+        if (o->n_fields > 1 || (o->n_fields == 1 && o->fields[0] != 0))
+            return seterr(NULL, CXLP_EARG, "loader: the source has one field (field 0)");
+        int isz = cxlp_dtype_size(src->dtype);
+        l->nsel = 1;
+        l->sel[0] = (struct lfield){.field = 0, .var = !src->fixed, .size = src->record_size,
+                                    .dtype = src->dtype, .isz = isz > 0 ? isz : 1};
+        return 0;
+    }
+    const struct cxlp_schema *sc = src->schema;
+    l->nsel = o->n_fields ? o->n_fields : sc->n_fields;
+    for (uint32_t k = 0; k < l->nsel; k++) {
+        uint32_t f = o->n_fields ? o->fields[k] : k;
+        if (f >= sc->n_fields)
+            return seterr(NULL, CXLP_EARG, "loader: fields[%u] = %u, the dataset has %u fields",
+                          k, f, sc->n_fields);
+        for (uint32_t j = 0; j < k; j++)
+            if (l->sel[j].field == f)
+                return seterr(NULL, CXLP_EARG, "loader: field %u (%s) chosen twice", f,
+                              sc->fields[f].name);
+        const struct cxlp_field *fd = &sc->fields[f];
+        uint64_t size = cxlp_dtype_size(fd->dtype);
+        for (int d = 0; d < fd->ndim && !CXLP_FIELD_VAR(fd); d++)
+            size *= fd->shape[d];
+        l->sel[k] = (struct lfield){.field = f, .var = CXLP_FIELD_VAR(fd),
+                                    .size = CXLP_FIELD_VAR(fd) ? 0 : size, .dtype = fd->dtype,
+                                    .isz = cxlp_dtype_size(fd->dtype)};
+    }
+    return 0;
+}
+
+static int check_opts(const cxlp_loader *l, const struct cxlp_loader_opts *o)
 {
     if (o->batch_size == 0)
         return seterr(NULL, CXLP_EARG, "loader: batch_size must be > 0");
@@ -480,21 +638,27 @@ static int check_opts(const struct rec_src *src, const struct cxlp_loader_opts *
         return seterr(NULL, CXLP_EARG, "loader: threads %u is more than 256", o->threads);
     if (o->slots > 4096)
         return seterr(NULL, CXLP_EARG, "loader: slots %u is more than 4096", o->slots);
+    uint32_t nvar = 0, first_var = 0;
+    for (uint32_t k = 0; k < l->nsel; k++)
+        if (l->sel[k].var && !nvar++)
+            first_var = k;
     switch (o->collate) {
     case CXLP_COLLATE_STACK:
-        if (!src->fixed)
+        if (nvar)
             return seterr(NULL, CXLP_EARG,
-                          "loader: collate STACK needs fixed-size records; use PAD or PACK");
+                          "loader: collate STACK needs fixed-size records (field %u is "
+                          "variable-length); use PAD or PACK", l->sel[first_var].field);
         break;
     case CXLP_COLLATE_PAD:
     case CXLP_COLLATE_PACK:
-        if (src->fixed)
+        if (!nvar)
             return seterr(NULL, CXLP_EARG,
                           "loader: collate PAD/PACK is for variable-size records; use STACK");
         if (o->seq_len == 0)
             return seterr(NULL, CXLP_EARG, "loader: seq_len must be > 0 for PAD and PACK");
-        if (cxlp_dtype_size(src->dtype) <= 0)
-            return seterr(NULL, CXLP_EARG, "loader: unknown element dtype %d", src->dtype);
+        for (uint32_t k = 0; k < l->nsel; k++)
+            if (cxlp_dtype_size(l->sel[k].dtype) <= 0)
+                return seterr(NULL, CXLP_EARG, "loader: unknown element dtype %d", l->sel[k].dtype);
         break;
     default:
         return seterr(NULL, CXLP_EARG, "loader: unknown collate %d", o->collate);
@@ -509,14 +673,18 @@ static int check_opts(const struct rec_src *src, const struct cxlp_loader_opts *
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,
                       cxlp_index_fn index_fn, void *index_ctx, cxlp_loader **out)
 {
-    if (!src || !opts || !index_fn || !out)
+    if (!src || !opts || !index_fn || !out || (src->read_fields && !src->schema))
         return seterr(NULL, CXLP_EARG, "loader: NULL argument");
-    int rc = check_opts(src, opts);
-    if (rc)
-        return rc;
     cxlp_loader *l = calloc(1, sizeof *l);
     if (!l)
         return -ENOMEM;
+    int rc = resolve_fields(l, src, opts);
+    if (!rc)
+        rc = check_opts(l, opts);
+    if (rc) {
+        free(l);
+        return rc;
+    }
     obj_init(&l->obj);
     l->src = *src;
     l->o = *opts;
@@ -532,16 +700,28 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     pthread_cond_init(&l->cv_free, NULL);
     pthread_cond_init(&l->cv_ready, NULL);
 
-    uint64_t rows = opts->batch_size;
-    if (opts->collate == CXLP_COLLATE_STACK) {
-        l->row_bytes = src->record_size;
-    } else {
-        l->itemsize = cxlp_dtype_size(src->dtype);
-        if (mul_overflow_u64(opts->seq_len, (uint64_t)l->itemsize, &l->row_bytes))
+    uint64_t rows = opts->batch_size, slot_bytes = 0;
+    for (uint32_t k = 0; k < l->nsel; k++) {
+        struct lfield *f = &l->sel[k];
+        l->fidx[k] = f->field;
+        f->in_slot = !(opts->collate == CXLP_COLLATE_PACK && !f->var);
+        f->row_bytes = f->size;
+        if (f->var && mul_overflow_u64(opts->seq_len, (uint64_t)f->isz, &f->row_bytes))
             goto too_big;
+        if (!f->in_slot)
+            continue;
+        uint64_t bytes;
+        f->off = ALIGN_UP(slot_bytes, 64);
+        if (mul_overflow_u64(rows, f->row_bytes, &bytes) || bytes > ((uint64_t)1 << 40))
+            goto too_big;
+        slot_bytes = f->off + bytes;
     }
-    uint64_t slot_bytes;
-    if (mul_overflow_u64(rows, l->row_bytes, &slot_bytes) || slot_bytes > ((uint64_t)1 << 40))
+    for (uint32_t k = l->nsel; k-- > 0;)
+        if (l->sel[k].var)
+            l->var0 = k;
+    l->itemsize = l->sel[l->var0].isz;
+    l->row_bytes = l->sel[0].row_bytes;
+    if (slot_bytes > ((uint64_t)1 << 40))
         goto too_big;
     l->slot_bytes = ALIGN_UP(slot_bytes ? slot_bytes : 1, 4096);
     l->idbuf_cap = MAX(rows, 1024);
@@ -590,9 +770,10 @@ fail:
     return rc;
 }
 
-static int store_read_fn(const void *ctx, uint64_t id, struct cxlp_view *v)
+static int store_read_fields_fn(const void *ctx, uint64_t id, const uint32_t *f, uint32_t n,
+                                struct cxlp_view *v)
 {
-    return cxlp_store_read(ctx, id, v);
+    return store_read_fields(ctx, id, f, n, v);
 }
 
 int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
@@ -600,13 +781,10 @@ int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
 {
     if (!s)
         return seterr(NULL, CXLP_EARG, "loader: store is NULL");
-    const struct cxlp_schema *sc = cxlp_store_schema(s);
     struct rec_src src = {
-        .read = store_read_fn,
         .ctx = s,
-        .fixed = sc->fixed,
-        .record_size = sc->record_size,
-        .dtype = sc->n_fields ? sc->fields[0].dtype : CXLP_DT_U8,
+        .read_fields = store_read_fields_fn,
+        .schema = cxlp_store_schema(s),
     };
     return loader_create_src(&src, opts, index_fn, index_ctx, out);
 }

@@ -10,12 +10,19 @@
 #include "common/common.h"
 
 struct rec_src {
-    /* Record id as a view valid for the loader's lifetime. Thread-safe. */
+    /* Record id as a view valid for the loader's lifetime. Thread-safe.
+     * Used when read_fields is NULL: a source of one field described by
+     * fixed, record_size and dtype. */
     int (*read)(const void *ctx, uint64_t id, struct cxlp_view *v);
     const void *ctx;
     int fixed;               /* 1: every record is record_size bytes */
     uint64_t record_size;
     int dtype;               /* element type of variable-size records */
+    /* A source of several fields: fields f[0..n) of record id into v[0..n)
+     * (one lookup of the record), and the schema that describes them. */
+    int (*read_fields)(const void *ctx, uint64_t id, const uint32_t *f, uint32_t n,
+                       struct cxlp_view *v);
+    const struct cxlp_schema *schema;
 };
 
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,

@@ -102,6 +102,13 @@ int pool_unreserve(cxlp_pool *p, struct pool_extent ext);
  * CXLP_EEXIST if the name was published meanwhile (reservations then stay
  * reserved; the caller unreserves). */
 int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards);
+/* Publishes dataset name made of the records of datasets parts[0..n) in
+ * that order (their shards, record ids renumbered) and removes the parts,
+ * in one atomic catalog flip: no extent moves or is copied. The parts must
+ * have the same schema and no document index. CXLP_EEXIST (name taken),
+ * CXLP_ENOTFOUND (a part missing), CXLP_EARG (part twice, other schema),
+ * CXLP_EUNSUPPORTED (document index), CXLP_ECATFULL. */
+int pool_concat(cxlp_pool *p, const char *name, const char *const *parts, size_t n_parts);
 /* Makes [off, off+len) durable (file backend), before a publish. */
 int pool_sync(cxlp_pool *p, uint64_t off, uint64_t len);
 

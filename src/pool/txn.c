@@ -1,5 +1,5 @@
 /*
- * txn.c - write transactions: reserve, unreserve, publish, remove.
+ * txn.c - write transactions: reserve, unreserve, publish, remove, concat.
  *
  * Every transaction is
  *   lock -> snapshot current catalog (gen g) -> reclaim -> change the
@@ -27,7 +27,8 @@
  *   free + used + reserved + deferred = data_len
  * reserve moves free -> reserved; publish moves reserved -> used (and the
  * unused rest of the publishing reservations -> free); remove moves used ->
- * deferred; reclaim moves reserved/deferred -> free.
+ * deferred; concat moves used extents from its parts to the new dataset;
+ * reclaim moves reserved/deferred -> free.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -397,6 +398,19 @@ out:
     return rc;
 }
 
+/* Drops dataset i and its shard records from c (its extents are the
+ * caller's to account); later datasets' shard indexes shift down. */
+static void drop_ds(struct cat *c, uint64_t i)
+{
+    uint64_t first = c->ds[i].first_shard, n = c->ds[i].d.n_shards;
+    memmove(&c->sh[first], &c->sh[first + n], (c->n_sh - first - n) * sizeof *c->sh);
+    c->n_sh -= n;
+    for (uint64_t k = 0; k < c->n_ds; k++)
+        if (c->ds[k].first_shard > first)
+            c->ds[k].first_shard -= n;
+    arr_del(c->ds, &c->n_ds, sizeof *c->ds, i);
+}
+
 int cxlp_pool_remove(cxlp_pool *p, const char *name)
 {
     int rc = writable_handle(p, "cxlp_pool_remove");
@@ -428,15 +442,7 @@ int cxlp_pool_remove(cxlp_pool *p, const char *name)
         }
     }
     free(fp);
-    /* drop the dataset and its shard records; later datasets' shard
-     * indexes shift down */
-    uint64_t first = c->ds[i].first_shard, n = c->ds[i].d.n_shards;
-    memmove(&c->sh[first], &c->sh[first + n], (c->n_sh - first - n) * sizeof *c->sh);
-    c->n_sh -= n;
-    for (uint64_t k = 0; k < c->n_ds; k++)
-        if (c->ds[k].first_shard > first)
-            c->ds[k].first_shard -= n;
-    arr_del(c->ds, &c->n_ds, sizeof *c->ds, (uint64_t)i);
+    drop_ds(c, (uint64_t)i);
     rc = txn_commit(&t, 0);
 out:
     txn_end(&t);
@@ -455,4 +461,108 @@ int pool_sync(cxlp_pool *p, uint64_t off, uint64_t len)
         return seterr(&p->obj, rc, "%s: sync %#llx+%llu: %s", p->a->m.path,
                       (unsigned long long)off, (unsigned long long)len, cxlp_strerror(rc));
     return 0;
+}
+
+int pool_concat(cxlp_pool *p, const char *name, const char *const *parts, size_t n_parts)
+{
+    int rc = writable_handle(p, "pool_concat");
+    if (rc)
+        return rc;
+    if (!name || !parts || n_parts == 0 || n_parts > UINT32_MAX)
+        return seterr(&p->obj, CXLP_EARG, "pool_concat: no name or no parts");
+    int64_t *idx = calloc(n_parts, sizeof *idx);
+    if (!idx)
+        return seterr(&p->obj, -ENOMEM, "pool_concat: out of memory");
+    struct pool_shard *sh = NULL;
+    struct txn t;
+    if ((rc = txn_begin(&t, p))) {
+        free(idx);
+        return rc;
+    }
+    struct cat *c = &t.c;
+    if (cat_find(c, name) >= 0) {
+        rc = seterr(&p->obj, CXLP_EEXIST, "%s: dataset '%s' already published", p->a->m.path, name);
+        goto out;
+    }
+    uint64_t n_sh = 0;
+    for (size_t k = 0; k < n_parts; k++) {
+        idx[k] = parts[k] ? cat_find(c, parts[k]) : -1;
+        if (idx[k] < 0) {
+            rc = seterr(&p->obj, CXLP_ENOTFOUND, "%s: concat '%s': no part '%s'", p->a->m.path,
+                        name, parts[k] ? parts[k] : "(null)");
+            goto out;
+        }
+        const struct pool_dataset *d = &c->ds[idx[k]].d, *d0 = &c->ds[idx[0]].d;
+        for (size_t j = 0; j < k; j++)
+            if (idx[j] == idx[k]) {
+                rc = seterr(&p->obj, CXLP_EARG, "concat '%s': part '%s' given twice", name, parts[k]);
+                goto out;
+            }
+        if (memcmp(&d->schema, &d0->schema, sizeof d->schema) != 0) {
+            rc = seterr(&p->obj, CXLP_EARG, "concat '%s': part '%s' has another schema than '%s'",
+                        name, parts[k], parts[0]);
+            goto out;
+        }
+        if (d->docs.len) {
+            rc = seterr(&p->obj, CXLP_EUNSUPPORTED, "concat '%s': part '%s' has a document index",
+                        name, parts[k]);
+            goto out;
+        }
+        n_sh += d->n_shards;
+    }
+    if (n_sh > UINT32_MAX) {
+        rc = seterr(&p->obj, CXLP_EUNSUPPORTED, "concat '%s': %llu shards, the catalog holds at most %u",
+                    name, (unsigned long long)n_sh, UINT32_MAX);
+        goto out;
+    }
+    sh = malloc((n_sh ? n_sh : 1) * sizeof *sh);
+    if (!sh)
+        goto nomem;
+    /* the new record: the parts' shards in order, records renumbered */
+    struct cat_ds rec;
+    memset(&rec, 0, sizeof rec);
+    rec.d.schema = c->ds[idx[0]].d.schema;
+    rec.d.info.fixed = c->ds[idx[0]].d.info.fixed;
+    rec.d.info.record_size = c->ds[idx[0]].d.info.record_size;
+    uint64_t at = 0, first = 0;
+    for (size_t k = 0; k < n_parts; k++) {
+        const struct cat_ds *d = &c->ds[idx[k]];
+        for (uint64_t s = 0; s < d->d.n_shards; s++) {
+            sh[at] = c->sh[d->first_shard + s];
+            sh[at++].first_record = first + c->sh[d->first_shard + s].first_record;
+        }
+        first += d->d.info.n_records;
+        rec.d.info.data_bytes += d->d.info.data_bytes;
+        rec.d.info.stored_bytes += d->d.info.stored_bytes;
+    }
+    strlcpy0(rec.d.info.name, name, sizeof rec.d.info.name);
+    rec.d.info.n_records = first;
+    rec.d.info.n_shards = (uint32_t)n_sh;
+    rec.d.n_shards = (uint32_t)n_sh;
+    rec.d.info.created_unix = (uint64_t)time(NULL);
+    rec.d.info.version = t.gen + 1;
+    /* drop the parts, highest index first so the others stay put */
+    for (size_t done = 0; done < n_parts; done++) {
+        size_t hi = 0;
+        for (size_t k = 1; k < n_parts; k++)
+            if (idx[k] > idx[hi])
+                hi = k;
+        drop_ds(c, (uint64_t)idx[hi]);
+        idx[hi] = -1;
+    }
+    rec.first_shard = c->n_sh;
+    for (uint64_t s = 0; s < n_sh; s++)
+        if (arr_push(&c->sh, &c->n_sh, &c->cap_sh, sizeof sh[s], &sh[s]))
+            goto nomem;
+    if (arr_push(&c->ds, &c->n_ds, &c->cap_ds, sizeof rec, &rec))
+        goto nomem;
+    rc = txn_commit(&t, 0);
+    goto out;
+nomem:
+    rc = seterr(&p->obj, -ENOMEM, "pool_concat: out of memory");
+out:
+    free(sh);
+    free(idx);
+    txn_end(&t);
+    return rc;
 }

@@ -15,8 +15,14 @@
  *   bytes per shard: a 100 TB dataset of 256 MiB shards has 4*10^5 shards,
  *   19 probes in an array that stays in cache. An interpolation table would
  *   add memory and a second validation for no measurable gain at that size.
- * Then shard_record (shard.h) turns the in-shard index into a view, with
- * bounds checks on everything it loads from shared memory.
+ * Then shard_col_record (shard.h) turns the in-shard index into a view of
+ * one column, with bounds checks on everything it loads from shared memory.
+ *
+ * Columns: shards of format 2 hold one column per field (cols[k * ncols +
+ * f] is field f of shard k). A dataset written in format 1 has one column:
+ * its records whole, a multi-field fixed-size record with its fields at
+ * their offsets (rows = 1); cxlp_store_read_field cuts the field out of the
+ * record there. Every shard of a dataset has the same format.
  *
  * Thread safety: after open the handle is immutable; reads touch only it and
  * the pool. Errors on the read path go to the calling thread's message
@@ -45,6 +51,9 @@ struct cxlp_store {
     struct fastdiv per_div;   /* that division, by multiplication */
     uint64_t *first;          /* first record of each shard */
     struct shard *shards;
+    struct shard_col *cols;   /* n_shards * ncols, shard-major */
+    uint32_t ncols;           /* columns per shard: n_fields, or 1 (format 1) */
+    int rows;                 /* format 1 with several fields: fields inside the record */
     struct pool_shard *loc;   /* catalog locations, for messages and verify */
     const int64_t *docs;      /* NULL when absent */
     const char *name;         /* ds.info.name */
@@ -58,6 +67,7 @@ static void store_free(cxlp_store *s)
     }
     free(s->first);
     free(s->shards);
+    free(s->cols);
     free(s->loc);
     s->obj.magic = 0;
     free(s);
@@ -68,6 +78,44 @@ static int open_fail(cxlp_store *s, cxlp_pool *p, int rc)
     seterr(pool_obj(p), rc, "%s", s->obj.err);
     store_free(s);
     return rc;
+}
+
+/* Checks shard k's columns against the schema: format 2, one column per
+ * field of the field's kind and size; format 1, one column of whole records
+ * (the first shard fixes which; every shard must agree). */
+static int shard_matches(cxlp_store *s, const struct cxlp_schema *sc, const struct shard *sh,
+                         uint64_t k, char *err, size_t errlen)
+{
+    int v1 = sh->version == SHARD_VERSION_V1;
+    if (k == 0)
+        s->rows = v1 && sc->n_fields > 1;
+    if (v1 != (k == 0 ? v1 : s->shards[0].version == SHARD_VERSION_V1)) {
+        snprintf(err, errlen, "format version %u differs from shard 0's", sh->version);
+        return CXLP_ECORRUPT;
+    }
+    if (v1) {
+        const struct shard_col *c = &sh->col[0];
+        if ((c->kind == SHARD_KIND_FIXED) != (sc->fixed != 0) ||
+            (sc->fixed && c->record_size != sc->record_size) || (!sc->fixed && sc->n_fields != 1)) {
+            snprintf(err, errlen, "record kind/size differ from the schema");
+            return CXLP_ECORRUPT;
+        }
+        return 0;
+    }
+    if (sh->n_cols != sc->n_fields) {
+        snprintf(err, errlen, "%u columns, the schema has %u fields", sh->n_cols, sc->n_fields);
+        return CXLP_ECORRUPT;
+    }
+    for (uint32_t f = 0; f < sc->n_fields; f++) {
+        uint64_t size = schema_field_size(&sc->fields[f]);
+        const struct shard_col *c = &sh->col[f];
+        if ((c->kind == SHARD_KIND_FIXED) != (size != 0) || (size && c->record_size != size)) {
+            snprintf(err, errlen, "column %u: record kind/size differ from field %s", f,
+                     sc->fields[f].name);
+            return CXLP_ECORRUPT;
+        }
+    }
+    return 0;
 }
 
 /* Checks the catalog record and every shard against the mapping. */
@@ -92,7 +140,12 @@ static int store_validate(cxlp_store *s)
         if (!range_ok(l->off, l->len, size) || l->off % 8)
             return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": extent [%" PRIu64 ", +%" PRIu64 ") "
                           "outside the pool of %" PRIu64 " bytes or misaligned", s->name, k, l->off, l->len, size);
-        rc = shard_open(&s->shards[k], base + l->off, l->len, err, sizeof err);
+        rc = shard_open(&s->shards[k], &s->cols[k * s->ncols], s->ncols, base + l->off, l->len,
+                        err, sizeof err);
+        if (rc == CXLP_EFORMAT && strstr(err, "version"))
+            return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s: "
+                          "written by a newer build; open it with that build, or re-ingest "
+                          "the source", s->name, k, l->off, err);
         if (rc)
             return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
                           s->name, k, l->off, err);
@@ -101,14 +154,16 @@ static int store_validate(cxlp_store *s)
             return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): "
                           "catalog says records [%" PRIu64 ", +%" PRIu64 "), shard header holds %" PRIu64 " and %" PRIu64 " precede it",
                           s->name, k, l->off, l->first_record, l->n_records, sh->n_records, next);
-        if ((sh->kind == SHARD_KIND_FIXED) != (norm.fixed != 0) ||
-            (norm.fixed && sh->record_size != norm.record_size))
-            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): "
-                          "record kind/size differ from the schema", s->name, k, l->off);
+        if ((rc = shard_matches(s, &norm, sh, k, err, sizeof err)))
+            return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
+                          s->name, k, l->off, err);
         s->first[k] = next;
         /* a hostile catalog may list one extent many times: check the sums */
-        if (add_overflow_u64(next, sh->n_records, &next) ||
-            add_overflow_u64(bytes, sh->data_len, &bytes))
+        uint64_t sb = 0;
+        for (uint32_t c = 0; c < sh->n_cols; c++)
+            if (add_overflow_u64(sb, sh->col[c].data_len, &sb))
+                sb = UINT64_MAX;
+        if (add_overflow_u64(next, sh->n_records, &next) || add_overflow_u64(bytes, sb, &bytes))
             return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": record or byte count overflows",
                           s->name, k);
     }
@@ -179,9 +234,14 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
                s->ds.n_shards, s->ds.info.n_shards);
         return open_fail(s, p, CXLP_ECORRUPT);
     }
+    /* format 2 shards carry one column per field, format 1 one column; the
+     * room for n_fields covers both (shard_open refuses more) */
+    s->ncols = s->ds.schema.n_fields >= 1 && s->ds.schema.n_fields <= CXLP_MAX_FIELDS
+               ? s->ds.schema.n_fields : 1;
     s->first = malloc((s->n_shards ? s->n_shards : 1) * sizeof *s->first);
     s->shards = malloc((s->n_shards ? s->n_shards : 1) * sizeof *s->shards);
-    if (!s->first || !s->shards) {
+    s->cols = calloc((s->n_shards ? s->n_shards : 1) * s->ncols, sizeof *s->cols);
+    if (!s->first || !s->shards || !s->cols) {
         seterr(&s->obj, -ENOMEM, "dataset %s: out of memory for %" PRIu64 " shards", s->name, s->n_shards);
         return open_fail(s, p, -ENOMEM);
     }
@@ -220,40 +280,87 @@ const struct cxlp_schema *cxlp_store_schema(const cxlp_store *s)
     return s ? &s->ds.schema : NULL;
 }
 
-__attribute__((cold, noinline)) static int read_corrupt(const cxlp_store *s, uint64_t k, uint64_t idx)
+__attribute__((cold, noinline)) static int read_corrupt(const cxlp_store *s, uint64_t k, uint32_t c,
+                                                      uint64_t idx)
 {
     char err[ERRMSG_MAX];
-    shard_explain(&s->shards[k], idx - s->first[k], err, sizeof err);
+    shard_explain(&s->shards[k], c, idx - s->first[k], err, sizeof err);
     return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
                   s->name, k, s->loc[k].off, err);
+}
+
+__attribute__((cold, noinline)) static int read_range(const cxlp_store *s, uint64_t idx)
+{
+    return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " past the end (%" PRIu64 " records)",
+                  s->name, idx, s->count);
+}
+
+/* The shard holding record idx (< count). */
+static inline uint64_t locate(const cxlp_store *s, uint64_t idx)
+{
+    if (s->per_shard)
+        return fastdiv(idx, s->per_div);
+    uint64_t lo = 0, hi = s->n_shards; /* first[lo] <= idx < first[hi] (first[n] = count) */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (s->first[mid] <= idx)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
 {
     if (__builtin_expect(idx >= s->count, 0))
-        return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " past the end (%" PRIu64 " records)",
-                      s->name, idx, s->count);
-    uint64_t k;
-    if (s->per_shard) {
-        k = fastdiv(idx, s->per_div);
-    } else {
-        uint64_t lo = 0, hi = s->n_shards; /* first[lo] <= idx < first[hi] (first[n] = count) */
-        while (hi - lo > 1) {
-            uint64_t mid = lo + (hi - lo) / 2;
-            if (s->first[mid] <= idx)
-                lo = mid;
-            else
-                hi = mid;
-        }
-        k = lo;
-    }
+        return read_range(s, idx);
+    if (__builtin_expect(s->ncols != 1 && !s->rows, 0))
+        return seterr(NULL, CXLP_EARG, "dataset %s stores its %u fields in columns: read them with "
+                      "cxlp_store_read_field", s->name, s->ncols);
+    uint64_t k = locate(s, idx);
     const uint8_t *p;
     uint64_t len;
-    if (__builtin_expect(shard_record(&s->shards[k], idx - s->first[k], &p, &len), 0))
-        return read_corrupt(s, k, idx);
+    if (__builtin_expect(shard_col_record(&s->cols[k * s->ncols], idx - s->first[k], &p, &len), 0))
+        return read_corrupt(s, k, 0, idx);
     v->data = p;
     v->len = len;
     return 0;
+}
+
+int store_read_fields(const cxlp_store *s, uint64_t idx, const uint32_t *fields, uint32_t n,
+                      struct cxlp_view *v)
+{
+    if (__builtin_expect(idx >= s->count, 0))
+        return read_range(s, idx);
+    uint64_t k = locate(s, idx), i = idx - s->first[k];
+    const struct shard_col *cols = &s->cols[k * s->ncols];
+    for (uint32_t j = 0; j < n; j++) {
+        const uint8_t *p;
+        uint64_t len;
+        uint32_t c = s->rows ? 0 : fields[j];
+        if (__builtin_expect(shard_col_record(&cols[c], i, &p, &len), 0))
+            return read_corrupt(s, k, c, idx);
+        if (s->rows) { /* format 1: the field inside the whole record */
+            const struct cxlp_field *f = &s->ds.schema.fields[fields[j]];
+            uint64_t fs = schema_field_size(f);
+            if (!range_ok(f->offset, fs, len))
+                return read_corrupt(s, k, 0, idx);
+            p += f->offset;
+            len = fs;
+        }
+        v[j].data = p;
+        v[j].len = len;
+    }
+    return 0;
+}
+
+int cxlp_store_read_field(const cxlp_store *s, uint64_t idx, uint32_t field, struct cxlp_view *v)
+{
+    if (__builtin_expect(field >= s->ds.schema.n_fields, 0))
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: field %u past its %u fields", s->name, field,
+                      s->ds.schema.n_fields);
+    return store_read_fields(s, idx, &field, 1, v);
 }
 
 int cxlp_store_hugepages(cxlp_store *s)
@@ -297,9 +404,14 @@ int cxlp_store_verify(cxlp_store *s)
     for (uint64_t k = 0; k < s->n_shards; k++) {
         const struct pool_shard *l = &s->loc[k];
         struct shard sh;
+        struct shard_col cols[SHARD_MAX_COLS];
         /* re-open: the header may have changed since cxlp_store_open */
-        int rc = shard_open(&sh, base + l->off, l->len, err, sizeof err);
-        if (!rc && (sh.n_records != s->shards[k].n_records || sh.data_len != s->shards[k].data_len)) {
+        int rc = shard_open(&sh, cols, s->ncols, base + l->off, l->len, err, sizeof err);
+        int same = !rc && sh.n_records == s->shards[k].n_records && sh.n_cols == s->shards[k].n_cols;
+        for (uint32_t c = 0; same && c < sh.n_cols; c++)
+            same = cols[c].data_len == s->shards[k].col[c].data_len &&
+                   cols[c].data_off == s->shards[k].col[c].data_off;
+        if (!rc && !same) {
             rc = CXLP_ECORRUPT;
             snprintf(err, sizeof err, "shard header changed since the dataset was opened");
         }

@@ -26,6 +26,20 @@ int schema_normalize(const struct cxlp_schema *in, struct cxlp_schema *out,
  * or record_size for fixed. */
 uint64_t schema_unit(const struct cxlp_schema *s);
 
+/* Bytes per record of a fixed-shape field of a normalized schema; 0 for a
+ * variable-length one. */
+uint64_t schema_field_size(const struct cxlp_field *f);
+
+/* Offset of the first byte of p[0..len) that is not valid UTF-8, or len. */
+uint64_t utf8_check(const uint8_t *p, uint64_t len);
+
+/* Fields fields[0..n) of record idx in one lookup of its shard (the gather
+ * engine reads several fields of each record). Thread-safe; as
+ * cxlp_store_read_field, with field numbers trusted (checked by the
+ * caller). */
+int store_read_fields(const cxlp_store *s, uint64_t idx, const uint32_t *fields, uint32_t n,
+                      struct cxlp_view *v);
+
 /* Fixed-size records: bytes that cxlp_writer_direct can hand out without
  * closing the current shard early (a multiple of record_size; 0 when the
  * writer failed). Importers size their read()s by it so that shards stay
