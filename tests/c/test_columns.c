@@ -184,6 +184,12 @@ static void test_roundtrip(cxlp_pool *p, uint64_t *seed)
     CHECK(strstr(cxlp_errmsg(s), "column 3") && strstr(cxlp_errmsg(s), "shard 1"));
     base[cols[3].data_off] ^= 0x5a;
     CHECK_OK(cxlp_store_verify(s));
+    /* a shard of a format this build does not know: refused, with advice */
+    base[8] = 3;
+    cxlp_store *s2;
+    CHECK_RC(cxlp_store_open(p, "four", &s2), CXLP_EFORMAT);
+    CHECK(strstr(cxlp_errmsg(p), "version 3") && strstr(cxlp_errmsg(p), "newer build"));
+    base[8] = SHARD_VERSION;
     free(sh);
     attach_unpin(a, gen);
     attach_unref(a);
