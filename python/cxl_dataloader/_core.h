@@ -20,7 +20,7 @@
 
 extern PyObject *CoreError;
 extern PyTypeObject PoolType, StoreType, ArrayType, LoaderType, BatchType;
-extern PyTypeObject SamplerType;
+extern PyTypeObject SamplerType, WriterType;
 
 /* Raises CoreError(code, message) from rc and the handle's message (NULL:
  * the thread's). Returns NULL for `return core_raise(...)`. */
@@ -71,6 +71,9 @@ typedef struct {
     int collate;
     uint64_t seq_len;
     uint64_t stall_ns;       /* time next() / take() waited on the engine */
+    uint32_t nfields;        /* fields collated (schema numbers in fields[]) */
+    uint32_t fields[CXLP_MAX_FIELDS];
+    int many;                /* take() gives a tuple of fields, not one */
 } LoaderObject;
 
 /* A cxlp_sampler; busy while a Loader draws from it (see _core_sampler.c). */

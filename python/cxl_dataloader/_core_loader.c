@@ -37,18 +37,18 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"store", "order", "batch_size", "threads", "slots", "collate",
                              "seq_len", "pad_value", "drop_last", "numa_node", "first_offset",
-                             "bind_slots", "slot_node", NULL};
+                             "bind_slots", "slot_node", "fields", NULL};
     StoreObject *store;
-    PyObject *order;
+    PyObject *order, *fields = Py_None;
     unsigned int batch_size, threads = 1, slots = 0;
     int collate = CXLP_COLLATE_STACK, drop_last = 0, numa_node = -1, bind_slots = 0,
         slot_node = 0;
     unsigned long long seq_len = 0, first_offset = 0;
     long long pad_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKpi", kwlist, &StoreType,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKpiO", kwlist, &StoreType,
                                      &store, &order, &batch_size, &threads, &slots, &collate,
                                      &seq_len, &pad_value, &drop_last, &numa_node, &first_offset,
-                                     &bind_slots, &slot_node))
+                                     &bind_slots, &slot_node, &fields))
         return -1;
     if (self->l || self->sampler || self->order.obj) {
         PyErr_SetString(PyExc_RuntimeError, "Loader already initialized");
@@ -59,6 +59,36 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     uint64_t n = cxlp_store_count(store->s);
+    const struct cxlp_schema *sc = cxlp_store_schema(store->s);
+    if (fields == Py_None) { /* every field; one field gives one array, as before */
+        self->nfields = sc->n_fields;
+        for (uint32_t k = 0; k < sc->n_fields; k++)
+            self->fields[k] = k;
+        self->many = sc->n_fields > 1;
+    } else {
+        PyObject *seq = PySequence_Fast(fields, "fields must be a sequence of field numbers");
+        if (!seq)
+            return -1;
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+        if (m < 1 || m > CXLP_MAX_FIELDS) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "fields: 1..%d field numbers", CXLP_MAX_FIELDS);
+            return -1;
+        }
+        for (Py_ssize_t k = 0; k < m; k++) {
+            long f = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
+            if (f < 0 || (uint32_t)f >= sc->n_fields) {
+                Py_DECREF(seq);
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_IndexError, "field %ld of %u", f, sc->n_fields);
+                return -1;
+            }
+            self->fields[k] = (uint32_t)f;
+        }
+        Py_DECREF(seq);
+        self->nfields = (uint32_t)m;
+        self->many = 1;
+    }
     if (PyObject_TypeCheck(order, &SamplerType)) {
         SamplerObject *so = (SamplerObject *)order;
         if (!so->s || so->busy) {
@@ -107,7 +137,8 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                                  .collate = collate, .seq_len = seq_len, .pad_value = pad_value,
                                  .drop_last = drop_last, .numa_node = numa_node,
                                  .first_offset = first_offset, .bind_slots = bind_slots,
-                                 .slot_node = slot_node};
+                                 .slot_node = slot_node, .n_fields = self->nfields};
+    memcpy(o.fields, self->fields, sizeof o.fields);
     int rc = cxlp_loader_create(store->s, &o, self->sampler ? sampler_fn : order_fn, self,
                                 &self->l);
     if (rc) {
@@ -177,26 +208,30 @@ static PyObject *loader_next(LoaderObject *self)
     return (PyObject *)next_batch(self); /* NULL, no exception: StopIteration */
 }
 
-/* Shape and dtype of a batch's data array; returns ndim. */
-static int batch_shape(const BatchObject *self, int64_t *shape, int *dtype)
+/* Shape and dtype of collated field k of a batch; returns ndim.
+ * Variable-length (PAD, PACK): [rows, seq_len]; fixed-shape: [rows, *shape]
+ * (PACK: [n_segments, *shape]); a shape too deep for an Array: its bytes. */
+static int field_shape(const BatchObject *self, uint32_t k, int64_t *shape, int *dtype)
 {
     const LoaderObject *l = (const LoaderObject *)self->loader;
     const struct cxlp_schema *sc = cxlp_store_schema(((StoreObject *)l->store)->s);
     const struct cxlp_batch *b = self->b;
+    const struct cxlp_field *f = &sc->fields[l->fields[k]];
     shape[0] = b->rows;
-    if (l->collate != CXLP_COLLATE_STACK) {
+    if (CXLP_FIELD_VAR(f)) {
         shape[1] = (int64_t)l->seq_len;
-        *dtype = sc->fields[0].dtype;
+        *dtype = f->dtype;
         return 2;
     }
-    if (sc->n_fields == 1 && sc->fields[0].ndim < ARRAY_MAX_DIMS) {
-        const struct cxlp_field *f = &sc->fields[0];
+    if (l->collate == CXLP_COLLATE_PACK)
+        shape[0] = (int64_t)b->n_segments;
+    if (f->ndim < ARRAY_MAX_DIMS) {
         for (int d = 0; d < f->ndim; d++)
             shape[d + 1] = (int64_t)f->shape[d];
         *dtype = f->dtype;
         return f->ndim + 1;
     }
-    shape[1] = (int64_t)b->row_bytes;
+    shape[1] = (int64_t)b->field_row_bytes[k];
     *dtype = CXLP_DT_U8;
     return 2;
 }
@@ -218,9 +253,16 @@ static PyObject *loader_take(LoaderObject *self, PyObject *unused)
     }
     int64_t shape[ARRAY_MAX_DIMS];
     int dtype;
-    int ndim = batch_shape(bo, shape, &dtype);
-    PyObject *data = dlpack_capsule((PyObject *)bo, bo->b->data, dtype, ndim, shape, 0, 1);
-    PyObject *lengths = NULL, *out = NULL;
+    PyObject *data = self->many ? PyTuple_New(self->nfields) : NULL, *lengths = NULL, *out = NULL;
+    for (uint32_t k = 0; k < self->nfields && (data || !self->many); k++) {
+        int ndim = field_shape(bo, k, shape, &dtype);
+        PyObject *c = dlpack_capsule((PyObject *)bo, bo->b->field_data[k], dtype, ndim, shape, 0, 1);
+        if (!c || !self->many) {
+            Py_XSETREF(data, c);
+            break;
+        }
+        PyTuple_SET_ITEM(data, k, c);
+    }
     if (!data)
         goto done;
     if (bo->b->lengths) {
@@ -292,7 +334,8 @@ static PyObject *loader_get_stall_ns(LoaderObject *self, void *c)
 
 static PyMethodDef loader_methods[] = {
     {"take", (PyCFunction)loader_take, METH_NOARGS,
-     "take() -> (data capsule, lengths capsule or None, Batch, resume_records, resume_offset), "
+     "take() -> (data capsule, or a tuple of one per field when the dataset has several fields "
+     "or fields= was given; lengths capsule or None, Batch, resume_records, resume_offset), "
      "or None at the end."},
     {"slots", (PyCFunction)loader_slots, METH_VARARGS,
      "slots(first=0) -> [(address, bytes)] of ring slots first, first+1, ..."},
@@ -313,7 +356,7 @@ PyTypeObject LoaderType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Loader(store, order (Sampler or int64 buffer), batch_size, *, threads=1, slots=0, "
               "collate=COLLATE_STACK, seq_len=0, pad_value=0, drop_last=False, numa_node=-1, "
-              "first_offset=0, bind_slots=False, slot_node=0)",
+              "first_offset=0, bind_slots=False, slot_node=0, fields=None)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)loader_init,
     .tp_dealloc = (destructor)loader_dealloc,
@@ -338,8 +381,26 @@ static PyObject *batch_data(BatchObject *self, void *c)
     (void)c;
     int64_t shape[ARRAY_MAX_DIMS];
     int dtype;
-    int ndim = batch_shape(self, shape, &dtype);
+    int ndim = field_shape(self, 0, shape, &dtype);
     return array_new((PyObject *)self, self->b->data, dtype, ndim, shape);
+}
+
+static PyObject *batch_fields(BatchObject *self, void *c)
+{
+    (void)c;
+    LoaderObject *l = (LoaderObject *)self->loader;
+    PyObject *t = PyTuple_New(l->nfields);
+    for (uint32_t k = 0; t && k < l->nfields; k++) {
+        int64_t shape[ARRAY_MAX_DIMS];
+        int dtype;
+        int ndim = field_shape(self, k, shape, &dtype);
+        PyObject *a = array_new((PyObject *)self, self->b->field_data[k], dtype, ndim, shape);
+        if (!a)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, k, a);
+    }
+    return t;
 }
 
 static PyObject *batch_ids(BatchObject *self, void *c)
@@ -392,7 +453,8 @@ static PyObject *batch_int(BatchObject *self, void *c)
 }
 
 static PyGetSetDef batch_getset[] = {
-    {"data", (getter)batch_data, NULL, "the batch: [rows, ...] Array over the ring slot", NULL},
+    {"data", (getter)batch_data, NULL, "the batch (its first field): [rows, ...] Array over the ring slot", NULL},
+    {"fields", (getter)batch_fields, NULL, "every collated field, as Arrays over the ring slot", NULL},
     {"ids", (getter)batch_ids, NULL, "sample id per row (PACK: per segment)", NULL},
     {"lengths", (getter)batch_lengths, NULL, "PAD/PACK: valid elements per row", NULL},
     {"segments", (getter)batch_segments, NULL, "PACK: (row, start, len, offset) Arrays", NULL},

@@ -67,9 +67,31 @@ static Py_ssize_t store_len(StoreObject *self)
     return (Py_ssize_t)n;
 }
 
-static PyObject *store_get(StoreObject *self, PyObject *arg)
+/* Field k of record i as Python sees it: a str field as str (UTF-8,
+ * checked when written), any other field as an Array over pool memory:
+ * variable-length 1-D, fixed-shape in its shape. */
+static PyObject *field_value(StoreObject *self, const struct cxlp_field *f,
+                             const struct cxlp_view *v)
 {
-    if (!store_ok(self))
+    int64_t shape[ARRAY_MAX_DIMS];
+    if (f->dtype == CXLP_DT_STR)
+        return PyUnicode_DecodeUTF8(v->data, (Py_ssize_t)v->len, "strict");
+    if (CXLP_FIELD_VAR(f)) {
+        shape[0] = (int64_t)(v->len / (uint64_t)cxlp_dtype_size(f->dtype));
+        return array_new((PyObject *)self, (void *)v->data, f->dtype, 1, shape);
+    }
+    for (int d = 0; d < f->ndim; d++)
+        shape[d] = (int64_t)f->shape[d];
+    return array_new((PyObject *)self, (void *)v->data, f->dtype, f->ndim, shape);
+}
+
+/* get(i, fields=None): record i; one-field datasets (without fields) give
+ * the value itself, others a dict name -> value of every field, or of the
+ * field numbers listed in fields. */
+static PyObject *store_get(StoreObject *self, PyObject *args)
+{
+    PyObject *arg, *which = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O", &arg, &which) || !store_ok(self))
         return NULL;
     long long i = PyLong_AsLongLong(arg);
     if (i == -1 && PyErr_Occurred())
@@ -80,30 +102,41 @@ static PyObject *store_get(StoreObject *self, PyObject *arg)
     if (i < 0 || (uint64_t)i >= n)
         return PyErr_Format(PyExc_IndexError, "record %lld out of range for %llu records",
                             PyLong_AsLongLong(arg), (unsigned long long)n);
-    struct cxlp_view v;
-    int rc = cxlp_store_read(self->s, (uint64_t)i, &v);
-    if (rc)
-        return core_raise(rc, self->s);
     const struct cxlp_schema *sc = cxlp_store_schema(self->s);
-    int64_t shape[ARRAY_MAX_DIMS];
-    if (!sc->fixed) {
-        int dt = sc->fields[0].dtype, isz = cxlp_dtype_size(dt);
-        shape[0] = (int64_t)(v.len / (uint64_t)isz);
-        return array_new((PyObject *)self, (void *)v.data, dt, 1, shape);
+    uint32_t fields[CXLP_MAX_FIELDS], nf = 0;
+    if (which == Py_None) {
+        for (nf = 0; nf < sc->n_fields; nf++)
+            fields[nf] = nf;
+    } else {
+        PyObject *seq = PySequence_Fast(which, "fields must be a sequence of field numbers");
+        if (!seq)
+            return NULL;
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+        for (Py_ssize_t k = 0; k < m; k++) {
+            long f = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
+            if ((f == -1 && PyErr_Occurred()) || f < 0 || (uint32_t)f >= sc->n_fields ||
+                nf == CXLP_MAX_FIELDS) {
+                Py_DECREF(seq);
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_IndexError, "field %ld of %u", f, sc->n_fields);
+                return NULL;
+            }
+            fields[nf++] = (uint32_t)f;
+        }
+        Py_DECREF(seq);
     }
-    if (sc->n_fields == 1) {
-        const struct cxlp_field *f = &sc->fields[0];
-        for (int d = 0; d < f->ndim; d++)
-            shape[d] = (int64_t)f->shape[d];
-        return array_new((PyObject *)self, (void *)v.data, f->dtype, f->ndim, shape);
+    struct cxlp_view v[CXLP_MAX_FIELDS];
+    for (uint32_t k = 0; k < nf; k++) {
+        int rc = cxlp_store_read_field(self->s, (uint64_t)i, fields[k], &v[k]);
+        if (rc)
+            return core_raise(rc, NULL);
     }
+    if (sc->n_fields == 1 && which == Py_None)
+        return field_value(self, &sc->fields[0], &v[0]);
     PyObject *out = PyDict_New();
-    for (uint32_t k = 0; out && k < sc->n_fields; k++) {
-        const struct cxlp_field *f = &sc->fields[k];
-        for (int d = 0; d < f->ndim; d++)
-            shape[d] = (int64_t)f->shape[d];
-        PyObject *a = array_new((PyObject *)self, (uint8_t *)v.data + f->offset, f->dtype,
-                                f->ndim, shape);
+    for (uint32_t k = 0; out && k < nf; k++) {
+        const struct cxlp_field *f = &sc->fields[fields[k]];
+        PyObject *a = field_value(self, f, &v[k]);
         if (!a || PyDict_SetItemString(out, f->name, a) < 0)
             Py_CLEAR(out);
         Py_XDECREF(a);
@@ -123,9 +156,12 @@ static PyObject *store_schema(StoreObject *self, PyObject *unused)
         PyObject *shape = PyTuple_New(f->ndim);
         for (int d = 0; shape && d < f->ndim; d++)
             PyTuple_SET_ITEM(shape, d, PyLong_FromUnsignedLongLong(f->shape[d]));
-        PyObject *fd = shape ? Py_BuildValue("{s:s,s:s,s:N,s:K}", "name", f->name, "dtype",
+        if (shape && CXLP_FIELD_VAR(f))
+            PyTuple_SetItem(shape, 0, Py_NewRef(Py_None)); /* variable length */
+        PyObject *fd = shape ? Py_BuildValue("{s:s,s:s,s:N,s:K,s:O}", "name", f->name, "dtype",
                                              cxlp_dtype_name(f->dtype), "shape", shape,
-                                             "offset", (unsigned long long)f->offset)
+                                             "offset", (unsigned long long)f->offset,
+                                             "variable", CXLP_FIELD_VAR(f) ? Py_True : Py_False)
                              : NULL;
         if (!fd || PyList_Append(fields, fd) < 0)
             Py_CLEAR(fields);
@@ -201,7 +237,9 @@ static PyObject *store_close(StoreObject *self, PyObject *unused)
 }
 
 static PyMethodDef store_methods[] = {
-    {"get", (PyCFunction)store_get, METH_O, "get(i): record i as an Array (or dict of them)."},
+    {"get", (PyCFunction)store_get, METH_VARARGS,
+     "get(i, fields=None): record i as an Array (str for a str field), or a dict of them by "
+     "field name (several fields, or the field numbers in fields)."},
     {"schema", (PyCFunction)store_schema, METH_NOARGS, "The dataset schema as a dict."},
     {"info", (PyCFunction)store_info, METH_NOARGS, "Catalog facts as a dict."},
     {"docs", (PyCFunction)store_docs, METH_NOARGS, "Document starts (int64 Array) or None."},

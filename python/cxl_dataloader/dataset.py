@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import torch
 
@@ -13,6 +13,12 @@ from .pool import CXLMemoryPool, make_spec
 
 class CXLDataset(torch.utils.data.Dataset):
     """``ds[i]`` is a tensor viewing record i in pool memory (no copy).
+
+    A dataset of several fields gives a dict by field name: each numeric or
+    bytes (uint8) field a tensor viewing pool memory (a variable-length
+    field 1-D), each ``str`` field a Python ``str`` (decoded, so a copy).
+    ``columns=[...]`` selects the fields ``ds[i]`` returns (and the ones a
+    ``CXLDataLoader`` collates by default); only those fields are read.
 
     Tensors are read-only views: the dataset attaches its pool read-only, so
     the pages are mapped without write permission and a write through a
@@ -29,10 +35,11 @@ class CXLDataset(torch.utils.data.Dataset):
     """
 
     def __init__(self, pool: Union[CXLMemoryPool, str], name: str, *,
-                 hugepages: bool = False) -> None:
+                 hugepages: bool = False, columns: Optional[Sequence[str]] = None) -> None:
         self.spec = pool.spec if isinstance(pool, CXLMemoryPool) else make_spec(pool)
         self.name = name
         self.hugepages = hugepages
+        self.columns = list(columns) if columns is not None else None
         self._attach()
 
     def _attach(self) -> None:
@@ -43,8 +50,28 @@ class CXLDataset(torch.utils.data.Dataset):
             pool.close()  # the store keeps the mapping
         self._len = len(self._store)
         self.schema = self._store.schema()
+        self._fields = None if self.columns is None else self.field_numbers(self.columns)
         if self.hugepages:
             self._collapse()
+
+    @property
+    def fields(self) -> list[str]:
+        """The dataset's field names, in schema order."""
+        return [f["name"] for f in self.schema["fields"]]
+
+    def field_numbers(self, columns: Sequence[str]) -> list[int]:
+        """Schema numbers of the named fields; ValueError naming an unknown
+        one and the fields there are."""
+        names = self.fields
+        if isinstance(columns, str) or not columns:
+            raise ValueError(f"columns={columns!r}: a non-empty list of field names")
+        out = []
+        for c in columns:
+            if c not in names:
+                raise ValueError(f"columns: dataset {self.name!r} has no field {c!r} "
+                                 f"(fields: {', '.join(names)})")
+            out.append(names.index(c))
+        return out
 
     def _collapse(self) -> None:
         """Records onto 2 MiB pages, so a random gather pays no TLB miss per
@@ -71,10 +98,10 @@ class CXLDataset(torch.utils.data.Dataset):
         return self._len
 
     def __getitem__(self, i: int) -> Any:
-        rec = self._store.get(int(i))
+        rec = self._store.get(int(i), self._fields)
         if isinstance(rec, dict):
-            return {k: torch.from_dlpack(v) for k, v in rec.items()}
-        return torch.from_dlpack(rec)
+            return {k: v if isinstance(v, str) else torch.from_dlpack(v) for k, v in rec.items()}
+        return rec if isinstance(rec, str) else torch.from_dlpack(rec)
 
     @property
     def store(self) -> "_core.Store":
@@ -89,11 +116,12 @@ class CXLDataset(torch.utils.data.Dataset):
         return self._store.info()
 
     def __getstate__(self) -> dict:
-        return {"spec": self.spec, "name": self.name}
+        return {"spec": self.spec, "name": self.name, "columns": self.columns}
 
     def __setstate__(self, state: dict) -> None:
         self.spec = state["spec"]
         self.name = state["name"]
+        self.columns = state.get("columns")
         self.hugepages = False  # the pool's pages were changed by the sender
         self._attach()
 

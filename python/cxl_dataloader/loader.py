@@ -9,7 +9,12 @@ pool into a ring of batch slots, and each batch is handed out as tensors
 viewing its slot (no copy); the slot returns to the ring when those tensors
 are freed.
   fixed-size records        -> Tensor [batch, *record_shape]
-  variable-size, seq_len    -> dict(tokens=[batch, seq_len], lengths=[batch])
+                               (several fields, or columns=: a dict by field
+                               name, each [batch, *field_shape])
+  variable-size, seq_len    -> dict(<field>=[batch, seq_len], lengths=[batch])
+                               for every chosen field: variable-length ones
+                               padded/packed alike, fixed-shape ones one
+                               value per row (pad) or per segment (pack)
                                collate="pack" (default) concatenates records
                                into full rows and adds the document
                                boundaries: seg_row, seg_start, seg_len,
@@ -66,7 +71,8 @@ class CXLDataLoader:
                  memory_policy: Optional[str] = None, pin_to_cxl: bool = False,
                  numa_bind: Optional[int] = None, device: Any = None,
                  seq_len: Optional[int] = None, collate: str = "auto", pad_value: int = 0,
-                 threads: Optional[int] = None, seed: int = 0) -> None:
+                 threads: Optional[int] = None, seed: int = 0,
+                 columns: Optional[list[str]] = None) -> None:
         if memory_policy is not None:
             if memory_policy not in MEMORY_POLICIES:
                 raise ValueError(f"memory_policy {memory_policy!r}: expected None or one of "
@@ -120,8 +126,16 @@ class CXLDataLoader:
         self.sampler = sampler
         self.shuffle = bool(shuffle)
         self.generator = generator
-        schema = dataset.schema
-        if schema["fixed"]:
+        # the fields to collate: columns=, else the dataset's columns, else all
+        cols = columns if columns is not None else dataset.columns
+        self._fields = dataset.field_numbers(cols) if cols is not None else None
+        chosen = [dataset.schema["fields"][k] for k in
+                  (self._fields if self._fields is not None else range(len(dataset.fields)))]
+        self._names = [f["name"] for f in chosen]
+        # one field and no columns=: the batch is that tensor (or, for
+        # variable-length records, the dict below) as it always was
+        self._single = self._fields is None and len(dataset.fields) == 1
+        if not any(f["variable"] for f in chosen):
             self.collate = _core.COLLATE_STACK
         else:
             if not seq_len:
@@ -211,7 +225,7 @@ class CXLDataLoader:
                            seq_len=self.seq_len, pad_value=self.pad_value,
                            drop_last=self.drop_last, numa_node=self.numa_node,
                            first_offset=off, bind_slots=self.slot_node >= 0,
-                           slot_node=max(self.slot_node, 0))
+                           slot_node=max(self.slot_node, 0), fields=self._fields)
         self._engine = eng
         # The per-batch loop is the Python cost of the fast path: one C call
         # (take: wait, Batch, DLPack capsules, resume point) and one
@@ -220,6 +234,8 @@ class CXLDataLoader:
         from_dlpack = torch.from_dlpack
         stack = self.collate == _core.COLLATE_STACK
         pack = self.collate == _core.COLLATE_PACK
+        names = self._names
+        single = self._single
         pin = self._cuda_pin
         dev = self.device if self.device is not None and self.device.type != "cpu" else None
         try:
@@ -233,10 +249,14 @@ class CXLDataLoader:
                 self._pos = start + rr
                 if cxl:
                     self.sampler._drawn = rr
+                if single:
+                    data = (data,)
+                out: Any = {n: from_dlpack(d) for n, d in zip(names, data)}
                 if stack:
-                    out: Any = from_dlpack(data)
+                    if single:
+                        out = out[names[0]]
                 else:
-                    out = {"tokens": from_dlpack(data), "lengths": from_dlpack(lengths)}
+                    out["lengths"] = from_dlpack(lengths)
                     if pack:
                         # document boundaries: segment s is record seg_id[s],
                         # elements [seg_offset, +seg_len) of it, at row
