@@ -87,11 +87,17 @@ class CXLDataset(torch.utils.data.Dataset):
                           RuntimeWarning, stacklevel=3)
 
     @classmethod
-    def ingest(cls, pool: CXLMemoryPool, name: str, source: Union[str, os.PathLike], *,
+    def ingest(cls, pool: CXLMemoryPool, name: str, source: Any, *,
                format: str = "auto", record_size: int = 0, dtype: Optional[str] = None,
-               progress: Optional[bool] = None, hugepages: bool = False) -> "CXLDataset":
+               progress: Optional[bool] = None, hugepages: bool = False,
+               columns: Optional[Sequence[str]] = None, **kw: Any) -> "CXLDataset":
+        """pool.ingest(name, source, ...) (every format, docs/formats.md), then
+        the dataset. columns= chooses the fields to import (Arrow, Parquet,
+        WebDataset)."""
+        if columns is not None:
+            kw["columns"] = columns
         pool.ingest(name, source, format=format, record_size=record_size, dtype=dtype,
-                    progress=progress)
+                    progress=progress, **kw)
         return cls(pool, name, hugepages=hugepages)
 
     def __len__(self) -> int:

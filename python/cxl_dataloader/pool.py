@@ -78,11 +78,23 @@ class CXLMemoryPool:
     def remove(self, name: str) -> None:
         self._pool.remove(name)
 
-    def ingest(self, name: str, source: str | os.PathLike, *, format: str = "auto",
+    def ingest(self, name: str, source: Any, *, format: str = "auto",
                record_size: int = 0, dtype: Optional[str] = None,
-               progress: Optional[bool] = None) -> None:
-        """Import a raw, .npy or Megatron (.bin/.idx) source as dataset name.
-        Shows a progress bar when stderr is a terminal (progress=None)."""
+               progress: Optional[bool] = None, **kw: Any) -> None:
+        """Import source as dataset name: a raw, .npy or Megatron (.bin/.idx)
+        file (the C importers), or Arrow, Parquet, WebDataset or JSONL from a
+        path or fsspec URL, or a pyarrow Table / datasets.Dataset in memory
+        (cxl_dataloader.ingest; its keyword arguments: columns, text_field,
+        tokenizer, eod, workers, shard_bytes, storage_options). Shows a
+        progress bar when stderr is a terminal (progress=None)."""
+        from . import ingest as importers
+        fmt = format if format != "auto" else importers.detect_format(source)
+        if fmt in importers.FORMATS:
+            importers.ingest(self._pool, name, source, fmt, progress=progress, **kw)
+            return
+        if kw:
+            raise TypeError(f"format {format!r} (raw, npy, megatron) takes no "
+                            f"{', '.join(sorted(kw))}")
         cb: Optional[Callable[[int, int], None]] = None
         bar = None
         if progress or (progress is None and sys.stderr.isatty()):
