@@ -321,3 +321,27 @@ def test_resume_after_kill(pool: CXLMemoryPool, tmp_path: Path) -> None:
     assert stats["skipped"] == 2 and stats["files"] == 4 and stats["records"] == 800
     assert names(pool) == ["resumed"]
     check_rows(CXLDataset(pool, "resumed"), t)
+
+
+def test_cli_runs_the_importers(pool: CXLMemoryPool, tmp_path: Path) -> None:
+    """`cxlpool ingest --format parquet|jsonl` hands over to this package
+    (the python3 installed beside the cxlpool binary)."""
+    exe = Path(sys.executable).parent / "cxlpool"
+    if not exe.exists():
+        pytest.skip("no cxlpool installed beside this python (pip install . puts it there)")
+    t = table(50)
+    pq.write_table(t, tmp_path / "t.parquet")
+    r = subprocess.run([str(exe), "ingest", pool.spec, "cli", str(tmp_path / "t.parquet"),
+                        "--columns", "label,caption", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["records"] == 50
+    ds = CXLDataset(pool, "cli")
+    assert ds.fields == ["label", "caption"] and ds[9]["caption"] == t["caption"][9].as_py()
+    texts = write_jsonl(tmp_path / "x.jsonl", 20)
+    r = subprocess.run([str(exe), "ingest", pool.spec, "clitok", str(tmp_path / "x.jsonl"),
+                        "--tokenizer", "bytes", "--workers", "1"], capture_output=True, text=True)
+    assert r.returncode == 0 and "ingested clitok: 20 records" in r.stdout, r.stderr
+    assert CXLDataset(pool, "clitok")[4].tolist() == list(texts[4].encode())
+    r = subprocess.run([str(exe), "ingest", pool.spec, "bad", str(tmp_path / "x.jsonl"),
+                        "--format", "jsonl"], capture_output=True, text=True)
+    assert r.returncode == 1 and "tokenizer" in r.stderr
