@@ -166,9 +166,15 @@ static PyObject *writer_append_columns(WriterObject *self, PyObject *args)
     }
     for (uint32_t k = 0; k < self->nf; k++) {
         PyObject *item = PySequence_Fast_GET_ITEM(seq, k), *vals = item, *offs = NULL;
-        if (self->var[k] && !PyArg_ParseTuple(item, "OO;a variable-length field takes "
-                                              "(values, offsets)", &vals, &offs))
+        if (self->var[k] && (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2)) {
+            PyErr_Format(PyExc_TypeError, "column %u: a variable-length field takes "
+                         "(values, offsets)", k);
             goto out;
+        }
+        if (self->var[k]) {
+            vals = PyTuple_GET_ITEM(item, 0);
+            offs = PyTuple_GET_ITEM(item, 1);
+        }
         if (PyObject_GetBuffer(vals, &bufs[nb], PyBUF_C_CONTIGUOUS) < 0)
             goto out;
         c[k].data = bufs[nb].buf;
