@@ -31,6 +31,7 @@ import contextlib
 import fcntl
 import hashlib
 import io
+import itertools
 import json
 import os
 import queue
@@ -93,6 +94,13 @@ class Source:
     @property
     def url(self) -> str:
         return self.fs.unstrip_protocol(self.path)
+
+    @property
+    def local(self) -> Optional[str]:
+        """The path, when the file is on a local filesystem: pyarrow then
+        reads it natively (no Python file object between)."""
+        proto = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
+        return self.path if "file" in proto or "local" in proto else None
 
     def open(self) -> Any:
         return self.fs.open(self.path, "rb")
@@ -295,20 +303,28 @@ def _arrow_batches(obj: Any, columns: Optional[Sequence[str]], rows: int) -> tup
     return obj.schema, iter(obj.to_batches(max_chunksize=rows))
 
 
-def _parquet_batches(f: Any, columns: Optional[Sequence[str]]) -> tuple[Any, Iterator]:
+def _parquet_batches(f: Any, columns: Optional[Sequence[str]], size: int,
+                     tick: Callable[..., None]) -> tuple[Any, Iterator, int]:
+    """(schema, record batches, the file's uncompressed bytes)."""
     import pyarrow.parquet as pq
     pf = pq.ParquetFile(f)
     schema = pf.schema_arrow
     cols = list(columns) if columns is not None else None
+    md = pf.metadata
+    raw = sum(md.row_group(g).total_byte_size for g in range(md.num_row_groups))
 
     def gen() -> Iterator:
-        for g in range(pf.num_row_groups):  # one row group in memory at a time
+        n = pf.num_row_groups
+        for g in range(n):  # one row group in memory at a time
             yield from pf.read_row_group(g, columns=cols, use_threads=True).to_batches()
-    return schema, gen()
+            tick(size * (g + 1) // n)
+    return schema, gen(), raw
 
 
 def _ipc_batches(f: Any) -> tuple[Any, Iterator]:
     import pyarrow as pa
+    if isinstance(f, str):
+        f = pa.memory_map(f)
     head = f.read(6)
     f.seek(0)
     r = pa.ipc.open_file(f) if head == b"ARROW1" else pa.ipc.open_stream(f)
@@ -318,7 +334,7 @@ def _ipc_batches(f: Any) -> tuple[Any, Iterator]:
 
 
 def _write_arrow(w: Any, fields: Fields, batches: Iterable, where: str,
-                 tick: Callable[[], None]) -> int:
+                 tick: Callable[..., None]) -> int:
     n = 0
     for b in _prefetch(iter(batches)):
         if b.num_rows == 0:
@@ -396,7 +412,7 @@ def wds_fields(first: dict, columns: Optional[Sequence[str]]) -> Fields:
 
 
 def _write_wds(w: Any, fields: Fields, samples: Iterable, where: str, batch_bytes: int,
-               strict: bool, tick: Callable[[], None]) -> int:
+               strict: bool, tick: Callable[..., None]) -> int:
     """strict: a sample with members the fields do not name is an error
     (no columns= chose the fields); else those members are left out."""
     exts = [f[0] for f in fields.fields[1:]]
@@ -525,68 +541,120 @@ def _worker_init(tok_json: str) -> None:
     _worker_tok = Tokenizer.from_str(tok_json)
 
 
-def tokenize_lines(tok: Any, lines: list[bytes], numbers: list[int], field: str, where: str,
-                   dtype: str, eod: Optional[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Parses JSON lines and tokenizes their text field: (tokens, int64
-    offsets). IngestError names the file, line and problem."""
+class _LineError(Exception):
+    """A bad line, found where the line number is not known: (byte offset
+    of the line in the (decompressed) file, message). The main process turns
+    it into an IngestError naming the line."""
+
+
+def tokenize_lines(tok: Any, lines: list[tuple[int, bytes]], field: str, dtype: str,
+                   eod: Optional[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Parses JSON lines ((byte offset, line) each) and tokenizes their text
+    field: (tokens, int64 offsets). _LineError on a bad line."""
     texts = []
-    for line, no in zip(lines, numbers):
+    for off, line in lines:
         try:
             obj = json.loads(line)
         except UnicodeDecodeError as e:
-            raise IngestError(f"{where}:{no}: not valid UTF-8 (byte {e.start})") from None
+            raise _LineError(off, f"not valid UTF-8 (byte {e.start})") from None
         except json.JSONDecodeError as e:
-            raise IngestError(f"{where}:{no}: bad JSON: {e.msg} at column {e.colno}") from None
+            raise _LineError(off, f"bad JSON: {e.msg} at column {e.colno}") from None
         if not isinstance(obj, dict) or field not in obj:
-            raise IngestError(f"{where}:{no}: no field {field!r} in this line")
+            raise _LineError(off, f"no field {field!r} in this line")
         t = obj[field]
         if not isinstance(t, str):
-            raise IngestError(f"{where}:{no}: field {field!r} is {type(t).__name__}, not text")
+            raise _LineError(off, f"field {field!r} is {type(t).__name__}, not text")
         texts.append(t)
     enc = tok.encode_batch(texts, add_special_tokens=False)
     ids = [e.ids + [eod] if eod is not None else e.ids for e in enc]
-    lens = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-    flat = np.fromiter((t for x in ids for t in x), dtype=np.int64, count=int(lens.sum()))
+    lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
     if flat.size and int(flat.max()) > np.iinfo(dtype).max:
-        raise IngestError(f"{where}: token id {int(flat.max())} does not fit {dtype}")
+        raise _LineError(lines[0][0], f"token id {int(flat.max())} does not fit {dtype}")
     return flat.astype(dtype), _offsets(lens)
 
 
-def _tokenize_task(args: tuple) -> tuple[np.ndarray, np.ndarray]:
-    return tokenize_lines(_worker_tok, *args)
-
-
-def _line_chunks(f: Any, batch_bytes: int) -> Iterator[tuple[list[bytes], list[int]]]:
-    """(lines, their line numbers) in chunks of about batch_bytes; blank
-    lines are skipped."""
-    chunk, nums, size = [], [], 0
-    for no, raw in enumerate(f, 1):
+def _read_range(f: Any, start: int, end: int) -> list[tuple[int, bytes]]:
+    """The non-blank lines that start in [start, end) of a seekable file, as
+    (offset, line): a line belongs to the range it starts in."""
+    if start:
+        f.seek(start - 1)
+        if f.read(1) != b"\n":
+            f.readline()  # the rest of a line that started before
+    pos, out = f.tell(), []
+    while pos < end:
+        raw = f.readline()
+        if not raw:
+            break
         line = raw.strip()
-        if not line:
-            continue
-        chunk.append(line)
-        nums.append(no)
-        size += len(line)
-        if size >= batch_bytes:
-            yield chunk, nums
-            chunk, nums, size = [], [], 0
-    if chunk:
-        yield chunk, nums
+        if line:
+            out.append((pos, line))
+        pos += len(raw)
+    return out
+
+
+def _jsonl_task(task: tuple) -> tuple[np.ndarray, np.ndarray]:
+    """One task: ("range", url, storage_options, start, end, ...): a worker
+    reads its own byte range (no text passes between processes); or
+    ("lines", lines, ...) for a compressed file the main process read."""
+    if task[0] == "range":
+        import fsspec
+        _, url, so, start, end, field, dtype, eod = task
+        with fsspec.open(url, "rb", **so) as f:
+            lines = _read_range(f, start, end)
+    else:
+        _, lines, field, dtype, eod = task
+    return tokenize_lines(_worker_tok, lines, field, dtype, eod)
+
+
+def _jsonl_tasks(src: Source, storage_options: dict, field: str, dtype: str,
+                 eod: Optional[int], batch_bytes: int) -> Iterator[tuple]:
+    if not src.path.endswith(".gz"):
+        for start in range(0, max(src.size, 1), batch_bytes):
+            yield ("range", src.url, storage_options, start, min(start + batch_bytes, src.size),
+                   field, dtype, eod)
+        return
+    with src.open() as raw:
+        f = _decompress(raw, src.path)
+        chunk, size, pos = [], 0, 0
+        for raw_line in f:
+            line = raw_line.strip()
+            if line:
+                chunk.append((pos, line))
+                size += len(line)
+            pos += len(raw_line)
+            if size >= batch_bytes:
+                yield ("lines", chunk, field, dtype, eod)
+                chunk, size = [], 0
+        if chunk:
+            yield ("lines", chunk, field, dtype, eod)
+
+
+def _line_number(src: Source, offset: int) -> int:
+    n = 1
+    with src.open() as raw:
+        f = _decompress(raw, src.path)
+        while offset > 0:
+            b = f.read(min(offset, 1 << 20))
+            if not b:
+                break
+            n += b.count(b"\n")
+            offset -= len(b)
+    return n
 
 
 def _write_jsonl(w: Any, src: Source, where: str, tok: Any, pool: Any, field: str, dtype: str,
                  eod: Optional[int], batch_bytes: int, workers: int,
-                 tick: Callable[[], None]) -> int:
-    n = 0
-    with src.open() as raw:
-        f = _decompress(raw, src.path)
-        chunks = _line_chunks(f, batch_bytes)
-        if pool is None:
-            results: Iterator = (tokenize_lines(tok, c, nums, field, where, dtype, eod)
-                                 for c, nums in chunks)
-        else:
-            results = _ordered(pool, ((c, nums, field, where, dtype, eod) for c, nums in chunks),
-                               2 * workers)
+                 storage_options: Optional[dict], tick: Callable[..., None]) -> int:
+    global _worker_tok
+    n, done = 0, 0
+    tasks = _jsonl_tasks(src, storage_options or {}, field, dtype, eod, batch_bytes)
+    if pool is None:
+        _worker_tok = tok
+        results: Iterator = map(_jsonl_task, tasks)
+    else:
+        results = _ordered(pool, tasks, 2 * workers)
+    try:
         for toks, offs in results:
             k = len(offs) - 1
             try:
@@ -594,16 +662,19 @@ def _write_jsonl(w: Any, src: Source, where: str, tok: Any, pool: Any, field: st
             except _core.CXLError as e:
                 raise IngestError(f"{where}: {e.args[1]}") from None
             n += k
-            tick()
+            done += batch_bytes
+            tick(min(done, src.size))
+    except _LineError as e:
+        raise IngestError(f"{where}:{_line_number(src, e.args[0])}: {e.args[1]}") from None
     return n
 
 
 def _ordered(pool: Any, tasks: Iterator[tuple], window: int) -> Iterator[Any]:
-    """Results of _tokenize_task in task order, at most window in flight:
+    """Results of _jsonl_task in task order, at most window in flight:
     memory stays bounded however long the file."""
     pending: list = []
     for t in tasks:
-        pending.append(pool.apply_async(_tokenize_task, (t,)))
+        pending.append(pool.apply_async(_jsonl_task, (t,)))
         if len(pending) >= window:
             yield pending.pop(0).get()
     while pending:
@@ -758,12 +829,14 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
             where = src.url
             f = src.open()
             try:
-                def tick(f: Any = f) -> None:
+                def tick(pos: Optional[int] = None, f: Any = f) -> None:
+                    """Progress: pos bytes of this file done (None: where
+                    the file's reader is)."""
                     with contextlib.suppress(Exception):
-                        bar.to(done_bytes + f.tell())
+                        bar.to(done_bytes + (f.tell() if pos is None else pos))
                 fields = _ingest_one(pool, part, src, f, fmt, fields, columns, text_field, tok,
                                      mp_pool, nproc, dtype, eod, shard_bytes, batch_bytes,
-                                     where, tick)
+                                     storage_options, where, tick)
             finally:
                 f.close()
             made.append(part)
@@ -796,15 +869,19 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
 def _ingest_one(pool: Any, part: str, src: Source, f: Any, fmt: str, fields: Optional[Fields],
                 columns: Optional[Sequence[str]], text_field: str, tok: Any, mp_pool: Any,
                 nproc: int, dtype: str, eod: Optional[int], shard_bytes: int, batch_bytes: int,
-                where: str, tick: Callable[[], None]) -> Fields:
+                storage_options: Optional[dict], where: str, tick: Callable[..., None]) -> Fields:
     """One source file into part (committed), checking its fields match the
     files before it."""
     w = None
     try:
         if fmt in ("parquet", "arrow"):
             try:
-                schema, batches = _parquet_batches(f, columns) if fmt == "parquet" \
-                    else _ipc_batches(f)
+                source = src.local or f
+                est = src.size
+                if fmt == "parquet":
+                    schema, batches, est = _parquet_batches(source, columns, src.size, tick)
+                else:
+                    schema, batches = _ipc_batches(source)
             except (OSError, ValueError) as e:
                 if isinstance(e, IngestError):
                     raise
@@ -813,7 +890,7 @@ def _ingest_one(pool: Any, part: str, src: Source, f: Any, fmt: str, fields: Opt
             fields = _same(fields, mine, where)
             if fmt == "arrow" and columns is not None:
                 batches = (b.select(list(columns)) for b in batches)
-            w = _core.Writer(pool, part, fields.fields, shard_bytes=shard_bytes)
+            w = _core.Writer(pool, part, fields.fields, shard_bytes=part_shard(shard_bytes, est))
             try:
                 _write_arrow(w, fields, batches, where, tick)
             except (OSError, ValueError) as e:
@@ -827,23 +904,36 @@ def _ingest_one(pool: Any, part: str, src: Source, f: Any, fmt: str, fields: Opt
                 raise IngestError(f"{where}: no samples in this tar")
             mine = wds_fields(first[1], columns)
             fields = _same(fields, mine, where)
-            w = _core.Writer(pool, part, fields.fields, shard_bytes=shard_bytes)
-            import itertools
+            w = _core.Writer(pool, part, fields.fields,
+                             shard_bytes=part_shard(shard_bytes, src.size))
             _write_wds(w, fields, itertools.chain([first], samples), where,
-                           BATCH_BYTES if batch_bytes <= 0 else batch_bytes, columns is None,
-                           tick)
+                       BATCH_BYTES if batch_bytes <= 0 else batch_bytes, columns is None, tick)
         else:
             mine = Fields([("tokens", dtype, (None,))])
             fields = _same(fields, mine, where)
             f.close()
-            w = _core.Writer(pool, part, fields.fields, shard_bytes=shard_bytes)
-            _write_jsonl(w, src, where, tok, mp_pool, text_field, dtype, eod,
-                             batch_bytes, nproc, tick)
+            w = _core.Writer(pool, part, fields.fields,
+                             shard_bytes=part_shard(shard_bytes, src.size))
+            _write_jsonl(w, src, where, tok, mp_pool, text_field, dtype, eod, batch_bytes,
+                         nproc, storage_options, tick)
         w.commit()
         return fields
     finally:
         if w is not None:
             w.abort()  # no-op after commit
+
+
+DEFAULT_SHARD = 256 << 20  # the writer's default shard payload
+
+
+def part_shard(shard_bytes: int, estimate: int) -> int:
+    """Shard size for a part: as asked, else the writer's default cut to
+    the file's data (estimated, with room): a shard's extent is reserved
+    and backed when it opens, so a small file should not make the pool
+    back 256 MiB for it."""
+    if shard_bytes:
+        return shard_bytes
+    return int(min(DEFAULT_SHARD, max(4 << 20, estimate + estimate // 4)))
 
 
 def _same(fields: Optional[Fields], mine: Fields, where: str) -> Fields:
