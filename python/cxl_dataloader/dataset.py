@@ -1,7 +1,9 @@
 """CXLDataset: a map-style torch Dataset over one dataset of a pool."""
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import warnings
 from typing import Any, Optional, Sequence, Union
 
@@ -9,6 +11,41 @@ import torch
 
 from . import _core
 from .pool import CXLMemoryPool, make_spec
+
+
+def source_name(source: Any) -> str:
+    """The dataset name a data_source gets when no name is given: the last
+    part of its path (letters, digits, ., _, -) and a hash of the whole
+    source string, e.g. "train.3f2a9c1b" for "s3://bucket/train"."""
+    text = os.fspath(source) if isinstance(source, (str, os.PathLike)) else repr(source)
+    parts = [q for q in text.split("/") if q and not any(c in q for c in "*?[")]
+    stem = re.sub(r"[^A-Za-z0-9._-]", "", parts[-1] if parts else "")
+    return f"{stem[:40] or 'data'}.{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+
+
+def ingest_once(pool: Union[CXLMemoryPool, str], name: str, source: Any,
+                format: Optional[str], options: dict) -> dict:
+    """Ingests source as dataset name unless the pool has it: once per pool,
+    whoever comes first; the others wait on the ingest lock and find it
+    done (cxl_dataloader.ingest). Returns the importer's figures, with
+    "existed": True when another process (or an earlier run) made it."""
+    from . import ingest as importers
+    own = not isinstance(pool, CXLMemoryPool) or pool.readonly or pool.closed
+    p = _core.Pool(make_spec(pool) if isinstance(pool, str) else pool.spec) if own else pool._pool
+    try:
+        if any(d["name"] == name for d in p.list()):
+            return {"existed": True}
+        fmt = format if format not in (None, "auto") else importers.detect_format(source)
+        if fmt in importers.FORMATS:
+            return importers.ingest(p, name, source, fmt, **options)
+        with importers.ingest_lock(p, name):  # raw, npy, Megatron: the C importers
+            if any(d["name"] == name for d in p.list()):
+                return {"existed": True}
+            p.import_(name, os.fspath(source), format=format or "auto", **options)
+            return {"existed": False}
+    finally:
+        if own:
+            p.close()
 
 
 class CXLDataset(torch.utils.data.Dataset):
@@ -29,14 +66,36 @@ class CXLDataset(torch.utils.data.Dataset):
     Pickling sends a reference (pool spec and dataset name), not data: each
     DataLoader worker attaches the same pool.
 
+    ``CXLDataset(data_source=URL, cxl_pool=pool)`` ingests on first use: a
+    path, glob or fsspec URL (s3://, gs://, http(s)://, hf://) of Parquet,
+    Arrow, WebDataset or JSONL (``format=``, else by extension;
+    ``ingest_options=`` go to the importer, e.g. tokenizer), or a raw/npy/
+    Megatron file. Once per pool: the first process ingests, the others wait
+    and attach; later runs find it there. The dataset's name is ``name=`` or
+    ``source_name(data_source)``.
+
     ``hugepages=True`` moves the dataset's records onto 2 MiB pages once (for
     every process attached to the pool): random gathers from a shm or numa
     pool then pay no TLB miss per record. Best effort, see ``_collapse``.
     """
 
-    def __init__(self, pool: Union[CXLMemoryPool, str], name: str, *,
-                 hugepages: bool = False, columns: Optional[Sequence[str]] = None) -> None:
+    def __init__(self, pool: Union[CXLMemoryPool, str, None] = None, name: Optional[str] = None,
+                 *, hugepages: bool = False, columns: Optional[Sequence[str]] = None,
+                 data_source: Any = None, cxl_pool: Union[CXLMemoryPool, str, None] = None,
+                 format: Optional[str] = None, ingest_options: Optional[dict] = None) -> None:
+        if cxl_pool is not None:
+            if pool is not None:
+                raise TypeError("CXLDataset: give the pool once (pool or cxl_pool)")
+            pool = cxl_pool
+        if pool is None:
+            raise TypeError("CXLDataset needs a pool (pool= or cxl_pool=)")
         self.spec = pool.spec if isinstance(pool, CXLMemoryPool) else make_spec(pool)
+        self.ingested: Optional[dict] = None
+        if data_source is not None:
+            name = name or source_name(data_source)
+            self.ingested = ingest_once(pool, name, data_source, format, ingest_options or {})
+        elif name is None:
+            raise TypeError("CXLDataset needs a dataset name, or data_source= to ingest from")
         self.name = name
         self.hugepages = hugepages
         self.columns = list(columns) if columns is not None else None

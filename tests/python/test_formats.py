@@ -345,3 +345,33 @@ def test_cli_runs_the_importers(pool: CXLMemoryPool, tmp_path: Path) -> None:
     r = subprocess.run([str(exe), "ingest", pool.spec, "bad", str(tmp_path / "x.jsonl"),
                         "--format", "jsonl"], capture_output=True, text=True)
     assert r.returncode == 1 and "tokenizer" in r.stderr
+
+
+RANK = """
+import json, sys
+from cxl_dataloader import CXLDataset
+ds = CXLDataset(data_source=sys.argv[2], cxl_pool=sys.argv[1], format="parquet")
+print(json.dumps({"name": ds.name, "n": len(ds), "did": not ds.ingested.get("existed"),
+                  "x": ds[123]["label"].item()}))
+"""
+
+
+def test_data_source_once_per_pool(pool: CXLMemoryPool, tmp_path: Path) -> None:
+    """Four processes open the same data_source at once: one ingests, the
+    others wait on the lock and attach; all see the same records."""
+    t = table(3000, seed=8)
+    (tmp_path / "src").mkdir()
+    for k in range(3):
+        pq.write_table(t.slice(1000 * k, 1000), tmp_path / "src" / f"{k}.parquet")
+    procs = [subprocess.Popen([sys.executable, "-c", RANK, pool.spec, str(tmp_path / "src")],
+                              stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [json.loads(p.communicate()[0]) for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert sum(o["did"] for o in outs) == 1
+    assert {o["name"] for o in outs} == {CXLDataset(pool, outs[0]["name"]).name}
+    assert all(o["n"] == 3000 and o["x"] == t["label"][123].as_py() for o in outs)
+    assert names(pool) == [outs[0]["name"]] and outs[0]["name"].startswith("src.")
+    again = CXLDataset(data_source=tmp_path / "src", cxl_pool=pool, format="parquet")
+    assert again.ingested == {"existed": True} and len(again) == 3000
+    with pytest.raises(TypeError, match="pool"):
+        CXLDataset(data_source=tmp_path / "src")
