@@ -337,6 +337,19 @@ def test_cli_runs_the_importers(pool: CXLMemoryPool, tmp_path: Path) -> None:
     assert json.loads(r.stdout)["records"] == 50
     ds = CXLDataset(pool, "cli")
     assert ds.fields == ["label", "caption"] and ds[9]["caption"] == t["caption"][9].as_py()
+    # cat: str fields as strings; raw: each field's bytes in field order
+    r = subprocess.run([str(exe), "cat", pool.spec, "cli", "9", "--format", "json"],
+                       capture_output=True, text=True)
+    fields = json.loads(r.stdout)["fields"]
+    assert fields == [{"name": "label", "dtype": "int64", "values": t["label"][9].as_py()},
+                      {"name": "caption", "dtype": "str", "values": t["caption"][9].as_py()}]
+    r = subprocess.run([str(exe), "cat", pool.spec, "cli", "9", "--format", "raw"],
+                       capture_output=True)
+    assert r.stdout == np.int64(t["label"][9].as_py()).tobytes() + \
+        t["caption"][9].as_py().encode()
+    r = subprocess.run([str(exe), "cat", pool.spec, "cli", "9", "--format", "hex"],
+                       capture_output=True, text=True)
+    assert r.stdout.startswith("label:\n00000000  ") and "\ncaption:\n" in r.stdout
     texts = write_jsonl(tmp_path / "x.jsonl", 20)
     r = subprocess.run([str(exe), "ingest", pool.spec, "clitok", str(tmp_path / "x.jsonl"),
                         "--tokenizer", "bytes", "--workers", "1"], capture_output=True, text=True)
