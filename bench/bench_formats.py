@@ -12,8 +12,8 @@ pair in one run, rounds interleaved (the order alternates), medians.
            own batch throughput with the same number of processes: a
            process pool of --procs running Tokenizer.encode_batch over the
            same texts, already in memory (no file, no JSON). Both pools are
-           started inside the timed region (forkserver), as an ingest
-           starts its own. Throughput in text bytes per second.
+           started inside the timed region (fork), as an ingest starts its
+           own. Throughput in text bytes per second.
   fields   CXLDataLoader over a dataset of tokens alone against the same
            tokens with an int64 label beside them (two fields: the labels
            collated with them), packed (seq_len 2048) and padded, shuffled,
@@ -192,7 +192,7 @@ def bench_jsonl(pool: CXLMemoryPool, d: Path, mib: int, procs: int, rounds: int)
 
     def ref() -> float:
         t0 = time.perf_counter()
-        with mp.get_context("forkserver").Pool(procs, _init, (js,)) as p:
+        with mp.get_context("fork").Pool(procs, _init, (js,)) as p:
             ntok = sum(p.imap(_encode, chunks))
         el = time.perf_counter() - t0
         assert ntok > 0

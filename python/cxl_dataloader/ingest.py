@@ -819,7 +819,10 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
     mp_pool = None
     if fmt == "jsonl" and nproc > 1:
         import multiprocessing as mp
-        mp_pool = mp.get_context("forkserver").Pool(nproc, _worker_init, (tok_json,))
+        # fork, as torch's DataLoader does on Linux: a fresh interpreter per
+        # worker (spawn, forkserver) would import torch with this package,
+        # seconds per process; the children run json and tokenizers only
+        mp_pool = mp.get_context("fork").Pool(nproc, _worker_init, (tok_json,))
     fields: Optional[Fields] = None
     made: list[str] = []
     try:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import uuid
 from pathlib import Path
 
@@ -23,10 +22,11 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "formats.md"
 
 
 def examples() -> list[tuple[str, str]]:
-    text = DOC.read_text()
+    """(heading, code) of each python block, under the ### heading it is in."""
     out = []
-    for m in re.finditer(r"^### (.+?)$.*?```python\n(.*?)```", text, re.S | re.M):
-        out.append((m.group(1), m.group(2)))
+    for sec in re.split(r"^### ", DOC.read_text(), flags=re.M)[1:]:
+        title = sec.split("\n", 1)[0]
+        out += [(title, code) for code in re.findall(r"```python\n(.*?)```", sec, re.S)]
     return out
 
 
@@ -61,20 +61,9 @@ def make_data(root: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory):
-    moto_server = pytest.importorskip("moto.server")
+def world(s3_server: dict, tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("docs")
     make_data(root)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    srv = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    srv.start()
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
     import fsspec
     fs = fsspec.filesystem("s3")
     fs.mkdir("bucket")
@@ -86,12 +75,6 @@ def world(tmp_path_factory: pytest.TempPathFactory):
         yield pool
     finally:
         os.chdir(cwd)
-        srv.stop()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
         try:
             CXLMemoryPool.destroy(pool)
         except Exception:

@@ -7,12 +7,10 @@ result equals an ingest of the same files from local disk, field by field."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -21,32 +19,6 @@ import pytest
 
 from cxl_dataloader import CXLDataset, CXLMemoryPool
 from cxl_dataloader import ingest as importers
-
-moto_server = pytest.importorskip("moto.server")
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[dict]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    srv = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    srv.start()
-    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield env
-    finally:
-        srv.stop()
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
 
 def make_files(d: Path, n_files: int) -> pa.Table:
     rng = np.random.default_rng(11)
@@ -87,7 +59,7 @@ def same(a: CXLDataset, b: CXLDataset) -> None:
         assert x["input_ids"].numpy().tobytes() == y["input_ids"].numpy().tobytes()
 
 
-def test_s3_kill_rerun_equals_local(s3: dict, pool: CXLMemoryPool, tmp_path: Path) -> None:
+def test_s3_kill_rerun_equals_local(s3_server: dict, pool: CXLMemoryPool, tmp_path: Path) -> None:
     t = make_files(tmp_path / "local", 6)
     upload(tmp_path / "local", "bucket1")
     url = "s3://bucket1/train/*.parquet"
@@ -105,7 +77,7 @@ def test_s3_kill_rerun_equals_local(s3: dict, pool: CXLMemoryPool, tmp_path: Pat
     assert remote[777]["input_ids"].tolist() == t["input_ids"][777].as_py()
 
 
-def test_s3_kill_at_any_instant(s3: dict, pool: CXLMemoryPool, tmp_path: Path) -> None:
+def test_s3_kill_at_any_instant(s3_server: dict, pool: CXLMemoryPool, tmp_path: Path) -> None:
     """A kill wherever the ingest happens to be (here: as soon as its first
     file is done, while the second is being read): the rerun finishes."""
     make_files(tmp_path / "local", 4)
@@ -125,7 +97,7 @@ def test_s3_kill_at_any_instant(s3: dict, pool: CXLMemoryPool, tmp_path: Path) -
     assert sorted(d["name"] for d in pool.datasets()) == ["any", "ref"]
 
 
-def test_s3_missing(s3: dict, pool: CXLMemoryPool, tmp_path: Path) -> None:
+def test_s3_missing(s3_server: dict, pool: CXLMemoryPool, tmp_path: Path) -> None:
     make_files(tmp_path / "local", 1)
     upload(tmp_path / "local", "bucket3")
     with pytest.raises(importers.IngestError, match="s3://bucket3/nothing: no such file"):
