@@ -207,13 +207,18 @@ static int plan_rows(cxlp_loader *l, struct slot *s, uint32_t *rows)
     return 0;
 }
 
+static int read_fail(cxlp_loader *l, int rc, uint64_t id)
+{
+    return seterr(&l->obj, rc, "reading record %llu: %s", (unsigned long long)id,
+                  cxlp_strerror(rc));
+}
+
 static int record_elems(cxlp_loader *l, uint64_t id, uint64_t *elems)
 {
     struct cxlp_view v;
     int rc = read_one(l, id, l->var0, &v);
     if (rc)
-        return seterr(&l->obj, rc, "reading record %llu: %s", (unsigned long long)id,
-                      cxlp_strerror(rc));
+        return read_fail(l, rc, id);
     if (v.len % (uint64_t)l->itemsize)
         return seterr(&l->obj, CXLP_ECORRUPT,
                       "record %llu: %llu bytes is not a whole number of %d-byte elements",
@@ -293,12 +298,6 @@ static void fill_elems(uint8_t *dst, uint64_t n, int dtype, int64_t v)
     }
     for (uint64_t i = 0; i < n; i++)
         memcpy(dst + i * (uint64_t)sz, &v, (size_t)sz); /* little-endian low bytes */
-}
-
-static int read_fail(cxlp_loader *l, int rc, uint64_t id)
-{
-    return seterr(&l->obj, rc, "reading record %llu: %s", (unsigned long long)id,
-                  cxlp_strerror(rc));
 }
 
 static int gather_stack(cxlp_loader *l, struct slot *s)
@@ -620,11 +619,8 @@ static int resolve_fields(cxlp_loader *l, const struct rec_src *src,
                 return seterr(NULL, CXLP_EARG, "loader: field %u (%s) chosen twice", f,
                               sc->fields[f].name);
         const struct cxlp_field *fd = &sc->fields[f];
-        uint64_t size = cxlp_dtype_size(fd->dtype);
-        for (int d = 0; d < fd->ndim && !CXLP_FIELD_VAR(fd); d++)
-            size *= fd->shape[d];
         l->sel[k] = (struct lfield){.field = f, .var = CXLP_FIELD_VAR(fd),
-                                    .size = CXLP_FIELD_VAR(fd) ? 0 : size, .dtype = fd->dtype,
+                                    .size = schema_field_size(fd), .dtype = fd->dtype,
                                     .isz = cxlp_dtype_size(fd->dtype)};
     }
     return 0;
