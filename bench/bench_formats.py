@@ -19,6 +19,11 @@ pair in one run, rounds interleaved (the order alternates), medians.
            collated with them), packed (seq_len 2048) and padded, shuffled,
            batch 32, 2 threads. Records per second.
 
+Each round records work per wall-clock second and work per CPU second (user
++ system of this process and of the worker processes it reaped): on a
+machine shared with other jobs, the second moves far less. Both ratios are
+printed and kept in the JSON.
+
     python3 bench/bench_formats.py [--only parquet,jsonl,fields] [--rounds 5]
                                    [--mib 256] [--text-mib 24] [--procs 2] [--json PATH]
 """
@@ -45,13 +50,28 @@ from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool, _core  # no
 from cxl_dataloader import ingest as importers  # noqa: E402
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process and its reaped children (the tokenizer
+    pools are joined inside each timed call), user + system."""
+    import resource
+    a, b = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return a.ru_utime + a.ru_stime + b.ru_utime + b.ru_stime
+
+
 def interleave(paths: dict, rounds: int, label: str) -> list[dict]:
+    """Each path returns (work done, wall seconds); the round records work
+    per wall second and work per CPU second (cpu_seconds around the call):
+    on a machine shared by other jobs the second is the steadier figure."""
     out = []
     names = list(paths)
     for r in range(rounds):
         res = {}
         for k in names[r % len(names):] + names[:r % len(names)]:
-            res[k] = paths[k]()
+            c0 = cpu_seconds()
+            work, wall = paths[k]()
+            cpu = cpu_seconds() - c0
+            res[k] = work / wall
+            res[k + "_per_cpu_s"] = work / cpu
         out.append(res)
         print(f"{label} round {r}: " + ", ".join(f"{k} {v:.4g}" for k, v in res.items()),
               file=sys.stderr)
@@ -59,11 +79,15 @@ def interleave(paths: dict, rounds: int, label: str) -> list[dict]:
 
 
 def summarize(rounds: list[dict], ours: str, ref: str) -> dict:
-    ratios = [r[ours] / r[ref] for r in rounds]
-    return {ours: statistics.median(r[ours] for r in rounds),
-            ref: statistics.median(r[ref] for r in rounds),
-            "ratio": statistics.median(ratios), "ratio_min": min(ratios),
-            "ratio_max": max(ratios)}
+    out = {}
+    for suffix in ("", "_per_cpu_s"):
+        a, b = ours + suffix, ref + suffix
+        ratios = [r[a] / r[b] for r in rounds]
+        out.update({a: statistics.median(r[a] for r in rounds),
+                    b: statistics.median(r[b] for r in rounds),
+                    "ratio" + suffix: statistics.median(ratios),
+                    "ratio_min" + suffix: min(ratios), "ratio_max" + suffix: max(ratios)})
+    return out
 
 
 # ---------------------------------------------------------------- parquet
@@ -99,14 +123,14 @@ def bench_parquet(pool: CXLMemoryPool, d: Path, mib: int, rounds: int) -> dict:
         importers.ingest(pool._pool, name, str(src), "parquet", progress=False)
         el = time.perf_counter() - t0
         pool.remove(name)
-        return nbytes / el / 1e9
+        return nbytes / 1e9, el
 
     def ref() -> float:
         t0 = time.perf_counter()
         tabs = [pq.read_table(p) for p in paths]
         el = time.perf_counter() - t0
         assert sum(t.nbytes for t in tabs) == nbytes
-        return nbytes / el / 1e9
+        return nbytes / 1e9, el
 
     ours()  # warm-up: imports, the pool's pages
     r = interleave({"ingest_gb_s": ours, "read_table_gb_s": ref}, rounds, "parquet")
@@ -188,7 +212,7 @@ def bench_jsonl(pool: CXLMemoryPool, d: Path, mib: int, procs: int, rounds: int)
                          workers=procs, batch_bytes=importers.BATCH_BYTES // 8, progress=False)
         el = time.perf_counter() - t0
         pool.remove(name)
-        return nbytes / el / 1e6
+        return nbytes / 1e6, el
 
     def ref() -> float:
         t0 = time.perf_counter()
@@ -196,7 +220,7 @@ def bench_jsonl(pool: CXLMemoryPool, d: Path, mib: int, procs: int, rounds: int)
             ntok = sum(p.imap(_encode, chunks))
         el = time.perf_counter() - t0
         assert ntok > 0
-        return nbytes / el / 1e6
+        return nbytes / 1e6, el
 
     r = interleave({"ingest_mb_s": ours, "encode_batch_mb_s": ref}, rounds, "jsonl")
     s = summarize(r, "ingest_mb_s", "encode_batch_mb_s")
@@ -232,7 +256,7 @@ def bench_fields(pool: CXLMemoryPool, mib: int, rounds: int) -> dict:
     d1, d2 = CXLDataset(pool, "tokens"), CXLDataset(pool, "tokens_labels")
     out = {}
     for collate in ("pack", "pad"):
-        def run(ds: CXLDataset) -> float:
+        def run(ds: CXLDataset) -> tuple[float, float]:
             dl = CXLDataLoader(ds, batch_size=32, shuffle=True, seq_len=2048, collate=collate,
                                num_workers=2)
             seen = 0
@@ -240,7 +264,7 @@ def bench_fields(pool: CXLMemoryPool, mib: int, rounds: int) -> dict:
             for b in dl:
                 seen += b["tokens"].shape[0]
             el = time.perf_counter() - t0
-            return seen / el
+            return seen, el
 
         run(d1), run(d2)  # warm-up
         r = interleave({"two_fields_rows_s": lambda: run(d2), "one_field_rows_s": lambda: run(d1)},
@@ -283,8 +307,12 @@ def main() -> int:
     Path(a.json).write_text(json.dumps(doc, indent=1))
     la = f"load average {doc['loadavg_start'][0]:.1f} -> {doc['loadavg_end'][0]:.1f} on {os.cpu_count()} CPUs"
     print(f"bench_formats: median of {a.rounds} interleaved rounds ({la})")
-    fmt = lambda s, a_, b_: (f"{s[a_]:.3g} vs {s[b_]:.3g}: {100 * s['ratio']:.1f}% "  # noqa: E731
-                             f"(rounds {100 * s['ratio_min']:.1f}..{100 * s['ratio_max']:.1f}%)")
+    def fmt(s: dict, a_: str, b_: str) -> str:
+        c = "_per_cpu_s"
+        return (f"{s[a_]:.3g} vs {s[b_]:.3g}: {100 * s['ratio']:.1f}% (rounds "
+                f"{100 * s['ratio_min']:.1f}..{100 * s['ratio_max']:.1f}%); per CPU second "
+                f"{s[a_ + c]:.3g} vs {s[b_ + c]:.3g}: {100 * s['ratio' + c]:.1f}% (rounds "
+                f"{100 * s['ratio_min' + c]:.1f}..{100 * s['ratio_max' + c]:.1f}%)")
     if "parquet" in doc:
         print("parquet -> pool vs read_table (GB/s):", fmt(doc["parquet"]["summary"],
                                                            "ingest_gb_s", "read_table_gb_s"))
