@@ -51,6 +51,8 @@ FORMATS = ("arrow", "parquet", "webdataset", "jsonl")
 EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".arrow": "arrow", ".feather": "arrow",
               ".tar": "webdataset", ".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl"}
 BATCH_BYTES = 32 << 20   # records handed to the writer per call, at most about
+ENCODE_BYTES = 256 << 10  # text per Tokenizer.encode_batch call
+TASK_BYTES = 8 << 20      # JSONL text per tokenizer task (2 per worker in flight)
 
 
 class IngestError(ValueError):
@@ -565,13 +567,27 @@ def tokenize_lines(tok: Any, lines: list[tuple[int, bytes]], field: str, dtype: 
         if not isinstance(t, str):
             raise _LineError(off, f"field {field!r} is {type(t).__name__}, not text")
         texts.append(t)
-    enc = tok.encode_batch(texts, add_special_tokens=False)
-    ids = [e.ids + [eod] if eod is not None else e.ids for e in enc]
-    lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
-    if flat.size and int(flat.max()) > np.iinfo(dtype).max:
-        raise _LineError(lines[0][0], f"token id {int(flat.max())} does not fit {dtype}")
-    return flat.astype(dtype), _offsets(lens)
+    # encode in pieces of about ENCODE_BYTES of text: an Encoding keeps
+    # tokens, offsets and masks per token (~100 bytes each), so a whole
+    # task's worth at once would hold gigabytes
+    parts, lens, a = [], [], 0
+    while a < len(texts):
+        b, size = a, 0
+        while b < len(texts) and (b == a or size < ENCODE_BYTES):
+            size += len(texts[b])
+            b += 1
+        for e in tok.encode_batch(texts[a:b], add_special_tokens=False):
+            ids = e.ids
+            if eod is not None:
+                ids.append(eod)
+            lens.append(len(ids))
+            try:
+                parts.append(np.array(ids, dtype=dtype))
+            except OverflowError:
+                raise _LineError(lines[0][0], f"token id {max(ids)} does not fit {dtype}") from None
+        a = b
+    flat = np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+    return flat, _offsets(np.asarray(lens, dtype=np.int64))
 
 
 def _read_range(f: Any, start: int, end: int) -> list[tuple[int, bytes]]:
@@ -648,6 +664,9 @@ def _write_jsonl(w: Any, src: Source, where: str, tok: Any, pool: Any, field: st
                  storage_options: Optional[dict], tick: Callable[..., None]) -> int:
     global _worker_tok
     n, done = 0, 0
+    # tasks small enough that every worker gets several (a short file is
+    # spread over all of them), large enough that a task's fixed costs vanish
+    batch_bytes = min(batch_bytes, TASK_BYTES, max(1 << 20, src.size // (4 * max(1, workers))))
     tasks = _jsonl_tasks(src, storage_options or {}, field, dtype, eod, batch_bytes)
     if pool is None:
         _worker_tok = tok

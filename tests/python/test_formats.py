@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -388,3 +389,50 @@ def test_data_source_once_per_pool(pool: CXLMemoryPool, tmp_path: Path) -> None:
     assert again.ingested == {"existed": True} and len(again) == 3000
     with pytest.raises(TypeError, match="pool"):
         CXLDataset(data_source=tmp_path / "src")
+
+
+def test_http_source_and_progress(pool: CXLMemoryPool, tmp_path: Path,
+                                  capsys: pytest.CaptureFixture) -> None:
+    """An http:// URL (a local HTTP server) goes through fsspec like s3://;
+    progress=True draws the tqdm bar on stderr, up to the sources' bytes."""
+    import http.server
+    import threading
+    t = table(120, seed=12)
+    pq.write_table(t, tmp_path / "web.parquet")
+    body = (tmp_path / "web.parquet").read_bytes()
+
+    class Ranges(http.server.BaseHTTPRequestHandler):
+        """Serves web.parquet with Range requests, as object stores and
+        CDNs do (Parquet is read footer first)."""
+
+        def do_HEAD(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Accept-Ranges", "bytes")
+            self.end_headers()
+
+        def do_GET(self) -> None:
+            a, b = 0, len(body) - 1
+            m = re.match(r"bytes=(\d*)-(\d*)", self.headers.get("Range", ""))
+            if m:
+                a, b = int(m.group(1) or 0), min(int(m.group(2) or b), b)
+            self.send_response(206 if m else 200)
+            self.send_header("Content-Length", str(b - a + 1))
+            if m:
+                self.send_header("Content-Range", f"bytes {a}-{b}/{len(body)}")
+            self.end_headers()
+            self.wfile.write(body[a:b + 1])
+
+        def log_message(self, *a: object) -> None:
+            pass
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Ranges)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    try:
+        url = f"http://127.0.0.1:{srv.server_address[1]}/web.parquet"
+        ds = CXLDataset.ingest(pool, "web", url, progress=True)
+    finally:
+        srv.shutdown()
+    check_rows(ds, t)
+    err = capsys.readouterr().err
+    assert "ingest web" in err and "100%" in err
