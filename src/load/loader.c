@@ -70,6 +70,8 @@ struct slot {
     int64_t *seg_row, *seg_start, *seg_len, *seg_offset;
     size_t seg_cap;
     uint8_t *segf[CXLP_MAX_FIELDS]; /* PACK: fixed-shape field values per segment */
+    struct cxlp_view *views;  /* PAD, PACK: the batch's lookups (lookup_all) */
+    size_t views_cap;
 };
 
 struct cxlp_loader {
@@ -366,15 +368,42 @@ static int check_fields(cxlp_loader *l, uint64_t id, const struct cxlp_view *v, 
     return 0;
 }
 
+/* The chosen fields of records ids[0..n) into s->views (n x nsel), all
+ * looked up before any copy: on a random order each lookup (index block and
+ * the first bytes of the record) misses the cache, and done back to back
+ * the misses overlap instead of each waiting behind the previous record's
+ * copy; the small fixed-shape values are prefetched for the copy pass. */
+static int lookup_all(cxlp_loader *l, struct slot *s, const uint64_t *ids, uint64_t n)
+{
+    uint64_t need = n * l->nsel;
+    if (need > s->views_cap) {
+        struct cxlp_view *v = realloc(s->views, need * sizeof *v);
+        if (!v)
+            return seterr(&l->obj, -ENOMEM, "out of memory gathering a batch");
+        s->views = v;
+        s->views_cap = need;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        struct cxlp_view *v = &s->views[i * l->nsel];
+        int rc = read_sel(l, ids[i], v);
+        if (rc)
+            return read_fail(l, rc, ids[i]);
+        for (uint32_t k = 0; k < l->nsel; k++)
+            if (!l->sel[k].var)
+                __builtin_prefetch(v[k].data);
+    }
+    return 0;
+}
+
 static int gather_pad(cxlp_loader *l, struct slot *s)
 {
     const uint64_t L = l->o.seq_len;
     const struct lfield *f0 = &l->sel[l->var0];
+    int rc = lookup_all(l, s, s->ids, s->b.rows);
+    if (rc)
+        return rc;
     for (uint32_t i = 0; i < s->b.rows; i++) {
-        struct cxlp_view v[CXLP_MAX_FIELDS];
-        int rc = read_sel(l, s->ids[i], v);
-        if (rc)
-            return read_fail(l, rc, s->ids[i]);
+        const struct cxlp_view *v = &s->views[(uint64_t)i * l->nsel];
         uint64_t elems = v[l->var0].len / (uint64_t)f0->isz;
         if (l->nsel > 1 && (rc = check_fields(l, s->ids[i], v, elems)))
             return rc;
@@ -397,11 +426,11 @@ static int gather_pad(cxlp_loader *l, struct slot *s)
 static int gather_pack(cxlp_loader *l, struct slot *s)
 {
     const struct lfield *f0 = &l->sel[l->var0];
+    int rc = lookup_all(l, s, s->ids, s->b.n_segments);
+    if (rc)
+        return rc;
     for (uint64_t g = 0; g < s->b.n_segments; g++) {
-        struct cxlp_view v[CXLP_MAX_FIELDS];
-        int rc = read_sel(l, s->ids[g], v);
-        if (rc)
-            return read_fail(l, rc, s->ids[g]);
+        const struct cxlp_view *v = &s->views[g * l->nsel];
         if (l->nsel > 1 && (rc = check_fields(l, s->ids[g], v, v[l->var0].len / (uint64_t)f0->isz)))
             return rc;
         for (uint32_t k = 0; k < l->nsel; k++) {
@@ -511,6 +540,7 @@ static void slot_free(cxlp_loader *l, struct slot *s)
     free(s->seg_offset);
     for (uint32_t k = 0; k < CXLP_MAX_FIELDS; k++)
         free(s->segf[k]);
+    free(s->views);
     if (s->data)
         munmap(s->data, (size_t)l->slot_bytes);
     free(s);
