@@ -30,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import io
 import itertools
 import json
 import os
@@ -291,7 +290,7 @@ def _arrow_column(arr: Any, spec: tuple, where: str, row0: int) -> Any:
     return arr.to_numpy(zero_copy_only=dtype != "bool")
 
 
-def _arrow_batches(obj: Any, columns: Optional[Sequence[str]], rows: int) -> tuple[Any, Iterator]:
+def _arrow_batches(obj: Any, rows: int) -> tuple[Any, Iterator]:
     """(schema, record batches) of an in-memory Table / RecordBatch /
     datasets.Dataset."""
     import pyarrow as pa
@@ -801,7 +800,7 @@ def ingest(pool: Any, name: str, source: Any, format: Optional[str] = None, *,
 def _ingest_object(pool: Any, name: str, obj: Any, columns: Optional[Sequence[str]],
                    shard_bytes: int) -> dict:
     where = f"<{type(obj).__name__}>"
-    schema, batches = _arrow_batches(obj, columns, 65536)
+    schema, batches = _arrow_batches(obj, 65536)
     fields = arrow_fields(schema, columns, where)
     w = _core.Writer(pool, name, fields.fields, shard_bytes=shard_bytes)
     try:
