@@ -8,13 +8,17 @@ group), measured while all 4 are alive, after they finished their work:
   pool      each rank iterates the whole dataset (every record, shuffled with
             its own seed, batch 32) through CXLDataset + CXLDataLoader from
             one shm pool, so every rank maps every page of it
+  getitem   each rank reads every record as ds[i] (shuffled), which views the
+            pool through the dataset's private copy-on-write mapping, and
+            writes into one of them (its own copy of that page)
   copy      each rank np.fromfile's its own copy of the same bytes
 Rank 0 gathers the ranks' pids and sums Pss from /proc/PID/smaps_rollup.
 PSS divides each shared page among the processes mapping it, so the pool's
 pages count once in the total however many ranks map them; the page cache
 of the source file is in no process and is not counted.
 
-Bound (pool): total PSS <= 1.2 x dataset + total PSS of the baseline run.
+Bound (pool, getitem): total PSS <= 1.2 x dataset + total PSS of the
+baseline run.
 
     python3 bench/bench_memory.py [--gib 4] [--copy-gib N] [--dir /var/tmp]
 The environment variable CXLP_BENCH_MEMORY_GIB overrides --gib's default
@@ -66,6 +70,13 @@ def rank_main(rank: int, mode: str, spec: str, src: str, port: int, out: str) ->
         for b in dl:
             records += b.shape[0]
         keep = (ds, dl)
+    elif mode == "getitem":
+        ds = CXLDataset(spec, "data")
+        for i in np.random.default_rng(rank).permutation(len(ds)).tolist():
+            records += ds[i][0].item() >= 0
+        t = ds[rank]
+        t += 1  # a write stays in this rank: one page of its own
+        keep = (ds, t)
     elif mode == "copy":
         keep = np.fromfile(src, dtype=np.uint8)
         records = keep.size // REC
@@ -144,6 +155,7 @@ def main() -> int:
         pool.close()
         res["baseline"] = run("baseline", "", "")
         res["pool"] = run("pool", f"shm:{name}", "")
+        res["getitem"] = run("getitem", f"shm:{name}", "")
         CXLMemoryPool.destroy(name)
         pool = None
         if cbytes != os.path.getsize(src):
@@ -165,7 +177,7 @@ def main() -> int:
     print(f"bench_memory: {WORLD} ranks (gloo), dataset {ds_mib:.0f} MiB "
           f"(copy run: {cbytes / (1 << 20):.0f} MiB), PSS from /proc/PID/smaps_rollup")
     print(f"{'run':10} {'per rank MiB':>40} {'total MiB':>10}")
-    for k in ("baseline", "pool", "copy"):
+    for k in ("baseline", "pool", "getitem", "copy"):
         r = res[k]
         per = " ".join(f"{mib(x):8.0f}" for x in r["pss_kib"])
         print(f"{k:10} {per:>40} {mib(r['total_kib']):10.0f}")
@@ -173,6 +185,9 @@ def main() -> int:
     print(f"pool total {mib(tp):.0f} MiB vs bound 1.2 x {ds_mib:.0f} + {mib(base):.0f} = "
           f"{mib(bound):.0f} MiB: {'met' if tp <= bound else 'MISSED'} "
           f"(pool - baseline = {(tp - base) / (nbytes / 1024):.2f} x dataset)")
+    tg = res["getitem"]["total_kib"]
+    print(f"getitem total {mib(tg):.0f} MiB: {'met' if tg <= bound else 'MISSED'} "
+          f"(getitem - baseline = {(tg - base) / (nbytes / 1024):.2f} x dataset)")
     print(f"copy total - baseline = {(res['copy']['total_kib'] - base) / (cbytes / 1024):.2f} "
           f"x its dataset")
     print(f"rank 0 read {res['pool']['records_rank0']} records in "

@@ -1,6 +1,6 @@
 """The main job: train a small byte-level transformer from a pool.
 
-    python examples/train_tiny.py --pool cxlp-demo --dataset licenses
+    python examples/train_tiny.py --pool cxlp-demo --dataset common-licenses
 
 The dataset is a token dataset in the pool (e.g. a Megatron .bin/.idx
 ingested by `cxlpool ingest`). CXLDataLoader packs its records into rows of
@@ -47,7 +47,7 @@ class TinyLM(nn.Module):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pool", default="cxlp-demo", help="pool spec (default shm:cxlp-demo)")
-    ap.add_argument("--dataset", default="licenses")
+    ap.add_argument("--dataset", default="common-licenses")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--seq-len", type=int, default=128)
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{a.dataset}: expected a token dataset (variable-size records)", file=sys.stderr)
         return 2
     loader = CXLDataLoader(ds, batch_size=a.batch_size, shuffle=True, seq_len=a.seq_len + 1,
-                           threads=a.threads, drop_last=True, seed=a.seed)
+                           threads=a.threads, drop_last=True, seed=a.seed, dtype=torch.long)
     model = TinyLM(seq_len=a.seq_len)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr)
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     step, samples, t0, first_loss, loss_ema = 0, 0, time.perf_counter(), None, None
     while step < a.steps:
         for batch in loader:
-            tokens = batch["tokens"].long()
+            tokens = batch["tokens"]
             x, y = tokens[:, :-1], tokens[:, 1:]
             loss = nn.functional.cross_entropy(model(x).reshape(-1, 256), y.reshape(-1))
             opt.zero_grad(set_to_none=True)
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     dt = time.perf_counter() - t0
     print(f"done: {step} steps, loss {first_loss:.3f} -> {loss_ema:.3f}, "
           f"{samples / dt:.1f} samples/s, loader stall {loader.stall_seconds:.3f} s of {dt:.1f} s "
-          f"({100 * loader.stall_seconds / dt:.2f}%), epochs {loader.epoch}")
+          f"({100 * loader.stall_seconds / dt:.2f}%), {loader.epoch + 1} epochs begun")
     return 0
 
 

@@ -190,6 +190,12 @@ struct cxlp_pool_opts {
  * A sparse file pool of any size creates in O(1) time. opts may be NULL. */
 CXLP_API int cxlp_pool_create(const char *spec, uint64_t size,
                               const struct cxlp_pool_opts *opts, cxlp_pool **out);
+/* Parses a byte size as the CLI takes it: "4096", "64K", "1.5G", "2GiB"
+ * (powers of 1024), "1TB", "500MB" (powers of 1000); units K M G T P in
+ * either case; a fraction rounds down to a whole byte. 0, or CXLP_EARG with a
+ * message naming the text (no sign, whitespace or exponent; overflow of 64
+ * bits). Thread-safe. */
+CXLP_API int cxlp_size_parse(const char *s, uint64_t *out);
 /* Attaches an existing pool. Validates magic, version, layout signature and
  * header checksum (CXLP_EFORMAT / CXLP_ELAYOUT / CXLP_ECORRUPT). Opening to
  * write a pool owned by another uid fails with CXLP_EOWNER. Takes a reader
@@ -335,6 +341,21 @@ CXLP_API int cxlp_schema_field(const struct cxlp_schema *s, const char *name);
 /* Document boundaries of a Megatron import: docs[i] is the first record of
  * document i; n_docs+1 entries (the last is count). NULL/0 when absent. */
 CXLP_API int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs);
+/* The bytes [data, data+len) of a view from this store (cxlp_store_read,
+ * cxlp_store_docs) as seen through a private copy-on-write mapping of the
+ * pool: reading there shares the pool's pages (no copy, no memory per
+ * process); the first write to a page gives this process its own copy of
+ * that page, and nothing written there reaches the pool or any other
+ * process. For handing pool memory to code that may write into it (torch
+ * tensors have no read-only flag): such a write then neither faults nor
+ * corrupts the one copy every reader shares. The mapping (the whole pool,
+ * address space only) is made on the first call and lives as long as the
+ * store's pool mapping. Thread-safe. CXLP_ERANGE when the bytes are not in
+ * the pool mapping; -EINVAL on devdax, whose driver refuses private
+ * mappings; -ENOMEM when the address space (or strict overcommit) has no
+ * room for a second mapping of the pool. */
+CXLP_API int cxlp_store_private(const cxlp_store *s, const void *data, uint64_t len,
+                                void **out);
 /* Recomputes every shard checksum of this dataset. */
 CXLP_API int cxlp_store_verify(cxlp_store *s);
 /* Moves the dataset's records onto 2 MiB pages where the pool's memory

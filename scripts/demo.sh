@@ -10,17 +10,24 @@
 # CXLDataLoader), and destroys the pool.
 #
 # Environment: POOL (default cxlp-demo), CORPUS (default
-# /usr/share/common-licenses), STEPS (default 300), KEEP=1 keeps the pool,
-# SKIP_SETUP=1 skips
-# scripts/setup.sh.
+# /usr/share/common-licenses), POOL_SIZE (default: sized from the tokenized
+# data, e.g. 1G), STEPS (default 300), KEEP=1 keeps the pool, SKIP_SETUP=1
+# skips scripts/setup.sh, PYTHON (default python3). The datasets are named
+# after the corpus directory (NAME and NAME.windows). Whether it finishes or
+# fails, the run removes what it created (work directory, and the pool unless
+# KEEP=1).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 POOL=${POOL:-cxlp-demo}
 CORPUS=${CORPUS:-/usr/share/common-licenses}
+PY=${PYTHON:-python3}
+# dataset names: the corpus directory's name, in the characters names allow
+DS=$(basename "$(realpath "$CORPUS")")
+DS=$(printf '%s' "$DS" | tr -c 'A-Za-z0-9._-' '_' | cut -c1-48)
 
 need_setup=0
 for t in cmake ninja pkg-config clang-14; do command -v "$t" >/dev/null || need_setup=1; done
-python3 -c 'import numpy, torch, tqdm' 2>/dev/null || need_setup=1
+"$PY" -c 'import numpy, torch, tqdm' 2>/dev/null || need_setup=1
 pkg-config --exists libxxhash numa 2>/dev/null || need_setup=1
 if [ "$need_setup" = 1 ] && [ "${SKIP_SETUP:-0}" != 1 ]; then bash scripts/setup.sh; fi
 
@@ -33,14 +40,21 @@ X=build/cxlpool
 run() { echo; echo "\$ cxlpool $*"; "$X" "$@"; }
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/cxlp-demo.XXXXXX")
-trap 'rm -rf "$WORK"' EXIT
+created=0
+cleanup() {
+  rm -rf "$WORK"
+  if [ "$created" = 1 ] && [ "${KEEP:-0}" != 1 ]; then
+    echo; echo "\$ cxlpool destroy $POOL --yes"; "$X" destroy "$POOL" --yes
+  fi
+}
+trap cleanup EXIT
 
 echo "== tokenizing $CORPUS (byte-level tokens, uint16)"
-python3 - "$CORPUS" "$WORK" <<'PY'
+"$PY" - "$CORPUS" "$WORK" "$DS" <<'PY'
 import os, struct, sys
 import numpy as np
 
-corpus, out = sys.argv[1], sys.argv[2]
+corpus, out, name = sys.argv[1], sys.argv[2], sys.argv[3]
 docs = []
 for root, _, files in os.walk(corpus):
     for f in sorted(files):
@@ -56,13 +70,13 @@ seqs = [np.frombuffer(s, dtype=np.uint8).astype(np.uint16) for d in docs for s i
 doc_idx = [0]
 for d in docs:
     doc_idx.append(doc_idx[-1] + len(d))
-with open(os.path.join(out, "licenses_text_document.bin"), "wb") as f:
+with open(os.path.join(out, f"{name}_text_document.bin"), "wb") as f:
     for s in seqs:
         f.write(s.tobytes())
 ptrs = np.zeros(len(seqs), dtype=np.int64)
 lens = np.array([len(s) for s in seqs], dtype=np.int32)
 ptrs[1:] = np.cumsum(lens[:-1].astype(np.int64) * 2)
-with open(os.path.join(out, "licenses_text_document.idx"), "wb") as f:
+with open(os.path.join(out, f"{name}_text_document.idx"), "wb") as f:
     f.write(b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) + struct.pack("<B", 8))  # 8: uint16
     f.write(struct.pack("<Q", len(seqs)) + struct.pack("<Q", len(doc_idx)))
     f.write(lens.tobytes()); f.write(ptrs.tobytes())
@@ -76,35 +90,40 @@ print(f"{len(docs)} documents, {len(seqs)} sequences, {len(stream)} tokens; "
       f"{n} windows of 129 tokens")
 PY
 
+# The pool is sized from the data: what the two ingests store (records,
+# plus ~1/8 for shard headers, indexes and extent rounding) and 64 MiB for
+# the header, both catalog slots and the lease table.
+data=$(du -cb "$WORK/${DS}_text_document.bin" "$WORK/${DS}_text_document.idx" \
+       "$WORK/windows.npy" | tail -1 | cut -f1)
+SIZE=${POOL_SIZE:-$(( (data + data / 8 + (64 << 20) + (1 << 20) - 1) >> 20 ))M}
 "$X" destroy "$POOL" --yes >/dev/null 2>&1 || true
-run create "$POOL" 256M
-run ingest "$POOL" licenses "$WORK/licenses_text_document" --format megatron
-run ingest "$POOL" windows "$WORK/windows.npy"
+run create "$POOL" "$SIZE"
+created=1
+run ingest "$POOL" "$DS" "$WORK/${DS}_text_document" --format megatron
+run ingest "$POOL" "$DS.windows" "$WORK/windows.npy"
 run ls "$POOL"
 run stat "$POOL"
 run verify "$POOL" --quiet && echo "verify: ok"
-echo; echo "\$ cxlpool cat $POOL licenses 3 --format raw | (decode uint16 byte tokens)"
-"$X" cat "$POOL" licenses 3 --format raw | python3 -c '
+echo; echo "\$ cxlpool cat $POOL $DS 3 --format raw | (decode uint16 byte tokens)"
+"$X" cat "$POOL" "$DS" 3 --format raw | "$PY" -c '
 import sys, numpy as np
 t = np.frombuffer(sys.stdin.buffer.read(), dtype=np.uint16)
 print(bytes(t.astype(np.uint8)).decode("utf-8", "replace")[:400])'
-run cat "$POOL" windows 0 --format dtype
-run bench gather "$POOL" windows --batch 32 --threads 1,2 --rounds 5
+run cat "$POOL" "$DS.windows" 0 --format dtype
+run bench gather "$POOL" "$DS.windows" --batch 32 --threads 1,2 --rounds 5
 
 # Train from the pool: the Python package over the same C sources.
-if ! python3 -c 'import cxl_dataloader' 2>/dev/null || \
-   [ -n "$(find python src include -newer "$(python3 -c 'import cxl_dataloader, os; print(os.path.dirname(cxl_dataloader.__file__))' 2>/dev/null || echo /)" -name '*.[chy]*' 2>/dev/null | head -1)" ]; then
+if ! "$PY" -c 'import cxl_dataloader' 2>/dev/null || \
+   [ -n "$(find python src include -newer "$("$PY" -c 'import cxl_dataloader, os; print(os.path.dirname(cxl_dataloader.__file__))' 2>/dev/null || echo /)" -name '*.[chy]*' 2>/dev/null | head -1)" ]; then
   echo; echo "== installing the Python package (pip install .)"
   pipx=()
-  stdlib=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
+  stdlib=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
   [ -f "$stdlib/EXTERNALLY-MANAGED" ] && pipx+=(--break-system-packages)
-  python3 -m pip install -q --no-build-isolation --no-deps "${pipx[@]}" .
+  "$PY" -m pip install -q --no-build-isolation --no-deps "${pipx[@]}" .
 fi
-echo; echo "\$ python3 examples/train_tiny.py --pool $POOL --dataset licenses --steps ${STEPS:-300}"
-python3 examples/train_tiny.py --pool "$POOL" --dataset licenses --steps "${STEPS:-300}"
+echo; echo "\$ python3 examples/train_tiny.py --pool $POOL --dataset $DS --steps ${STEPS:-300}"
+"$PY" examples/train_tiny.py --pool "$POOL" --dataset "$DS" --steps "${STEPS:-300}"
 
 if [ "${KEEP:-0}" = 1 ]; then
   echo; echo "kept pool $POOL (cxlpool destroy $POOL --yes to remove)"
-else
-  run destroy "$POOL" --yes
 fi

@@ -214,54 +214,9 @@ int cli_open_pool(const char *spec, int readonly, cxlp_pool **out)
     return cli_report_error(rc, NULL, spec);
 }
 
-static int parse_scaled(const char *s, uint64_t *out, int allow_frac)
-{
-    if (!s || !*s || *s == '-' || *s == '+')
-        return -1;
-    errno = 0;
-    char *end;
-    unsigned long long whole = strtoull(s, &end, 10);
-    if (errno || end == s)
-        return -1;
-    double frac = 0;
-    if (allow_frac && *end == '.') {
-        char *fend;
-        frac = strtod(end, &fend);
-        if (fend == end + 1)
-            return -1;
-        end = fend;
-    }
-    uint64_t mult = 1;
-    if (*end) {
-        static const char units[] = "KMGTP";
-        const char *u = strchr(units, end[0] >= 'a' ? end[0] - 32 : end[0]);
-        if (!u || !end[0])
-            return -1;
-        uint64_t base = 1024;
-        const char *rest = end + 1;
-        if (!strcmp(rest, "B"))
-            base = 1000;
-        else if (strcmp(rest, "") && strcmp(rest, "iB"))
-            return -1;
-        for (long k = 0; k <= u - units; k++)
-            mult *= base;
-    }
-    uint64_t v;
-    if (__builtin_mul_overflow((uint64_t)whole, mult, &v))
-        return -1;
-    if (frac > 0) {
-        double extra = frac * (double)mult;
-        if ((double)v + extra >= 18446744073709551615.0)
-            return -1;
-        v += (uint64_t)extra;
-    }
-    *out = v;
-    return 0;
-}
-
 int cli_parse_size(const char *s, uint64_t *out)
 {
-    return parse_scaled(s, out, 1);
+    return cxlp_size_parse(s, out) ? -1 : 0;
 }
 
 int cli_parse_u64(const char *s, uint64_t *out)

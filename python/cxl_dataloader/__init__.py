@@ -5,14 +5,16 @@ CXL; a NUMA node, a device-dax device or a file otherwise) and every process
 on the host reads it in place. ``CXLDataset`` returns zero-copy tensors;
 ``CXLDataLoader`` builds batches in C threads.
 """
-from ._core import CXLError
+from ._core import (CXLCorruptError, CXLDatasetNotFoundError, CXLError, CXLExistsError,
+                    CXLNotFoundError, CXLPermissionError)
 from .pool import CXLMemoryPool
 from .dataset import CXLDataset
 from .loader import CXLDataLoader
 from .samplers import (BlendedCXLDataset, BlendedCXLSampler, CurriculumCXLSampler,
                        DistributedCXLSampler, RandomCXLSampler)
 
-__all__ = ["CXLError", "CXLMemoryPool", "CXLDataset", "CXLDataLoader", "RandomCXLSampler",
-           "DistributedCXLSampler", "BlendedCXLSampler", "BlendedCXLDataset",
-           "CurriculumCXLSampler"]
+__all__ = ["CXLError", "CXLNotFoundError", "CXLDatasetNotFoundError", "CXLExistsError",
+           "CXLPermissionError", "CXLCorruptError", "CXLMemoryPool", "CXLDataset",
+           "CXLDataLoader", "RandomCXLSampler", "DistributedCXLSampler", "BlendedCXLSampler",
+           "BlendedCXLDataset", "CurriculumCXLSampler"]
 __version__ = "0.1.0"

@@ -3,20 +3,210 @@
  * Plain CPython C API; no torch, no numpy at build time. Tensors cross as
  * DLPack capsules (see _core_array.c).
  */
+#include <errno.h>
+
 #include "_core.h"
 
+/* ---- exceptions ----
+ * CXLError (a RuntimeError) is the library's; the subclasses are also the
+ * builtin exception Python code expects for the condition, so `except
+ * FileNotFoundError` or `except KeyError` work as with files and dicts:
+ *   CXLNotFoundError(CXLError, FileNotFoundError)    no such pool (or file)
+ *   CXLDatasetNotFoundError(CXLNotFoundError, KeyError)   no such dataset
+ *   CXLExistsError(CXLError, FileExistsError)         name taken
+ *   CXLPermissionError(CXLError, PermissionError)     EACCES, EPERM, owner,
+ *                                                     read-only handle
+ *   CXLCorruptError(CXLError)                         checksum or structure
+ * An instance's one argument is the library's message (str(e) is it, also
+ * for the KeyError one, whose str would otherwise be its repr), e.code the
+ * return code (a CXLError.E* constant, or -errno), e.reason the code's
+ * meaning (cxlp_strerror); the OSError ones carry the matching errno too. */
 PyObject *CoreError;
+static PyObject *NotFoundError, *DatasetNotFoundError, *ExistsError, *PermError, *CorruptError;
+
+static PyObject *error_str(PyObject *unused, PyObject *self)
+{
+    (void)unused;
+    PyObject *args = PyObject_GetAttrString(self, "args");
+    if (!args)
+        return NULL;
+    PyObject *out = PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 1
+                        ? PyObject_Str(PyTuple_GET_ITEM(args, 0))
+                        : ((PyTypeObject *)PyExc_BaseException)->tp_str(self);
+    Py_DECREF(args);
+    return out;
+}
+
+static PyMethodDef error_str_def = {"__str__", error_str, METH_O, "The library's message."};
+
+static const struct {
+    const char *name;
+    int code;
+} error_codes[] = {
+    {"EPANIC", CXLP_EPANIC}, {"ECORRUPT", CXLP_ECORRUPT}, {"EFORMAT", CXLP_EFORMAT},
+    {"ELAYOUT", CXLP_ELAYOUT}, {"ENOTFOUND", CXLP_ENOTFOUND}, {"EEXIST", CXLP_EEXIST},
+    {"EFULL", CXLP_EFULL}, {"EBUSY", CXLP_EBUSY}, {"EUNSUPPORTED", CXLP_EUNSUPPORTED},
+    {"EBADINPUT", CXLP_EBADINPUT}, {"EOWNER", CXLP_EOWNER}, {"ERANGE", CXLP_ERANGE},
+    {"ENODEV", CXLP_ENODEV}, {"ECATFULL", CXLP_ECATFULL}, {"EARG", CXLP_EARG},
+    {"EREADONLY", CXLP_EREADONLY},
+};
+
+/* A new exception class NAME(bases...) of this module; CXLError's dict holds
+ * __str__ and the E* code constants, which its subclasses inherit. */
+static PyObject *new_error(const char *name, const char *doc, PyObject *bases, int root)
+{
+    PyObject *dict = PyDict_New();
+    if (!dict)
+        return NULL;
+    if (root) {
+        PyObject *fn = PyCFunction_New(&error_str_def, NULL);
+        PyObject *meth = fn ? PyInstanceMethod_New(fn) : NULL;
+        Py_XDECREF(fn);
+        if (!meth || PyDict_SetItemString(dict, "__str__", meth) < 0) {
+            Py_XDECREF(meth);
+            Py_DECREF(dict);
+            return NULL;
+        }
+        Py_DECREF(meth);
+        for (size_t i = 0; i < sizeof error_codes / sizeof *error_codes; i++) {
+            PyObject *v = PyLong_FromLong(error_codes[i].code);
+            if (!v || PyDict_SetItemString(dict, error_codes[i].name, v) < 0) {
+                Py_XDECREF(v);
+                Py_DECREF(dict);
+                return NULL;
+            }
+            Py_DECREF(v);
+        }
+    }
+    char full[96];
+    snprintf(full, sizeof full, "cxl_dataloader.%s", name);
+    PyObject *cls = PyErr_NewExceptionWithDoc(full, doc, bases, dict);
+    Py_DECREF(dict);
+    Py_DECREF(bases);
+    return cls;
+}
+
+static PyObject *raise_error(int rc, const void *handle, int dataset)
+{
+    PyObject *cls = CoreError;
+    int os = 0; /* the errno an OSError subclass carries */
+    switch (rc) {
+    case CXLP_ENOTFOUND: cls = dataset ? DatasetNotFoundError : NotFoundError; os = ENOENT; break;
+    case -ENOENT: cls = NotFoundError; os = ENOENT; break;
+    case CXLP_EEXIST: case -EEXIST: cls = ExistsError; os = EEXIST; break;
+    case -EACCES: case CXLP_EOWNER: case CXLP_EREADONLY: cls = PermError; os = EACCES; break;
+    case -EPERM: cls = PermError; os = EPERM; break;
+    case CXLP_ECORRUPT: case CXLP_EPANIC: cls = CorruptError; break;
+    default: break;
+    }
+    const char *msg = cxlp_errmsg(handle);
+    PyObject *e = PyObject_CallFunction(cls, "s", msg && *msg ? msg : cxlp_strerror(rc));
+    if (!e)
+        return NULL;
+    PyObject *code = PyLong_FromLong(rc), *reason = PyUnicode_FromString(cxlp_strerror(rc));
+    int bad = !code || !reason || PyObject_SetAttrString(e, "code", code) < 0 ||
+              PyObject_SetAttrString(e, "reason", reason) < 0;
+    Py_XDECREF(code);
+    if (!bad && os) {
+        PyObject *en = PyLong_FromLong(os);
+        bad = !en || PyObject_SetAttrString(e, "errno", en) < 0 ||
+              PyObject_SetAttrString(e, "strerror", reason) < 0;
+        Py_XDECREF(en);
+    }
+    Py_XDECREF(reason);
+    if (!bad)
+        PyErr_SetObject(cls, e);
+    Py_DECREF(e);
+    return NULL;
+}
 
 PyObject *core_raise(int rc, const void *handle)
 {
-    const char *msg = cxlp_errmsg(handle);
-    PyObject *args = Py_BuildValue("(iss)", rc, msg && *msg ? msg : cxlp_strerror(rc),
-                                   cxlp_strerror(rc));
-    if (args) {
-        PyErr_SetObject(CoreError, args);
-        Py_DECREF(args);
+    return raise_error(rc, handle, 0);
+}
+
+PyObject *core_raise_dataset(int rc, const void *handle)
+{
+    return raise_error(rc, handle, 1);
+}
+
+static int add_errors(PyObject *m)
+{
+    CoreError = new_error("CXLError", "A libcxlpool failure: str(e) is the message (what "
+                          "failed and where), e.code the return code (CXLError.E* or -errno), "
+                          "e.reason its meaning.", Py_BuildValue("(O)", PyExc_RuntimeError), 1);
+    if (!CoreError)
+        return -1;
+    NotFoundError = new_error("CXLNotFoundError", "No such pool (or source file).",
+                              Py_BuildValue("(OO)", CoreError, PyExc_FileNotFoundError), 0);
+    if (!NotFoundError)
+        return -1;
+    DatasetNotFoundError = new_error("CXLDatasetNotFoundError", "No such dataset in the pool.",
+                                     Py_BuildValue("(OO)", NotFoundError, PyExc_KeyError), 0);
+    ExistsError = new_error("CXLExistsError", "A pool or dataset of that name exists already.",
+                            Py_BuildValue("(OO)", CoreError, PyExc_FileExistsError), 0);
+    PermError = new_error("CXLPermissionError", "Not permitted: file mode, another user's pool, "
+                          "or a write through a read-only handle.",
+                          Py_BuildValue("(OO)", CoreError, PyExc_PermissionError), 0);
+    CorruptError = new_error("CXLCorruptError", "A checksum or structure of the pool does not "
+                             "hold (or a handle was poisoned by such a finding).",
+                             Py_BuildValue("(O)", CoreError), 0);
+    if (!DatasetNotFoundError || !ExistsError || !PermError || !CorruptError)
+        return -1;
+    struct {
+        const char *name;
+        PyObject *cls;
+    } all[] = {{"CXLError", CoreError}, {"CXLNotFoundError", NotFoundError},
+               {"CXLDatasetNotFoundError", DatasetNotFoundError}, {"CXLExistsError", ExistsError},
+               {"CXLPermissionError", PermError}, {"CXLCorruptError", CorruptError}};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (PyModule_AddObjectRef(m, all[i].name, all[i].cls) < 0)
+            return -1;
+    return 0;
+}
+
+/* ---- integer arguments ----
+ * PyArg's K and I formats wrap silently (2**64 + 5 becomes 5, -3 becomes
+ * 4294967293): these converters ("O&") refuse instead, as numpy does: a
+ * non-integer is a TypeError (operator.index), a negative a ValueError, one
+ * too large an OverflowError. */
+static int convert_unsigned(PyObject *o, uint64_t max, uint64_t *out)
+{
+    PyObject *i = PyNumber_Index(o), *zero = PyLong_FromLong(0);
+    int neg = i && zero ? PyObject_RichCompareBool(i, zero, Py_LT) : -1;
+    Py_XDECREF(zero);
+    if (!i)
+        return 0;
+    if (neg) {
+        if (neg > 0)
+            PyErr_Format(PyExc_ValueError, "expected a non-negative integer, got %R", i);
+        Py_DECREF(i);
+        return 0;
     }
-    return NULL;
+    unsigned long long v = PyLong_AsUnsignedLongLong(i);
+    Py_DECREF(i);
+    if (PyErr_Occurred() || v > max) {
+        PyErr_Clear();
+        PyErr_Format(PyExc_OverflowError, "%R does not fit in %s", o,
+                     max == UINT32_MAX ? "32 bits" : "64 bits");
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int core_u64(PyObject *o, void *out)
+{
+    return convert_unsigned(o, UINT64_MAX, out);
+}
+
+int core_u32(PyObject *o, void *out)
+{
+    uint64_t v;
+    if (!convert_unsigned(o, UINT32_MAX, &v))
+        return 0;
+    *(uint32_t *)out = (uint32_t)v;
+    return 1;
 }
 
 static PyObject *mod_destroy(PyObject *self, PyObject *arg)
@@ -55,7 +245,23 @@ static PyObject *mod_dtype_size(PyObject *self, PyObject *arg)
     return PyLong_FromLong(cxlp_dtype_size(d));
 }
 
+static PyObject *mod_size_parse(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *text = PyUnicode_AsUTF8(arg);
+    if (!text)
+        return NULL;
+    uint64_t v;
+    if (cxlp_size_parse(text, &v)) {
+        PyErr_SetString(PyExc_ValueError, cxlp_errmsg(NULL));
+        return NULL;
+    }
+    return PyLong_FromUnsignedLongLong(v);
+}
+
 static PyMethodDef mod_methods[] = {
+    {"size_parse", mod_size_parse, METH_O,
+     "size_parse(text): bytes of a size as the CLI takes it (\"512G\", \"1.5GiB\", \"1TB\")."},
     {"destroy", mod_destroy, METH_O, "destroy(spec): remove a pool's backing object."},
     {"strerror", mod_strerror, METH_O, "strerror(rc): name of a return code."},
     {"dtype_size", mod_dtype_size, METH_O, "dtype_size(name): bytes per element."},
@@ -77,10 +283,7 @@ PyMODINIT_FUNC PyInit__core(void)
     PyObject *m = PyModule_Create(&core_module);
     if (!m)
         return NULL;
-    CoreError = PyErr_NewExceptionWithDoc(
-        "cxl_dataloader._core.CXLError",
-        "A libcxlpool failure: args are (code, message, code name).", PyExc_RuntimeError, NULL);
-    if (!CoreError || PyModule_AddObjectRef(m, "CXLError", CoreError) < 0)
+    if (add_errors(m) < 0)
         goto fail;
     const char *names[] = {"Pool", "Store", "Array", "Loader", "Batch",
                            "Sampler", "Writer"};
@@ -91,9 +294,6 @@ PyMODINIT_FUNC PyInit__core(void)
     PyModule_AddIntConstant(m, "COLLATE_STACK", CXLP_COLLATE_STACK);
     PyModule_AddIntConstant(m, "COLLATE_PAD", CXLP_COLLATE_PAD);
     PyModule_AddIntConstant(m, "COLLATE_PACK", CXLP_COLLATE_PACK);
-    PyModule_AddIntConstant(m, "ENOTFOUND", CXLP_ENOTFOUND);
-    PyModule_AddIntConstant(m, "EEXIST", CXLP_EEXIST);
-    PyModule_AddIntConstant(m, "ECORRUPT", CXLP_ECORRUPT);
     return m;
 fail:
     Py_DECREF(m);

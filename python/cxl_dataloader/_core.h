@@ -22,9 +22,18 @@ extern PyObject *CoreError;
 extern PyTypeObject PoolType, StoreType, ArrayType, LoaderType, BatchType;
 extern PyTypeObject SamplerType, WriterType;
 
-/* Raises CoreError(code, message) from rc and the handle's message (NULL:
- * the thread's). Returns NULL for `return core_raise(...)`. */
+/* Raises the CXLError subclass for rc (see _core.c) with the handle's
+ * message (NULL: the thread's). Returns NULL for `return core_raise(...)`.
+ * core_raise_dataset: the same where "not found" is about a dataset of an
+ * open pool (a KeyError too). */
 PyObject *core_raise(int rc, const void *handle);
+PyObject *core_raise_dataset(int rc, const void *handle);
+
+/* "O&" converters for uint64_t / uint32_t arguments that refuse what PyArg's
+ * K and I would wrap: TypeError (not an integer), ValueError (negative),
+ * OverflowError (too large). */
+int core_u64(PyObject *o, void *out);
+int core_u32(PyObject *o, void *out);
 
 typedef struct {
     PyObject_HEAD
@@ -37,11 +46,13 @@ typedef struct {
     cxlp_store *s;
     PyObject *name;
     int closed;              /* close() asked; the C store goes at dealloc */
+    int copying;             /* no private mapping: records are copied (warned) */
 } StoreObject;
 
 #define ARRAY_MAX_DIMS 5
 /* A borrowed n-d view of memory owned by owner; exports DLPack and the
- * buffer protocol (read-only). */
+ * buffer protocol, writable: ring slots are the loader's, and pool memory is
+ * seen through the private copy-on-write mapping (see _core_store.c). */
 typedef struct {
     PyObject_HEAD
     PyObject *owner;

@@ -4,7 +4,10 @@
  * "dltensor_versioned" capsule, renamed "used_dltensor_versioned" by the
  * consumer; one allocation for struct + shape + strides; manager_ctx holds
  * the Array, so the memory stays mapped while any tensor views it; the
- * deleter takes the GIL) and to numpy by the buffer protocol (read-only).
+ * deleter takes the GIL) and to numpy by the buffer protocol. Writable:
+ * what an Array views is either a ring slot (the loader's own memory) or a
+ * copy-on-write view of the pool (see _core_store.c), so a consumer's write
+ * stays in this process and flags.writeable tells the truth.
  * The legacy unversioned capsule is produced for consumers that do not ask
  * for max_version >= (1, 0).
  */
@@ -80,12 +83,6 @@ static void array_dealloc(ArrayObject *a)
 {
     Py_XDECREF(a->owner);
     PyObject_Free(a);
-}
-
-/* Memory a consumer may write: ring slots yes, pool memory no. */
-static int array_readonly(const ArrayObject *a)
-{
-    return !PyObject_TypeCheck(a->owner, &BatchType);
 }
 
 /* ---- DLPack ---- */
@@ -207,8 +204,7 @@ static PyObject *array_dlpack(ArrayObject *a, PyObject *args, PyObject *kw)
         if (!PyArg_ParseTuple(max_version, "ll", &major, &minor))
             return NULL;
     }
-    return dlpack_capsule((PyObject *)a, a->data, a->dtype, a->ndim, a->shape,
-                          array_readonly(a), major >= 1);
+    return dlpack_capsule((PyObject *)a, a->data, a->dtype, a->ndim, a->shape, 0, major >= 1);
 }
 
 static PyObject *array_dlpack_device(ArrayObject *a, PyObject *unused)
@@ -228,10 +224,6 @@ static int array_getbuffer(ArrayObject *a, Py_buffer *view, int flags)
                      cxlp_dtype_name(a->dtype));
         return -1;
     }
-    if ((flags & PyBUF_WRITABLE) && array_readonly(a)) {
-        PyErr_SetString(PyExc_BufferError, "pool memory is read-only");
-        return -1;
-    }
     Py_ssize_t n = 1;
     for (int i = 0; i < a->ndim; i++)
         n *= a->bshape[i];
@@ -239,7 +231,7 @@ static int array_getbuffer(ArrayObject *a, Py_buffer *view, int flags)
     view->obj = Py_NewRef(a);
     view->itemsize = cxlp_dtype_size(a->dtype);
     view->len = n * view->itemsize;
-    view->readonly = array_readonly(a);
+    view->readonly = 0;
     view->ndim = a->ndim;
     view->format = (flags & PyBUF_FORMAT) ? (char *)fmt : NULL;
     view->shape = (flags & PyBUF_ND) ? a->bshape : NULL;
@@ -266,12 +258,6 @@ static PyObject *array_get_dtype(ArrayObject *a, void *c)
     return PyUnicode_FromString(cxlp_dtype_name(a->dtype));
 }
 
-static PyObject *array_get_readonly(ArrayObject *a, void *c)
-{
-    (void)c;
-    return PyBool_FromLong(array_readonly(a));
-}
-
 static PyMethodDef array_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))array_dlpack, METH_VARARGS | METH_KEYWORDS,
      "DLPack capsule viewing this memory (no copy)."},
@@ -282,7 +268,6 @@ static PyMethodDef array_methods[] = {
 static PyGetSetDef array_getset[] = {
     {"shape", (getter)array_get_shape, NULL, "shape", NULL},
     {"dtype", (getter)array_get_dtype, NULL, "dtype name (cxlpool's)", NULL},
-    {"readonly", (getter)array_get_readonly, NULL, "True for pool memory", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 

@@ -9,10 +9,10 @@ static int pool_init(PoolObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"spec", "create", "size", "mode", "readonly", "catalog_bytes", NULL};
     const char *spec;
     int create = 0, readonly = 0;
-    unsigned long long size = 0, catalog_bytes = 0;
-    unsigned int mode = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$pKIpK", kwlist, &spec, &create, &size, &mode,
-                                     &readonly, &catalog_bytes))
+    uint64_t size = 0, catalog_bytes = 0;
+    uint32_t mode = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$pO&O&pO&", kwlist, &spec, &create, core_u64,
+                                     &size, core_u32, &mode, &readonly, core_u64, &catalog_bytes))
         return -1;
     if (self->p) {
         PyErr_SetString(PyExc_RuntimeError, "Pool already initialized");
@@ -57,15 +57,16 @@ static PyObject *pool_close(PoolObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* A dataset's catalog facts, with the keys of `cxlpool ls --json`. */
 static PyObject *info_dict(const struct cxlp_dataset_info *d)
 {
     return Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:I,s:O,s:K,s:K,s:K}", "name", d->name,
-                         "version", (unsigned long long)d->version, "n_records",
+                         "version", (unsigned long long)d->version, "records",
                          (unsigned long long)d->n_records, "data_bytes",
                          (unsigned long long)d->data_bytes, "stored_bytes",
-                         (unsigned long long)d->stored_bytes, "n_shards", d->n_shards, "fixed",
+                         (unsigned long long)d->stored_bytes, "shards", d->n_shards, "fixed",
                          d->fixed ? Py_True : Py_False, "record_size",
-                         (unsigned long long)d->record_size, "n_docs",
+                         (unsigned long long)d->record_size, "docs",
                          (unsigned long long)d->n_docs, "created_unix",
                          (unsigned long long)d->created_unix);
 }
@@ -169,7 +170,7 @@ static PyObject *pool_remove(PoolObject *self, PyObject *arg)
         return NULL;
     int rc = cxlp_pool_remove(self->p, name);
     if (rc)
-        return core_raise(rc, self->p);
+        return core_raise_dataset(rc, self->p);
     Py_RETURN_NONE;
 }
 
@@ -232,10 +233,11 @@ static PyObject *pool_import(PoolObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"name", "src", "format", "record_size", "dtype", "shard_bytes",
                              "progress", NULL};
     const char *name, *src, *format = "auto", *dtype = NULL;
-    unsigned long long record_size = 0, shard_bytes = 0;
+    uint64_t record_size = 0, shard_bytes = 0;
     PyObject *progress = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sKzKO", kwlist, &name, &src, &format,
-                                     &record_size, &dtype, &shard_bytes, &progress))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sO&zO&O", kwlist, &name, &src, &format,
+                                     core_u64, &record_size, &dtype, core_u64, &shard_bytes,
+                                     &progress))
         return NULL;
     if (!pool_ok(self))
         return NULL;

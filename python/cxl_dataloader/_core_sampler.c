@@ -79,11 +79,13 @@ static int sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"kind", "n", "seed", "epoch", "shard_size", "window", "world",
                              "rank", "drop_last", NULL};
     PyObject *kindo = NULL;
-    unsigned long long n = 0, seed = 0, epoch = 0, shard = 0, window = 0;
-    unsigned int world = 1, rank = 0;
+    uint64_t n = 0, seed = 0, epoch = 0, shard = 0, window = 0;
+    uint32_t world = 1, rank = 0;
     int drop_last = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OKKKKKIIp", kwlist, &kindo, &n, &seed, &epoch,
-                                     &shard, &window, &world, &rank, &drop_last))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO&O&O&O&O&O&O&p", kwlist, &kindo, core_u64, &n,
+                                     core_u64, &seed, core_u64, &epoch, core_u64, &shard,
+                                     core_u64, &window, core_u32, &world, core_u32, &rank,
+                                     &drop_last))
         return -1;
     if (self->s) {
         PyErr_SetString(PyExc_RuntimeError, "Sampler already initialized");
@@ -139,11 +141,12 @@ static PyObject *sampler_create_blend(PyObject *type, PyObject *args, PyObject *
     static char *kwlist[] = {"sizes", "weights", "n", "seed", "epoch", "world", "rank",
                              "drop_last", "shuffle", NULL};
     PyObject *sizes, *weights;
-    unsigned long long n = 0, seed = 0, epoch = 0;
-    unsigned int world = 1, rank = 0;
+    uint64_t n = 0, seed = 0, epoch = 0;
+    uint32_t world = 1, rank = 0;
     int drop_last = 0, shuffle = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$KKKIIpp", kwlist, &sizes, &weights, &n,
-                                     &seed, &epoch, &world, &rank, &drop_last, &shuffle))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$O&O&O&O&O&pp", kwlist, &sizes, &weights,
+                                     core_u64, &n, core_u64, &seed, core_u64, &epoch, core_u32,
+                                     &world, core_u32, &rank, &drop_last, &shuffle))
         return NULL;
     size_t k = 0, kw_ = 0;
     uint64_t *sz = u64_list(sizes, "sizes", &k), *w = NULL;
@@ -289,12 +292,13 @@ static PyObject *sampler_create_curriculum(PyObject *type, PyObject *args, PyObj
     PyObject *diff = Py_None, *group = Py_None, *store = Py_None;
     const char *field = NULL, *pacing = "linear";
     double start = 0.1;
-    unsigned int steps = 1, world = 1, rank = 0;
-    unsigned long long total = 0, n = 0, seed = 0, epoch = 0;
+    uint32_t steps = 1, world = 1, rank = 0;
+    uint64_t total = 0, n = 0, seed = 0, epoch = 0;
     int drop_last = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOzsdIKKKKIIp", kwlist, &diff, &group,
-                                     &store, &field, &pacing, &start, &steps, &total, &n, &seed,
-                                     &epoch, &world, &rank, &drop_last))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OOOzsdO&O&O&O&O&O&O&p", kwlist, &diff, &group,
+                                     &store, &field, &pacing, &start, core_u32, &steps, core_u64,
+                                     &total, core_u64, &n, core_u64, &seed, core_u64, &epoch,
+                                     core_u32, &world, core_u32, &rank, &drop_last))
         return NULL;
     if ((diff != Py_None) + (group != Py_None) + (store != Py_None) != 1) {
         PyErr_SetString(PyExc_ValueError, "give exactly one of difficulty, group, store");

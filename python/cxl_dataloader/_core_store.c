@@ -2,6 +2,17 @@
  * _core_store.c - Store: one dataset of a pool. get(i) returns an Array over
  * the record in pool memory: no copy. The C store is closed when the last
  * Array (and so the last tensor) viewing it is gone, not at close().
+ *
+ * What Python sees of the pool is the store's private copy-on-write mapping
+ * (cxlp_store_private): reads share the pool's pages, and a write into a
+ * tensor (torch has no read-only tensors) gives this process its own copy of
+ * that page instead of a SIGSEGV on the read-only shared mapping, and never
+ * reaches the pool. The gather engine keeps reading the shared mapping.
+ * Where the media refuses a private mapping (devdax) or the address space
+ * has no room for it, records are copied (a warning says so, once).
+ * Rejected: read-only tensors (torch 2.13 ignores DLPack's read-only flag,
+ * so a write faulted and killed the interpreter); a copy per record always
+ * (memory and time per sample for what is rarely written).
  */
 #include "_core.h"
 
@@ -31,7 +42,7 @@ static int store_init(StoreObject *self, PyObject *args, PyObject *kw)
     rc = cxlp_store_open(pool->p, n, &s);
     Py_END_ALLOW_THREADS
     if (rc) {
-        core_raise(rc, pool->p);
+        core_raise_dataset(rc, pool->p);
         return -1;
     }
     self->s = s;
@@ -67,22 +78,62 @@ static Py_ssize_t store_len(StoreObject *self)
     return (Py_ssize_t)n;
 }
 
-/* Field k of record i as Python sees it: a str field as str (UTF-8,
- * checked when written), any other field as an Array over pool memory:
- * variable-length 1-D, fixed-shape in its shape. */
+/* Where Python may see (and write) the len bytes of pool memory at data:
+ * the same bytes in the private copy-on-write mapping, owned (kept mapped)
+ * by the store; or, where there is none, a copy owned by a new bytearray.
+ * Returns the address and a new reference to its owner in *owner. */
+static void *store_export(StoreObject *self, const void *data, uint64_t len, PyObject **owner)
+{
+    void *priv;
+    int rc = cxlp_store_private(self->s, data, len, &priv);
+    if (rc == 0) {
+        *owner = Py_NewRef((PyObject *)self);
+        return priv;
+    }
+    if (rc == CXLP_ERANGE) {
+        core_raise(rc, NULL);
+        return NULL;
+    }
+    if (!self->copying) {
+        self->copying = 1;
+        if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "dataset %U: records are copied for "
+                             "Python (%s)", self->name, cxlp_errmsg(NULL)) < 0)
+            return NULL;
+    }
+    if (len > (uint64_t)PY_SSIZE_T_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "record larger than Py_ssize_t");
+        return NULL;
+    }
+    PyObject *copy = PyByteArray_FromStringAndSize(data, (Py_ssize_t)len);
+    if (!copy)
+        return NULL;
+    *owner = copy;
+    return PyByteArray_AS_STRING(copy);
+}
+
+/* A field of a record as Python sees it: a str field as str (UTF-8,
+ * checked when written), any other field as an Array over its bytes where
+ * Python may see them (store_export): variable-length 1-D, fixed-shape in
+ * its shape. */
 static PyObject *field_value(StoreObject *self, const struct cxlp_field *f,
                              const struct cxlp_view *v)
 {
     int64_t shape[ARRAY_MAX_DIMS];
+    int ndim = f->ndim;
     if (f->dtype == CXLP_DT_STR)
         return PyUnicode_DecodeUTF8(v->data, (Py_ssize_t)v->len, "strict");
-    if (CXLP_FIELD_VAR(f)) {
+    PyObject *owner;
+    void *data = store_export(self, v->data, v->len, &owner);
+    if (!data)
+        return NULL;
+    if (CXLP_FIELD_VAR(f))
         shape[0] = (int64_t)(v->len / (uint64_t)cxlp_dtype_size(f->dtype));
-        return array_new((PyObject *)self, (void *)v->data, f->dtype, 1, shape);
-    }
-    for (int d = 0; d < f->ndim; d++)
-        shape[d] = (int64_t)f->shape[d];
-    return array_new((PyObject *)self, (void *)v->data, f->dtype, f->ndim, shape);
+    else
+        for (int d = 0; d < f->ndim; d++)
+            shape[d] = (int64_t)f->shape[d];
+    PyObject *out = array_new(owner, data, f->dtype, ndim, shape);
+    Py_DECREF(owner);
+    return out;
 }
 
 /* get(i, fields=None): record i; one-field datasets (without fields) give
@@ -198,7 +249,13 @@ static PyObject *store_docs(StoreObject *self, PyObject *unused)
     if (!docs)
         Py_RETURN_NONE;
     int64_t shape[1] = {(int64_t)n + 1};
-    return array_new((PyObject *)self, (void *)docs, CXLP_DT_I64, 1, shape);
+    PyObject *owner;
+    void *data = store_export(self, docs, (n + 1) * sizeof *docs, &owner);
+    if (!data)
+        return NULL;
+    PyObject *a = array_new(owner, data, CXLP_DT_I64, 1, shape);
+    Py_DECREF(owner);
+    return a;
 }
 
 static PyObject *store_verify(StoreObject *self, PyObject *unused)
@@ -229,6 +286,86 @@ static PyObject *store_hugepages(StoreObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* Sums the lengths (elements) of the records an order names: a fresh
+ * Sampler drawn to its end (it must not be a Loader's), or a contiguous
+ * int64/uint64 buffer of ids. What a packed loader needs to count its rows
+ * (rows = ceil(elements / seq_len)) without reading a record. */
+static PyObject *store_elements(StoreObject *self, PyObject *args)
+{
+    PyObject *order;
+    unsigned int field = 0;
+    if (!PyArg_ParseTuple(args, "O|I", &order, &field) || !store_ok(self))
+        return NULL;
+    const struct cxlp_schema *sc = cxlp_store_schema(self->s);
+    if (field >= sc->n_fields)
+        return PyErr_Format(PyExc_IndexError, "field %u of %u", field, sc->n_fields);
+    const struct cxlp_field *fd = &sc->fields[field];
+    /* elements of a variable-length field; of a fixed-shape one, records */
+    uint64_t unit = (uint64_t)cxlp_dtype_size(fd->dtype);
+    for (int d = 0; d < fd->ndim && !CXLP_FIELD_VAR(fd); d++)
+        unit *= fd->shape[d];
+    uint64_t n = cxlp_store_count(self->s), total = 0, bad = UINT64_MAX;
+    int rc = 0;
+    if (PyObject_TypeCheck(order, &SamplerType)) {
+        SamplerObject *so = (SamplerObject *)order;
+        if (!so->s || so->busy)
+            return PyErr_Format(PyExc_ValueError, "sampler %s", so->s ? "is used by a Loader"
+                                                                      : "not initialized");
+        if (so->id_bound > n)
+            return PyErr_Format(PyExc_IndexError, "sampler draws ids below %llu but the "
+                                "dataset has %llu records", (unsigned long long)so->id_bound,
+                                (unsigned long long)n);
+        so->busy++;
+        Py_BEGIN_ALLOW_THREADS
+        uint64_t ids[4096];
+        size_t k;
+        while (!rc && (k = cxlp_sampler_next(so->s, ids, 4096)) > 0)
+            for (size_t j = 0; j < k && !rc; j++) {
+                struct cxlp_view v;
+                if (!(rc = cxlp_store_read_field(self->s, ids[j], field, &v)))
+                    total += v.len / unit;
+            }
+        Py_END_ALLOW_THREADS
+        so->busy--;
+    } else {
+        Py_buffer b;
+        if (PyObject_GetBuffer(order, &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+            return NULL;
+        const char *f = b.format ? b.format : "B";
+        if (*f == '<' || *f == '=' || *f == '@')
+            f++;
+        if (b.itemsize != 8 || !strchr("qQlL", *f) || f[1]) {
+            PyBuffer_Release(&b);
+            return PyErr_Format(PyExc_TypeError, "order must be a Sampler or a contiguous "
+                                "int64 or uint64 buffer");
+        }
+        const uint64_t *ids = b.buf;
+        uint64_t cnt = (uint64_t)(b.len / 8);
+        Py_BEGIN_ALLOW_THREADS
+        for (uint64_t j = 0; j < cnt && !rc; j++) {
+            if (ids[j] >= n) {
+                bad = j;
+                break;
+            }
+            struct cxlp_view v;
+            if (!(rc = cxlp_store_read_field(self->s, ids[j], field, &v)))
+                total += v.len / unit;
+        }
+        Py_END_ALLOW_THREADS
+        if (bad != UINT64_MAX) {
+            PyErr_Format(PyExc_IndexError, "order[%llu] = %lld is outside the dataset's %llu "
+                         "records", (unsigned long long)bad, (long long)ids[bad],
+                         (unsigned long long)n);
+            PyBuffer_Release(&b);
+            return NULL;
+        }
+        PyBuffer_Release(&b);
+    }
+    if (rc)
+        return core_raise(rc, NULL);
+    return PyLong_FromUnsignedLongLong(total);
+}
+
 static PyObject *store_close(StoreObject *self, PyObject *unused)
 {
     (void)unused;
@@ -244,6 +381,10 @@ static PyMethodDef store_methods[] = {
     {"info", (PyCFunction)store_info, METH_NOARGS, "Catalog facts as a dict."},
     {"docs", (PyCFunction)store_docs, METH_NOARGS, "Document starts (int64 Array) or None."},
     {"verify", (PyCFunction)store_verify, METH_NOARGS, "Recompute every checksum."},
+    {"elements", (PyCFunction)store_elements, METH_VARARGS,
+     "elements(order, field=0): total length in elements of field (a variable-length "
+     "one; a fixed-shape field counts records) of the records an order (a fresh Sampler, "
+     "drawn to its end, or an int64 buffer of ids) names."},
     {"hugepages", (PyCFunction)store_hugepages, METH_NOARGS,
      "Move the records onto 2 MiB pages (once per pool; see cxlp_store_hugepages)."},
     {"close", (PyCFunction)store_close, METH_NOARGS, "No more get(); views stay valid."},

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import re
 import warnings
@@ -142,17 +143,18 @@ class CXLDataset(torch.utils.data.Dataset):
         try:
             self._store.hugepages()
         except _core.CXLError as e:
-            warnings.warn(f"{self!r}: records stay on 4 KiB pages: {e.args[1]}",
+            warnings.warn(f"{self!r}: records stay on 4 KiB pages: {e}",
                           RuntimeWarning, stacklevel=3)
 
     @classmethod
     def ingest(cls, pool: CXLMemoryPool, name: str, source: Any, *,
-               format: str = "auto", record_size: int = 0, dtype: Optional[str] = None,
-               progress: Optional[bool] = None, hugepages: bool = False,
-               columns: Optional[Sequence[str]] = None, **kw: Any) -> "CXLDataset":
-        """pool.ingest(name, source, ...) (every format, docs/formats.md), then
-        the dataset. columns= chooses the fields to import (Arrow, Parquet,
-        WebDataset)."""
+               format: str = "auto", record_size: Union[int, str] = 0,
+               dtype: Optional[str] = None, progress: Optional[bool] = None,
+               hugepages: bool = False, columns: Optional[Sequence[str]] = None,
+               **kw: Any) -> "CXLDataset":
+        """Imports source into pool as dataset name (CXLMemoryPool.ingest:
+        every format, docs/formats.md) and opens it. columns= chooses the
+        fields to import (Arrow, Parquet, WebDataset)."""
         if columns is not None:
             kw["columns"] = columns
         pool.ingest(name, source, format=format, record_size=record_size, dtype=dtype,
@@ -160,16 +162,27 @@ class CXLDataset(torch.utils.data.Dataset):
         return cls(pool, name, hugepages=hugepages)
 
     def __len__(self) -> int:
+        """Number of records."""
         return self._len
 
     def __getitem__(self, i: int) -> Any:
-        rec = self._store.get(int(i), self._fields)
+        """Record i (negative counts from the end) as a tensor, or a dict by
+        field name for several fields (str fields as str). i is an integer
+        (int, numpy or 0-d torch integer): a float or a string is an
+        IndexError, as in numpy, never truncated."""
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise IndexError(f"only integers are valid indices of a CXLDataset, got "
+                             f"{type(i).__name__} {i!r}") from None
+        rec = self._store.get(i, self._fields)
         if isinstance(rec, dict):
             return {k: v if isinstance(v, str) else torch.from_dlpack(v) for k, v in rec.items()}
         return rec if isinstance(rec, str) else torch.from_dlpack(rec)
 
     @property
     def store(self) -> "_core.Store":
+        """The extension's open dataset (what the gather engine reads)."""
         return self._store
 
     def documents(self) -> Optional[torch.Tensor]:
@@ -178,6 +191,7 @@ class CXLDataset(torch.utils.data.Dataset):
         return None if d is None else torch.from_dlpack(d)
 
     def info(self) -> dict:
+        """Catalog facts, with the keys of ``cxlpool ls --json``."""
         return self._store.info()
 
     def __getstate__(self) -> dict:

@@ -345,7 +345,7 @@ def _write_arrow(w: Any, fields: Fields, batches: Iterable, where: str,
         try:
             w.append_columns(b.num_rows, cols)
         except _core.CXLError as e:
-            raise IngestError(f"{where}: rows {n}..{n + b.num_rows - 1}: {e.args[1]}") from None
+            raise IngestError(f"{where}: rows {n}..{n + b.num_rows - 1}: {e}") from None
         n += b.num_rows
         tick()
     return n
@@ -435,7 +435,7 @@ def _write_wds(w: Any, fields: Fields, samples: Iterable, where: str, batch_byte
         try:
             w.append_columns(pending, out)
         except _core.CXLError as e:
-            raise IngestError(f"{where}: samples {n}..{n + pending - 1}: {e.args[1]}") from None
+            raise IngestError(f"{where}: samples {n}..{n + pending - 1}: {e}") from None
         n += pending
         pending, size = 0, 0
         for c in cols:
@@ -678,7 +678,7 @@ def _write_jsonl(w: Any, src: Source, where: str, tok: Any, pool: Any, field: st
             try:
                 w.append_columns(k, [(toks, offs)])
             except _core.CXLError as e:
-                raise IngestError(f"{where}: {e.args[1]}") from None
+                raise IngestError(f"{where}: {e}") from None
             n += k
             done += batch_bytes
             tick(min(done, src.size))
@@ -883,7 +883,7 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
         if d["name"].startswith(prefix):
             with contextlib.suppress(_core.CXLError):
                 pool.remove(d["name"])
-    return {"records": sum(d["n_records"] for d in pool.list() if d["name"] == name),
+    return {"records": sum(d["records"] for d in pool.list() if d["name"] == name),
             "files": len(srcs), "skipped": skipped}
 
 
@@ -994,8 +994,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         p = _core.Pool(make_spec(a.pool))
     except _core.CXLError as e:
-        print(f"cxlpool: ingest: {a.pool}: {e.args[1]} [{e.args[2]}]", file=sys.stderr)
-        return 4 if e.args[0] == _core.ENOTFOUND else 1
+        print(f"cxlpool: ingest: {a.pool}: {e} [{e.reason}]", file=sys.stderr)
+        return 4 if e.code == _core.ENOTFOUND else 1
     try:
         r = ingest(p, a.name, a.source, a.format,
                    columns=a.columns.split(",") if a.columns else None,
@@ -1003,7 +1003,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                    workers=a.workers, shard_bytes=a.shard_bytes,
                    progress=False if a.no_progress else None)
     except (IngestError, _core.CXLError) as e:
-        msg = e.args[1] if isinstance(e, _core.CXLError) else str(e)
+        msg = str(e)
         print(f"cxlpool: ingest: {msg}", file=sys.stderr)
         return 1
     finally:

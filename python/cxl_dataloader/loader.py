@@ -25,11 +25,20 @@ General path (anything else): torch's DataLoader with the same arguments.
 Arguments beyond torch's (docs/python.md): memory_policy (validated; placement
 comes with the tier layer), pin_to_cxl (ring slots bound to a numa pool's
 node), numa_bind (gather threads on a node's CPUs), device (each batch copied
-there; non_blocking from CUDA-registered slots when pin_memory is on).
+there; non_blocking from CUDA-registered slots when pin_memory is on), dtype
+(token batches cast, e.g. to torch.long for nn.Embedding).
+
+Passes and epochs (both paths): each iter() that no set_epoch() or
+load_state_dict() came before starts the next epoch, whether the last pass
+ran out or was broken off (torch draws a fresh order per iter() the same
+way); state_dict() names where the next batch comes from: inside a pass its
+position, after a pass the start of the next one.
 """
 from __future__ import annotations
 
 import collections
+import copy
+import operator
 import os
 import warnings
 from typing import Any, Callable, Iterator, Optional
@@ -37,9 +46,9 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 import torch
 
-from . import _core
+from . import _core, _resume
 from .dataset import CXLDataset
-from .samplers import CXLSamplerBase
+from .samplers import CXLSamplerBase, RandomCXLSampler
 
 MEMORY_POLICIES = ("hot_first", "streaming", "full_prefetch", "lookahead", "adaptive")
 
@@ -60,7 +69,33 @@ def _pool_node(spec: str) -> Optional[int]:
     return None
 
 
+_COLLATES = {"auto", "stack", "pad", "pack"}
+
+
+def _positive_int(name: str, v: Any) -> int:
+    """An int >= 1 by operator.index (no float truncation, no bool)."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} should be an integer, got {type(v).__name__} {v!r}")
+    if v < 1:
+        raise ValueError(f"{name} should be a positive integer value, but got {name}={v}")
+    if v >= 1 << 32:
+        raise OverflowError(f"{name}={v} does not fit in 32 bits")
+    return int(v)
+
+
 class CXLDataLoader:
+    """torch's DataLoader over a pool: the same arguments, attributes and
+    results, with batches gathered by C threads straight from the pool.
+
+    Fast path (a CXLDataset without collate_fn, batch_sampler or
+    worker_init_fn): C threads copy each batch's records from the pool into a
+    ring slot that the batch tensor views. General path (anything else):
+    torch's own DataLoader over the same dataset. Both resume exactly from
+    ``state_dict()``. The arguments beyond torch's are documented in
+    docs/python.md; torch's are checked by torch itself, so a bad value gets
+    torch's own error.
+    """
+
     def __init__(self, dataset: Any, batch_size: Optional[int] = 1, shuffle: Optional[bool] = None,
                  sampler: Any = None, batch_sampler: Any = None, num_workers: int = 0,
                  collate_fn: Optional[Callable] = None, pin_memory: bool = False,
@@ -71,7 +106,8 @@ class CXLDataLoader:
                  memory_policy: Optional[str] = None, pin_to_cxl: bool = False,
                  numa_bind: Optional[int] = None, device: Any = None,
                  seq_len: Optional[int] = None, collate: str = "auto", pad_value: int = 0,
-                 threads: Optional[int] = None, seed: int = 0,
+                 threads: Optional[int] = None, seed: Optional[int] = None,
+                 dtype: Optional[torch.dtype] = None,
                  columns: Optional[list[str]] = None) -> None:
         if memory_policy is not None:
             if memory_policy not in MEMORY_POLICIES:
@@ -82,68 +118,116 @@ class CXLDataLoader:
         if numa_bind is not None and (int(numa_bind) < 0 or not _node_exists(int(numa_bind))):
             raise ValueError(f"numa_bind={numa_bind}: no such NUMA node "
                              f"(/sys/devices/system/node/node{numa_bind})")
-        if timeout < 0:
-            raise ValueError("timeout option should be non-negative")
-        if prefetch_factor is not None and prefetch_factor < 1:
-            raise ValueError("prefetch_factor option should be positive")
-        self.dataset = dataset
-        self.batch_size = batch_size
-        self.drop_last = drop_last
+        if collate not in _COLLATES:
+            raise ValueError(f"collate={collate!r}: expected one of "
+                             f"{', '.join(sorted(_COLLATES))}")
+        if seq_len is not None:
+            seq_len = _positive_int("seq_len", seq_len)
+        if threads is not None:
+            threads = _positive_int("threads", threads)
+        if dtype is not None and not isinstance(dtype, torch.dtype):
+            raise TypeError(f"dtype should be a torch.dtype, got {dtype!r}")
+        pad_value = operator.index(pad_value)
+        # torch checks its own arguments, with its own errors and wording,
+        # and resolves the attributes frameworks read (sampler, batch_sampler,
+        # prefetch_factor...): a DataLoader is made for that, never iterated
+        # on the fast path
+        kw: dict[str, Any] = dict(batch_size=batch_size, shuffle=shuffle, sampler=sampler,
+                                  batch_sampler=batch_sampler, num_workers=num_workers,
+                                  collate_fn=collate_fn, pin_memory=pin_memory,
+                                  drop_last=drop_last, timeout=timeout,
+                                  worker_init_fn=worker_init_fn,
+                                  multiprocessing_context=multiprocessing_context,
+                                  generator=generator, prefetch_factor=prefetch_factor,
+                                  persistent_workers=persistent_workers, in_order=in_order)
+        if pin_memory_device != "":
+            kw["pin_memory_device"] = pin_memory_device  # deprecated in torch: pass only when set
+        if isinstance(dataset, CXLDataset):
+            # the fields to collate: columns=, else the dataset's columns, else all
+            cols = columns if columns is not None else dataset.columns
+            self._fields = dataset.field_numbers(cols) if cols is not None else None
+            self._chosen = [dataset.schema["fields"][k] for k in
+                            (self._fields if self._fields is not None
+                             else range(len(dataset.fields)))]
+            self._names = [f["name"] for f in self._chosen]
+            # the field whose lengths plan packed rows: the first variable one
+            nums = self._fields if self._fields is not None else range(len(dataset.fields))
+            self._plan_field = next((k for k, f in zip(nums, self._chosen) if f["variable"]), 0)
+            # one field and no columns=: the batch is that tensor (or, for
+            # variable-length records, the dict below) as it always was
+            self._single = self._fields is None and len(dataset.fields) == 1
+        elif columns is not None:
+            raise ValueError("columns= chooses fields of a CXLDataset")
+        variable = isinstance(dataset, CXLDataset) and any(f["variable"] for f in self._chosen)
+        self.fast = (isinstance(dataset, CXLDataset) and collate_fn is None
+                     and batch_sampler is None and batch_size is not None
+                     and worker_init_fn is None
+                     and not (variable and seq_len is None and batch_size == 1))
+        with warnings.catch_warnings():
+            if self.fast:  # num_workers are threads there: no worker processes to warn of
+                warnings.filterwarnings("ignore", message="This DataLoader will create")
+            spec = torch.utils.data.DataLoader(dataset, **kw)
+        for attr in ("dataset", "batch_size", "drop_last", "sampler", "batch_sampler",
+                     "num_workers", "collate_fn", "pin_memory", "timeout", "prefetch_factor",
+                     "persistent_workers", "worker_init_fn", "multiprocessing_context",
+                     "generator", "in_order", "pin_memory_device"):
+            setattr(self, attr, getattr(spec, attr))
         self.device = torch.device(device) if device is not None else None
         if self.device is not None and self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"device={device!r}: CUDA is not available")
         self.memory_policy = memory_policy
-        self.pin_memory = bool(pin_memory)
+        self.dtype = dtype
         self.seed = seed
+        self.shuffle = bool(shuffle)
+        # passes: see the module docstring
         self.epoch = 0
+        self._explicit = True      # the next pass is self.epoch, not self.epoch + 1
+        self._pass = 0             # passes started
+        self._live = 0             # the pass whose batches are being delivered; 0 none
         self._resume: Optional[dict] = None
         self._pos = 0
         self._off = 0
+        self._batches = 0          # batches delivered in this pass (counted where needed)
         self._stall_ns = 0        # engine waits of finished epochs
         self._engine: Any = None  # the running epoch's engine
         self._registered: list[int] = []  # slot addresses registered with CUDA
         self._held: collections.deque = collections.deque()  # (event, batch) until the GPU is past it
-        self.fast = (isinstance(dataset, CXLDataset) and collate_fn is None
-                     and batch_sampler is None and batch_size is not None
-                     and worker_init_fn is None)
         if not self.fast:
-            kw: dict[str, Any] = dict(batch_size=batch_size, shuffle=shuffle, sampler=sampler,
-                                      batch_sampler=batch_sampler, num_workers=num_workers,
-                                      collate_fn=collate_fn, pin_memory=pin_memory,
-                                      drop_last=drop_last, timeout=timeout,
-                                      worker_init_fn=worker_init_fn,
-                                      multiprocessing_context=multiprocessing_context,
-                                      generator=generator, persistent_workers=persistent_workers,
-                                      pin_memory_device=pin_memory_device, in_order=in_order)
-            if prefetch_factor is not None:
-                kw["prefetch_factor"] = prefetch_factor
-            if pin_memory_device == "":
-                del kw["pin_memory_device"]  # deprecated in torch: pass only when set
-            self._torch = torch.utils.data.DataLoader(dataset, **kw)
+            self._init_general(dataset, kw)
             return
-        if sampler is not None and shuffle:
-            raise ValueError("sampler option is mutually exclusive with shuffle")
-        self.sampler = sampler
-        self.shuffle = bool(shuffle)
-        self.generator = generator
-        # the fields to collate: columns=, else the dataset's columns, else all
-        cols = columns if columns is not None else dataset.columns
-        self._fields = dataset.field_numbers(cols) if cols is not None else None
-        chosen = [dataset.schema["fields"][k] for k in
-                  (self._fields if self._fields is not None else range(len(dataset.fields)))]
-        self._names = [f["name"] for f in chosen]
-        # one field and no columns=: the batch is that tensor (or, for
-        # variable-length records, the dict below) as it always was
-        self._single = self._fields is None and len(dataset.fields) == 1
-        if not any(f["variable"] for f in chosen):
+        if not any(f["variable"] for f in self._chosen):
+            if collate not in ("auto", "stack"):
+                raise ValueError(f"collate={collate!r} needs variable-size records; dataset "
+                                 f"{dataset.name!r} has fixed-size records, which are stacked")
             self.collate = _core.COLLATE_STACK
         else:
-            if not seq_len:
-                raise ValueError("variable-size records need seq_len (tokens per row)")
+            if seq_len is None:
+                raise ValueError("variable-size records need seq_len (tokens per row) for "
+                                 "batch_size > 1; batch_size=1 without it yields one record "
+                                 "per batch, as torch's DataLoader does")
+            if collate == "stack":
+                raise ValueError(f"collate='stack' needs fixed-size records; dataset "
+                                 f"{dataset.name!r} has variable-size records: use 'pack' "
+                                 "or 'pad'")
             self.collate = {"auto": _core.COLLATE_PACK, "pack": _core.COLLATE_PACK,
                             "pad": _core.COLLATE_PAD}[collate]
+        if self.collate == _core.COLLATE_STACK:
+            self.collate_fn = torch.utils.data.default_collate  # what the C stacking equals
+        else:
+            self.collate_fn = None  # rows are built in C (collate="pad"/"pack")
         self.seq_len = int(seq_len or 0)
         self.pad_value = pad_value
+        if sampler is None and shuffle and generator is None:
+            # shuffle=True: the C keyed permutation, drawn by the engine itself
+            # (nothing of size N is built, the first batch does not wait for a
+            # permutation of the whole dataset), seeded per pass from torch's
+            # default generator as torch's RandomSampler seeds (seed=None), or
+            # from seed; with a generator, torch's own RandomSampler
+            self.sampler = RandomCXLSampler(len(dataset), seed=seed)
+            self.batch_sampler = torch.utils.data.BatchSampler(self.sampler, batch_size,
+                                                               drop_last)
+        if self.collate == _core.COLLATE_PACK:
+            self.batch_sampler = None  # a packed batch is rows of tokens, not a list of ids
         self.threads = threads or max(1, num_workers) if (threads or num_workers) else 2
         # prefetch_factor batches in flight per thread, as torch counts per
         # worker, twice over: batches are delivered in order, so one thread
@@ -167,59 +251,284 @@ class CXLDataLoader:
             else:
                 _warn("pin_memory=True without CUDA: nothing to pin (no-op)")
 
+    def _init_general(self, dataset: Any, kw: dict) -> None:
+        """The general path: torch's DataLoader with the same arguments, its
+        index stream wrapped (for a map-style dataset) so that a pass can be
+        replayed from a checkpoint (see _resume.PassIndex)."""
+        self.collate = None
+        if isinstance(dataset, torch.utils.data.IterableDataset):
+            self._index = None  # no index stream to replay: state_dict() refuses
+            self._torch = torch.utils.data.DataLoader(dataset, **kw)
+            return
+        kw = dict(kw, shuffle=None, sampler=None, drop_last=False, generator=self.generator,
+                  collate_fn=self.collate_fn)
+        if self.batch_sampler is None:  # batch_size=None: one sample at a time
+            self._index = _resume.PassIndex(self.sampler)
+            kw.update(sampler=self._index, batch_size=None, batch_sampler=None)
+        else:
+            self._index = _resume.PassIndex(self.batch_sampler)
+            kw.update(batch_sampler=self._index, batch_size=1)
+        self._torch = torch.utils.data.DataLoader(dataset, **kw)
+
+    def __repr__(self) -> str:
+        if not self.fast:
+            return (f"CXLDataLoader({self.dataset!r}, batch_size={self.batch_size}, general "
+                    f"path (torch's DataLoader), num_workers={self.num_workers})")
+        mode = {_core.COLLATE_STACK: "stack", _core.COLLATE_PAD: "pad",
+                _core.COLLATE_PACK: "pack"}[self.collate]
+        rows = f", seq_len={self.seq_len}" if self.seq_len else ""
+        return (f"CXLDataLoader({self.dataset!r}, batch_size={self.batch_size}, fast path, "
+                f"collate={mode}{rows}, sampler={self.sampler!r}, threads={self.threads}, "
+                f"epoch {self.epoch})")
+
     # -- order -------------------------------------------------------------
     def _order(self) -> np.ndarray:
+        """The pass's ids from a torch sampler, drawn as torch draws them."""
+        s = self.sampler
         n = len(self.dataset)
-        if self.sampler is not None:
-            return np.fromiter((int(i) for i in self.sampler), dtype=np.int64)
-        if self.shuffle:  # with a user's generator: torch's permutation, as torch draws it
-            return torch.randperm(n, generator=self.generator).numpy().astype(np.int64)
-        return np.arange(n, dtype=np.int64)
+        if isinstance(s, torch.utils.data.SequentialSampler):
+            return np.arange(n, dtype=np.int64)
+        if (type(s) is torch.utils.data.RandomSampler and not s.replacement
+                and s._num_samples is None):
+            # torch's RandomSampler.__iter__, without a Python int per id
+            g = s.generator
+            if g is None:
+                g = torch.Generator()
+                g.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))
+                return torch.randperm(n, generator=g).numpy()
+            perm = torch.randperm(n, generator=g).numpy()
+            # it draws a second permutation for the tail of its num_samples
+            # (none of it used): the generator moves on as under torch
+            torch.randperm(n, generator=g)
+            return perm
+        ids = []
+        for i in s:
+            try:
+                ids.append(operator.index(i))
+            except TypeError:
+                raise IndexError(f"{type(s).__name__} yielded {i!r}: only integers are valid "
+                                 "indices of a CXLDataset") from None
+        return np.array(ids, dtype=np.int64)
 
     def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
+        """Makes the next pass epoch `epoch` (and tells the sampler, where it
+        has set_epoch); a restored position of that epoch is kept."""
+        epoch = operator.index(epoch)
+        if epoch != self.epoch:
+            self._resume = None
+        self.epoch = epoch
+        self._explicit = True
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
 
     def __len__(self) -> int:
+        """Batches per epoch, as len() of torch's DataLoader; packed rows: the
+        batches each rank yields (see _pack_counts)."""
         if not self.fast:
             return len(self._torch)
-        n = len(self.sampler) if self.sampler is not None else len(self.dataset)
-        if self.collate != _core.COLLATE_STACK:
-            raise TypeError("a packed loader's length depends on record lengths")
+        if self.collate == _core.COLLATE_PACK:
+            return self._pack_counts(next_pass=True)[0]
+        n = len(self.sampler)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    # -- packed rows: batches per rank ------------------------------------------
+    def _rank_orders(self, next_pass: bool) -> Optional[list]:
+        """Every rank's order of the current (or next) pass, when the sampler
+        splits one order over ranks (ours, or torch's DistributedSampler);
+        None for a single order."""
+        s = self.sampler
+        if isinstance(s, CXLSamplerBase) and s.num_replicas > 1:
+            live = s._pass == "live" and not next_pass
+            seed, epoch = s.seed, s.epoch + (0 if live or s._explicit else 1)
+            saved = s.seed, s.epoch
+            s.seed, s.epoch = seed, epoch
+            try:
+                return [s._create(s.num_replicas, r, s.drop_last) for r in range(s.num_replicas)]
+            finally:
+                s.seed, s.epoch = saved
+        if isinstance(s, torch.utils.data.DistributedSampler) and s.num_replicas > 1:
+            out = []
+            for r in range(s.num_replicas):
+                other = copy.copy(s)
+                other.rank = r
+                out.append(np.fromiter(iter(other), dtype=np.int64))
+            return out
+        return None
+
+    def _rows_to_batches(self, elements: int) -> int:
+        """Packed batches of `elements` in order: full rows of seq_len, the
+        last row partial; drop_last drops a last batch short of
+        batch_size x seq_len elements (the engine's plan_pack)."""
+        per = self.seq_len * self.batch_size
+        return elements // per if self.drop_last else -(-elements // per)
+
+    def _pack_counts(self, next_pass: bool) -> tuple[int, Optional[list[int]]]:
+        """(batches per epoch, every rank's own count or None). Packing
+        concatenates records into rows of seq_len, so a rank's row count is
+        ceil(its elements / seq_len) and differs between ranks; every rank
+        yields the smallest count (the remainder rule: the few rows a rank
+        has beyond it are dropped for that epoch), so that synchronous data
+        parallel training sees the same number of batches on every rank.
+        Costs one pass over the order's record lengths (an index lookup per
+        record, no data read), cached per (seed, epoch)."""
+        s = self.sampler
+        key = (getattr(s, "seed", None), getattr(s, "epoch", None), next_pass,
+               getattr(s, "_pass", None), getattr(s, "_explicit", None))
+        cache = getattr(self, "_pack_cache", None)
+        if cache is not None and cache[0] == key:
+            return cache[1]
+        store = self.dataset.store
+        orders = self._rank_orders(next_pass)
+        if orders is not None:
+            per = [self._rows_to_batches(store.elements(o, self._plan_field)) for o in orders]
+            out = (min(per), per)
+        else:
+            out = (self._rows_to_batches(self._single_order_elements()), None)
+        self._pack_cache = (key, out)
+        return out
+
+    def _single_order_elements(self) -> int:
+        s = self.sampler
+        ds = self.dataset
+        if isinstance(s, (torch.utils.data.SequentialSampler, RandomCXLSampler)) or (
+                type(s) is torch.utils.data.RandomSampler and not s.replacement
+                and s._num_samples is None):
+            if not isinstance(s, RandomCXLSampler) or s.num_replicas == 1:
+                if len(ds.fields) == 1:
+                    return ds.info()["data_bytes"] // _core.dtype_size(ds.schema["fields"][0]["dtype"])
+                return ds.store.elements(np.arange(len(ds), dtype=np.int64), self._plan_field)
+        if isinstance(s, torch.utils.data.SubsetRandomSampler):
+            return ds.store.elements(np.asarray(s.indices, dtype=np.int64), self._plan_field)
+        if isinstance(s, CXLSamplerBase):
+            return ds.store.elements(s._core_sampler() if s._pass != "live"
+                                     else s._create(s.num_replicas, s.rank, s.drop_last),
+                                     self._plan_field)
+        raise TypeError(f"len() of a packed loader over a {type(s).__name__}: the row count "
+                        "depends on the lengths of the records it draws, which only drawing "
+                        "them tells")
+
+    # -- passes ----------------------------------------------------------------
+    def _start_pass(self) -> int:
+        """Epoch bookkeeping at iter(): the next epoch unless set_epoch or
+        load_state_dict named it. On the fast path the base seed torch's
+        DataLoader draws per iter() (from generator, else torch's default
+        generator) is drawn too, so the random streams advance exactly as
+        under torch (on the general path torch's own iter() draws it)."""
+        if not self._explicit:
+            self.epoch += 1
+            self._resume = None
+        self._explicit = False
+        if self.fast:
+            torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+        self._pass += 1
+        self._live = self._pass
+        self._batches = 0
+        return self._pass
+
+    def _end_pass(self, token: int) -> None:
+        if self._live == token:
+            self._live = 0
 
     # -- iteration ---------------------------------------------------------
     def __iter__(self) -> Iterator[Any]:
         if not self.fast:
-            if self.device is None or self.device.type == "cpu":
-                yield from self._torch
-            else:
-                for out in self._torch:
-                    yield self._to_device(out, non_blocking=self.pin_memory)
-            return
-        start, off = 0, 0
-        if self._resume is not None:
-            start, off = self._resume["position"], self._resume["offset"]
-            self._resume = None
+            return self._general_pass()
+        resume, self._resume = self._resume, None
+        token = self._start_pass()
+        start = off = 0
+        limit = None
         cxl = isinstance(self.sampler, CXLSamplerBase)
         if cxl:
+            if resume is not None and "sampler" in resume:
+                self.sampler.load_state_dict(resume["sampler"])
             # positioned by the sampler's own (restored) state; the sampler
             # counts what we deliver so its state_dict() is the consumer's
             order: Any = self.sampler._begin()
-            start = 0
-        elif self.shuffle and self.generator is None:
-            # shuffle=True: the C keyed permutation of (seed, epoch), drawn by
-            # the engine itself: nothing of size N is built, the first batch
-            # does not wait for a permutation of the whole dataset
-            order = _core.Sampler("random", n=len(self.dataset), seed=self.seed,
-                                  epoch=self.epoch)
-            if start:
-                order.restore({"seed": self.seed, "epoch": self.epoch, "consumed": start,
-                               "fingerprint": order.fingerprint})
+            self.epoch = self.sampler.epoch
         else:
-            order = self._order()[start:]
+            self._snap = _resume.snapshot(self.sampler) if resume is None else resume["rng"]
+            self._order_crc: Optional[int] = None
+            if resume is None:
+                full = self._order()
+            else:
+                with _resume.replaying(self.sampler, resume["rng"]):
+                    full = self._order()
+                if _resume.crc(full.tobytes()) != resume["order_crc"]:
+                    raise _resume.mismatch("the order of the replayed pass", self.sampler)
+            self._full = full
+            order = full[resume["position"]:] if resume is not None else full
+        if resume is not None:
+            start = 0 if cxl else resume["position"]
+            off = resume["offset"]
         self._pos, self._off = start, off
+        if self.collate == _core.COLLATE_PACK:
+            total, per = self._pack_counts(next_pass=False)
+            if per is not None:
+                done = resume.get("batches", 0) if resume is not None else 0
+                self._batches = done
+                limit = total - done
+        gen = self._fast_pass(token, cxl, order, start, off)
+        if limit is not None:
+            gen = self._limited(gen, limit)
+        if self.dtype is not None:
+            gen = self._cast(gen)
+        return gen
+
+    def _limited(self, gen: Iterator[Any], limit: int) -> Iterator[Any]:
+        """The first limit batches of gen (packed rows under a distributed
+        sampler: every rank yields the same count), counted for the state."""
+        try:
+            for _ in range(limit):
+                try:
+                    b = next(gen)
+                except StopIteration:
+                    return
+                self._batches += 1
+                yield b
+        finally:
+            gen.close()
+
+    def _cast(self, gen: Iterator[Any]) -> Iterator[Any]:
+        """dtype=: each batch's data (tokens) as that dtype (a copy per batch)."""
+        dt = self.dtype
+        var = [f["name"] for f in self._chosen if f["variable"]]
+        try:
+            for b in gen:
+                if isinstance(b, dict):
+                    for k in var or list(self._names):
+                        b[k] = b[k].to(dt)
+                    yield b
+                else:
+                    yield b.to(dt)
+        finally:
+            gen.close()
+
+    def _general_pass(self) -> Iterator[Any]:
+        resume, self._resume = self._resume, None
+        token = self._start_pass()
+        if resume is not None:
+            if self._index is None:
+                raise TypeError("resume: this loader's dataset is iterable-style, so there is "
+                                "no index stream to replay")
+            self._batches = resume["batches"]
+            self._index.replay = (resume["rng"], resume["batches"], resume["index_crc"])
+        elif self._index is not None:
+            self._index.replay = None
+        return self._deliver(token)
+
+    def _deliver(self, token: int) -> Iterator[Any]:
+        dev = self.device if self.device is not None and self.device.type != "cpu" else None
+        try:
+            for out in self._torch:
+                self._batches += 1
+                if dev is not None:
+                    out = self._to_device(out, non_blocking=self.pin_memory)
+                yield out
+        finally:
+            self._end_pass(token)
+
+    def _fast_pass(self, token: int, cxl: bool, order: Any, start: int,
+                   off: int) -> Iterator[Any]:
         eng = _core.Loader(self.dataset.store, order, self.batch_size,
                            threads=self.threads, slots=self.slots, collate=self.collate,
                            seq_len=self.seq_len, pad_value=self.pad_value,
@@ -277,10 +586,9 @@ class CXLDataLoader:
             self._engine = None
             if pin:
                 self._unregister_slots()
-        if cxl:
-            self.sampler._finish()
-        self.epoch += 1
-        self._pos, self._off = 0, 0
+            if cxl:
+                self.sampler._finish()
+            self._end_pass(token)
 
     def _to_device(self, out: Any, non_blocking: bool) -> Any:
         if isinstance(out, dict):
@@ -334,6 +642,7 @@ class CXLDataLoader:
 
     @property
     def stall_seconds(self) -> float:
+        """Seconds the loop waited on the engine (settable, e.g. to 0)."""
         return self.stall_ns / 1e9
 
     @stall_seconds.setter
@@ -343,20 +652,68 @@ class CXLDataLoader:
 
     # -- resume ------------------------------------------------------------
     def state_dict(self) -> dict:
-        """Where the next batch starts: epoch, records consumed in the epoch
-        and (packed rows) elements of the next record already delivered.
-        With one of our samplers, also the sampler's state after the
-        delivered batches ("sampler"), which restores under another world
-        size as well (see samplers.py)."""
-        st = {"epoch": self.epoch, "position": self._pos, "offset": self._off,
-              "seed": self.seed}
-        if self.fast and isinstance(self.sampler, CXLSamplerBase):
+        """Where the next batch comes from, as a dict of plain values (JSON
+        and torch.save both take it): ``epoch``; on the fast path
+        ``position`` (records of the epoch delivered) and ``offset``
+        (packed rows: elements of the next record delivered), with one of
+        our samplers its state (``sampler``, which also restores under
+        another world size), with a torch sampler what its order was drawn
+        from (``rng``) and a CRC of that order; on the general path the
+        batches delivered (``batches``), ``rng`` and a CRC of their indices.
+        Inside a pass it is the pass's position; after a pass ended (ran out,
+        or a break) it is the start of the next epoch, where the next iter()
+        begins: take it inside the loop to checkpoint a pass."""
+        ended = not self._live and not self._explicit and self._pass > 0
+        if ended or (self._explicit and self._resume is None):
+            return self._next_state(ended)
+        if self._explicit:
+            return dict(self._resume)
+        if not self.fast:
+            return self._general_state()
+        st: dict[str, Any] = {"path": "fast", "epoch": self.epoch, "position": self._pos,
+                              "offset": self._off}
+        if self.collate == _core.COLLATE_PACK:
+            st["batches"] = self._batches
+        if isinstance(self.sampler, CXLSamplerBase):
+            st["sampler"] = self.sampler.state_dict()
+        else:
+            if self._order_crc is None:
+                self._order_crc = _resume.crc(self._full.tobytes())
+            st.update(rng=self._snap, order_crc=self._order_crc)
+        return st
+
+    def _next_state(self, ended: bool) -> dict:
+        """The start of the next pass (no batch of it delivered)."""
+        st: dict[str, Any] = {"path": "fast" if self.fast else "general",
+                              "epoch": self.epoch + (1 if ended else 0), "start": True}
+        if isinstance(self.sampler, CXLSamplerBase):
             st["sampler"] = self.sampler.state_dict()
         return st
 
+    def _general_state(self) -> dict:
+        if self._index is None:
+            raise TypeError("state_dict(): this loader's dataset is iterable-style; there is "
+                            "no index stream to replay, so a resume could not be exact")
+        k = self._batches
+        idx = self._index
+        return {"path": "general", "epoch": self.epoch, "batches": k, "rng": idx.snap,
+                "index_crc": idx.crcs[k - 1] if k else 0}
+
     def load_state_dict(self, state: dict) -> None:
-        self.epoch = int(state["epoch"])
-        self.seed = int(state.get("seed", self.seed))
-        self._resume = {"position": int(state["position"]), "offset": int(state["offset"])}
-        if "sampler" in state and isinstance(getattr(self, "sampler", None), CXLSamplerBase):
-            self.sampler.load_state_dict(state["sampler"])
+        """The next iter() continues where state says (a new loader with the
+        same arguments, or this one). ValueError for a state of the other
+        path or one that does not fit."""
+        path = state.get("path", "fast")
+        if path != ("fast" if self.fast else "general"):
+            raise ValueError(f"loader state of the {path} path, but this loader takes the "
+                             f"{'fast' if self.fast else 'general'} path (other arguments?)")
+        self.epoch = operator.index(state["epoch"])
+        self._explicit = True
+        if state.get("start"):
+            self._resume = None
+            if "sampler" in state and isinstance(self.sampler, CXLSamplerBase):
+                self.sampler.load_state_dict(state["sampler"])
+            elif hasattr(self.sampler, "set_epoch"):
+                self.sampler.set_epoch(self.epoch)
+            return
+        self._resume = dict(state)

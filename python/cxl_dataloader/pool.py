@@ -1,13 +1,36 @@
 """CXLMemoryPool: create or attach a pool by name and backend."""
 from __future__ import annotations
 
+import operator
 import os
 import sys
-from typing import Any, Callable, Optional
+import warnings
+from typing import Any, Callable, Optional, Union
 
 from . import _core
 
 _BACKENDS = ("shm", "file", "numa", "devdax")
+
+
+def parse_size(name: str, value: Union[int, str]) -> int:
+    """Bytes from an int, or from text as the CLI takes it ("512G", "1.5GiB",
+    "1TB": cxlp_size_parse, the one parser both use). Never wraps: a
+    negative value is a ValueError, one of 2**64 or more an OverflowError,
+    a float or a bool a TypeError."""
+    if isinstance(value, str):
+        try:
+            return _core.size_parse(value)
+        except ValueError as e:
+            raise ValueError(f"{name}: {e}") from None
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} should be an int or a size string like '512G', got "
+                        f"{type(value).__name__} {value!r}")
+    v = operator.index(value)
+    if v < 0:
+        raise ValueError(f"{name} should be >= 0, got {v}")
+    if v >= 1 << 64:
+        raise OverflowError(f"{name}={v} does not fit in 64 bits")
+    return v
 
 
 def make_spec(name: str, backend: str = "shm", numa_node: Optional[int] = None) -> str:
@@ -28,23 +51,35 @@ def make_spec(name: str, backend: str = "shm", numa_node: Optional[int] = None) 
 class CXLMemoryPool:
     """A pool attached to this process.
 
-    ``CXLMemoryPool("train", create=True, size=8 << 30)`` makes an 8 GiB
-    pool in /dev/shm (emulated CXL); ``CXLMemoryPool("train")`` attaches it.
-    Datasets opened from the pool stay usable after ``close()``.
+    ``CXLMemoryPool("train", create=True, size="8G")`` makes an 8 GiB pool in
+    /dev/shm (emulated CXL); ``CXLMemoryPool("train")`` attaches it. ``name``
+    is a pool name, or a full spec with a colon (``shm:NAME``,
+    ``file:PATH``, ``numa:NODE:NAME``, ``devdax:/dev/daxX.Y``). ``size`` is
+    bytes, or text as the CLI takes it ("512G", "1.5GiB", "1TB").
+    ``exist_ok=True`` attaches a pool that exists already, and warns when its
+    size is not the one asked. Datasets opened from the pool stay usable
+    after ``close()``. Failures raise CXLError subclasses (FileNotFoundError,
+    FileExistsError, PermissionError, ...) whose str() names the file.
     """
 
     def __init__(self, name: str, backend: str = "shm", *, create: bool = False,
-                 size: int = 0, mode: int = 0o600, readonly: bool = False,
+                 size: Union[int, str] = 0, mode: int = 0o600, readonly: bool = False,
                  numa_node: Optional[int] = None, exist_ok: bool = False) -> None:
         self.spec = make_spec(name, backend, numa_node)
         self.readonly = readonly
         if create:
+            nbytes = parse_size("size", size)
             try:
-                self._pool = _core.Pool(self.spec, create=True, size=int(size), mode=mode)
-            except _core.CXLError as e:
-                if not (exist_ok and e.args[0] == _core.EEXIST):
+                self._pool = _core.Pool(self.spec, create=True, size=nbytes, mode=mode)
+            except _core.CXLExistsError:
+                if not exist_ok:
                     raise
                 self._pool = _core.Pool(self.spec, readonly=readonly)
+                have = self._pool.stat()["size"]
+                if have != nbytes:
+                    warnings.warn(f"{self.spec}: exists with {have} bytes, not the {nbytes} "
+                                  f"asked (size={size!r}); attached as it is", UserWarning,
+                                  stacklevel=2)
         else:
             self._pool = _core.Pool(self.spec, readonly=readonly)
 
@@ -56,33 +91,47 @@ class CXLMemoryPool:
         self.close()
 
     def close(self) -> None:
+        """Detaches this handle (datasets opened from it stay usable)."""
         self._pool.close()
 
     @property
     def closed(self) -> bool:
+        """True after close()."""
         return bool(self._pool.closed)
 
     # catalog ------------------------------------------------------------
     def datasets(self) -> list[dict]:
+        """The datasets of the catalog, one dict each with the keys of
+        ``cxlpool ls --json``: name, version, records, data_bytes,
+        stored_bytes, shards, fixed, record_size, docs, created_unix."""
         return self._pool.list()
 
     def __contains__(self, name: str) -> bool:
         return any(d["name"] == name for d in self._pool.list())
 
     def stat(self) -> dict:
+        """Space (size, used_bytes, free_bytes, largest_free...), leases,
+        media and whether it is emulated, as a dict."""
         return self._pool.stat()
 
     def verify(self) -> list[str]:
+        """Checks the structure and every checksum; one line per item checked.
+        CXLCorruptError (naming dataset, shard and offset) on the first
+        failure."""
         return self._pool.verify()
 
     def remove(self, name: str) -> None:
+        """Removes dataset name (one atomic catalog flip; readers that have it
+        open keep reading it). CXLDatasetNotFoundError (a KeyError) when it
+        is not there."""
         self._pool.remove(name)
 
     def ingest(self, name: str, source: Any, *, format: str = "auto",
-               record_size: int = 0, dtype: Optional[str] = None,
+               record_size: Union[int, str] = 0, dtype: Optional[str] = None,
                progress: Optional[bool] = None, **kw: Any) -> None:
         """Import source as dataset name: a raw, .npy or Megatron (.bin/.idx)
-        file (the C importers), or Arrow, Parquet, WebDataset or JSONL from a
+        file (the C importers; record_size, for raw: bytes, or text as the
+        CLI takes it, "4K"), or Arrow, Parquet, WebDataset or JSONL from a
         path or fsspec URL, or a pyarrow Table / datasets.Dataset in memory
         (cxl_dataloader.ingest; its keyword arguments: columns, text_field,
         tokenizer, eod, workers, shard_bytes, storage_options). Shows a
@@ -107,13 +156,16 @@ class CXLMemoryPool:
                 bar.update(done - bar.n)
         try:
             self._pool.import_(name, os.fspath(source), format=format,
-                               record_size=record_size, dtype=dtype, progress=cb)
+                               record_size=parse_size("record_size", record_size), dtype=dtype,
+                               progress=cb)
         finally:
             if bar is not None:
                 bar.close()
 
     @staticmethod
     def destroy(name: str, backend: str = "shm", numa_node: Optional[int] = None) -> None:
+        """Removes a pool's backing object (attached processes keep their
+        mappings until they close). CXLNotFoundError when there is none."""
         _core.destroy(make_spec(name, backend, numa_node))
 
     def __repr__(self) -> str:

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import bisect
 import math
+import numbers
+import operator
 from fractions import Fraction
 from typing import Any, Iterator, Optional, Sequence, Union
 
@@ -49,46 +51,96 @@ from . import _core
 
 _CHUNK = 4096
 _MAX_PERIOD = 1 << 24
+_MAX_N = 1 << 63
 
 
 def _size(data_source_or_n: Any) -> int:
-    if isinstance(data_source_or_n, (int, np.integer)):
-        return int(data_source_or_n)
-    return len(data_source_or_n)
+    """n from an integer (any that operator.index accepts) or a sized dataset;
+    never wraps: 0 <= n <= 2**63, the largest order a sampler draws."""
+    if isinstance(data_source_or_n, numbers.Integral):
+        n = operator.index(data_source_or_n)
+    elif hasattr(data_source_or_n, "__len__") and not isinstance(data_source_or_n, (str, bytes)):
+        n = len(data_source_or_n)
+    else:
+        raise TypeError(f"expected a number of samples (int) or a sized dataset, got "
+                        f"{type(data_source_or_n).__name__}")
+    if n < 0:
+        raise ValueError(f"number of samples must be >= 0, got {n}")
+    if n > _MAX_N:
+        raise OverflowError(f"number of samples {n} exceeds 2**63")
+    return n
 
 
 def _dist_world_rank(num_replicas: Optional[int], rank: Optional[int]) -> tuple[int, int]:
+    """World size and rank as torch's DistributedSampler takes them: from the
+    default process group when not given (its ValueError when there is none:
+    a sampler made before init_process_group must not silently be world 1)."""
     dist = torch.distributed
-    on = dist.is_available() and dist.is_initialized()
-    world = num_replicas if num_replicas is not None else (dist.get_world_size() if on else 1)
-    r = rank if rank is not None else (dist.get_rank() if on else 0)
-    if world < 1 or not 0 <= r < world:
-        raise ValueError(f"invalid rank {r}, rank should be in the interval [0, {world - 1}]")
-    return int(world), int(r)
+    if num_replicas is None:
+        if not dist.is_available():
+            raise RuntimeError("Requires distributed package to be available")
+        num_replicas = dist.get_world_size()
+    if rank is None:
+        if not dist.is_available():
+            raise RuntimeError("Requires distributed package to be available")
+        rank = dist.get_rank()
+    num_replicas, rank = operator.index(num_replicas), operator.index(rank)
+    _check_rank(num_replicas, rank)
+    return num_replicas, rank
+
+
+def _check_rank(num_replicas: int, rank: int) -> None:
+    if num_replicas < 1:
+        raise ValueError(f"num_replicas should be a positive integer, got {num_replicas}")
+    if rank >= num_replicas or rank < 0:
+        raise ValueError(f"Invalid rank {rank}, rank should be in the interval "
+                         f"[0, {num_replicas - 1}]")
+
+
+def torch_seed() -> int:
+    """A seed drawn from torch's default generator exactly as torch's
+    RandomSampler draws one per pass (so torch.manual_seed governs it)."""
+    return int(torch.empty((), dtype=torch.int64).random_().item())
 
 
 class CXLSamplerBase(torch.utils.data.Sampler):
     """What every order shares: epoch, split over ranks, state and resume.
 
+    Passes and epochs: each pass (an ``iter()``, or a CXLDataLoader epoch)
+    that no ``set_epoch`` or ``load_state_dict`` came before starts the next
+    epoch, whether the previous pass ran to its end or was broken off, so a
+    new ``for`` never replays the order of the last one (torch's
+    RandomSampler draws a fresh permutation per ``iter()`` the same way).
+    ``set_epoch(e)`` makes the next pass epoch ``e`` (as torch's
+    DistributedSampler's does; that one never advances by itself).
+
     Subclasses define ``_create(world, rank, drop_last)``, returning a fresh
     ``_core.Sampler`` for ``self.seed`` / ``self.epoch``.
     """
 
-    def __init__(self, seed: int, num_replicas: int = 1, rank: int = 0,
+    def __init__(self, seed: Optional[int], num_replicas: int = 1, rank: int = 0,
                  drop_last: bool = False) -> None:
-        if num_replicas < 1 or not 0 <= rank < num_replicas:
-            raise ValueError(f"invalid rank {rank}, rank should be in the interval "
-                             f"[0, {num_replicas - 1}]")
-        self.seed = int(seed)
+        num_replicas, rank = operator.index(num_replicas), operator.index(rank)
+        _check_rank(num_replicas, rank)
+        # seed None: a fresh seed per pass from torch's default generator
+        self._torch_seed = seed is None
+        self.seed = 0 if seed is None else operator.index(seed)
+        if not 0 <= self.seed < 1 << 64:
+            raise ValueError(f"seed must be in [0, 2**64), got {self.seed}")
         self.epoch = 0
-        self.num_replicas = int(num_replicas)
-        self.rank = int(rank)
-        self.drop_last = bool(drop_last)
-        self._resume: Optional[int] = None  # consumed to start the next iteration at
-        self._base = 0                      # consumed when the current iteration began
-        self._drawn = 0                     # this rank's draws in the current iteration
+        self.num_replicas = num_replicas
+        self.rank = rank
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"drop_last should be a boolean value, but got "
+                             f"drop_last={drop_last!r}")
+        self.drop_last = drop_last
+        self._explicit = True        # the next pass is self.epoch, not self.epoch + 1
+        self._seed_pinned = False    # the next pass keeps self.seed (restored state)
+        self._pass: Optional[str] = None  # None (none since explicit), "live", "ended"
+        self._resume: Optional[int] = None  # consumed to start the next pass at
+        self._base = 0                      # consumed when the current pass began
+        self._drawn = 0                     # this rank's draws in the current pass
         self._iter_len: Optional[int] = None
-        self._finished = False
         self._probe_cache: Optional[_core.Sampler] = None
 
     # -- to define ------------------------------------------------------------
@@ -104,6 +156,7 @@ class CXLSamplerBase(torch.utils.data.Sampler):
 
     @property
     def fingerprint(self) -> int:
+        """Hash of what defines the order (not the seed, epoch or world)."""
         return self._probe().fingerprint
 
     def epoch_len(self) -> int:
@@ -111,8 +164,8 @@ class CXLSamplerBase(torch.utils.data.Sampler):
         return self._probe().epoch_len()
 
     def _core_sampler(self) -> "_core.Sampler":
-        """A fresh C sampler at the start of this sampler's next iteration:
-        epoch set, positioned at the restored point if any."""
+        """A fresh C sampler at the start of this sampler's next pass: epoch
+        set, positioned at the restored point if any."""
         s = self._create(self.num_replicas, self.rank, self.drop_last)
         if self._resume:
             s.restore({"seed": self.seed, "epoch": self.epoch, "consumed": self._resume,
@@ -120,19 +173,25 @@ class CXLSamplerBase(torch.utils.data.Sampler):
         return s
 
     def _begin(self) -> "_core.Sampler":
-        """Starts an iteration (Python's or the gather engine's)."""
-        if self._finished:
+        """Starts a pass (Python's iterator or the gather engine's)."""
+        if not self._explicit:
             self.epoch += 1
-            self._finished = False
+            self._resume = None
+        self._explicit = False
+        if self._torch_seed and not self._seed_pinned:
+            self.seed = torch_seed()
+        self._seed_pinned = False
         s = self._core_sampler()
         self._base = self._resume or 0
         self._resume = None
         self._drawn = 0
         self._iter_len = s.rank_len()
+        self._pass = "live"
         return s
 
     def _finish(self) -> None:
-        self._finished = True
+        """Ends the pass, run out or broken off: the next one is a new epoch."""
+        self._pass = "ended"
 
     def __getstate__(self) -> dict:
         # the C handle is a cache: rebuilt from the parameters on demand
@@ -143,18 +202,20 @@ class CXLSamplerBase(torch.utils.data.Sampler):
     # -- torch Sampler ----------------------------------------------------------
     def __iter__(self) -> Iterator[int]:
         s = self._begin()
-        while True:
-            ids = np.frombuffer(s.next(_CHUNK), dtype=np.int64)
-            if ids.size == 0:
-                break
-            for i in ids.tolist():
-                self._drawn += 1
-                yield i
-        self._finish()
+        try:
+            while True:
+                ids = np.frombuffer(s.next(_CHUNK), dtype=np.int64)
+                if ids.size == 0:
+                    break
+                for i in ids.tolist():
+                    self._drawn += 1
+                    yield i
+        finally:
+            self._finish()
 
     def rank_len(self) -> int:
-        """This rank's count for the next (or current) iteration, any size."""
-        if self._resume is None and self._iter_len is not None and not self._finished:
+        """This rank's count for the current pass (while one runs) or the next."""
+        if self._pass == "live" and self._iter_len is not None:
             return self._iter_len
         rest = self.epoch_len() - (self._resume or 0)
         w = self.num_replicas
@@ -164,27 +225,33 @@ class CXLSamplerBase(torch.utils.data.Sampler):
         return self.rank_len()
 
     def set_epoch(self, epoch: int) -> None:
-        """Starts epoch `epoch` at the next iteration. A restored position is
-        kept when it belongs to that epoch (so the usual
-        ``load_state_dict(); set_epoch(saved_epoch)`` loop resumes)."""
-        epoch = int(epoch)
+        """Makes the next pass epoch `epoch`. A restored position is kept when
+        it belongs to that epoch (so the usual ``load_state_dict();
+        set_epoch(saved_epoch)`` loop resumes)."""
+        epoch = operator.index(epoch)
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
         if epoch != self.epoch:
             self._resume = None
         self.epoch = epoch
-        self._finished = False
+        self._explicit = True
 
     # -- state ---------------------------------------------------------------------
     def state_dict(self, samples_seen: Optional[int] = None) -> dict:
-        """Four integers. samples_seen: what this rank's training loop has
-        consumed in the current iteration (default: what the iterator has
-        handed out, which a prefetching DataLoader runs ahead of). Take it
-        when every rank has consumed the same number of samples."""
-        if self._iter_len is None or self._resume is not None:
+        """Four integers: where the next sample comes from. samples_seen: what
+        this rank's training loop consumed of the current (or last) pass
+        (default: what the iterator handed out, which a prefetching
+        DataLoader runs ahead of). Take it when every rank has consumed the
+        same number of samples. Without samples_seen, a pass that ended (ran
+        out or was broken off) is over: the state is the next epoch's start,
+        where the next pass begins."""
+        if self._explicit or self._iter_len is None:
             return {"seed": self.seed, "epoch": self.epoch, "consumed": self._resume or 0,
                     "fingerprint": self.fingerprint}
-        seen = self._drawn if samples_seen is None else int(samples_seen)
-        if self._finished and samples_seen is None:
-            seen = self._iter_len  # the iteration ran out: the next one is a new epoch
+        if samples_seen is None:
+            seen = self._drawn if self._pass == "live" else self._iter_len
+        else:
+            seen = operator.index(samples_seen)
         if seen < 0 or seen > self._iter_len:
             raise ValueError(f"samples_seen {seen} outside 0..{self._iter_len}")
         if seen == self._iter_len:
@@ -210,8 +277,17 @@ class CXLSamplerBase(torch.utils.data.Sampler):
         self.epoch = int(state["epoch"])
         self._probe_cache = None
         self._resume = consumed
-        self._finished = False
+        self._explicit = True
+        self._seed_pinned = True
+        self._pass = None
         self._iter_len = None
+
+    def __repr__(self) -> str:
+        seed = "from torch" if self._torch_seed else self.seed
+        world = (f", rank {self.rank} of {self.num_replicas}"
+                 f"{', drop_last' if self.drop_last else ''}" if self.num_replicas > 1 else "")
+        return f"{type(self).__name__}({self.epoch_len()} samples, seed {seed}, epoch " \
+               f"{self.epoch}{world})"
 
 
 class RandomCXLSampler(CXLSamplerBase):
@@ -225,9 +301,13 @@ class RandomCXLSampler(CXLSamplerBase):
     1 reads shard after shard, >= the number of shards is a full shuffle.
 
     ``order="sequential"`` gives 0..N-1 (with the same split and state).
+
+    ``seed=None`` draws a fresh seed from torch's default generator at each
+    pass, as torch's RandomSampler does (``torch.manual_seed`` then governs
+    the orders); the state records the seed drawn, so resume stays exact.
     """
 
-    def __init__(self, data_source_or_n: Any, seed: int = 0, *,
+    def __init__(self, data_source_or_n: Any, seed: Optional[int] = 0, *,
                  shard_size: Optional[int] = None, window: Optional[int] = None,
                  order: Optional[str] = None, num_replicas: int = 1, rank: int = 0,
                  drop_last: bool = False) -> None:
@@ -242,6 +322,9 @@ class RandomCXLSampler(CXLSamplerBase):
         self.order = order
         self.shard_size = int(shard_size or 0)
         self.window = int(window or 1) if order == "block" else 0
+        if self._torch_seed and self.num_replicas > 1:
+            raise ValueError("seed=None draws a seed per process from torch; ranks of one "
+                             "order need the same integer seed")
         self._probe()  # checks the arguments now
 
     def _create(self, world: int, rank: int, drop_last: bool) -> "_core.Sampler":
@@ -271,6 +354,9 @@ class DistributedCXLSampler(CXLSamplerBase):
         world, r = _dist_world_rank(num_replicas, rank)
         if isinstance(order, CXLSamplerBase):
             base = order
+            if base._torch_seed:
+                raise ValueError("a distributed order needs the same seed on every rank: "
+                                 "give the base sampler an integer seed")
             seed = base.seed
         else:
             if not shuffle:
@@ -295,6 +381,7 @@ class DistributedCXLSampler(CXLSamplerBase):
 
     @property
     def total_size(self) -> int:
+        """num_samples x num_replicas (torch's attribute)."""
         return self.num_samples * self.num_replicas
 
 
@@ -390,6 +477,7 @@ class BlendedCXLSampler(CXLSamplerBase):
                                           rank=rank, drop_last=drop_last, shuffle=self.shuffle)
 
     def source(self, i: int) -> tuple[int, int]:
+        """(source, id inside the source) of global id i."""
         return self._probe().source(int(i))
 
 

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/atomic.h"
 #include "common/common.h"
 #include "media/media_impl.h"
 
@@ -160,38 +161,44 @@ int media_init_created(struct media *m, uint64_t size, uint32_t mode, char *err,
     return media_map_fd(m, err, errlen);
 }
 
-int media_map_fd(struct media *m, char *err, size_t errlen)
+/* Maps the whole object at a 2 MiB boundary (or the backend's larger
+ * alignment): a 2 MiB page of the object is mapped by one page-table entry
+ * only where address and file offset agree modulo 2 MiB, and tmpfs without
+ * huge= hands out 4 KiB aligned addresses. Reserves the slack as PROT_NONE,
+ * maps over it, returns the ends. 0 or -errno. */
+static int map_aligned(const struct media *m, int prot, int flags, void **out)
 {
-    if (m->size == 0)
-        return errbuf_set(err, errlen, CXLP_EFORMAT, "%s: empty object, not a pool", m->path);
-    if (m->size > (uint64_t)SIZE_MAX)
-        return errbuf_set(err, errlen, CXLP_EARG, "%s: too large to map", m->path);
-    /* Start the mapping at a 2 MiB boundary (or the backend's larger
-     * alignment): a 2 MiB page of the object is mapped by one page-table
-     * entry only where address and file offset agree modulo 2 MiB, and tmpfs
-     * without huge= hands out 4 KiB aligned addresses. Reserve the slack as
-     * PROT_NONE, map over it, return the ends. */
     uint64_t al = MAX(m->align, MEDIA_HUGE_ALIGN);
-    if (m->size > (uint64_t)SIZE_MAX - al)
-        return errbuf_set(err, errlen, CXLP_EARG, "%s: too large to map", m->path);
     size_t span = (size_t)(m->size + al);
     uint8_t *r = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (r == MAP_FAILED)
-        return errbuf_set(err, errlen, -errno, "%s: reserving %llu bytes of address space: %s",
-                         m->path, (unsigned long long)span, strerror(errno));
+        return -errno;
     uint8_t *a = (uint8_t *)ALIGN_UP((uintptr_t)r, (uintptr_t)al);
-    int prot = PROT_READ | (m->writable ? PROT_WRITE : 0);
-    void *p = mmap(a, (size_t)m->size, prot, MAP_SHARED | MAP_NORESERVE | MAP_FIXED, m->fd, 0);
+    void *p = mmap(a, (size_t)m->size, prot, flags | MAP_NORESERVE | MAP_FIXED, m->fd, 0);
     if (p == MAP_FAILED) {
         int e = errno;
         munmap(r, span);
-        return errbuf_set(err, errlen, -e, "%s: mmap of %llu bytes: %s", m->path,
-                         (unsigned long long)m->size, strerror(e));
+        return -e;
     }
     if (a > r)
         munmap(r, (size_t)(a - r));
     if (a + m->size < r + span)
         munmap(a + m->size, (size_t)(r + span - (a + m->size)));
+    *out = p;
+    return 0;
+}
+
+int media_map_fd(struct media *m, char *err, size_t errlen)
+{
+    if (m->size == 0)
+        return errbuf_set(err, errlen, CXLP_EFORMAT, "%s: empty object, not a pool", m->path);
+    if (m->size > (uint64_t)SIZE_MAX - MAX(m->align, MEDIA_HUGE_ALIGN))
+        return errbuf_set(err, errlen, CXLP_EARG, "%s: too large to map", m->path);
+    void *p = NULL;
+    int rc = map_aligned(m, PROT_READ | (m->writable ? PROT_WRITE : 0), MAP_SHARED, &p);
+    if (rc)
+        return errbuf_set(err, errlen, rc, "%s: mmap of %llu bytes: %s", m->path,
+                         (unsigned long long)m->size, strerror(-rc));
     m->base = p;
     /* Random gathers touch a new page per record: 2 MiB pages cut the TLB
      * misses that dominate them. Shared memory gets transparent huge pages
@@ -200,6 +207,29 @@ int media_map_fd(struct media *m, char *err, size_t errlen)
      * and cxlp_store_hugepages collapses a dataset when asked. */
     if (m->kind == CXLP_MEDIA_SHM || m->kind == CXLP_MEDIA_NUMA)
         (void)madvise(p, (size_t)m->size, MADV_HUGEPAGE);
+    return 0;
+}
+
+int media_map_private(struct media *m, uint8_t **out)
+{
+    /* pairs with the release CAS below (a racing thread's mapping) */
+    void *p = at_load_acquire(&m->priv);
+    if (!p) {
+        if (!m->base)
+            return CXLP_EARG;
+        void *mine = NULL;
+        int rc = map_aligned(m, PROT_READ | PROT_WRITE, MAP_PRIVATE, &mine);
+        if (rc)
+            return rc;
+        void *none = NULL;
+        if (at_cas_acq_rel(&m->priv, &none, mine)) {
+            p = mine;
+        } else { /* another thread made one first: use it */
+            munmap(mine, (size_t)m->size);
+            p = none;
+        }
+    }
+    *out = p;
     return 0;
 }
 
@@ -251,6 +281,10 @@ int media_open(struct media *m, const char *spec, int writable, char *err, size_
 
 void media_close(struct media *m)
 {
+    if (m->priv) {
+        munmap(m->priv, (size_t)m->size);
+        m->priv = NULL;
+    }
     if (m->base) {
         munmap(m->base, (size_t)m->size);
         m->base = NULL;

@@ -13,7 +13,8 @@
  *   devdax  /dev/daxX.Y mapped MAP_SHARED at the device's alignment (2 MiB);
  *           size fixed by the device; no NUMA policy applies
  *
- * All mappings are MAP_SHARED | MAP_NORESERVE of the whole object.
+ * All mappings are MAP_SHARED | MAP_NORESERVE of the whole object, except
+ * the private copy-on-write one media_map_private makes on request.
  */
 #ifndef CXLP_MEDIA_H
 #define CXLP_MEDIA_H
@@ -37,6 +38,7 @@ struct media {
     uint64_t size;            /* bytes mapped (whole object) */
     uint64_t align;           /* mapping alignment the backend needs */
     void *base;               /* NULL when unmapped */
+    void *priv;               /* media_map_private's mapping; NULL until asked */
     uid_t owner;              /* st_uid of the backing object */
     char path[MEDIA_PATH_MAX];/* backing object, for messages */
 };
@@ -67,6 +69,15 @@ int media_create(struct media *m, const char *spec, uint64_t size, uint32_t mode
 /* Opens and maps an existing object whole (read-only when !writable).
  * -ENOENT (as CXLP_ENOTFOUND) when absent, -EACCES when not permitted. */
 int media_open(struct media *m, const char *spec, int writable, char *err, size_t errlen);
+/* A second mapping of the whole object, MAP_PRIVATE, readable and writable
+ * (also for a read-only handle): reads share the object's pages (no copy, no
+ * memory per mapping), the first write to a page gives this mapping a copy
+ * of that page, and nothing written there reaches the object or any other
+ * mapping. Made on the first call (thread-safe: racing callers get the same
+ * one), unmapped by media_close. *out is its base; offsets are the shared
+ * mapping's. -EINVAL where the media refuses private mappings (devdax),
+ * -ENOMEM (address space, or strict overcommit), CXLP_EARG when unmapped. */
+int media_map_private(struct media *m, uint8_t **out);
 /* Unmaps and closes. Safe on a closed media. */
 void media_close(struct media *m);
 /* Makes [off, off+len) durable where the backend persists (file: msync;

@@ -139,6 +139,11 @@ uint64_t attach_size(const struct attach *a)
     return a->L.size;
 }
 
+int attach_private(struct attach *a, uint8_t **base)
+{
+    return media_map_private(&a->m, base);
+}
+
 int attach_collapse(struct attach *a, uint64_t off, uint64_t len)
 {
     return media_collapse(&a->m, off, len);

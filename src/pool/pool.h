@@ -25,6 +25,9 @@ void attach_unref(struct attach *a);
 /* Base address and size of the mapping (valid while a reference is held). */
 const uint8_t *attach_base(const struct attach *a);
 uint64_t attach_size(const struct attach *a);
+/* Base of the private copy-on-write mapping of the pool (media_map_private):
+ * same offsets as attach_base. 0 or its error. Thread-safe. */
+int attach_private(struct attach *a, uint8_t **base);
 /* media_collapse of [off, off+len) of the attachment's mapping. */
 int attach_collapse(struct attach *a, uint64_t off, uint64_t len);
 /* Lease pins: while pinned, extents visible in catalog generation gen are

@@ -386,6 +386,25 @@ int cxlp_store_hugepages(cxlp_store *s)
     return 0;
 }
 
+int cxlp_store_private(const cxlp_store *s, const void *data, uint64_t len, void **out)
+{
+    if (!s || s->obj.magic != OBJ_MAGIC || !out)
+        return seterr(NULL, CXLP_EARG, "store_private: %s", out ? "not a store handle" : "out is NULL");
+    const uint8_t *base = attach_base(s->a);
+    uint64_t off = (uint64_t)((uintptr_t)data - (uintptr_t)base);
+    if ((uintptr_t)data < (uintptr_t)base || !range_ok(off, len, attach_size(s->a)))
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: store_private: %" PRIu64 " bytes at %p are not "
+                      "inside the pool mapping", s->name, len, data);
+    uint8_t *priv;
+    int rc = attach_private(s->a, &priv);
+    if (rc)
+        return seterr(NULL, rc, "dataset %s: no private copy-on-write mapping of the pool: %s",
+                      s->name, rc == -EINVAL ? "the media refuses private mappings (devdax)"
+                                             : cxlp_strerror(rc));
+    *out = priv + off;
+    return 0;
+}
+
 int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs)
 {
     if (!s || !docs || !n_docs)

@@ -270,8 +270,8 @@ int shard_verify(const struct shard *s, char *err, size_t errlen)
         XXH3_64bits_update(&st, c->index, c->index_len);
         uint64_t h = XXH3_64bits_digest(&st);
         if (h != c->checksum)
-            return FAIL(CXLP_ECORRUPT, "shard checksum mismatch in column %u over data [%" PRIu64 ", +%" PRIu64 ") and index [%" PRIu64 ", +%" PRIu64 "): stored %016" PRIx64 ", computed %016" PRIx64,
-                        k, c->data_off, c->data_len, c->index_off, c->index_len, c->checksum, h);
+            return FAIL(CXLP_ECORRUPT, "shard checksum mismatch over data [%" PRIu64 ", +%" PRIu64 ") and index [%" PRIu64 ", +%" PRIu64 ") of column %u: stored %016" PRIx64 ", computed %016" PRIx64,
+                        c->data_off, c->data_len, c->index_off, c->index_len, k, c->checksum, h);
     }
     return 0;
 }

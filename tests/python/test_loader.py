@@ -33,7 +33,7 @@ def test_shuffle_is_a_permutation_that_changes_per_epoch(fixed) -> None:
     dl = CXLDataLoader(ds, batch_size=100, shuffle=True, seed=3, num_workers=2)
     e0, e1 = rows(dl), rows(dl)
     assert sorted(e0) == list(range(1000)) and sorted(e1) == list(range(1000))
-    assert e0 != e1 and dl.epoch == 2
+    assert e0 != e1 and dl.epoch == 1 and dl.state_dict()["epoch"] == 2
     dl2 = CXLDataLoader(ds, batch_size=100, shuffle=True, seed=3)
     assert rows(dl2) == e0  # same seed, same epoch, same order
 
@@ -123,3 +123,35 @@ def test_packed_rows_carry_document_boundaries(pool: CXLMemoryPool, tokens) -> N
         for r, n in enumerate(b["lengths"].tolist()):
             assert sum(L for R, L in zip(b["seg_row"].tolist(), b["seg_len"].tolist()) if R == r) == n
     assert pieces >= sum(1 for s in seqs if len(s))
+
+
+def test_stall_time_is_counted_and_settable(fixed) -> None:
+    """stall_seconds only grows during a pass, never past the pass's wall
+    time, and can be set (to 0 per logging interval)."""
+    import time
+    ds, _ = fixed
+    dl = CXLDataLoader(ds, batch_size=50, threads=1)
+    t0 = time.perf_counter()
+    seen = []
+    for _ in dl:
+        seen.append(dl.stall_ns)
+    wall = time.perf_counter() - t0
+    assert seen == sorted(seen) and 0 <= dl.stall_seconds <= wall
+    dl.stall_seconds = 0
+    assert dl.stall_seconds == 0
+    list(dl)
+    assert dl.stall_seconds >= 0
+
+
+def test_ring_starts_with_the_documented_slots(fixed) -> None:
+    """The ring starts with 2 x prefetch_factor x threads + 2 slots; no
+    worker-count warning from torch on the fast path (no processes)."""
+    import warnings
+    ds, _ = fixed
+    for workers, pf in ((1, 1), (2, 2), (3, 4)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            dl = CXLDataLoader(ds, batch_size=10, num_workers=workers, prefetch_factor=pf)
+        it = iter(dl)
+        next(it)
+        assert dl._engine.n_slots == 2 * pf * workers + 2

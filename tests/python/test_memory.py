@@ -1,5 +1,6 @@
-"""Memory of 4 ranks (gloo) reading one dataset from a pool vs own copies:
-total PSS <= 1.2 x dataset + 4 x a rank's baseline (bench/bench_memory.py
+"""Memory of 4 ranks (gloo) reading one dataset from a pool (through the
+loader, and as ds[i]) vs own copies: total PSS <= 1.2 x dataset + 4 x a
+rank's baseline (bench/bench_memory.py
 does the measuring; docs/benchmarks.md has the 4 GiB figures).
 
 Slow (4 spawned torch processes, three times: about a minute on 2 CPUs), so
@@ -30,5 +31,9 @@ def test_four_ranks_share_one_pool(tmp_path: Path) -> None:
     runs, ds_kib = d["runs"], d["dataset_bytes"] / 1024
     base, pool, copy = (runs[k]["total_kib"] for k in ("baseline", "pool", "copy"))
     assert pool <= 1.2 * ds_kib + base, r.stdout
+    # issue 12 item 1: ds[i] reads through the private copy-on-write mapping
+    # share the pool's pages as the loader's reads do
+    assert runs["getitem"]["total_kib"] <= 1.2 * ds_kib + base, r.stdout
+    assert runs["getitem"]["records_rank0"] == d["dataset_bytes"] // 8192
     assert copy - base >= 3.5 * ds_kib  # four private copies really are four
     assert runs["pool"]["records_rank0"] == d["dataset_bytes"] // 8192  # every record read
