@@ -9,11 +9,12 @@
 #             tokens, back to back, documents of 1..8 sequences (as
 #             Megatron-LM's preprocess_data.py writes them)
 # Then ROUNDS rounds (default 5) each time `cp` of the source file(s) into
-# /dev/shm and `cxlpool ingest` into a fresh shm pool, every format in every
-# round, alternating which of cp and ingest goes first. Wall time of each whole
+# /dev/shm, `cxlpool ingest` into a fresh shm pool (records on 2 MiB pages,
+# the default) and `cxlpool ingest --no-hugepages` (4 KiB pages), every
+# format in every round, rotating which goes first. Wall time of each whole
 # command (process start to exit) counts; pool creation is not timed. Prints
-# per format both medians, the ratio of the medians' throughputs, and the
-# median of the per-round ratios (each round's cp and ingest run back to back
+# per format the medians, the ratio of the medians' throughputs, and the
+# median of the per-round ratios (each round's commands run back to back
 # and share that moment's load, so on a busy machine this one is the steadier
 # figure). Target: ingest throughput >= 0.70 of cp's.
 #
@@ -95,7 +96,7 @@ time_cp() {
   echo "$1 cp $a $b" >>"$TIMES"
   rm -rf "$DST"
 }
-time_ingest() {
+time_ingest() { # format, label, extra args
   local args
   case $1 in
     raw) args=("$SRCDIR/src.raw" --format raw --record-size "$REC") ;;
@@ -105,14 +106,18 @@ time_ingest() {
   "$X" destroy "$POOL" --yes >/dev/null 2>&1 || true
   "$X" create "$POOL" $((MIB + 64))M >/dev/null
   local a b; a=$(now)
-  "$X" ingest "$POOL" data "${args[@]}" --no-progress >/dev/null
+  "$X" ingest "$POOL" data "${args[@]}" "${@:3}" --no-progress >/dev/null
   b=$(now)
-  echo "$1 ingest $a $b" >>"$TIMES"
+  echo "$1 $2 $a $b" >>"$TIMES"
   "$X" destroy "$POOL" --yes >/dev/null
 }
 for ((r = 0; r < ROUNDS; r++)); do
   for f in $FORMATS; do
-    if ((r % 2 == 0)); then time_cp "$f"; time_ingest "$f"; else time_ingest "$f"; time_cp "$f"; fi
+    case $((r % 3)) in
+      0) time_cp "$f"; time_ingest "$f" ingest; time_ingest "$f" ingest4k --no-hugepages ;;
+      1) time_ingest "$f" ingest; time_ingest "$f" ingest4k --no-hugepages; time_cp "$f" ;;
+      2) time_ingest "$f" ingest4k --no-hugepages; time_cp "$f"; time_ingest "$f" ingest ;;
+    esac
   done
 done
 sizes=""
@@ -126,16 +131,20 @@ for line in open(times):
     f, what, a, b = line.split()
     t.setdefault(f, {}).setdefault(what, []).append(float(b) - float(a))
 print(f"ingest vs cp into /dev/shm: {mib} MiB sources in page cache, {rounds} rounds, "
-      f"cp and ingest alternating first")
+      f"cp, ingest and ingest --no-hugepages rotating first")
 for f in t:
     n = int(nbytes[f])
-    cp, ing = t[f]["cp"], t[f]["ingest"]
-    mc, mi = statistics.median(cp), statistics.median(ing)
+    cp = t[f]["cp"]
+    mc = statistics.median(cp)
     desc = {"raw": f"records of {rec} B", "npy": f"float32 rows of {rec} B",
             "megatron": ".bin + .idx, uint16 sequences of 16..4095 tokens"}[f]
     print(f"{f}: {n} bytes, {desc}")
     print(f"  cp          : median {mc:.3f} s  {n / mc / 1e9:.2f} GB/s  (rounds: {' '.join(f'{x:.3f}' for x in cp)})")
-    print(f"  cxlpool ingest: median {mi:.3f} s  {n / mi / 1e9:.2f} GB/s  (rounds: {' '.join(f'{x:.3f}' for x in ing)})")
-    paired = statistics.median(c / i for c, i in zip(cp, ing))
-    print(f"  ratio ingest/cp throughput: {mc / mi:.2f} of medians, {paired:.2f} median per round (target >= 0.70)")
+    for what, label in (("ingest", "cxlpool ingest (2 MiB pages)"),
+                        ("ingest4k", "cxlpool ingest --no-hugepages")):
+        ing = t[f][what]
+        mi = statistics.median(ing)
+        print(f"  {label}: median {mi:.3f} s  {n / mi / 1e9:.2f} GB/s  (rounds: {' '.join(f'{x:.3f}' for x in ing)})")
+        paired = statistics.median(c / i for c, i in zip(cp, ing))
+        print(f"    ratio to cp throughput: {mc / mi:.2f} of medians, {paired:.2f} median per round (target >= 0.70)")
 PY

@@ -370,6 +370,16 @@ CXLP_API int cxlp_store_verify(cxlp_store *s);
  * system had no free 2 MiB pages for some piece (the pieces done stay
  * done). Thread-safe. */
 CXLP_API int cxlp_store_hugepages(cxlp_store *s);
+/* What page size the dataset's shards really have, as any process mapping
+ * the pool sees them: its shards take *bytes of the pool (headers, records,
+ * indexes), of which *huge_bytes are on 2 MiB pages mapped whole; the rest
+ * is on 4 KiB pages. Only whole 2 MiB pieces of the pool can be on 2 MiB
+ * pages, so the < 2 MiB ends of each shard always count as 4 KiB. A fresh
+ * ingest on shm or numa has all its whole pieces on 2 MiB pages unless it
+ * asked for no_hugepages or the system had no free 2 MiB pages; hugetlbfs
+ * and devdax pools have them always. Reads one byte per 2 MiB piece through
+ * a mapping of its own. Thread-safe. */
+CXLP_API int cxlp_store_pages(const cxlp_store *s, uint64_t *bytes, uint64_t *huge_bytes);
 
 struct cxlp_writer_opts {
     uint64_t shard_bytes;    /* target shard payload; 0 means 256 MiB */
@@ -378,6 +388,15 @@ struct cxlp_writer_opts {
     /* progress(ctx, done_bytes, total_bytes) after each chunk; may be NULL */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
+    /* 0 (default): the records go onto 2 MiB pages where the pool's media
+     * comes in 4 KiB pages (shm, numa): each reserved extent is backed by
+     * 2 MiB pages before anything is written to it (no copy; see
+     * cxlp_store_pages for what a dataset really got; best effort: without
+     * free 2 MiB pages or kernel support, 4 KiB pages as with 1). 1: no 2
+     * MiB pages are made for this ingest: the media's own pages (4 KiB on
+     * shm), except where free space that an earlier ingest backed with 2
+     * MiB pages and gave back still has them. */
+    int no_hugepages;
 };
 /* Starts an ingest of dataset name (CXLP_EEXIST if published already).
  * Nothing is visible to readers until cxlp_writer_commit. A process killed at
@@ -451,6 +470,7 @@ struct cxlp_import_opts {
     uint64_t shard_bytes;    /* 0: default */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
+    int no_hugepages;        /* see cxlp_writer_opts: 0 puts records on 2 MiB pages */
 };
 /* Imports src into a new dataset name. src is a file (raw, .npy) or a Megatron
  * prefix (PREFIX.bin + PREFIX.idx; "PREFIX", "PREFIX.bin" and "PREFIX.idx" are
@@ -711,8 +731,13 @@ typedef int (*cxlp_index_fn)(void *ctx, uint64_t *out, size_t max, size_t *n);
 
 struct cxlp_loader_opts {
     uint32_t batch_size;     /* rows per batch (> 0) */
-    uint32_t threads;        /* gather threads; 0 means 1 */
-    uint32_t slots;          /* batches in the ring; 0 means 2 * threads + 2 */
+    uint32_t threads;        /* gather threads; 0: one less than the CPUs they may
+                                run on (at least 1), so the consumer keeps one;
+                                never more than those CPUs (see
+                                cxlp_loader_threads) */
+    uint32_t slots;          /* batches in the ring; 0 means 2 * prefetch * threads + 2,
+                                or with prefetch 0 as for prefetch 2, raised for
+                                small batches to as many as fit 8 MiB (at most 64) */
     uint32_t max_slots;      /* the ring grows by one slot when the consumer holds
                                 every slot and asks for the next batch, up to
                                 this; 0: no limit (a loop may keep every batch,
@@ -721,13 +746,17 @@ struct cxlp_loader_opts {
     uint64_t seq_len;        /* PAD, PACK: elements per row (> 0) */
     int64_t pad_value;       /* PAD, PACK: fill for the unused tail of a row */
     int drop_last;           /* drop a final batch with fewer than batch_size rows */
-    int numa_node;           /* run gather threads on this node's CPUs; -1: anywhere */
+    int numa_node;           /* run gather threads on this node's CPUs; -1: on the
+                                node of the pool's memory (numa pools; the
+                                nearest node with CPUs when it has none),
+                                else anywhere */
     uint64_t first_offset;   /* PACK resume: elements of the first record already
                                 delivered (from cxlp_batch.resume_offset) */
     int bind_slots;          /* 1: bind every ring slot's memory to slot_node
                                 (mbind MPOL_BIND before first touch), e.g. the
                                 pool's node so batches stay on CXL memory */
     int slot_node;           /* the node for bind_slots */
+    uint32_t prefetch;       /* with slots 0: batches ahead per gather thread */
     uint32_t n_fields;       /* fields to collate, numbers in fields[]; 0: every
                                 field of the dataset, in schema order */
     uint32_t fields[CXLP_MAX_FIELDS];
@@ -736,6 +765,9 @@ struct cxlp_loader_opts {
 struct cxlp_batch {          /* borrowed from the ring until cxlp_loader_release */
     uint64_t index;          /* 0, 1, 2... in delivery order */
     uint32_t rows;           /* rows in this batch (<= batch_size) */
+    uint32_t slot;           /* the ring slot lent: 0..slots-1, the same for every
+                                batch lent from it (consumers key per-slot caches
+                                on it, e.g. a tensor descriptor) */
     uint64_t row_bytes;      /* bytes per row (STACK: record_size) */
     void *data;              /* rows * row_bytes bytes, 64-byte aligned */
     const uint64_t *ids;     /* STACK, PAD: sample id per row; PACK: per segment */
@@ -770,7 +802,10 @@ CXLP_API int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *op
 /* Next batch in order; blocks until it is ready. Sets *out to NULL at the end
  * of the stream. A gather or index error is returned here (the loader stays
  * usable for cxlp_loader_free only); CXLP_EBUSY when every slot is held and
- * max_slots is reached. One consumer thread. */
+ * max_slots is reached. One consumer thread. A batch that is ready is taken
+ * without a lock or a system call; otherwise the caller spins a few
+ * microseconds when a CPU is spare (fewer gather threads than CPUs), then
+ * sleeps until the gather thread that publishes it wakes it. */
 CXLP_API int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out);
 /* Returns a batch's slot to the ring. Thread-safe; any order. */
 CXLP_API void cxlp_loader_release(cxlp_loader *l, struct cxlp_batch *b);
@@ -784,6 +819,14 @@ CXLP_API void cxlp_loader_release(cxlp_loader *l, struct cxlp_batch *b);
  * release of the last lent batch. Any thread. */
 CXLP_API uint32_t cxlp_loader_slots(cxlp_loader *l, uint32_t first, void **addr,
                                     uint64_t *bytes, uint32_t max);
+/* Gather threads this loader runs (opts.threads, or its default, cut to the
+ * CPUs they may run on). Any thread. */
+CXLP_API uint32_t cxlp_loader_threads(const cxlp_loader *l);
+/* The number of gather threads cxlp_loader_create would run for store s
+ * with opts.threads = threads and opts.numa_node = numa_node, as the
+ * topology is now. */
+CXLP_API uint32_t cxlp_loader_default_threads(const cxlp_store *s, uint32_t threads,
+                                              int numa_node);
 /* Stops the threads. Batches not yet released stay valid; their memory goes
  * when the last of them is released. NULL is a no-op. */
 CXLP_API void cxlp_loader_free(cxlp_loader *l);

@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "cxlpool.h"
+#include "load/loader.h"
 
 static int fails;
 
@@ -176,6 +177,14 @@ static void check_numa_pool(void)
     }
     printf("  record pages on node 1: %d of 11\n", on1);
     expect(on1 == 11 && same == 11, "every sampled record lives on node 1 and reads back");
+    uint64_t pb = 0, ph = 0;
+    if (s && cxlp_store_pages(s, &pb, &ph) == 0)
+        printf("  dataset pages: %" PRIu64 " of %" PRIu64 " bytes on 2 MiB pages\n", ph, pb);
+    /* gather threads for records on the CPU-less node 1 run on the nearest
+     * node with CPUs */
+    int chosen = -1, cpus = loader_cpus(-1, 1, &chosen);
+    printf("  gather threads for node 1's records: node %d, %d CPUs\n", chosen, cpus);
+    expect(chosen == 0 && cpus >= 1, "gather threads for a CPU-less node's records run on node 0");
     expect(cxlp_pool_verify(p, NULL, NULL) == 0, "cxlp_pool_verify passes");
     cxlp_store_close(s);
     cxlp_pool_close(q);

@@ -172,6 +172,7 @@ int cli_cmd_ingest(int argc, char **argv)
         {"dtype", required_argument, 0, 'd'},
         {"shard-bytes", required_argument, 0, 's'},
         {"no-progress", no_argument, 0, 'n'},
+        {"no-hugepages", no_argument, 0, 'H'},
         {"json", no_argument, 0, 'j'},
         {"columns", required_argument, 0, 'c'},
         {"text-field", required_argument, 0, 't'},
@@ -226,6 +227,9 @@ int cli_cmd_ingest(int argc, char **argv)
             break;
         case 'n':
             show = 0;
+            break;
+        case 'H':
+            o.no_hugepages = 1;
             break;
         case 'j':
             json = 1;
@@ -444,6 +448,15 @@ static void uuid_str(const uint8_t u[16], char out[37])
     out[k] = 0;
 }
 
+/* "2 MiB pages: 1.00 GiB of 1.00 GiB (99.8%)" */
+static void print_pages(uint64_t bytes, uint64_t huge)
+{
+    char b1[32], b2[32];
+    printf("2 MiB pages for %s of %s (%.1f%%), 4 KiB pages for the rest\n",
+           cli_fmt_bytes(huge, b1), cli_fmt_bytes(bytes, b2),
+           bytes ? 100.0 * (double)huge / (double)bytes : 0.0);
+}
+
 static int stat_dataset(cxlp_pool *p, const char *name, int json)
 {
     cxlp_store *s;
@@ -458,9 +471,18 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
         return ex;
     }
     const struct cxlp_schema *sc = cxlp_store_schema(s);
+    uint64_t pbytes, phuge;
+    rc = cxlp_store_pages(s, &pbytes, &phuge);
+    if (rc) {
+        int ex = cli_report_error(rc, NULL, name);
+        cxlp_store_close(s);
+        return ex;
+    }
     if (json) {
         printf("{\"dataset\": ");
         print_dataset_json(&d);
+        printf(", \"pages\": {\"bytes\": %" PRIu64 ", \"huge_bytes\": %" PRIu64 "}", pbytes,
+               phuge);
         printf(", \"schema\": {\"fixed\": %s, \"record_size\": %" PRIu64 ", \"fields\": [",
                sc->fixed ? "true" : "false", sc->record_size);
         for (uint32_t i = 0; i < sc->n_fields && i < CXLP_MAX_FIELDS; i++) {
@@ -488,6 +510,8 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
             printf("records:  variable size\n");
         if (d.n_docs)
             printf("docs:     %" PRIu64 "\n", d.n_docs);
+        printf("pages:    ");
+        print_pages(pbytes, phuge);
         printf("schema:\n");
         for (uint32_t i = 0; i < sc->n_fields && i < CXLP_MAX_FIELDS; i++) {
             const struct cxlp_field *f = &sc->fields[i];
@@ -539,6 +563,34 @@ int cli_cmd_stat(int argc, char **argv)
     char md[128], uu[37];
     media_desc(&st, md, sizeof md);
     uuid_str(st.uuid, uu);
+    /* the page size each dataset's shards really have */
+    struct cxlp_dataset_info *ds = NULL;
+    size_t nds = 0;
+    rc = list_all(p, &ds, &nds);
+    if (rc) {
+        ex = cli_report_error(rc, p, spec);
+        cxlp_pool_close(p);
+        return ex;
+    }
+    uint64_t *pg = calloc(2 * (nds ? nds : 1), sizeof *pg);
+    for (size_t i = 0; pg && i < nds && !rc; i++) {
+        cxlp_store *s;
+        rc = cxlp_store_open(p, ds[i].name, &s);
+        if (!rc) {
+            rc = cxlp_store_pages(s, &pg[2 * i], &pg[2 * i + 1]);
+            cxlp_store_close(s);
+        }
+        if (rc)
+            ex = cli_report_error(rc, NULL, ds[i].name);
+    }
+    if (!pg || rc) {
+        if (!pg)
+            ex = cli_report_os(-ENOMEM, "dataset pages");
+        free(pg);
+        free(ds);
+        cxlp_pool_close(p);
+        return ex;
+    }
     if (json) {
         printf("{\"pool\": ");
         cli_json_str(stdout, spec);
@@ -552,10 +604,17 @@ int cli_cmd_stat(int argc, char **argv)
                ", \"reserved_bytes\": %" PRIu64 ", \"deferred_bytes\": %" PRIu64
                ", \"free_bytes\": %" PRIu64 ", \"largest_free\": %" PRIu64
                ", \"generation\": %" PRIu64 ", \"datasets\": %u, \"live_leases\": %u"
-               ", \"lease_slots\": %u}\n",
+               ", \"lease_slots\": %u, \"pages\": [",
                st.format_version, uu, st.size, st.data_bytes, st.used_bytes, st.reserved_bytes,
                st.deferred_bytes, st.free_bytes, st.largest_free, st.generation, st.n_datasets,
                st.live_leases, st.lease_slots);
+        for (size_t i = 0; i < nds; i++) {
+            printf("%s{\"dataset\": ", i ? ", " : "");
+            cli_json_str(stdout, ds[i].name);
+            printf(", \"bytes\": %" PRIu64 ", \"huge_bytes\": %" PRIu64 "}", pg[2 * i],
+                   pg[2 * i + 1]);
+        }
+        printf("]}\n");
     } else {
         char b[8][32];
         printf("pool:       %s\npath:       %s\nmedia:      %s\n", spec, st.path, md);
@@ -569,7 +628,13 @@ int cli_cmd_stat(int argc, char **argv)
                st.generation);
         printf("leases:     %u live of %u slots (this command holds one)\n", st.live_leases,
                st.lease_slots);
+        for (size_t i = 0; i < nds; i++) {
+            printf("pages:      %s: ", ds[i].name);
+            print_pages(pg[2 * i], pg[2 * i + 1]);
+        }
     }
+    free(pg);
+    free(ds);
     cxlp_pool_close(p);
     return EXIT_OKAY;
 }

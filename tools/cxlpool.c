@@ -40,7 +40,8 @@ static const struct cli_cmd cmds[] = {
      cli_cmd_create},
     {"ingest", "import raw, .npy, Megatron, Arrow, Parquet, WebDataset or JSONL as a dataset",
      "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|arrow|parquet|webdataset|jsonl|auto]\n"
-     "               [--record-size N] [--dtype T] [--shard-bytes N] [--no-progress] [--json]\n"
+     "               [--record-size N] [--dtype T] [--shard-bytes N] [--no-hugepages]\n"
+     "               [--no-progress] [--json]\n"
      "               [--columns A,B] [--text-field F] [--tokenizer T] [--eod ID] [--workers N]\n"
      "  Imports SRC into dataset NAME. auto guesses by extension (.npy, .bin/.idx,\n"
      "  .parquet, .arrow, .tar, .jsonl; a URL goes to the Python importers; else\n"
@@ -49,7 +50,8 @@ static const struct cli_cmd cmds[] = {
      "  importers (python3 -m cxl_dataloader.ingest: pyarrow, tarfile, tokenizers,\n"
      "  fsspec; docs/formats.md): SRC is a file, directory, glob or fsspec URL\n"
      "  (s3://, gs://, http(s)://, hf://); --columns picks fields, jsonl needs\n"
-     "  --tokenizer (a tokenizer.json, or 'bytes'). A progress bar is drawn on\n"
+     "  --tokenizer (a tokenizer.json, or 'bytes'). The records land on 2 MiB\n"
+     "  pages (shm, numa pools) unless --no-hugepages. A progress bar is drawn on\n"
      "  stderr when it is a terminal. Nothing is visible to readers until the\n"
      "  import completes; those importers resume after a kill.\n",
      cli_cmd_ingest},
@@ -58,7 +60,8 @@ static const struct cli_cmd cmds[] = {
     {"stat", "show pool usage and media (or one dataset's details)",
      "cxlpool stat POOL [NAME] [--json]\n"
      "  Without NAME: sizes, free space, leases, media (and whether it is an\n"
-     "  emulation of CXL). With NAME: the dataset's counts, sizes and schema.\n",
+     "  emulation of CXL), and the page size each dataset's shards have. With\n"
+     "  NAME: the dataset's counts, sizes, pages and schema.\n",
      cli_cmd_stat},
     {"verify", "check a pool's structure and every checksum",
      "cxlpool verify POOL [--json] [--quiet]\n"

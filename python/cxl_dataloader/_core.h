@@ -72,6 +72,23 @@ PyObject *array_new(PyObject *owner, void *data, int dtype, int ndim, const int6
 PyObject *dlpack_capsule(PyObject *owner, void *data, int dtype, int ndim,
                          const int64_t *dims, int readonly, int versioned);
 
+/* A DLPack tensor descriptor kept per ring slot and field (the Loader owns
+ * it): each batch from that slot fills in the data address and the first
+ * dimension and wraps it in a "dltensor_versioned" capsule whose
+ * manager_ctx holds a new reference to owner; no allocation per batch. A
+ * slot (and so its template) is reused only after every tensor made from
+ * it is gone. */
+typedef struct dl_tmpl dl_tmpl;
+dl_tmpl *dl_tmpl_new(int dtype, int ndim, const int64_t *dims);
+PyObject *dl_tmpl_capsule(dl_tmpl *t, PyObject *owner, void *data, int64_t dim0);
+void dl_tmpl_free(dl_tmpl *t);
+
+/* What take() builds per batch, in dict order: the collated fields (keyed
+ * by field name; F_FIELD + k is the k-th), lengths (PAD and PACK), then
+ * (PACK with segments) the document boundaries. */
+enum { F_LENGTHS, F_SEG_ROW, F_SEG_START, F_SEG_LEN, F_SEG_OFFSET, F_SEG_ID, F_FIELD,
+       N_TMPL = F_FIELD + CXLP_MAX_FIELDS };
+
 typedef struct {
     PyObject_HEAD
     cxlp_loader *l;
@@ -84,7 +101,16 @@ typedef struct {
     uint64_t stall_ns;       /* time next() / take() waited on the engine */
     uint32_t nfields;        /* fields collated (schema numbers in fields[]) */
     uint32_t fields[CXLP_MAX_FIELDS];
-    int many;                /* take() gives a tuple of fields, not one */
+    PyObject *keys[CXLP_MAX_FIELDS]; /* their names, take()'s dict keys */
+    int many;                /* STACK: take() gives a dict by field name, not one tensor */
+    uint32_t seg_fields;     /* bit k: field k has one value per segment (PACK, fixed-shape) */
+    PyObject *tensor;        /* take(): capsule -> tensor (torch's from_dlpack); NULL:
+                                take() returns the capsules themselves */
+    int segments;            /* take(), PACK: add the seg_* fields */
+    dl_tmpl *(*tmpl)[N_TMPL]; /* per ring slot */
+    uint32_t n_tmpl;
+    uint64_t resume_records; /* of the last batch taken */
+    uint64_t resume_offset;
 } LoaderObject;
 
 /* A cxlp_sampler; busy while a Loader draws from it (see _core_sampler.c). */

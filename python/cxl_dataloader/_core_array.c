@@ -180,6 +180,54 @@ PyObject *dlpack_capsule(PyObject *owner, void *data, int dtype, int ndim,
     return cap;
 }
 
+/* ---- per-slot templates ---- */
+
+struct dl_tmpl {
+    DLManagedTensorVersioned m;
+    int64_t shape[ARRAY_MAX_DIMS], strides[ARRAY_MAX_DIMS];
+};
+
+/* The template belongs to the Loader: only the owner's reference goes. */
+static void deleter_tmpl(DLManagedTensorVersioned *m)
+{
+    release_owner(m->manager_ctx);
+}
+
+dl_tmpl *dl_tmpl_new(int dtype, int ndim, const int64_t *dims)
+{
+    if (ndim < 1 || ndim > ARRAY_MAX_DIMS) {
+        PyErr_Format(PyExc_ValueError, "array of %d dimensions (1..%d)", ndim, ARRAY_MAX_DIMS);
+        return NULL;
+    }
+    dl_tmpl *t = PyMem_RawCalloc(1, sizeof *t);
+    if (!t) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    t->m.version.major = DLPACK_MAJOR_VERSION;
+    t->m.version.minor = DLPACK_MINOR_VERSION;
+    t->m.deleter = deleter_tmpl;
+    fill_tensor(NULL, dtype, ndim, dims, &t->m.dl_tensor, t->shape, t->strides);
+    return t;
+}
+
+PyObject *dl_tmpl_capsule(dl_tmpl *t, PyObject *owner, void *data, int64_t dim0)
+{
+    /* row-major strides do not depend on the first dimension */
+    t->m.dl_tensor.data = data;
+    t->shape[0] = dim0;
+    t->m.manager_ctx = Py_NewRef(owner);
+    PyObject *cap = PyCapsule_New(&t->m, "dltensor_versioned", capsule_versioned);
+    if (!cap)
+        Py_DECREF(owner);
+    return cap;
+}
+
+void dl_tmpl_free(dl_tmpl *t)
+{
+    PyMem_RawFree(t);
+}
+
 static PyObject *array_dlpack(ArrayObject *a, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"stream", "max_version", "dl_device", "copy", NULL};

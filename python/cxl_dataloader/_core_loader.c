@@ -6,9 +6,12 @@
  * all); next() releases the GIL while it waits. A slot goes back to the
  * ring when its Batch and every Array/tensor viewing it are gone.
  */
+#include <string.h>
 #include <time.h>
 
 #include "_core.h"
+
+#define MAX(a, b) ((a) > (b) ? (a) : (b))
 
 /* index source over the order buffer: runs on engine threads without the
  * GIL; it only reads memory the Loader pins (Py_buffer) */
@@ -37,19 +40,26 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"store", "order", "batch_size", "threads", "slots", "collate",
                              "seq_len", "pad_value", "drop_last", "numa_node", "first_offset",
-                             "bind_slots", "slot_node", "fields", NULL};
+                             "bind_slots", "slot_node", "tensor", "segments", "prefetch",
+                             "fields", NULL};
     StoreObject *store;
-    PyObject *order, *fields = Py_None;
-    unsigned int batch_size, threads = 1, slots = 0;
+    PyObject *order, *tensor = Py_None, *fields = Py_None;
+    unsigned int batch_size, threads = 0, slots = 0, prefetch = 0;
     int collate = CXLP_COLLATE_STACK, drop_last = 0, numa_node = -1, bind_slots = 0,
-        slot_node = 0;
+        slot_node = 0, segments = 0;
     unsigned long long seq_len = 0, first_offset = 0;
     long long pad_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKpiO", kwlist, &StoreType,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKpiOpIO", kwlist, &StoreType,
                                      &store, &order, &batch_size, &threads, &slots, &collate,
                                      &seq_len, &pad_value, &drop_last, &numa_node, &first_offset,
-                                     &bind_slots, &slot_node, &fields))
+                                     &bind_slots, &slot_node, &tensor, &segments, &prefetch,
+                                     &fields))
         return -1;
+    if (tensor != Py_None && !PyCallable_Check(tensor)) {
+        PyErr_SetString(PyExc_TypeError, "tensor must be a callable (DLPack capsule -> tensor) "
+                        "or None");
+        return -1;
+    }
     if (self->l || self->sampler || self->order.obj) {
         PyErr_SetString(PyExc_RuntimeError, "Loader already initialized");
         return -1;
@@ -60,7 +70,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     }
     uint64_t n = cxlp_store_count(store->s);
     const struct cxlp_schema *sc = cxlp_store_schema(store->s);
-    if (fields == Py_None) { /* every field; one field gives one array, as before */
+    if (fields == Py_None) { /* every field; one field gives one tensor, as before */
         self->nfields = sc->n_fields;
         for (uint32_t k = 0; k < sc->n_fields; k++)
             self->fields[k] = k;
@@ -88,6 +98,13 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         Py_DECREF(seq);
         self->nfields = (uint32_t)m;
         self->many = 1;
+    }
+    for (uint32_t k = 0; k < self->nfields; k++) {
+        const struct cxlp_field *f = &sc->fields[self->fields[k]];
+        if (!(self->keys[k] = PyUnicode_InternFromString(f->name)))
+            return -1;
+        if (collate == CXLP_COLLATE_PACK && !CXLP_FIELD_VAR(f))
+            self->seg_fields |= 1u << k;
     }
     if (PyObject_TypeCheck(order, &SamplerType)) {
         SamplerObject *so = (SamplerObject *)order;
@@ -133,11 +150,15 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     self->store = Py_NewRef(store);
     self->collate = collate;
     self->seq_len = seq_len;
+    self->tensor = tensor == Py_None ? NULL : Py_NewRef(tensor);
+    self->segments = segments;
+    self->resume_offset = first_offset; /* where the stream stands before any batch */
     struct cxlp_loader_opts o = {.batch_size = batch_size, .threads = threads, .slots = slots,
                                  .collate = collate, .seq_len = seq_len, .pad_value = pad_value,
                                  .drop_last = drop_last, .numa_node = numa_node,
                                  .first_offset = first_offset, .bind_slots = bind_slots,
-                                 .slot_node = slot_node, .n_fields = self->nfields};
+                                 .slot_node = slot_node, .prefetch = prefetch,
+                                 .n_fields = self->nfields};
     memcpy(o.fields, self->fields, sizeof o.fields);
     int rc = cxlp_loader_create(store->s, &o, self->sampler ? sampler_fn : order_fn, self,
                                 &self->l);
@@ -161,6 +182,13 @@ static void loader_dealloc(LoaderObject *self)
         ((SamplerObject *)self->sampler)->busy--;
         Py_CLEAR(self->sampler);
     }
+    for (uint32_t i = 0; i < self->n_tmpl; i++)
+        for (int f = 0; f < N_TMPL; f++)
+            dl_tmpl_free(self->tmpl[i][f]);
+    PyMem_Free(self->tmpl);
+    for (uint32_t k = 0; k < CXLP_MAX_FIELDS; k++)
+        Py_CLEAR(self->keys[k]);
+    Py_XDECREF(self->tensor);
     Py_XDECREF(self->store);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -236,12 +264,70 @@ static int field_shape(const BatchObject *self, uint32_t k, int64_t *shape, int 
     return 2;
 }
 
-/* The fast path's one call per batch: (data, lengths, batch, resume_records,
- * resume_offset) or None at the end. data (and lengths, PAD/PACK; else None)
- * are DLPack capsules whose owner is the Batch, so the slot returns to the
- * ring when the tensors made from them are freed. One call instead of an
- * attribute, an Array and a __dlpack__ negotiation per batch: the Python
- * side of a batch is a few microseconds. */
+/* Keys of take()'s dicts beside the fields' names, made once. */
+static PyObject *meta_key[F_FIELD];
+
+static int make_keys(void)
+{
+    static const char *names[F_FIELD] = {"lengths", "seg_row", "seg_start", "seg_len",
+                                         "seg_offset", "seg_id"};
+    for (int f = 0; f < F_FIELD; f++)
+        if (!meta_key[f] && !(meta_key[f] = PyUnicode_InternFromString(names[f])))
+            return -1;
+    return 0;
+}
+
+/* The template of f (F_LENGTHS.., or F_FIELD + k for collated field k) for
+ * the batch's slot, made on first use. */
+static dl_tmpl *slot_tmpl(LoaderObject *self, const BatchObject *bo, int f)
+{
+    uint32_t slot = bo->b->slot;
+    if (slot >= self->n_tmpl) {
+        uint32_t n = MAX(slot + 1, 2 * self->n_tmpl);
+        dl_tmpl *(*t)[N_TMPL] = PyMem_Realloc(self->tmpl, n * sizeof *t);
+        if (!t) {
+            PyErr_NoMemory();
+            return NULL;
+        }
+        memset(t + self->n_tmpl, 0, (n - self->n_tmpl) * sizeof *t);
+        self->tmpl = t;
+        self->n_tmpl = n;
+    }
+    dl_tmpl **p = &self->tmpl[slot][f];
+    if (!*p) {
+        int64_t shape[ARRAY_MAX_DIMS];
+        int dtype = CXLP_DT_I64, ndim = 1;
+        shape[0] = 0;
+        if (f >= F_FIELD)
+            ndim = field_shape(bo, (uint32_t)(f - F_FIELD), shape, &dtype);
+        *p = dl_tmpl_new(dtype, ndim, shape);
+    }
+    return *p;
+}
+
+/* Field f of the batch as a tensor (or a capsule without a converter). */
+static PyObject *field(LoaderObject *self, BatchObject *bo, int f, const void *data, int64_t n)
+{
+    dl_tmpl *t = slot_tmpl(self, bo, f);
+    if (!t)
+        return NULL;
+    PyObject *cap = dl_tmpl_capsule(t, (PyObject *)bo, (void *)data, n);
+    if (!cap || !self->tensor)
+        return cap;
+    PyObject *out = PyObject_CallOneArg(self->tensor, cap);
+    Py_DECREF(cap);
+    return out;
+}
+
+/* The fast path's one call per batch: the next batch as the tensor (STACK
+ * of one field) or dict of tensors by field name (several fields; PAD and
+ * PACK add lengths) the loop yields, or None at the end. Each tensor views
+ * the ring slot (its DLPack owner is the Batch, so the slot returns to the
+ * ring when the tensors are freed) and is made from the slot's cached
+ * descriptor by one call of the converter. PACK adds the document
+ * boundaries only when the Loader was made with segments=True: five
+ * tensors a batch that most loops never read. resume_records and
+ * resume_offset then say where the stream stands. */
 static PyObject *loader_take(LoaderObject *self, PyObject *unused)
 {
     (void)unused;
@@ -251,33 +337,43 @@ static PyObject *loader_take(LoaderObject *self, PyObject *unused)
             return NULL;
         Py_RETURN_NONE;
     }
-    int64_t shape[ARRAY_MAX_DIMS];
-    int dtype;
-    PyObject *data = self->many ? PyTuple_New(self->nfields) : NULL, *lengths = NULL, *out = NULL;
-    for (uint32_t k = 0; k < self->nfields && (data || !self->many); k++) {
-        int ndim = field_shape(bo, k, shape, &dtype);
-        PyObject *c = dlpack_capsule((PyObject *)bo, bo->b->field_data[k], dtype, ndim, shape, 0, 1);
-        if (!c || !self->many) {
-            Py_XSETREF(data, c);
-            break;
-        }
-        PyTuple_SET_ITEM(data, k, c);
-    }
-    if (!data)
+    const struct cxlp_batch *b = bo->b;
+    PyObject *out = NULL, *v = NULL;
+    self->resume_records = b->resume_records;
+    self->resume_offset = b->resume_offset;
+    if (self->collate == CXLP_COLLATE_STACK && !self->many) {
+        out = field(self, bo, F_FIELD, b->field_data[0], b->rows);
         goto done;
-    if (bo->b->lengths) {
-        int64_t n = bo->b->rows;
-        lengths = dlpack_capsule((PyObject *)bo, (void *)bo->b->lengths, CXLP_DT_I64, 1, &n, 0, 1);
-        if (!lengths)
-            goto done;
     }
-    out = Py_BuildValue("(NOOKK)", data, lengths ? lengths : Py_None, (PyObject *)bo,
-                        (unsigned long long)bo->b->resume_records,
-                        (unsigned long long)bo->b->resume_offset);
-    data = NULL;
+    if (make_keys() < 0 || !(out = PyDict_New()))
+        goto fail;
+    for (uint32_t k = 0; k < self->nfields; k++) {
+        /* PACK: a fixed-shape field has one value per segment */
+        int64_t n = self->seg_fields >> k & 1 ? (int64_t)b->n_segments : b->rows;
+        Py_XSETREF(v, field(self, bo, F_FIELD + (int)k, b->field_data[k], n));
+        if (!v || PyDict_SetItem(out, self->keys[k], v) < 0)
+            goto fail;
+    }
+    if (self->collate == CXLP_COLLATE_STACK)
+        goto ok;
+    Py_SETREF(v, field(self, bo, F_LENGTHS, b->lengths, b->rows));
+    if (!v || PyDict_SetItem(out, meta_key[F_LENGTHS], v) < 0)
+        goto fail;
+    if (self->collate == CXLP_COLLATE_PACK && self->segments) {
+        const void *cols[] = {b->seg_row, b->seg_start, b->seg_len, b->seg_offset, b->ids};
+        for (int f = F_SEG_ROW; f <= F_SEG_ID; f++) {
+            Py_SETREF(v, field(self, bo, f, cols[f - F_SEG_ROW], (int64_t)b->n_segments));
+            if (!v || PyDict_SetItem(out, meta_key[f], v) < 0)
+                goto fail;
+        }
+    }
+ok:
+    Py_CLEAR(v);
+    goto done;
+fail:
+    Py_XDECREF(v);
+    Py_CLEAR(out);
 done:
-    Py_XDECREF(data);
-    Py_XDECREF(lengths);
     Py_DECREF(bo);
     return out;
 }
@@ -332,11 +428,21 @@ static PyObject *loader_get_stall_ns(LoaderObject *self, void *c)
     return PyLong_FromUnsignedLongLong(self->stall_ns);
 }
 
+static PyObject *loader_get_u64(LoaderObject *self, void *c)
+{
+    switch ((int)(intptr_t)c) {
+    case 0: return PyLong_FromUnsignedLongLong(self->resume_records);
+    case 1: return PyLong_FromUnsignedLongLong(self->resume_offset);
+    default: return PyLong_FromUnsignedLong(self->l ? cxlp_loader_threads(self->l) : 0);
+    }
+}
+
 static PyMethodDef loader_methods[] = {
     {"take", (PyCFunction)loader_take, METH_NOARGS,
-     "take() -> (data capsule, or a tuple of one per field when the dataset has several fields "
-     "or fields= was given; lengths capsule or None, Batch, resume_records, resume_offset), "
-     "or None at the end."},
+     "take() -> the next batch: a tensor (stacked records of one field) or a dict of tensors "
+     "by field name (several fields, or fields= given; PAD and PACK add lengths, and seg_* "
+     "with segments=True), made by tensor(capsule); capsules when tensor is None. None at "
+     "the end."},
     {"slots", (PyCFunction)loader_slots, METH_VARARGS,
      "slots(first=0) -> [(address, bytes)] of ring slots first, first+1, ..."},
     {NULL, NULL, 0, NULL},
@@ -346,6 +452,11 @@ static PyGetSetDef loader_getset[] = {
     {"n_slots", (getter)loader_get_n_slots, NULL, "slots in the ring now (it only grows)", NULL},
     {"stall_ns", (getter)loader_get_stall_ns, NULL,
      "nanoseconds next()/take() waited on the engine so far", NULL},
+    {"resume_records", (getter)loader_get_u64, NULL,
+     "records consumed after the last batch take() returned", (void *)0},
+    {"resume_offset", (getter)loader_get_u64, NULL,
+     "PACK: elements of the next record delivered after that batch", (void *)1},
+    {"threads", (getter)loader_get_u64, NULL, "gather threads the engine runs", (void *)2},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -354,9 +465,11 @@ PyTypeObject LoaderType = {
     .tp_name = "cxl_dataloader._core.Loader",
     .tp_basicsize = sizeof(LoaderObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Loader(store, order (Sampler or int64 buffer), batch_size, *, threads=1, slots=0, "
+    .tp_doc = "Loader(store, order (Sampler or int64 buffer), batch_size, *, threads=0 "
+              "(from the topology), slots=0 (from prefetch and the batch size), prefetch=0, "
               "collate=COLLATE_STACK, seq_len=0, pad_value=0, drop_last=False, numa_node=-1, "
-              "first_offset=0, bind_slots=False, slot_node=0, fields=None)",
+              "first_offset=0, bind_slots=False, slot_node=0, tensor=None, segments=False, "
+              "fields=None)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)loader_init,
     .tp_dealloc = (destructor)loader_dealloc,

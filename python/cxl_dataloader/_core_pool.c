@@ -231,18 +231,19 @@ static void progress_cb(void *ctx, uint64_t done, uint64_t total)
 static PyObject *pool_import(PoolObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "src", "format", "record_size", "dtype", "shard_bytes",
-                             "progress", NULL};
+                             "progress", "hugepages", NULL};
     const char *name, *src, *format = "auto", *dtype = NULL;
     uint64_t record_size = 0, shard_bytes = 0;
     PyObject *progress = Py_None;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sO&zO&O", kwlist, &name, &src, &format,
+    int hugepages = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sO&zO&Op", kwlist, &name, &src, &format,
                                      core_u64, &record_size, &dtype, core_u64, &shard_bytes,
-                                     &progress))
+                                     &progress, &hugepages))
         return NULL;
     if (!pool_ok(self))
         return NULL;
     struct cxlp_import_opts o = {.record_size = record_size, .dtype = -1,
-                                 .shard_bytes = shard_bytes};
+                                 .shard_bytes = shard_bytes, .no_hugepages = !hugepages};
     o.format = cxlp_format_parse(format);
     if (o.format < 0)
         return PyErr_Format(PyExc_ValueError, "format '%s': expected auto, raw, npy or megatron",
@@ -286,7 +287,8 @@ static PyMethodDef pool_methods[] = {
      "in one catalog flip (no copy)."},
     {"import_", (PyCFunction)(void (*)(void))pool_import, METH_VARARGS | METH_KEYWORDS,
      "import_(name, src, *, format='auto', record_size=0, dtype=None, shard_bytes=0, "
-     "progress=None): ingest a raw, .npy or Megatron dataset."},
+     "progress=None, hugepages=True): ingest a raw, .npy or Megatron dataset (records on "
+     "2 MiB pages unless hugepages=False)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -286,6 +286,31 @@ static PyObject *store_hugepages(StoreObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *store_gather_threads(StoreObject *self, PyObject *args)
+{
+    unsigned int threads = 0;
+    int numa_node = -1;
+    if (!PyArg_ParseTuple(args, "|Ii", &threads, &numa_node) || !store_ok(self))
+        return NULL;
+    return PyLong_FromUnsignedLong(cxlp_loader_default_threads(self->s, threads, numa_node));
+}
+
+static PyObject *store_pages(StoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!store_ok(self))
+        return NULL;
+    uint64_t bytes = 0, huge = 0;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cxlp_store_pages(self->s, &bytes, &huge);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return core_raise(rc, NULL);
+    return Py_BuildValue("{sKsK}", "bytes", (unsigned long long)bytes, "huge_bytes",
+                         (unsigned long long)huge);
+}
+
 /* Sums the lengths (elements) of the records an order names: a fresh
  * Sampler drawn to its end (it must not be a Loader's), or a contiguous
  * int64/uint64 buffer of ids. What a packed loader needs to count its rows
@@ -387,6 +412,10 @@ static PyMethodDef store_methods[] = {
      "drawn to its end, or an int64 buffer of ids) names."},
     {"hugepages", (PyCFunction)store_hugepages, METH_NOARGS,
      "Move the records onto 2 MiB pages (once per pool; see cxlp_store_hugepages)."},
+    {"gather_threads", (PyCFunction)store_gather_threads, METH_VARARGS,
+     "gather_threads(threads=0, numa_node=-1): how many a Loader over this dataset runs."},
+    {"pages", (PyCFunction)store_pages, METH_NOARGS,
+     "{'bytes': shard bytes, 'huge_bytes': of them on 2 MiB pages} (cxlp_store_pages)."},
     {"close", (PyCFunction)store_close, METH_NOARGS, "No more get(); views stay valid."},
     {NULL, NULL, 0, NULL},
 };

@@ -75,9 +75,12 @@ class CXLDataset(torch.utils.data.Dataset):
     and attach; later runs find it there. The dataset's name is ``name=`` or
     ``source_name(data_source)``.
 
-    ``hugepages=True`` moves the dataset's records onto 2 MiB pages once (for
-    every process attached to the pool): random gathers from a shm or numa
-    pool then pay no TLB miss per record. Best effort, see ``_collapse``.
+    A dataset ingested by this version is on 2 MiB pages already (see
+    ``pages()``). ``hugepages=True`` moves the records of one that is not
+    (ingested with ``hugepages=False``, or by an older version) onto 2 MiB
+    pages once (for every process attached to the pool): random gathers from
+    a shm or numa pool then pay no TLB miss per record. Best effort, see
+    ``_collapse``.
     """
 
     def __init__(self, pool: Union[CXLMemoryPool, str, None] = None, name: Optional[str] = None,
@@ -150,16 +153,25 @@ class CXLDataset(torch.utils.data.Dataset):
     def ingest(cls, pool: CXLMemoryPool, name: str, source: Any, *,
                format: str = "auto", record_size: Union[int, str] = 0,
                dtype: Optional[str] = None, progress: Optional[bool] = None,
-               hugepages: bool = False, columns: Optional[Sequence[str]] = None,
+               hugepages: bool = True, columns: Optional[Sequence[str]] = None,
                **kw: Any) -> "CXLDataset":
         """Imports source into pool as dataset name (CXLMemoryPool.ingest:
         every format, docs/formats.md) and opens it. columns= chooses the
-        fields to import (Arrow, Parquet, WebDataset)."""
+        fields to import (Arrow, Parquet, WebDataset); hugepages: as there
+        (the records land on 2 MiB pages while they are written, no copy
+        after)."""
         if columns is not None:
             kw["columns"] = columns
         pool.ingest(name, source, format=format, record_size=record_size, dtype=dtype,
-                    progress=progress, **kw)
-        return cls(pool, name, hugepages=hugepages)
+                    progress=progress, hugepages=hugepages, **kw)
+        return cls(pool, name)
+
+    def pages(self) -> dict:
+        """{"bytes": the dataset's shards in the pool, "huge_bytes": the part
+        of them on 2 MiB pages}, as every process mapping the pool sees it.
+        Only whole 2 MiB pieces can be on 2 MiB pages: each shard's < 2 MiB
+        ends count as 4 KiB."""
+        return self._store.pages()
 
     def __len__(self) -> int:
         """Number of records."""

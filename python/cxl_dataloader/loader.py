@@ -16,10 +16,11 @@ are freed.
                                padded/packed alike, fixed-shape ones one
                                value per row (pad) or per segment (pack)
                                collate="pack" (default) concatenates records
-                               into full rows and adds the document
-                               boundaries: seg_row, seg_start, seg_len,
-                               seg_offset, seg_id (one entry per piece of a
-                               record in a row); collate="pad" pads each record
+                               into full rows; return_segments=True adds the
+                               document boundaries: seg_row, seg_start,
+                               seg_len, seg_offset, seg_id (one entry per
+                               piece of a record in a row); collate="pad"
+                               pads each record
 General path (anything else): torch's DataLoader with the same arguments.
 
 Arguments beyond torch's (docs/python.md): memory_policy (validated; placement
@@ -51,6 +52,10 @@ from .dataset import CXLDataset
 from .samplers import CXLSamplerBase, RandomCXLSampler
 
 MEMORY_POLICIES = ("hot_first", "streaming", "full_prefetch", "lookahead", "adaptive")
+
+# DLPack capsule -> tensor: torch.from_dlpack without its Python-level
+# dispatch (the capsule is ours, CPU, versioned); one call per tensor.
+_from_capsule = torch._C._from_dlpack
 
 def _warn(msg: str) -> None:
     # Python's default filter shows a warning once per call site
@@ -107,7 +112,7 @@ class CXLDataLoader:
                  numa_bind: Optional[int] = None, device: Any = None,
                  seq_len: Optional[int] = None, collate: str = "auto", pad_value: int = 0,
                  threads: Optional[int] = None, seed: Optional[int] = None,
-                 dtype: Optional[torch.dtype] = None,
+                 dtype: Optional[torch.dtype] = None, return_segments: bool = False,
                  columns: Optional[list[str]] = None) -> None:
         if memory_policy is not None:
             if memory_policy not in MEMORY_POLICIES:
@@ -153,9 +158,8 @@ class CXLDataLoader:
             # the field whose lengths plan packed rows: the first variable one
             nums = self._fields if self._fields is not None else range(len(dataset.fields))
             self._plan_field = next((k for k, f in zip(nums, self._chosen) if f["variable"]), 0)
-            # one field and no columns=: the batch is that tensor (or, for
-            # variable-length records, the dict below) as it always was
-            self._single = self._fields is None and len(dataset.fields) == 1
+            # one field and no columns= (fields=None to the engine): a stacked
+            # batch is that tensor, as it always was; else a dict by name
         elif columns is not None:
             raise ValueError("columns= chooses fields of a CXLDataset")
         variable = isinstance(dataset, CXLDataset) and any(f["variable"] for f in self._chosen)
@@ -217,6 +221,7 @@ class CXLDataLoader:
             self.collate_fn = None  # rows are built in C (collate="pad"/"pack")
         self.seq_len = int(seq_len or 0)
         self.pad_value = pad_value
+        self.return_segments = bool(return_segments)
         if sampler is None and shuffle and generator is None:
             # shuffle=True: the C keyed permutation, drawn by the engine itself
             # (nothing of size N is built, the first batch does not wait for a
@@ -228,14 +233,20 @@ class CXLDataLoader:
                                                                drop_last)
         if self.collate == _core.COLLATE_PACK:
             self.batch_sampler = None  # a packed batch is rows of tokens, not a list of ids
-        self.threads = threads or max(1, num_workers) if (threads or num_workers) else 2
+        # gather threads: threads, else num_workers, else the engine's
+        # choice from the topology; the engine never runs more than the
+        # CPUs it may use (self.threads is what it runs)
+        self._threads_asked = threads or num_workers or 0
         # prefetch_factor batches in flight per thread, as torch counts per
-        # worker, twice over: batches are delivered in order, so one thread
-        # descheduled mid-batch must not leave the others without a free
-        # slot (measured: 6 slots for 2 threads lost ~25% to that, 10 not)
-        depth = prefetch_factor or 2
-        self.slots = 2 * max(1, depth * self.threads) + 2
+        # worker, twice over (the engine makes 2 * prefetch * threads + 2
+        # slots): batches are delivered in order, so one thread descheduled
+        # mid-batch must not leave the others without a free slot
+        # (measured: 6 slots for 2 threads lost ~25% to that, 10 not).
+        # None: the engine's default, which is 2 and more slots for small
+        # batches (fewer wake-ups per batch)
+        self.prefetch = prefetch_factor or 0
         self.numa_node = -1 if numa_bind is None else int(numa_bind)
+        self.threads = dataset.store.gather_threads(self._threads_asked, self.numa_node)
         self.slot_node = -1
         if pin_to_cxl:
             node = _pool_node(dataset.spec)
@@ -529,51 +540,36 @@ class CXLDataLoader:
 
     def _fast_pass(self, token: int, cxl: bool, order: Any, start: int,
                    off: int) -> Iterator[Any]:
+        # take() builds each batch's tensors in C, one per field, through
+        # torch's DLPack import; the document boundaries of packed rows
+        # (segment s is record seg_id[s], elements [seg_offset, +seg_len) of
+        # it, at row seg_row[s], columns [seg_start, +seg_len)) only with
+        # return_segments
         eng = _core.Loader(self.dataset.store, order, self.batch_size,
-                           threads=self.threads, slots=self.slots, collate=self.collate,
+                           threads=self._threads_asked, prefetch=self.prefetch,
+                           collate=self.collate,
                            seq_len=self.seq_len, pad_value=self.pad_value,
                            drop_last=self.drop_last, numa_node=self.numa_node,
                            first_offset=off, bind_slots=self.slot_node >= 0,
-                           slot_node=max(self.slot_node, 0), fields=self._fields)
+                           slot_node=max(self.slot_node, 0), tensor=_from_capsule,
+                           segments=self.return_segments, fields=self._fields)
         self._engine = eng
+        self.threads = eng.threads
         # The per-batch loop is the Python cost of the fast path: one C call
-        # (take: wait, Batch, DLPack capsules, resume point) and one
-        # torch.from_dlpack per tensor. Keep anything else out of it.
+        # (take: wait, tensors). Keep anything else out of it; where the
+        # stream stands is read from the engine when asked (_where).
         take = eng.take
-        from_dlpack = torch.from_dlpack
-        stack = self.collate == _core.COLLATE_STACK
-        pack = self.collate == _core.COLLATE_PACK
-        names = self._names
-        single = self._single
         pin = self._cuda_pin
         dev = self.device if self.device is not None and self.device.type != "cpu" else None
         try:
             while True:
                 if pin:
                     self._retire()
-                r = take()
-                if r is None:
+                out = take()
+                if out is None:
                     break
-                data, lengths, batch, rr, self._off = r
-                self._pos = start + rr
                 if cxl:
-                    self.sampler._drawn = rr
-                if single:
-                    data = (data,)
-                out: Any = {n: from_dlpack(d) for n, d in zip(names, data)}
-                if stack:
-                    if single:
-                        out = out[names[0]]
-                else:
-                    out["lengths"] = from_dlpack(lengths)
-                    if pack:
-                        # document boundaries: segment s is record seg_id[s],
-                        # elements [seg_offset, +seg_len) of it, at row
-                        # seg_row[s], columns [seg_start, +seg_len)
-                        row, col, n, offset = batch.segments
-                        out.update(seg_row=from_dlpack(row), seg_start=from_dlpack(col),
-                                   seg_len=from_dlpack(n), seg_offset=from_dlpack(offset),
-                                   seg_id=from_dlpack(batch.ids))
+                    self.sampler._drawn = eng.resume_records
                 if pin:
                     if eng.n_slots != len(self._registered):
                         self._register_slots(eng)
@@ -582,6 +578,7 @@ class CXLDataLoader:
                     out = self._to_device(out, non_blocking=pin)
                 yield out
         finally:
+            self._pos, self._off = self._where()
             self._stall_ns += eng.stall_ns
             self._engine = None
             if pin:
@@ -651,6 +648,14 @@ class CXLDataLoader:
         self._stall_ns = int(v * 1e9) - (eng.stall_ns if eng is not None else 0)
 
     # -- resume ------------------------------------------------------------
+    def _where(self) -> tuple[int, int]:
+        """(records of the epoch delivered, elements of the next record
+        delivered) after the last batch handed out."""
+        eng = self._engine
+        if eng is None:
+            return self._pos, self._off
+        return self._pos + eng.resume_records, eng.resume_offset
+
     def state_dict(self) -> dict:
         """Where the next batch comes from, as a dict of plain values (JSON
         and torch.save both take it): ``epoch``; on the fast path
@@ -670,8 +675,9 @@ class CXLDataLoader:
             return dict(self._resume)
         if not self.fast:
             return self._general_state()
-        st: dict[str, Any] = {"path": "fast", "epoch": self.epoch, "position": self._pos,
-                              "offset": self._off}
+        pos, off = self._where()
+        st: dict[str, Any] = {"path": "fast", "epoch": self.epoch, "position": pos,
+                              "offset": off}
         if self.collate == _core.COLLATE_PACK:
             st["batches"] = self._batches
         if isinstance(self.sampler, CXLSamplerBase):

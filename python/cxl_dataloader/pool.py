@@ -128,14 +128,17 @@ class CXLMemoryPool:
 
     def ingest(self, name: str, source: Any, *, format: str = "auto",
                record_size: Union[int, str] = 0, dtype: Optional[str] = None,
-               progress: Optional[bool] = None, **kw: Any) -> None:
+               progress: Optional[bool] = None, hugepages: bool = True, **kw: Any) -> None:
         """Import source as dataset name: a raw, .npy or Megatron (.bin/.idx)
         file (the C importers; record_size, for raw: bytes, or text as the
         CLI takes it, "4K"), or Arrow, Parquet, WebDataset or JSONL from a
         path or fsspec URL, or a pyarrow Table / datasets.Dataset in memory
         (cxl_dataloader.ingest; its keyword arguments: columns, text_field,
         tokenizer, eod, workers, shard_bytes, storage_options). Shows a
-        progress bar when stderr is a terminal (progress=None)."""
+        progress bar when stderr is a terminal (progress=None).
+        The records land on 2 MiB pages where the pool's memory comes in
+        4 KiB pages (shm, numa), at no extra cost; hugepages=False keeps
+        them on 4 KiB pages (CXLDataset.pages() says what they got)."""
         from . import ingest as importers
         fmt = format if format != "auto" else importers.detect_format(source)
         if fmt in importers.FORMATS:
@@ -157,7 +160,7 @@ class CXLMemoryPool:
         try:
             self._pool.import_(name, os.fspath(source), format=format,
                                record_size=parse_size("record_size", record_size), dtype=dtype,
-                               progress=cb)
+                               progress=cb, hugepages=hugepages)
         finally:
             if bar is not None:
                 bar.close()

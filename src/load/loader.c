@@ -4,13 +4,18 @@
  * Glossary
  *   batch k     the k-th batch of the stream (k = 0, 1, 2...)
  *   slot        one of S buffers of the ring; a free slot takes the next
- *               batch planned; the consumer finds batch k by its number
+ *               batch planned; the consumer finds batch k in deliver[k % D]
  *   plan        which records (and, PACK, which parts of them) make batch k
  *   gather      copying the planned bytes from the pool into the slot
+ *   free stack  the free slots: pushed by whoever releases a batch, popped
+ *               by the one gather thread that is planning
  *
  * Invariants
- *   planned batches   = next_plan;  delivered batches = next_out <= next_plan
- *   batches in flight (planned, not yet released) <= S
+ *   planned batches   = next_plan;  taken batches = next_out <= next_plan
+ *   next_plan - next_out <= D: deliver[k % D] holds batch k only
+ *   a slot is in exactly one place: the free stack, a gather thread's hands
+ *   (planning or copying), deliver[] (ready), or the consumer's (lent)
+ *   refs = 1 + lent slots; the loader's memory goes when refs reaches 0
  *   S grows by one when the consumer holds all S slots and asks for more
  *   (as torch's DataLoader lets a loop keep every batch), up to max_slots
  *   batches are delivered in order k = 0, 1, 2... whatever thread gathered them
@@ -20,32 +25,75 @@
  * Why planning is serialized and gathering is not: PACK rows depend on the
  * lengths of every earlier record, so where batch k starts is only known once
  * k-1 is planned. Planning reads lengths only (O(1) per record through the
- * store index) under one lock; the copies, which are the cost, run in
- * parallel outside it. STACK and PAD plan the same way for one code path.
+ * store index) under one lock that only gather threads take; the copies,
+ * which are the cost, run in parallel outside it. STACK and PAD plan the same
+ * way for one code path.
+ *
+ * The hand-off. The consumer takes a ready batch with one acquire load of
+ * deliver[k % D] and no lock or system call. When it is not ready, the
+ * consumer spins a couple of microseconds (only when a CPU is spare: gather
+ * threads < CPUs), then parks (futex.h) until a gather thread publishes a
+ * batch half a ring past the one awaited (wait_ready): a loop faster than
+ * the gather threads pays one wake-up per several batches. A gather thread
+ * never makes a system call for a consumer that is not parked. The other
+ * way round, releases push slots onto the free stack and wake a parked
+ * gather thread only once half the ring is free, so a woken thread fills
+ * several slots before it parks again; the consumer wakes gather threads
+ * itself before it parks, and a gather thread that parks wakes the
+ * consumer, so neither hysteresis can stall the other. Small batches get
+ * more slots (RING_BYTES) so that both halves are many batches. How many
+ * threads gather, and where, comes from the topology (loader_cpus): never
+ * more than the CPUs the process may use, one less by default (the
+ * consumer's), on the node of the pool's memory or the nearest node with
+ * CPUs.
  *
  * Fields: a batch collates the fields the caller chose (sel[]), each into its
- * own region of the slot; a record's chosen fields are read with one lookup
- * of its shard (rec_src.read_fields). Planning looks at the first
- * variable-length field only: PAD and PACK need the other variable-length
- * fields to have as many elements in each record, which the gather checks.
+ * own region of the slot. Planning looks at the first variable-length field
+ * only: PAD and PACK need the other variable-length fields to have as many
+ * elements in each record, which is checked where the views are read.
+ *
+ * Copies. Records go from the pool straight into the slot, once. STACK and
+ * PAD resolve the views of a batch's records, every chosen field, in one
+ * call to the source before any copy (resolve_rows): for fixed-shape fields
+ * in the store a multiply-high and a multiply per record and field, no call
+ * per record; otherwise one lookup of the record's shard for all its fields,
+ * done back to back so that on a random order the cache misses of the
+ * lookups overlap instead of each waiting behind the previous record's
+ * copy. Then each field is copied, merging runs of records that lie back to
+ * back in its column. PACK resolves each record (all chosen fields) once,
+ * while planning (it needs the length), and keeps each segment's addresses
+ * for the gather.
  *
  * Rejected: a thread per batch handing results through a queue (reordering
  * cost, and unbounded memory when the consumer is slow); copying into
- * per-thread buffers and then into the ring (a second copy).
+ * per-thread buffers and then into the ring (a second copy); one mutex and
+ * two condition variables around all of it (what this file did before: on a
+ * machine with as many CPUs as gather threads, a lock round trip and often
+ * a futex wake per batch held batches of 8 records to a few percent of what
+ * the copies alone reach); slot k % S for batch k (a consumer that keeps one
+ * batch would then stop the ring).
  */
 #include <errno.h>
 #include <numa.h>
 #include <numaif.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdalign.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "common/common.h"
+#include "common/futex.h"
 #include "load/loader.h"
 #include "store/store.h"
 
-enum slot_state { SLOT_FREE = 0, SLOT_FILLING, SLOT_READY, SLOT_LENT };
+#define DELIVER 4096u             /* D: batches in flight at most; a power of two */
+#define NONE UINT64_MAX
+#define SPIN_NS 2000              /* consumer's spin before it sleeps */
+#define RING_BYTES (UINT64_C(8) << 20) /* small batches: slots up to this much memory, */
+#define RING_SLOTS_MAX 64u        /* and at most this many */
 
 /* A chosen field: which source field, how it collates, where in the slot. */
 struct lfield {
@@ -60,18 +108,28 @@ struct lfield {
 
 struct slot {
     struct cxlp_batch b;     /* first: cxlp_batch* -> slot* */
-    enum slot_state state;
+    struct slot *next_free;
+    int own_map;             /* data is a mapping of its own (else in the arena) */
     uint64_t batch_no;
     int err;
     uint8_t *data;
     uint64_t *ids;
     size_t ids_cap;
     int64_t *lengths;
+    struct cxlp_view *views; /* STACK, PAD: the batch's records, resolved (rows x nsel) */
     int64_t *seg_row, *seg_start, *seg_len, *seg_offset;
+    /* PACK: where segment g's elements of chosen field k are (a fixed-shape
+     * field: its value), seg_src[g * nsel + k] */
+    const uint8_t **seg_src;
     size_t seg_cap;
     uint8_t *segf[CXLP_MAX_FIELDS]; /* PACK: fixed-shape field values per segment */
-    struct cxlp_view *views;  /* PAD, PACK: the batch's lookups (lookup_all) */
-    size_t views_cap;
+};
+
+/* One gather thread: where it parks when there is nothing to gather. */
+struct gthread {
+    alignas(CACHELINE) struct park park;
+    cxlp_loader *l;
+    pthread_t tid;
 };
 
 struct cxlp_loader {
@@ -84,32 +142,116 @@ struct cxlp_loader {
     uint64_t row_bytes;      /* field 0's */
     uint32_t nsel;           /* chosen fields */
     struct lfield sel[CXLP_MAX_FIELDS];
-    uint32_t fidx[CXLP_MAX_FIELDS];  /* sel[k].field, as read_fields takes them */
+    uint32_t fidx[CXLP_MAX_FIELDS];  /* sel[k].field, as the source takes them */
     uint32_t var0;           /* PAD/PACK: the first variable-length chosen field */
+    uint32_t nthreads;
+    int node;                /* gather threads run on this node's CPUs; -1 anywhere */
+    int spin;                /* 1: a CPU is spare for the consumer to spin on */
+    uint32_t spin_ns;        /* consumer: its spin now (adapts, see wait_ready) */
+    uint32_t waits;          /* consumer: waits so far */
 
-    pthread_mutex_t mu;
-    pthread_cond_t cv_free;  /* a slot became free, or stopping */
-    pthread_cond_t cv_ready; /* a slot became ready, or the end is known */
-
-    /* planner state, under mu */
-    uint64_t next_plan;
+    /* planner state, under plan_mu (gather threads only) */
+    pthread_mutex_t plan_mu;
+    uint64_t next_plan;      /* also read atomically by the consumer */
     uint64_t *idbuf;
     size_t idbuf_cap, idbuf_n, idbuf_pos;
     int stream_end;          /* index source said n == 0 */
     uint64_t records_done;   /* records fully consumed */
     uint64_t cur_off;        /* PACK: elements of idbuf[idbuf_pos] consumed */
-    uint64_t end_batch;      /* first batch number past the end; UINT64_MAX unknown */
 
-    /* consumer state, under mu */
-    uint64_t next_out;
-    uint32_t lent;
-    int stopping, freed;
+    /* written by gather threads and releases */
+    alignas(CACHELINE) struct slot *free_top;
+    uint32_t free_n;         /* slots on the free stack */
+    uint64_t end_batch;      /* first batch number past the end; NONE unknown */
+    uint32_t stopping;
 
-    uint32_t nthreads, nslots, cap_slots;
-    pthread_t *threads;
+    /* written by the consumer */
+    alignas(CACHELINE) uint64_t next_out;
+    uint64_t waiting_for;    /* the batch the consumer sleeps for (while parked) */
+    uint32_t refs;           /* 1 + lent slots */
+    struct park cons;        /* the consumer parks here for its batch */
+
+    /* ring growth and the slot list, under mu */
+    alignas(CACHELINE) pthread_mutex_t mu;
+    uint32_t nslots, cap_slots;
     struct slot **slots;     /* each slot its own allocation: the array grows */
     uint64_t slot_bytes;
+    uint8_t *arena;          /* the first slots' memory when they are small */
+    uint64_t arena_bytes, arena_used;
+    struct gthread *gt;      /* nthreads of them */
+
+    struct slot *deliver[DELIVER];
 };
+
+/* ------------------------------------------------------------ free stack */
+
+/* Any thread. The release store publishes the consumer's being done with
+ * the slot; pairs with the acquire in pop_free. */
+static void push_free(cxlp_loader *l, struct slot *s)
+{
+    struct slot *top = __atomic_load_n(&l->free_top, __ATOMIC_RELAXED);
+    do
+        s->next_free = top;
+    while (!__atomic_compare_exchange_n(&l->free_top, &top, s, 1, __ATOMIC_RELEASE,
+                                        __ATOMIC_RELAXED));
+    __atomic_fetch_add(&l->free_n, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Under plan_mu: the only popper, so a slot cannot leave and come back
+ * between the load of top and the CAS (no ABA). */
+static struct slot *pop_free(cxlp_loader *l)
+{
+    /* pairs with the release CAS in push_free */
+    struct slot *top = __atomic_load_n(&l->free_top, __ATOMIC_ACQUIRE);
+    while (top && !__atomic_compare_exchange_n(&l->free_top, &top, top->next_free, 1,
+                                               __ATOMIC_ACQUIRE, __ATOMIC_ACQUIRE))
+        ;
+    if (top)
+        __atomic_fetch_sub(&l->free_n, 1, __ATOMIC_SEQ_CST);
+    return top;
+}
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Wakes the consumer if it is parked for a batch <= k (k = NONE: whatever
+ * it waits for, e.g. because no more batches will come soon). */
+static void notify_consumer(cxlp_loader *l, uint64_t k)
+{
+    if (park_is_parked(&l->cons) &&
+        (k == NONE || k >= __atomic_load_n(&l->waiting_for, __ATOMIC_SEQ_CST)))
+        unpark(&l->cons);
+}
+
+/* Wakes up to n parked gather threads. */
+static void wake_gatherers(cxlp_loader *l, uint32_t n)
+{
+    for (uint32_t i = 0; i < l->nthreads && n; i++)
+        n -= (uint32_t)unpark(&l->gt[i].park);
+}
+
+/* A gather thread found nothing to do (no free slot, or the in-flight
+ * window full): parks until a release or the end. */
+static void wait_free(cxlp_loader *l, struct gthread *me)
+{
+    uint32_t key = park_prepare(&me->park);
+    uint64_t plan = __atomic_load_n(&l->next_plan, __ATOMIC_SEQ_CST);
+    if ((__atomic_load_n(&l->free_top, __ATOMIC_SEQ_CST) &&
+         plan - __atomic_load_n(&l->next_out, __ATOMIC_SEQ_CST) < DELIVER) ||
+        __atomic_load_n(&l->stopping, __ATOMIC_SEQ_CST) ||
+        plan >= __atomic_load_n(&l->end_batch, __ATOMIC_SEQ_CST)) {
+        park_cancel(&me->park);
+        return;
+    }
+    /* no progress from here until the consumer releases: if it sleeps for
+     * a batch already made, it must not wait for more */
+    notify_consumer(l, NONE);
+    park_wait(&me->park, key);
+}
 
 /* ---------------------------------------------------------------- plan --- */
 
@@ -141,22 +283,6 @@ static int peek_id(cxlp_loader *l, uint64_t *id, int *have)
     return 0;
 }
 
-/* All chosen fields of record id into v[0..nsel). */
-static inline int read_sel(const cxlp_loader *l, uint64_t id, struct cxlp_view *v)
-{
-    if (l->src.read_fields)
-        return l->src.read_fields(l->src.ctx, id, l->fidx, l->nsel, v);
-    return l->src.read(l->src.ctx, id, v);
-}
-
-/* Chosen field k of record id. */
-static inline int read_one(const cxlp_loader *l, uint64_t id, uint32_t k, struct cxlp_view *v)
-{
-    if (l->src.read_fields)
-        return l->src.read_fields(l->src.ctx, id, &l->fidx[k], 1, v);
-    return l->src.read(l->src.ctx, id, v);
-}
-
 static int grow_segments(const cxlp_loader *l, struct slot *s, size_t need)
 {
     if (need <= s->seg_cap)
@@ -179,6 +305,10 @@ static int grow_segments(const cxlp_loader *l, struct slot *s, size_t need)
             return -ENOMEM;
         *arrs[i] = p;
     }
+    const uint8_t **src = realloc(s->seg_src, cap * l->nsel * sizeof *src);
+    if (!src)
+        return -ENOMEM;
+    s->seg_src = src;
     uint64_t *ids = realloc(s->ids, cap * sizeof(uint64_t));
     if (!ids)
         return -ENOMEM;
@@ -199,8 +329,11 @@ static int plan_rows(cxlp_loader *l, struct slot *s, uint32_t *rows)
             return rc;
         if (!have)
             break;
-        s->ids[r++] = id;
-        l->idbuf_pos++;
+        /* whole runs of the id buffer at once */
+        size_t k = MIN(l->idbuf_n - l->idbuf_pos, (size_t)(l->o.batch_size - r));
+        memcpy(s->ids + r, l->idbuf + l->idbuf_pos, k * sizeof(uint64_t));
+        l->idbuf_pos += k;
+        r += (uint32_t)k;
     }
     if (r < l->o.batch_size && l->o.drop_last)
         r = 0;
@@ -209,42 +342,73 @@ static int plan_rows(cxlp_loader *l, struct slot *s, uint32_t *rows)
     return 0;
 }
 
-static int read_fail(cxlp_loader *l, int rc, uint64_t id)
+static int read_fail(cxlp_loader *l, uint64_t id, int rc)
 {
     return seterr(&l->obj, rc, "reading record %llu: %s", (unsigned long long)id,
                   cxlp_strerror(rc));
 }
 
-static int record_elems(cxlp_loader *l, uint64_t id, uint64_t *elems)
+/* All chosen fields of record id into v[0..nsel). */
+static inline int read_sel(const cxlp_loader *l, uint64_t id, struct cxlp_view *v)
 {
-    struct cxlp_view v;
-    int rc = read_one(l, id, l->var0, &v);
-    if (rc)
-        return read_fail(l, rc, id);
-    if (v.len % (uint64_t)l->itemsize)
-        return seterr(&l->obj, CXLP_ECORRUPT,
-                      "record %llu: %llu bytes is not a whole number of %d-byte elements",
-                      (unsigned long long)id, (unsigned long long)v.len, l->itemsize);
-    *elems = v.len / (uint64_t)l->itemsize;
+    if (l->src.read_fields)
+        return l->src.read_fields(l->src.ctx, id, l->fidx, l->nsel, v);
+    return l->src.read(l->src.ctx, id, v);
+}
+
+/* The chosen fields of one record, checked against what the plan assumed:
+ * every variable-length field has `elems` elements (the planned field's
+ * count), every fixed-shape field its size. */
+static int check_fields(cxlp_loader *l, uint64_t id, const struct cxlp_view *v, uint64_t elems)
+{
+    for (uint32_t k = 0; k < l->nsel; k++) {
+        const struct lfield *f = &l->sel[k];
+        if (f->var ? v[k].len / (uint64_t)f->isz != elems || v[k].len % (uint64_t)f->isz
+                   : v[k].len != f->size)
+            return seterr(&l->obj, f->var ? CXLP_EARG : CXLP_ECORRUPT,
+                          "record %llu: field %u has %llu bytes, %s %llu%s", (unsigned long long)id,
+                          f->field, (unsigned long long)v[k].len,
+                          f->var ? "the padded/packed fields have" : "the schema says",
+                          (unsigned long long)(f->var ? elems : f->size),
+                          f->var ? " elements: PAD and PACK need equal lengths" : "");
+    }
     return 0;
 }
 
-/* PACK: fill batch_size rows of seq_len elements from consecutive records. */
+/* PACK: fill batch_size rows of seq_len elements from consecutive records.
+ * Each record's chosen fields are read once, here; the segments keep their
+ * addresses (seg_src) for the gather. */
 static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
 {
     const uint64_t L = l->o.seq_len, total = (uint64_t)l->o.batch_size * L;
+    const uint64_t isz = (uint64_t)l->itemsize;
+    const uint32_t nsel = l->nsel;
     uint64_t pos = 0, nseg = 0;
     /* planning state is committed only when the batch is kept (drop_last) */
     uint64_t done0 = l->records_done;
     while (pos < total) {
-        uint64_t id, elems = 0;
+        uint64_t id;
         int have, rc = peek_id(l, &id, &have);
         if (rc)
             return rc;
         if (!have)
             break;
-        if ((rc = record_elems(l, id, &elems)))
-            return rc;
+        struct cxlp_view v[CXLP_MAX_FIELDS];
+        if ((rc = read_sel(l, id, v)))
+            return read_fail(l, id, rc);
+        uint64_t len = v[l->var0].len;
+        if (len % isz)
+            return seterr(&l->obj, CXLP_ECORRUPT,
+                          "record %llu: %llu bytes is not a whole number of %d-byte elements",
+                          (unsigned long long)id, (unsigned long long)len, l->itemsize);
+        uint64_t elems = len / isz;
+        if (nsel > 1) {
+            if ((rc = check_fields(l, id, v, elems)))
+                return rc;
+            for (uint32_t k = 0; k < nsel; k++) /* for the gather's copy */
+                if (!l->sel[k].var)
+                    __builtin_prefetch(v[k].data);
+        }
         if (l->cur_off > elems)
             return seterr(&l->obj, CXLP_EARG,
                           "first_offset %llu is past the end of record %llu (%llu elements)",
@@ -259,6 +423,9 @@ static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
             s->seg_start[nseg] = (int64_t)col;
             s->seg_len[nseg] = (int64_t)take;
             s->seg_offset[nseg] = (int64_t)l->cur_off;
+            for (uint32_t k = 0; k < nsel; k++)
+                s->seg_src[nseg * nsel + k] = (const uint8_t *)v[k].data +
+                    (l->sel[k].var ? l->cur_off * (uint64_t)l->sel[k].isz : 0);
             s->ids[nseg] = id;
             nseg++;
             pos += take;
@@ -302,95 +469,53 @@ static void fill_elems(uint8_t *dst, uint64_t n, int dtype, int64_t v)
         memcpy(dst + i * (uint64_t)sz, &v, (size_t)sz); /* little-endian low bytes */
 }
 
+/* The views of the batch's rows, every chosen field (views[i * nsel + k]),
+ * all before any copy: in one call to the source when it can. */
+static int resolve_rows(cxlp_loader *l, struct slot *s)
+{
+    const uint32_t nsel = l->nsel;
+    if (l->src.resolve) {
+        size_t bad = 0;
+        int rc = l->src.resolve(l->src.ctx, s->ids, s->b.rows, l->fidx, nsel, s->views, &bad);
+        return rc ? read_fail(l, s->ids[bad], rc) : 0;
+    }
+    for (uint32_t i = 0; i < s->b.rows; i++) {
+        int rc = read_sel(l, s->ids[i], &s->views[(size_t)i * nsel]);
+        if (rc)
+            return read_fail(l, s->ids[i], rc);
+    }
+    return 0;
+}
+
 static int gather_stack(cxlp_loader *l, struct slot *s)
 {
-    const uint64_t rs = l->row_bytes;
-    uint8_t *dst = s->data;
-    uint32_t i = 0;
-    if (l->nsel > 1) {
-        struct cxlp_view v[CXLP_MAX_FIELDS];
-        for (i = 0; i < s->b.rows; i++) {
-            int rc = read_sel(l, s->ids[i], v);
-            if (rc)
-                return read_fail(l, rc, s->ids[i]);
-            for (uint32_t k = 0; k < l->nsel; k++) {
-                const struct lfield *f = &l->sel[k];
-                if (v[k].len != f->size)
-                    return seterr(&l->obj, CXLP_ECORRUPT, "record %llu field %u: %llu bytes, schema says %llu",
-                                  (unsigned long long)s->ids[i], f->field,
-                                  (unsigned long long)v[k].len, (unsigned long long)f->size);
-                memcpy(s->data + f->off + (uint64_t)i * f->size, v[k].data, (size_t)f->size);
-            }
-        }
-        return 0;
-    }
-    while (i < s->b.rows) {
-        struct cxlp_view v;
-        int rc = read_one(l, s->ids[i], 0, &v);
-        if (rc)
-            return read_fail(l, rc, s->ids[i]);
-        if (v.len != rs)
-            return seterr(&l->obj, CXLP_ECORRUPT, "record %llu: %llu bytes, schema says %llu",
-                          (unsigned long long)s->ids[i], (unsigned long long)v.len,
-                          (unsigned long long)rs);
-        /* merge a run of records that sit back to back in the pool */
-        uint32_t j = i + 1;
-        const uint8_t *next = (const uint8_t *)v.data + rs;
-        while (j < s->b.rows) {
-            struct cxlp_view w;
-            if (read_one(l, s->ids[j], 0, &w) || w.data != next || w.len != rs)
-                break;
-            next += rs;
-            j++;
-        }
-        memcpy(dst + (uint64_t)i * rs, v.data, (size_t)((j - i) * rs));
-        i = j;
-    }
-    return 0;
-}
-
-/* The chosen fields of one record, checked against what the plan assumed:
- * every variable-length field has `elems` elements (the planned field's
- * count), every fixed-shape field its size. */
-static int check_fields(cxlp_loader *l, uint64_t id, const struct cxlp_view *v, uint64_t elems)
-{
-    for (uint32_t k = 0; k < l->nsel; k++) {
+    int rc = resolve_rows(l, s);
+    if (rc)
+        return rc;
+    const uint32_t n = s->b.rows, nsel = l->nsel;
+    for (uint32_t k = 0; k < nsel; k++) {
         const struct lfield *f = &l->sel[k];
-        if (f->var ? v[k].len / (uint64_t)f->isz != elems || v[k].len % (uint64_t)f->isz
-                   : v[k].len != f->size)
-            return seterr(&l->obj, f->var ? CXLP_EARG : CXLP_ECORRUPT,
-                          "record %llu: field %u has %llu bytes, %s %llu%s", (unsigned long long)id,
-                          f->field, (unsigned long long)v[k].len,
-                          f->var ? "the padded/packed fields have" : "the schema says",
-                          (unsigned long long)(f->var ? elems : f->size),
-                          f->var ? " elements: PAD and PACK need equal lengths" : "");
-    }
-    return 0;
-}
-
-/* The chosen fields of records ids[0..n) into s->views (n x nsel), all
- * looked up before any copy: on a random order each lookup (index block and
- * the first bytes of the record) misses the cache, and done back to back
- * the misses overlap instead of each waiting behind the previous record's
- * copy; the small fixed-shape values are prefetched for the copy pass. */
-static int lookup_all(cxlp_loader *l, struct slot *s, const uint64_t *ids, uint64_t n)
-{
-    uint64_t need = n * l->nsel;
-    if (need > s->views_cap) {
-        struct cxlp_view *v = realloc(s->views, need * sizeof *v);
-        if (!v)
-            return seterr(&l->obj, -ENOMEM, "out of memory gathering a batch");
-        s->views = v;
-        s->views_cap = need;
-    }
-    for (uint64_t i = 0; i < n; i++) {
-        struct cxlp_view *v = &s->views[i * l->nsel];
-        int rc = read_sel(l, ids[i], v);
-        if (rc)
-            return read_fail(l, rc, ids[i]);
-        for (uint32_t k = 0; k < l->nsel; k++)
-            if (!l->sel[k].var)
-                __builtin_prefetch(v[k].data);
+        const uint64_t rs = f->size;
+        const struct cxlp_view *v = s->views + k; /* record i's: v[i * nsel] */
+        uint8_t *dst = s->data + f->off;
+        uint32_t i = 0;
+        while (i < n) {
+            const struct cxlp_view *vi = &v[(size_t)i * nsel];
+            if (vi->len != rs)
+                return seterr(&l->obj, CXLP_ECORRUPT,
+                              "record %llu field %u: %llu bytes, schema says %llu",
+                              (unsigned long long)s->ids[i], f->field, (unsigned long long)vi->len,
+                              (unsigned long long)rs);
+            /* merge a run of records that sit back to back in the pool */
+            uint32_t j = i + 1;
+            const uint8_t *next = (const uint8_t *)vi->data + rs;
+            while (j < n && v[(size_t)j * nsel].data == next && v[(size_t)j * nsel].len == rs) {
+                next += rs;
+                j++;
+            }
+            memcpy(dst + (uint64_t)i * rs, vi->data, (size_t)((j - i) * rs));
+            i = j;
+        }
     }
     return 0;
 }
@@ -398,17 +523,23 @@ static int lookup_all(cxlp_loader *l, struct slot *s, const uint64_t *ids, uint6
 static int gather_pad(cxlp_loader *l, struct slot *s)
 {
     const uint64_t L = l->o.seq_len;
+    const uint32_t nsel = l->nsel;
     const struct lfield *f0 = &l->sel[l->var0];
-    int rc = lookup_all(l, s, s->ids, s->b.rows);
+    int rc = resolve_rows(l, s);
     if (rc)
         return rc;
+    if (nsel > 1) /* the small fixed-shape values, for the copies below */
+        for (uint32_t i = 0; i < s->b.rows; i++)
+            for (uint32_t k = 0; k < nsel; k++)
+                if (!l->sel[k].var)
+                    __builtin_prefetch(s->views[(size_t)i * nsel + k].data);
     for (uint32_t i = 0; i < s->b.rows; i++) {
-        const struct cxlp_view *v = &s->views[(uint64_t)i * l->nsel];
+        const struct cxlp_view *v = &s->views[(size_t)i * nsel];
         uint64_t elems = v[l->var0].len / (uint64_t)f0->isz;
-        if (l->nsel > 1 && (rc = check_fields(l, s->ids[i], v, elems)))
+        if (nsel > 1 && (rc = check_fields(l, s->ids[i], v, elems)))
             return rc;
         uint64_t n = MIN(elems, L);
-        for (uint32_t k = 0; k < l->nsel; k++) {
+        for (uint32_t k = 0; k < nsel; k++) {
             const struct lfield *f = &l->sel[k];
             uint8_t *row = s->data + f->off + (uint64_t)i * f->row_bytes;
             if (!f->var) {
@@ -425,34 +556,26 @@ static int gather_pad(cxlp_loader *l, struct slot *s)
 
 static int gather_pack(cxlp_loader *l, struct slot *s)
 {
-    const struct lfield *f0 = &l->sel[l->var0];
-    int rc = lookup_all(l, s, s->ids, s->b.n_segments);
-    if (rc)
-        return rc;
+    const uint32_t nsel = l->nsel;
     for (uint64_t g = 0; g < s->b.n_segments; g++) {
-        const struct cxlp_view *v = &s->views[g * l->nsel];
-        if (l->nsel > 1 && (rc = check_fields(l, s->ids[g], v, v[l->var0].len / (uint64_t)f0->isz)))
-            return rc;
-        for (uint32_t k = 0; k < l->nsel; k++) {
+        const uint8_t *const *src = &s->seg_src[g * nsel];
+        for (uint32_t k = 0; k < nsel; k++) {
             const struct lfield *f = &l->sel[k];
             if (!f->var) {
-                memcpy(s->segf[k] + g * f->size, v[k].data, (size_t)f->size);
+                memcpy(s->segf[k] + g * f->size, src[k], (size_t)f->size);
                 continue;
             }
             uint64_t isz = (uint64_t)f->isz;
-            uint64_t off = (uint64_t)s->seg_offset[g] * isz, len = (uint64_t)s->seg_len[g] * isz;
-            if (!range_ok(off, len, v[k].len))
-                return seterr(&l->obj, CXLP_ECORRUPT, "record %llu changed length under the loader",
-                              (unsigned long long)s->ids[g]);
             memcpy(s->data + f->off + (uint64_t)s->seg_row[g] * f->row_bytes +
-                   (uint64_t)s->seg_start[g] * isz, (const uint8_t *)v[k].data + off, (size_t)len);
+                   (uint64_t)s->seg_start[g] * isz, src[k], (size_t)((uint64_t)s->seg_len[g] * isz));
         }
     }
     uint32_t last = s->b.rows - 1;
-    for (uint32_t k = 0; k < l->nsel && s->b.rows; k++) {
+    for (uint32_t k = 0; k < nsel && s->b.rows; k++) {
         const struct lfield *f = &l->sel[k];
         if (f->var && (uint64_t)s->lengths[last] < l->o.seq_len)
-            fill_elems(s->data + f->off + last * f->row_bytes + (uint64_t)s->lengths[last] * (uint64_t)f->isz,
+            fill_elems(s->data + f->off + last * f->row_bytes +
+                       (uint64_t)s->lengths[last] * (uint64_t)f->isz,
                        l->o.seq_len - (uint64_t)s->lengths[last], f->dtype, l->o.pad_value);
     }
     return 0;
@@ -460,27 +583,46 @@ static int gather_pack(cxlp_loader *l, struct slot *s)
 
 /* ---------------------------------------------------------------- threads  */
 
+/* Batch k is ready in s: into deliver[], then the consumer if it sleeps
+ * for it. The release store publishes the slot's contents; pairs with the
+ * acquire load in cxlp_loader_next. */
+static void publish(cxlp_loader *l, struct slot *s, uint64_t k)
+{
+    __atomic_store_n(&l->deliver[k & (DELIVER - 1)], s, __ATOMIC_SEQ_CST);
+    notify_consumer(l, k);
+}
+
+/* Under plan_mu: the end of the stream is known (end = first batch past
+ * it); every thread that sleeps must see it. */
+static void set_end(cxlp_loader *l, uint64_t end)
+{
+    __atomic_store_n(&l->end_batch, end, __ATOMIC_SEQ_CST);
+}
+
 static void *worker(void *arg)
 {
-    cxlp_loader *l = arg;
-    if (l->o.numa_node >= 0)
-        numa_run_on_node(l->o.numa_node);
-    pthread_mutex_lock(&l->mu);
-    while (!l->stopping) {
+    struct gthread *me = arg;
+    cxlp_loader *l = me->l;
+    if (l->node >= 0)
+        numa_run_on_node(l->node);
+    for (;;) {
+        pthread_mutex_lock(&l->plan_mu);
         uint64_t k = l->next_plan;
-        if (k >= l->end_batch)
+        if (__atomic_load_n(&l->stopping, __ATOMIC_SEQ_CST) ||
+            k >= __atomic_load_n(&l->end_batch, __ATOMIC_SEQ_CST)) {
+            pthread_mutex_unlock(&l->plan_mu);
             break;
+        }
         struct slot *s = NULL;
-        for (uint32_t i = 0; i < l->nslots && !s; i++)
-            if (l->slots[i]->state == SLOT_FREE)
-                s = l->slots[i];
+        if (k - __atomic_load_n(&l->next_out, __ATOMIC_SEQ_CST) < DELIVER)
+            s = pop_free(l);
         if (!s) {
-            pthread_cond_wait(&l->cv_free, &l->mu);
+            pthread_mutex_unlock(&l->plan_mu);
+            wait_free(l, me);
             continue;
         }
         uint32_t rows = 0;
         int rc = l->o.collate == CXLP_COLLATE_PACK ? plan_pack(l, s, &rows) : plan_rows(l, s, &rows);
-        l->next_plan++;
         s->batch_no = k;
         s->err = rc;
         s->b.index = k;
@@ -499,32 +641,30 @@ static void *worker(void *arg)
         s->b.data = s->b.field_data[0];
         if (rc || rows == 0) {
             /* an error ends the stream after this batch; an empty plan is the end */
-            l->end_batch = rc ? k + 1 : k;
-            s->state = rc ? SLOT_READY : SLOT_FREE;
-            pthread_cond_broadcast(&l->cv_ready);
-            pthread_cond_broadcast(&l->cv_free);
+            set_end(l, rc ? k + 1 : k);
+            __atomic_store_n(&l->next_plan, k + 1, __ATOMIC_SEQ_CST);
+            pthread_mutex_unlock(&l->plan_mu);
+            if (rc)
+                publish(l, s, k);
+            else
+                push_free(l, s);
+            wake_gatherers(l, UINT32_MAX);
+            notify_consumer(l, NONE);
             continue;
         }
-        s->state = SLOT_FILLING;
-        pthread_mutex_unlock(&l->mu);
+        __atomic_store_n(&l->next_plan, k + 1, __ATOMIC_SEQ_CST);
+        pthread_mutex_unlock(&l->plan_mu);
 
         switch (l->o.collate) {
         case CXLP_COLLATE_STACK: rc = gather_stack(l, s); break;
         case CXLP_COLLATE_PAD: rc = gather_pad(l, s); break;
         default: rc = gather_pack(l, s); break;
         }
-
-        pthread_mutex_lock(&l->mu);
         s->err = rc;
-        s->state = SLOT_READY;
-        /* The one consumer waits for batch next_out only: waking it for any
-         * other batch costs a context switch per batch for nothing, which on
-         * a machine with as many CPUs as gather threads takes CPU time from
-         * the gather itself. */
-        if (k == l->next_out)
-            pthread_cond_signal(&l->cv_ready);
+        publish(l, s, k);
     }
-    pthread_mutex_unlock(&l->mu);
+    /* nothing more from this thread: a consumer sleeping for more must look */
+    notify_consumer(l, NONE);
     return NULL;
 }
 
@@ -534,21 +674,50 @@ static void slot_free(cxlp_loader *l, struct slot *s)
         return;
     free(s->ids);
     free(s->lengths);
+    free(s->views);
     free(s->seg_row);
     free(s->seg_start);
     free(s->seg_len);
     free(s->seg_offset);
+    free(s->seg_src);
     for (uint32_t k = 0; k < CXLP_MAX_FIELDS; k++)
         free(s->segf[k]);
-    free(s->views);
-    if (s->data)
+    if (s->data && s->own_map)
         munmap(s->data, (size_t)l->slot_bytes);
     free(s);
 }
 
-/* Adds one slot to the ring (under mu, or before the threads start). Its
- * data is an anonymous mapping of its own: page aligned, so it can be
- * registered with CUDA (cudaHostRegister) or bound to a node. */
+/* A slot's memory: anonymous, page aligned; slots of 2 MiB or more (their
+ * size a multiple of 2 MiB) start at a 2 MiB boundary and ask for
+ * transparent huge pages, so that the gather's first writes fault in 2 MiB
+ * at a time and the batch is written through few TLB entries (a batch of
+ * 256 records of 64 KiB is 16 MiB: 4096 faults and page walks per slot on
+ * 4 KiB pages). NULL with errno on failure. */
+static uint8_t *slot_map(uint64_t bytes)
+{
+    const uint64_t H = UINT64_C(2) << 20;
+    if (bytes < H) {
+        void *p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+        return p == MAP_FAILED ? NULL : p;
+    }
+    uint8_t *r = mmap(NULL, (size_t)(bytes + H), PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (r == MAP_FAILED)
+        return NULL;
+    uint8_t *a = (uint8_t *)ALIGN_UP((uintptr_t)r, H);
+    if (a > r)
+        munmap(r, (size_t)(a - r));
+    if (a + bytes < r + bytes + H)
+        munmap(a + bytes, (size_t)(r + bytes + H - (a + bytes)));
+    (void)madvise(a, (size_t)bytes, MADV_HUGEPAGE); /* best effort: THP may be off */
+    return a;
+}
+
+/* Adds one slot to the ring (under mu, or before the threads start) and
+ * puts it on the free stack. Its data is page aligned anonymous memory (a
+ * piece of the arena, or a mapping of its own), so it can be registered
+ * with CUDA (cudaHostRegister) or bound to a node. */
 static int slot_add(cxlp_loader *l)
 {
     if (l->nslots == l->cap_slots) {
@@ -563,11 +732,13 @@ static int slot_add(cxlp_loader *l)
     if (!s)
         return -ENOMEM;
     uint64_t rows = l->o.batch_size;
-    s->data = mmap(NULL, (size_t)l->slot_bytes, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (s->data == MAP_FAILED) {
+    if (l->arena && l->arena_used + l->slot_bytes <= l->arena_bytes) {
+        s->data = l->arena + l->arena_used;
+        l->arena_used += l->slot_bytes;
+    } else if ((s->data = slot_map(l->slot_bytes))) {
+        s->own_map = 1;
+    } else {
         int e = errno;
-        s->data = NULL;
         slot_free(l, s);
         return -e;
     }
@@ -584,6 +755,7 @@ static int slot_add(cxlp_loader *l)
     }
     s->b.data = s->data;
     s->b.row_bytes = l->row_bytes;
+    s->b.slot = l->nslots;
     s->b.n_fields = l->nsel;
     for (uint32_t k = 0; k < l->nsel; k++) {
         s->b.field_data[k] = s->data + l->sel[k].off;
@@ -594,8 +766,9 @@ static int slot_add(cxlp_loader *l)
         bad = grow_segments(l, s, rows * 2) != 0;
     } else {
         s->ids = malloc(rows * sizeof(uint64_t));
+        s->views = malloc(rows * l->nsel * sizeof(struct cxlp_view));
         s->ids_cap = rows;
-        bad = !s->ids;
+        bad = !s->ids || !s->views;
     }
     if (!bad && l->o.collate != CXLP_COLLATE_STACK)
         bad = !(s->lengths = malloc(rows * sizeof(int64_t)));
@@ -603,7 +776,10 @@ static int slot_add(cxlp_loader *l)
         slot_free(l, s);
         return -ENOMEM;
     }
-    l->slots[l->nslots++] = s;
+    l->slots[l->nslots] = s;
+    /* releases in other threads read nslots */
+    __atomic_store_n(&l->nslots, l->nslots + 1, __ATOMIC_RELAXED);
+    push_free(l, s);
     return 0;
 }
 
@@ -611,14 +787,21 @@ static void destroy(cxlp_loader *l)
 {
     for (uint32_t i = 0; l->slots && i < l->nslots; i++)
         slot_free(l, l->slots[i]);
+    if (l->arena)
+        munmap(l->arena, (size_t)l->arena_bytes);
     free(l->slots);
     free(l->idbuf);
-    free(l->threads);
+    free(l->gt);
     pthread_mutex_destroy(&l->mu);
-    pthread_cond_destroy(&l->cv_free);
-    pthread_cond_destroy(&l->cv_ready);
+    pthread_mutex_destroy(&l->plan_mu);
     l->obj.magic = 0;
     free(l);
+}
+
+static void unref(cxlp_loader *l)
+{
+    if (__atomic_fetch_sub(&l->refs, 1, __ATOMIC_ACQ_REL) == 1)
+        destroy(l);
 }
 
 /* The chosen fields (opts->fields, or every field) as sel[]. */
@@ -662,8 +845,10 @@ static int check_opts(const cxlp_loader *l, const struct cxlp_loader_opts *o)
         return seterr(NULL, CXLP_EARG, "loader: batch_size must be > 0");
     if (o->threads > 256)
         return seterr(NULL, CXLP_EARG, "loader: threads %u is more than 256", o->threads);
-    if (o->slots > 4096)
-        return seterr(NULL, CXLP_EARG, "loader: slots %u is more than 4096", o->slots);
+    if (o->slots > DELIVER)
+        return seterr(NULL, CXLP_EARG, "loader: slots %u is more than %u", o->slots, DELIVER);
+    if (o->prefetch > 64)
+        return seterr(NULL, CXLP_EARG, "loader: prefetch %u is more than 64", o->prefetch);
     uint32_t nvar = 0, first_var = 0;
     for (uint32_t k = 0; k < l->nsel; k++)
         if (l->sel[k].var && !nvar++)
@@ -696,6 +881,72 @@ static int check_opts(const cxlp_loader *l, const struct cxlp_loader_opts *o)
     return 0;
 }
 
+/* CPUs of node (in the process's affinity), 0 if none or unknown. */
+static int node_cpus(int node, const cpu_set_t *aff)
+{
+    if (node < 0 || node > numa_max_node())
+        return 0;
+    struct bitmask *bm = numa_allocate_cpumask();
+    int n = 0;
+    if (bm && numa_node_to_cpus(node, bm) == 0)
+        for (unsigned c = 0; c < bm->size && c < CPU_SETSIZE; c++)
+            n += numa_bitmask_isbitset(bm, c) && CPU_ISSET(c, aff);
+    if (bm)
+        numa_free_cpumask(bm);
+    return n;
+}
+
+int loader_cpus(int node, int src_node, int *chosen_node)
+{
+    cpu_set_t aff;
+    CPU_ZERO(&aff);
+    int all = sched_getaffinity(0, sizeof aff, &aff) == 0 ? CPU_COUNT(&aff) : 0;
+    if (all <= 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        all = n > 0 ? (int)n : 1;
+        for (int c = 0; c < all && c < CPU_SETSIZE; c++)
+            CPU_SET(c, &aff);
+    }
+    *chosen_node = -1;
+    if ((node < 0 && src_node < 0) || numa_available() < 0)
+        return all;
+    int want = node >= 0 ? node : src_node;
+    if (node < 0 && node_cpus(want, &aff) == 0) {
+        /* the records are on a node without CPUs (CXL memory, or a node the
+         * process may not run on): the nearest node with CPUs */
+        int best = -1, bestd = 0;
+        for (int n = 0; n <= numa_max_node(); n++) {
+            int d = numa_distance(src_node, n);
+            if (node_cpus(n, &aff) > 0 && d > 0 && (best < 0 || d < bestd)) {
+                best = n;
+                bestd = d;
+            }
+        }
+        want = best;
+    }
+    int n = node_cpus(want, &aff);
+    if (n == 0)
+        return all;
+    *chosen_node = want;
+    return n;
+}
+
+/* Never more gather threads than CPUs to run them: a thread more only
+ * takes turns with the others (and with the consumer). The default leaves
+ * one CPU to the consumer, the training loop's own thread, where there are
+ * several. */
+static uint32_t threads_for(uint32_t asked, int cpus)
+{
+    uint32_t want = asked ? asked : (uint32_t)(cpus > 1 ? cpus - 1 : 1);
+    return MIN(want, (uint32_t)cpus);
+}
+
+uint32_t cxlp_loader_default_threads(const cxlp_store *s, uint32_t threads, int numa_node)
+{
+    int node;
+    return threads_for(threads, loader_cpus(numa_node, s ? store_numa_node(s) : -1, &node));
+}
+
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,
                       cxlp_index_fn index_fn, void *index_ctx, cxlp_loader **out)
 {
@@ -716,16 +967,18 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     l->o = *opts;
     l->index_fn = index_fn;
     l->index_ctx = index_ctx;
-    l->nthreads = opts->threads ? opts->threads : 1;
-    l->nslots = opts->slots ? opts->slots : 2 * l->nthreads + 2;
-    if (opts->max_slots && opts->max_slots < l->nslots)
-        l->nslots = opts->max_slots;
-    l->end_batch = UINT64_MAX;
+    int cpus = loader_cpus(opts->numa_node, src->node, &l->node);
+    l->nthreads = threads_for(opts->threads, cpus);
+    l->spin = l->nthreads < (uint32_t)cpus;
+    l->spin_ns = SPIN_NS;
+    l->end_batch = NONE;
+    l->waiting_for = NONE;
+    l->refs = 1;
     l->cur_off = opts->first_offset;
     pthread_mutex_init(&l->mu, NULL);
-    pthread_cond_init(&l->cv_free, NULL);
-    pthread_cond_init(&l->cv_ready, NULL);
+    pthread_mutex_init(&l->plan_mu, NULL);
 
+    /* each chosen field's region of the slot, 64-byte aligned */
     uint64_t rows = opts->batch_size, slot_bytes = 0;
     for (uint32_t k = 0; k < l->nsel; k++) {
         struct lfield *f = &l->sel[k];
@@ -750,36 +1003,61 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     if (slot_bytes > ((uint64_t)1 << 40))
         goto too_big;
     l->slot_bytes = ALIGN_UP(slot_bytes ? slot_bytes : 1, 4096);
+    if (l->slot_bytes >= (UINT64_C(2) << 20)) /* whole 2 MiB pages (slot_map) */
+        l->slot_bytes = ALIGN_UP(l->slot_bytes, UINT64_C(2) << 20);
+    /* prefetch batches ahead per thread, twice over (one thread descheduled
+     * mid-batch must not leave the others without a free slot); by default
+     * 2, and for small batches enough slots (up to RING_BYTES) that a gather
+     * thread woken when half the ring is free makes many batches per
+     * wake-up, and the consumer woken when half the ring is ready takes
+     * many */
+    uint32_t nslots = opts->slots;
+    if (!nslots && opts->prefetch) {
+        nslots = 2 * opts->prefetch * l->nthreads + 2;
+    } else if (!nslots) {
+        nslots = 2 * 2 * l->nthreads + 2;
+        nslots = (uint32_t)MAX(nslots, MIN(RING_SLOTS_MAX, RING_BYTES / l->slot_bytes));
+    }
+    if (opts->max_slots && opts->max_slots < nslots)
+        nslots = opts->max_slots;
     l->idbuf_cap = MAX(rows, 1024);
     l->idbuf = malloc(l->idbuf_cap * sizeof(uint64_t));
-    l->threads = calloc(l->nthreads, sizeof *l->threads);
-    if (!l->idbuf || !l->threads)
+    /* small slots: the first ones side by side in 2 MiB pages (slot_map),
+     * so the ring is written through a few TLB entries, not one per 4 KiB
+     * (docs/benchmarks.md, bench_engine); slots added later (growth) get
+     * mappings of their own */
+    if (l->slot_bytes < (UINT64_C(2) << 20)) {
+        l->arena_bytes = ALIGN_UP((uint64_t)nslots * l->slot_bytes, UINT64_C(2) << 20);
+        if (!(l->arena = slot_map(l->arena_bytes)))
+            l->arena_bytes = 0; /* then each slot maps its own */
+    }
+    l->gt = aligned_alloc(CACHELINE, ALIGN_UP(l->nthreads * sizeof *l->gt, CACHELINE));
+    if (!l->idbuf || !l->gt)
         goto nomem;
-    uint32_t want = l->nslots;
-    l->nslots = 0;
-    for (uint32_t i = 0; i < want; i++) {
+    memset(l->gt, 0, l->nthreads * sizeof *l->gt);
+    for (uint32_t i = 0; i < nslots; i++) {
         if ((rc = slot_add(l))) {
             if (opts->bind_slots)
                 rc = seterr(NULL, rc, "loader: %u slots of %llu bytes bound to node %d: %s",
-                            want, (unsigned long long)l->slot_bytes, opts->slot_node,
+                            nslots, (unsigned long long)l->slot_bytes, opts->slot_node,
                             strerror(-rc));
             else
-                rc = seterr(NULL, rc, "loader: %u slots of %llu bytes: %s", want,
+                rc = seterr(NULL, rc, "loader: %u slots of %llu bytes: %s", nslots,
                             (unsigned long long)l->slot_bytes, strerror(-rc));
             goto fail;
         }
     }
+    for (uint32_t i = 0; i < l->nthreads; i++)
+        l->gt[i].l = l;
     for (uint32_t i = 0; i < l->nthreads; i++) {
-        rc = pthread_create(&l->threads[i], NULL, worker, l);
+        rc = pthread_create(&l->gt[i].tid, NULL, worker, &l->gt[i]);
         if (rc == 0) /* a name users can find in top -H, py-spy and /proc */
-            pthread_setname_np(l->threads[i], "cxlp-gather");
+            pthread_setname_np(l->gt[i].tid, "cxlp-gather");
         if (rc) {
-            pthread_mutex_lock(&l->mu);
-            l->stopping = 1;
-            pthread_cond_broadcast(&l->cv_free);
-            pthread_mutex_unlock(&l->mu);
+            __atomic_store_n(&l->stopping, 1, __ATOMIC_SEQ_CST);
+            wake_gatherers(l, UINT32_MAX);
             for (uint32_t j = 0; j < i; j++)
-                pthread_join(l->threads[j], NULL);
+                pthread_join(l->gt[j].tid, NULL);
             rc = seterr(NULL, -rc, "loader: starting thread %u: %s", i, strerror(rc));
             goto fail;
         }
@@ -802,6 +1080,12 @@ static int store_read_fields_fn(const void *ctx, uint64_t id, const uint32_t *f,
     return store_read_fields(ctx, id, f, n, v);
 }
 
+static int store_resolve_fn(const void *ctx, const uint64_t *ids, size_t n, const uint32_t *f,
+                            uint32_t nf, struct cxlp_view *out, size_t *bad)
+{
+    return store_resolve(ctx, ids, n, f, nf, out, bad);
+}
+
 int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
                        cxlp_index_fn index_fn, void *index_ctx, cxlp_loader **out)
 {
@@ -811,60 +1095,113 @@ int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
         .ctx = s,
         .read_fields = store_read_fields_fn,
         .schema = cxlp_store_schema(s),
+        .resolve = store_resolve_fn,
+        .node = store_numa_node(s),
     };
     return loader_create_src(&src, opts, index_fn, index_ctx, out);
 }
 
+/* Batch k if it is in deliver[]; NULL otherwise. */
+static struct slot *ready(cxlp_loader *l, uint64_t k)
+{
+    /* pairs with the store in publish */
+    struct slot *s = __atomic_load_n(&l->deliver[k & (DELIVER - 1)], __ATOMIC_ACQUIRE);
+    return s && s->batch_no == k ? s : NULL;
+}
+
+/* Every slot is lent to the consumer and it asks for one more: the ring
+ * grows by one, up to max_slots. Consumer thread. */
+static int grow(cxlp_loader *l)
+{
+    pthread_mutex_lock(&l->mu); /* cxlp_loader_slots reads the list */
+    int rc = 0;
+    if (l->o.max_slots && l->nslots >= l->o.max_slots)
+        rc = seterr(&l->obj, CXLP_EBUSY,
+                    "loader: all %u ring slots are held by unreleased batches; "
+                    "release batches or raise max_slots", l->nslots);
+    else if ((rc = slot_add(l)))
+        rc = seterr(&l->obj, rc, "loader: growing the ring past %u slots: %s", l->nslots,
+                    strerror(-rc));
+    pthread_mutex_unlock(&l->mu);
+    if (!rc)
+        wake_gatherers(l, 1);
+    return rc;
+}
+
+/* The consumer sleeps until batch k may be ready (or the end is known).
+ * Unless exact, it asks to be woken only once half the ring is ready, so
+ * that a loop faster than the gather threads pays one wake-up per several
+ * batches rather than one per batch (what it waits for then is the gather
+ * threads, not the wake-up); a gather thread that parks, ends or errs wakes
+ * it whatever it waits for, and a wake that finds batch k not made yet
+ * (another thread still copying it) is followed by an exact wait. */
+static void wait_ready(cxlp_loader *l, uint64_t k, int exact)
+{
+    /* The spin adapts: it doubles (up to SPIN_NS) when the batch came
+     * while spinning and halves when it did not, so a loop that always
+     * waits longer (the gather threads are the bottleneck) stops burning a
+     * CPU on it; every 32nd wait tries again. */
+    uint32_t spin = l->spin_ns ? l->spin_ns : (++l->waits % 32 == 0 ? SPIN_NS / 4 : 0);
+    if (l->spin && spin) {
+        uint64_t t0 = now_ns();
+        do {
+            for (int i = 0; i < 64; i++) {
+                if (ready(l, k)) {
+                    l->spin_ns = MIN(SPIN_NS, 2 * spin);
+                    return;
+                }
+                cpu_relax();
+            }
+        } while (now_ns() - t0 < spin);
+        l->spin_ns = spin / 2 < 250 ? 0 : spin / 2;
+    }
+    uint32_t half = __atomic_load_n(&l->nslots, __ATOMIC_RELAXED) / 2;
+    __atomic_store_n(&l->waiting_for, k + (exact || !half ? 0 : half - 1), __ATOMIC_SEQ_CST);
+    uint32_t key = park_prepare(&l->cons);
+    if (ready(l, k) || k >= __atomic_load_n(&l->end_batch, __ATOMIC_SEQ_CST)) {
+        park_cancel(&l->cons);
+        return;
+    }
+    /* gather threads parked while slots are free (they wait for half the
+     * ring): this wait needs them now */
+    if (__atomic_load_n(&l->free_n, __ATOMIC_SEQ_CST))
+        wake_gatherers(l, UINT32_MAX);
+    park_wait(&l->cons, key);
+}
+
 int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out)
 {
-    pthread_mutex_lock(&l->mu);
-    for (;;) {
-        uint64_t k = l->next_out;
-        if (k >= l->end_batch) {
-            pthread_mutex_unlock(&l->mu);
-            *out = NULL;
-            return 0;
-        }
-        struct slot *s = NULL;
-        int any_free = 0;
-        for (uint32_t i = 0; i < l->nslots; i++) {
-            struct slot *t = l->slots[i];
-            any_free |= t->state == SLOT_FREE;
-            if ((t->state == SLOT_READY || t->state == SLOT_FILLING) && t->batch_no == k)
-                s = t;
-        }
-        if (s && s->state == SLOT_READY) {
-            l->next_out++;
+    uint64_t k = l->next_out;
+    for (int waits = 0;; waits++) {
+        struct slot *s = ready(l, k);
+        if (s) {
+            __atomic_store_n(&l->deliver[k & (DELIVER - 1)], NULL, __ATOMIC_RELAXED);
+            __atomic_store_n(&l->next_out, k + 1, __ATOMIC_SEQ_CST);
+            /* gather threads stopped by the in-flight window may go on */
+            if (__atomic_load_n(&l->next_plan, __ATOMIC_RELAXED) - k >= DELIVER - 1)
+                wake_gatherers(l, UINT32_MAX);
             if (s->err) {
                 int rc = s->err;
-                s->state = SLOT_FREE;
-                pthread_cond_broadcast(&l->cv_free);
-                pthread_mutex_unlock(&l->mu);
+                push_free(l, s);
+                wake_gatherers(l, 1);
                 return rc; /* the message is on the loader handle */
             }
-            s->state = SLOT_LENT;
-            l->lent++;
-            pthread_mutex_unlock(&l->mu);
+            __atomic_fetch_add(&l->refs, 1, __ATOMIC_ACQ_REL);
             *out = &s->b;
             return 0;
         }
-        if (!s && !any_free && k >= l->next_plan) {
-            /* batch k is not planned and every slot is lent to the consumer */
-            if (l->o.max_slots && l->nslots >= l->o.max_slots) {
-                pthread_mutex_unlock(&l->mu);
-                return seterr(&l->obj, CXLP_EBUSY,
-                              "loader: all %u ring slots are held by unreleased batches; "
-                              "release batches or raise max_slots", l->nslots);
-            }
-            int rc = slot_add(l);
-            if (rc) {
-                pthread_mutex_unlock(&l->mu);
-                return seterr(&l->obj, rc, "loader: growing the ring past %u slots: %s",
-                              l->nslots, strerror(-rc));
-            }
-            pthread_cond_broadcast(&l->cv_free);
+        if (k >= __atomic_load_n(&l->end_batch, __ATOMIC_SEQ_CST)) {
+            *out = NULL;
+            return 0;
         }
-        pthread_cond_wait(&l->cv_ready, &l->mu);
+        if (__atomic_load_n(&l->refs, __ATOMIC_ACQUIRE) - 1 >= l->nslots) {
+            /* batch k cannot be made: every slot is lent to the consumer */
+            int rc = grow(l);
+            if (rc)
+                return rc;
+            continue;
+        }
+        wait_ready(l, k, waits > 0);
     }
 }
 
@@ -873,15 +1210,15 @@ void cxlp_loader_release(cxlp_loader *l, struct cxlp_batch *b)
     if (!l || !b)
         return;
     struct slot *s = (struct slot *)b;
-    pthread_mutex_lock(&l->mu);
-    CXLP_ASSERT(s->state == SLOT_LENT);
-    s->state = SLOT_FREE;
-    l->lent--;
-    int last = l->freed && l->lent == 0;
-    pthread_cond_signal(&l->cv_free); /* one slot: one worker can use it */
-    pthread_mutex_unlock(&l->mu);
-    if (last)
-        destroy(l);
+    push_free(l, s);
+    /* wake a parked gather thread once half the ring is free, so that it
+     * fills several slots per wake-up; sooner when the consumer is parked
+     * (it checks free_n after it parks: one of the two sees the other) */
+    if (__atomic_load_n(&l->free_n, __ATOMIC_SEQ_CST) * 2 >=
+            __atomic_load_n(&l->nslots, __ATOMIC_RELAXED) ||
+        park_is_parked(&l->cons))
+        wake_gatherers(l, 1);
+    unref(l);
 }
 
 uint32_t cxlp_loader_slots(cxlp_loader *l, uint32_t first, void **addr, uint64_t *bytes,
@@ -901,21 +1238,18 @@ uint32_t cxlp_loader_slots(cxlp_loader *l, uint32_t first, void **addr, uint64_t
     return n;
 }
 
+uint32_t cxlp_loader_threads(const cxlp_loader *l)
+{
+    return l ? l->nthreads : 0;
+}
+
 void cxlp_loader_free(cxlp_loader *l)
 {
     if (!l)
         return;
-    pthread_mutex_lock(&l->mu);
-    l->stopping = 1;
-    pthread_cond_broadcast(&l->cv_free);
-    pthread_cond_broadcast(&l->cv_ready);
-    pthread_mutex_unlock(&l->mu);
+    __atomic_store_n(&l->stopping, 1, __ATOMIC_SEQ_CST);
+    wake_gatherers(l, UINT32_MAX);
     for (uint32_t i = 0; i < l->nthreads; i++)
-        pthread_join(l->threads[i], NULL);
-    pthread_mutex_lock(&l->mu);
-    l->freed = 1;
-    int now = l->lent == 0;
-    pthread_mutex_unlock(&l->mu);
-    if (now)
-        destroy(l);
+        pthread_join(l->gt[i].tid, NULL);
+    unref(l);
 }

@@ -23,9 +23,23 @@ struct rec_src {
     int (*read_fields)(const void *ctx, uint64_t id, const uint32_t *f, uint32_t n,
                        struct cxlp_view *v);
     const struct cxlp_schema *schema;
+    /* Optional: fields f[0..nf) of records ids[0..n) at once, record i's
+     * field j into out[i * nf + j] (one call per batch instead of one per
+     * record); on failure the code of the first bad id and its index in
+     * *bad. NULL: read_fields (or read) per id. Thread-safe. */
+    int (*resolve)(const void *ctx, const uint64_t *ids, size_t n, const uint32_t *f,
+                   uint32_t nf, struct cxlp_view *out, size_t *bad);
+    int node;                /* NUMA node the records live on; -1 unknown */
 };
 
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,
                       cxlp_index_fn index_fn, void *index_ctx, cxlp_loader **out);
+
+/* The CPUs gather threads of a loader would run on (the process's
+ * affinity, narrowed to node's CPUs when node >= 0 and it has any) and the
+ * node chosen for a source on src_node (-1: none): a CPU-less node, as CXL
+ * memory appears, gives the nearest node with CPUs by the firmware's
+ * distances. For tests and the loader only. */
+int loader_cpus(int node, int src_node, int *chosen_node);
 
 #endif

@@ -15,8 +15,11 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "common/atomic.h"
@@ -314,6 +317,115 @@ int media_collapse(struct media *m, uint64_t off, uint64_t len)
     if (madvise((uint8_t *)m->base + a, (size_t)(e - a), MADV_COLLAPSE) < 0)
         return errno == EINVAL ? -EOPNOTSUPP : -errno;
     return 0;
+}
+
+int media_prepare_huge(struct media *m, uint64_t off, uint64_t len)
+{
+    if (!range_ok(off, len, m->size))
+        return CXLP_ERANGE;
+    uint64_t a = ALIGN_UP(off, MEDIA_HUGE_ALIGN), e = (off + len) & ~(MEDIA_HUGE_ALIGN - 1);
+    if ((m->kind == CXLP_MEDIA_SHM || m->kind == CXLP_MEDIA_NUMA) && m->base && m->writable &&
+        m->fd >= 0 && e > a) {
+        int seeded = 1;
+        for (uint64_t p = a; p < e && seeded; p += MEDIA_HUGE_ALIGN)
+            seeded = fallocate(m->fd, 0, (off_t)p, 4096) == 0;
+        /* a failed seed (a full /dev/shm) is media_prepare's to report; a
+         * failed collapse leaves 4 KiB pages, which is what media_prepare
+         * makes anyway */
+        if (seeded)
+            (void)madvise((uint8_t *)m->base + a, (size_t)(e - a), MADV_COLLAPSE);
+    }
+    return media_prepare(m, off, len);
+}
+
+/* kB of ShmemPmdMapped + FilePmdMapped of the mapping that starts at addr,
+ * from /proc/self/smaps: its "start-end ..." line, then "Key:   N kB" lines
+ * until the next mapping. The kernel writes this file; a line we do not
+ * expect is skipped, a missing mapping is -ENOENT. Hand-parsed: there is no
+ * library for smaps, and two fields are all we need. */
+static int smaps_pmd_kb(uintptr_t addr, uint64_t *kb)
+{
+    FILE *f = fopen("/proc/self/smaps", "re");
+    if (!f)
+        return -errno;
+    char line[512];
+    int in = 0, found = 0;
+    uint64_t sum = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        char c;
+        if (sscanf(line, "%lx-%lx %c", &lo, &hi, &c) == 3) {
+            if (in)
+                break; /* the next mapping */
+            in = lo == addr;
+            found |= in;
+            continue;
+        }
+        unsigned long long v;
+        if (in && (sscanf(line, "ShmemPmdMapped: %llu kB", &v) == 1 ||
+                   sscanf(line, "FilePmdMapped: %llu kB", &v) == 1))
+            sum += v;
+    }
+    fclose(f);
+    if (!found)
+        return -ENOENT;
+    *kb = sum;
+    return 0;
+}
+
+int media_huge_bytes(const struct media *m, const struct media_range *r, size_t n,
+                     uint64_t *whole, uint64_t *huge)
+{
+    const uint64_t H = MEDIA_HUGE_ALIGN;
+    uint64_t lo = UINT64_MAX, hi = 0, w = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!range_ok(r[i].off, r[i].len, m->size))
+            return CXLP_ERANGE;
+        uint64_t a = ALIGN_UP(r[i].off, H), e = (r[i].off + r[i].len) & ~(H - 1);
+        if (e > a) {
+            w += e - a;
+            lo = MIN(lo, a);
+            hi = MAX(hi, e);
+        }
+    }
+    *whole = w;
+    *huge = 0;
+    if (!w)
+        return 0;
+    struct statfs fs;
+    if (m->kind == CXLP_MEDIA_DEVDAX ||
+        (fstatfs(m->fd, &fs) == 0 && (unsigned long)fs.f_type == HUGETLBFS_MAGIC)) {
+        *huge = w; /* no smaller page exists there */
+        return 0;
+    }
+    /* the same alignment as the pool mapping (media_map_fd): address and
+     * offset agree modulo 2 MiB, so a 2 MiB page can be mapped whole */
+    size_t span = (size_t)(hi - lo);
+    uint8_t *res = mmap(NULL, span + H, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                        -1, 0);
+    if (res == MAP_FAILED)
+        return -errno;
+    uint8_t *p = (uint8_t *)ALIGN_UP((uintptr_t)res, H);
+    int rc = 0;
+    if (mmap(p, span, PROT_READ, MAP_SHARED | MAP_FIXED | MAP_NORESERVE, m->fd, (off_t)lo) ==
+        MAP_FAILED) {
+        rc = -errno;
+    } else {
+        (void)madvise(p, span, MADV_HUGEPAGE); /* as media_map_fd asks */
+        volatile uint8_t sink = 0;
+        for (size_t i = 0; i < n; i++) {
+            uint64_t a = ALIGN_UP(r[i].off, H), e = (r[i].off + r[i].len) & ~(H - 1);
+            for (uint64_t x = a; x < e; x += H)
+                sink ^= p[x - lo];
+        }
+        (void)sink;
+        uint64_t kb = 0;
+        rc = smaps_pmd_kb((uintptr_t)p, &kb);
+        if (!rc)
+            *huge = MIN(kb << 10, w);
+    }
+    munmap(res, span + H);
+    return rc;
 }
 
 int media_write_fd(const struct media *m)

@@ -99,6 +99,30 @@ int media_prepare(struct media *m, uint64_t off, uint64_t len);
  * folios); -ENOMEM/-EAGAIN when no free 2 MiB pages could be had (pieces
  * already done stay done). devdax: 0, nothing to do. */
 int media_collapse(struct media *m, uint64_t off, uint64_t len);
+/* media_prepare, with the whole 2 MiB pieces of the range on 2 MiB pages
+ * where the media is a tmpfs object (shm, numa), at no copy: each piece
+ * gets one page first (fallocate of 4 KiB), MADV_COLLAPSE then builds the
+ * 2 MiB page from that page and zeroes (a collapse of a fully backed piece
+ * would copy 512 pages, ~10x the cost), and media_prepare backs the rest,
+ * which finds the pieces done. Writes through the descriptor or the mapping
+ * then fill those 2 MiB pages in place. Best effort: where the kernel
+ * cannot (Linux < 6.1, no free 2 MiB page), the pieces stay on 4 KiB pages
+ * and only media_prepare's own errors are returned. Other media: exactly
+ * media_prepare (devdax is mapped at 2 MiB already). */
+int media_prepare_huge(struct media *m, uint64_t off, uint64_t len);
+/* Of the ranges [r[i].off, +r[i].len) (n of them, inside the object), the
+ * bytes that lie in whole 2 MiB pieces (*whole) and those of them mapped by
+ * one page-table entry per piece (*huge), as any process mapping the object
+ * sees them: a new read-only mapping over the ranges is made, one byte of
+ * each whole piece read, and the kernel's count of PMD-mapped bytes for
+ * that mapping taken from /proc/self/smaps (ShmemPmdMapped +
+ * FilePmdMapped); then it goes. hugetlbfs files and devdax: every whole
+ * piece. 0, CXLP_ERANGE, or -errno. */
+struct media_range {
+    uint64_t off, len;
+};
+int media_huge_bytes(const struct media *m, const struct media_range *r, size_t n,
+                     uint64_t *whole, uint64_t *huge);
 /* The object's descriptor when writes through it (pwrite, copy_file_range,
  * splice) land in the very pages the mapping shows: shm and file objects
  * opened writable. -1 for read-only media, numa (its placement is a policy

@@ -149,6 +149,11 @@ int attach_collapse(struct attach *a, uint64_t off, uint64_t len)
     return media_collapse(&a->m, off, len);
 }
 
+const struct media *attach_media(const struct attach *a)
+{
+    return &a->m;
+}
+
 void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint32_t *live)
 {
     uint64_t mg = UINT64_MAX;

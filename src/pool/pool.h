@@ -30,6 +30,8 @@ uint64_t attach_size(const struct attach *a);
 int attach_private(struct attach *a, uint8_t **base);
 /* media_collapse of [off, off+len) of the attachment's mapping. */
 int attach_collapse(struct attach *a, uint64_t off, uint64_t len);
+/* The attachment's media (kind, node, descriptor, mapping); borrowed. */
+const struct media *attach_media(const struct attach *a);
 /* Lease pins: while pinned, extents visible in catalog generation gen are
  * not reused. pin returns a token for unpin. Thread-safe. */
 void attach_pin(struct attach *a, uint64_t gen);
@@ -92,6 +94,10 @@ int pool_write_fd(cxlp_pool *p);
  * records it as a reservation of this process, published durably before it
  * returns. CXLP_EFULL with a message when no free extent is large enough. */
 int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out);
+/* pool_reserve, with huge != 0: the whole 2 MiB pieces of the extent are
+ * backed by 2 MiB pages where the media allows (media_prepare_huge), so
+ * what is written there lands on them with no copy. */
+int pool_reserve_pages(cxlp_pool *p, uint64_t len, int huge, struct pool_extent *out);
 /* Returns a reservation (or its tail: off..off+len inside one) to free space. */
 int pool_unreserve(cxlp_pool *p, struct pool_extent ext);
 /* Makes ds visible: every shard extent and ds->docs must lie inside this

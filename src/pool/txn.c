@@ -192,6 +192,11 @@ static int txn_commit(struct txn *t, int faults)
 
 int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out)
 {
+    return pool_reserve_pages(p, len, 0, out);
+}
+
+int pool_reserve_pages(cxlp_pool *p, uint64_t len, int huge, struct pool_extent *out)
+{
     int rc = writable_handle(p, "pool_reserve");
     if (rc)
         return rc;
@@ -213,7 +218,8 @@ int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out)
     }
     /* back the extent now: a full disk or /dev/shm is an error here, not a
      * SIGBUS when the ingest first touches the page */
-    rc = media_prepare(&p->a->m, off, len); /* gives the range back on failure */
+    /* gives the range back on failure */
+    rc = huge ? media_prepare_huge(&p->a->m, off, len) : media_prepare(&p->a->m, off, len);
     if (rc) {
         rc = seterr(&p->obj, rc, "%s: cannot back %llu bytes at %#llx: %s", p->a->m.path,
                     (unsigned long long)len, (unsigned long long)off, cxlp_strerror(rc));

@@ -291,7 +291,8 @@ static int ingest_fixed(cxlp_pool *p, struct obj *o, const char *name, const str
                         const struct cxlp_import_opts *opts)
 {
     uint64_t rec = schema->record_size;
-    struct cxlp_writer_opts wo = {.shard_bytes = opts->shard_bytes, .expected_bytes = bytes};
+    struct cxlp_writer_opts wo = {.shard_bytes = opts->shard_bytes, .expected_bytes = bytes,
+                                  .no_hugepages = opts->no_hugepages};
     cxlp_writer *w = NULL;
     int rc = cxlp_writer_begin(p, name, schema, &wo, &w);
     if (rc)
@@ -488,7 +489,8 @@ static int ingest_megatron(cxlp_pool *p, struct obj *o, const char *name,
     struct cxlp_schema sc;
     one_field_schema(&sc, "tokens", 0, 0, m->dtype, 0, NULL);
     struct cxlp_writer_opts wo = {.shard_bytes = opts->shard_bytes,
-                                  .expected_bytes = m->total_bytes};
+                                  .expected_bytes = m->total_bytes,
+                                  .no_hugepages = opts->no_hugepages};
     cxlp_writer *w = NULL;
     int rc = cxlp_writer_begin(p, name, &sc, &wo, &w);
     if (rc) {

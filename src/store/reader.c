@@ -355,12 +355,82 @@ int store_read_fields(const cxlp_store *s, uint64_t idx, const uint32_t *fields,
     return 0;
 }
 
+/* Where field j of every record is, when every chosen field is fixed-shape:
+ * column col[j], at byte off[j] of a record of stride[j] bytes, len[j] long. */
+struct fixed_fields {
+    uint32_t col[CXLP_MAX_FIELDS];
+    uint64_t off[CXLP_MAX_FIELDS], len[CXLP_MAX_FIELDS], stride[CXLP_MAX_FIELDS];
+};
+
+/* Fixed-shape fields in equal shards: the shard is one multiply-high away
+ * and each field one multiply into its column; shard_open checked
+ * n_records * record_size == data_len of every fixed column, shard_matches
+ * that every shard's columns have the schema's sizes, and id < count keeps
+ * the in-shard index below the shard's count, so no other check is needed.
+ * The loop has no call and no branch per record but the range check, so
+ * the copies' loads can start early. Inlined with nf constant 1 for the
+ * common one-field case. */
+static inline __attribute__((always_inline)) int
+resolve_fixed(const cxlp_store *s, const struct fixed_fields *ff, const uint64_t *ids, size_t n,
+              uint32_t nf, struct cxlp_view *out, size_t *bad)
+{
+    const uint64_t per = s->per_shard, cnt = s->count, nc = s->ncols;
+    const struct shard_col *cols = s->cols;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id = ids[i];
+        if (__builtin_expect(id >= cnt, 0)) {
+            *bad = i;
+            return read_range(s, id);
+        }
+        uint64_t k = fastdiv(id, s->per_div), r = id - k * per;
+        for (uint32_t j = 0; j < nf; j++) {
+            out[i * nf + j].data = cols[k * nc + ff->col[j]].data + r * ff->stride[j] + ff->off[j];
+            out[i * nf + j].len = ff->len[j];
+        }
+    }
+    return 0;
+}
+
+int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, const uint32_t *fields,
+                  uint32_t nf, struct cxlp_view *out, size_t *bad)
+{
+    struct fixed_fields ff;
+    int fixed = s->per_shard != 0 && s->n_shards > 0;
+    for (uint32_t j = 0; fixed && j < nf; j++) {
+        const struct cxlp_field *f = &s->ds.schema.fields[fields[j]];
+        ff.col[j] = s->rows ? 0 : fields[j];
+        ff.stride[j] = s->cols[ff.col[j]].record_size;
+        /* as store_read_fields: a format 1 row cut at the field, else the
+         * column's whole record (the normalized schema keeps fields inside
+         * record_size, which shard_matches checked every shard against) */
+        ff.off[j] = s->rows ? f->offset : 0;
+        ff.len[j] = s->rows ? schema_field_size(f) : ff.stride[j];
+        fixed = s->cols[ff.col[j]].kind == SHARD_KIND_FIXED;
+    }
+    if (fixed)
+        return nf == 1 ? resolve_fixed(s, &ff, ids, n, 1, out, bad)
+                       : resolve_fixed(s, &ff, ids, n, nf, out, bad);
+    for (size_t i = 0; i < n; i++) {
+        int rc = store_read_fields(s, ids[i], fields, nf, &out[i * nf]);
+        if (rc) {
+            *bad = i;
+            return rc;
+        }
+    }
+    return 0;
+}
+
 int cxlp_store_read_field(const cxlp_store *s, uint64_t idx, uint32_t field, struct cxlp_view *v)
 {
     if (__builtin_expect(field >= s->ds.schema.n_fields, 0))
         return seterr(NULL, CXLP_ERANGE, "dataset %s: field %u past its %u fields", s->name, field,
                       s->ds.schema.n_fields);
     return store_read_fields(s, idx, &field, 1, v);
+}
+
+int store_numa_node(const cxlp_store *s)
+{
+    return attach_media(s->a)->numa_node;
 }
 
 int cxlp_store_hugepages(cxlp_store *s)
@@ -383,6 +453,28 @@ int cxlp_store_hugepages(cxlp_store *s)
         return seterr(NULL, first, "dataset %s: shard %" PRIu64 " (pool offset %" PRIu64 ") and "
                       "maybe others stay on 4 KiB pages: %s", s->name, failed_at,
                       s->loc[failed_at].off, cxlp_strerror(first));
+    return 0;
+}
+
+int cxlp_store_pages(const cxlp_store *s, uint64_t *bytes, uint64_t *huge_bytes)
+{
+    if (!s || s->obj.magic != OBJ_MAGIC || !bytes || !huge_bytes)
+        return seterr(NULL, CXLP_EARG, "store_pages: NULL argument or not a store handle");
+    struct media_range *r = malloc((s->n_shards ? s->n_shards : 1) * sizeof *r);
+    if (!r)
+        return seterr(NULL, -ENOMEM, "dataset %s: out of memory", s->name);
+    uint64_t total = 0, whole;
+    for (uint64_t k = 0; k < s->n_shards; k++) {
+        r[k] = (struct media_range){s->loc[k].off, s->loc[k].len};
+        total += s->loc[k].len;
+    }
+    int rc = media_huge_bytes(attach_media(s->a), r, s->n_shards, &whole, huge_bytes);
+    free(r);
+    if (!rc)
+        *bytes = total;
+    if (rc)
+        return seterr(NULL, rc, "dataset %s: reading the page sizes of its shards: %s", s->name,
+                      cxlp_strerror(rc));
     return 0;
 }
 

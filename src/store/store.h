@@ -56,4 +56,15 @@ uint64_t writer_room(const cxlp_writer *w);
 int writer_direct_var(cxlp_writer *w, uint64_t bytes, uint64_t n, void **dst);
 int writer_commit_var(cxlp_writer *w, const uint64_t *lens, uint64_t n);
 
+/* Fields fields[0..nf) of records ids[0..n), record i's field j into
+ * out[i * nf + j] (what store_read_fields gives for each, without a call
+ * per record where the layout allows: fixed-shape fields in equal shards).
+ * 0, or the first failure's code with *bad its index in ids and the message
+ * in cxlp_errmsg(NULL). Field numbers trusted, as store_read_fields.
+ * Thread-safe. */
+int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, const uint32_t *fields,
+                  uint32_t nf, struct cxlp_view *out, size_t *bad);
+/* NUMA node the dataset's memory is bound to (numa pools), else -1. */
+int store_numa_node(const cxlp_store *s);
+
 #endif

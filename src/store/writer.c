@@ -92,6 +92,7 @@ struct cxlp_writer {
     uint64_t fbytes[CXLP_MAX_FIELDS]; /* bytes written per field, all shards */
     uint32_t prim;            /* the open shard's primary column */
     struct stage stage[CXLP_MAX_FIELDS]; /* the other columns (stage[prim] unused) */
+    int huge;                 /* reservations on 2 MiB pages where the media allows */
     uint64_t shard_bytes;
     uint64_t expected;
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
@@ -189,7 +190,7 @@ static int reserve(cxlp_writer *w, uint64_t len)
         w->cap_res = nc;
     }
     struct pool_extent e;
-    int rc = pool_reserve(w->p, len, &e);
+    int rc = pool_reserve_pages(w->p, len, w->huge, &e);
     if (rc == CXLP_EARG) /* our lengths are nonzero: it exceeds the whole data area */
         rc = CXLP_EFULL;
     if (rc)
@@ -431,6 +432,7 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
         w->felem[k] = (uint64_t)cxlp_dtype_size(norm.fields[k].dtype);
     }
     w->shard_bytes = opts && opts->shard_bytes ? opts->shard_bytes : DEFAULT_SHARD_BYTES;
+    w->huge = !(opts && opts->no_hugepages);
     w->expected = opts ? opts->expected_bytes : 0;
     w->progress = opts ? opts->progress : NULL;
     w->progress_ctx = opts ? opts->progress_ctx : NULL;

@@ -84,6 +84,18 @@ static inline uint64_t test_rand(uint64_t *s)
     return z ^ (z >> 31);
 }
 
+/* n random bytes (n a multiple of 8), malloc'd; exits on failure. */
+static inline uint8_t *test_random_bytes(uint64_t *s, uint64_t n)
+{
+    uint8_t *p = malloc(n ? n : 1);
+    CHECK(p);
+    for (uint64_t i = 0; i + 8 <= n; i += 8) {
+        uint64_t v = test_rand(s);
+        memcpy(p + i, &v, 8);
+    }
+    return p;
+}
+
 /* 1 when running under ASan/UBSan (stress tests scale down). */
 static inline int test_sanitized(void)
 {

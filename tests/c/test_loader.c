@@ -1,5 +1,7 @@
 /* The gather engine over an in-memory record source: order, collation
  * (stack, pad, pack), resume points, errors, slot lifetime. */
+#include <pthread.h>
+
 #include "test.h"
 #include "common/common.h"
 #include "load/loader.h"
@@ -360,6 +362,119 @@ static void test_errors_and_lifetime(void)
     mem_free(&m);
 }
 
+/* Batches released by another thread than the consumer, in bursts, while
+ * the consumer parks and gathers park (a ring of 3 slots): every batch
+ * arrives once, in order, with its bytes, and nothing hangs. */
+struct handoff {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct cxlp_batch *q[2];
+    int n, done;
+    cxlp_loader *l;
+};
+
+static void *releaser(void *arg)
+{
+    struct handoff *h = arg;
+    pthread_mutex_lock(&h->mu);
+    for (;;) {
+        while (!h->n && !h->done)
+            pthread_cond_wait(&h->cv, &h->mu);
+        if (!h->n && h->done)
+            break;
+        struct cxlp_batch *b = h->q[0]; /* out of the queue once released */
+        pthread_mutex_unlock(&h->mu);
+        if (test_rand(&(uint64_t){(uintptr_t)b}) % 3 == 0)
+            usleep(50);
+        cxlp_loader_release(h->l, b);
+        pthread_mutex_lock(&h->mu);
+        h->q[0] = h->q[--h->n];
+        pthread_cond_broadcast(&h->cv);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+static void test_release_elsewhere(uint32_t threads)
+{
+    struct mem m;
+    const uint64_t N = 20000, RS = 16;
+    mem_fixed(&m, N, RS);
+    struct rec_src src = src_of(&m, 1, RS);
+    struct order o = {.n = N, .mul = 7919, .fail_at = UINT64_MAX};
+    struct cxlp_loader_opts opts = {.batch_size = 5, .threads = threads, .slots = 3,
+                                    .collate = CXLP_COLLATE_STACK, .numa_node = -1};
+    cxlp_loader *l;
+    CHECK_OK(loader_create_src(&src, &opts, order_fn, &o, &l));
+    struct handoff h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {0}, 0, 0, l};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, releaser, &h) == 0);
+    uint64_t seen = 0;
+    struct cxlp_batch *b;
+    for (uint64_t k = 0;; k++) {
+        CHECK_OK(cxlp_loader_next(l, &b));
+        if (!b)
+            break;
+        CHECK(b->index == k);
+        for (uint32_t r = 0; r < b->rows; r++) {
+            uint64_t want = ((seen + r) * 7919 + 3) % N;
+            CHECK(b->ids[r] == want && ((uint8_t *)b->data)[r * RS] == (uint8_t)(want * 31));
+        }
+        seen += b->rows;
+        pthread_mutex_lock(&h.mu);
+        while (h.n == 2) /* at most 2 held: the ring (3 slots) does not grow */
+            pthread_cond_wait(&h.cv, &h.mu);
+        h.q[h.n++] = b;
+        pthread_cond_broadcast(&h.cv);
+        pthread_mutex_unlock(&h.mu);
+    }
+    pthread_mutex_lock(&h.mu);
+    h.done = 1;
+    pthread_cond_broadcast(&h.cv);
+    pthread_mutex_unlock(&h.mu);
+    CHECK(pthread_join(t, NULL) == 0);
+    CHECK(seen == N);
+    CHECK(cxlp_loader_slots(l, 0, NULL, NULL, 0) == 3);
+    cxlp_loader_free(l);
+    mem_free(&m);
+}
+
+/* Never more gather threads than CPUs to run them; the default leaves one
+ * CPU to the consumer where there are several. */
+static void test_threads_from_topology(void)
+{
+    struct mem m;
+    mem_fixed(&m, 10, 8);
+    struct rec_src src = src_of(&m, 1, 8);
+    struct order o = {.n = 10, .mul = 1, .fail_at = UINT64_MAX};
+    int node;
+    int cpus = loader_cpus(-1, -1, &node);
+    CHECK(cpus >= 1 && node == -1);
+    struct cxlp_loader_opts opts = {.batch_size = 2, .collate = CXLP_COLLATE_STACK,
+                                    .numa_node = -1};
+    cxlp_loader *l;
+    CHECK_OK(loader_create_src(&src, &opts, order_fn, &o, &l));
+    CHECK(cxlp_loader_threads(l) == (uint32_t)(cpus > 1 ? cpus - 1 : 1));
+    cxlp_loader_free(l);
+    opts.threads = 200;
+    o.pos = 0;
+    CHECK_OK(loader_create_src(&src, &opts, order_fn, &o, &l));
+    CHECK(cxlp_loader_threads(l) == (uint32_t)cpus);
+    struct cxlp_batch *b;
+    int n = 0;
+    while (cxlp_loader_next(l, &b) == 0 && b) {
+        n++;
+        cxlp_loader_release(l, b);
+    }
+    CHECK(n == 5);
+    cxlp_loader_free(l);
+    /* node 0 exists everywhere: its CPUs, as far as the affinity lets us */
+    CHECK(loader_cpus(0, -1, &node) >= 1 && node == 0);
+    /* records on node 0: run there */
+    CHECK(loader_cpus(-1, 0, &node) >= 1 && node == 0);
+    mem_free(&m);
+}
+
 int main(void)
 {
     uint64_t seed = test_seed();
@@ -369,6 +484,9 @@ int main(void)
     test_pad(seed);
     test_pack(seed + 1);
     test_errors_and_lifetime();
+    test_release_elsewhere(1);
+    test_release_elsewhere(2);
+    test_threads_from_topology();
     printf("ok\n");
     return 0;
 }

@@ -5,24 +5,10 @@
  * (Linux < 6.1) or has no free 2 MiB pages right now. */
 #include <sys/wait.h>
 
+#include "smaps.h"
 #include "test.h"
 
 #define MiB (1ull << 20)
-
-/* kB of shared memory this process maps with 2 MiB entries. */
-static uint64_t pmd_mapped_kb(void)
-{
-    FILE *f = fopen("/proc/self/smaps_rollup", "re");
-    if (!f)
-        return 0;
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "ShmemPmdMapped: %llu kB", &kb) == 1)
-            break;
-    fclose(f);
-    return kb;
-}
 
 static void read_all(cxlp_store *s, const uint8_t *src, uint64_t rs)
 {
@@ -37,12 +23,7 @@ int main(void)
 {
     uint64_t seed = test_seed();
     const uint64_t bytes = 12 * MiB, rs = 4096;
-    uint8_t *src = malloc(bytes);
-    CHECK(src);
-    for (uint64_t i = 0; i < bytes; i += 8) {
-        uint64_t v = test_rand(&seed);
-        memcpy(src + i, &v, 8);
-    }
+    uint8_t *src = test_random_bytes(&seed, bytes);
     char path[256];
     snprintf(path, sizeof path, "/tmp/%s.raw", test_name("huge_src"));
     FILE *f = fopen(path, "wb");
@@ -51,7 +32,10 @@ int main(void)
     const char *spec = test_name("huge");
     cxlp_pool *p;
     CHECK_OK(cxlp_pool_create(spec, 32 * MiB, NULL, &p));
-    struct cxlp_import_opts o = {.format = CXLP_FMT_RAW, .dtype = -1, .record_size = rs};
+    /* ingested onto 4 KiB pages (a fresh ingest is on 2 MiB pages already:
+     * test_store_pages) */
+    struct cxlp_import_opts o = {.format = CXLP_FMT_RAW, .dtype = -1, .record_size = rs,
+                                 .no_hugepages = 1};
     CHECK_OK(cxlp_import(p, "d", path, &o));
     CHECK(unlink(path) == 0);
     cxlp_store *s;
@@ -69,7 +53,9 @@ int main(void)
     }
     CHECK_OK(rc);
     read_all(s, src, rs);
-    uint64_t after = pmd_mapped_kb();
+    uint64_t after = pmd_mapped_kb(), pb, ph;
+    CHECK_OK(cxlp_store_pages(s, &pb, &ph));
+    CHECK(ph >= 4 * 2 * MiB && ph <= pb);
     printf("ShmemPmdMapped: %llu kB before, %llu kB after\n", (unsigned long long)before,
            (unsigned long long)after);
     /* the 12 MiB shard holds at least four whole 2 MiB pieces */

@@ -5,6 +5,7 @@
  * no resident anonymous memory until a page is written). */
 #include <sys/wait.h>
 
+#include "smaps.h"
 #include "test.h"
 
 #define N 512
@@ -13,15 +14,7 @@
 /* kB of anonymous (private, written) memory this process has resident. */
 static uint64_t anon_kb(void)
 {
-    FILE *f = fopen("/proc/self/smaps_rollup", "re");
-    CHECK(f);
-    char line[256];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "Anonymous: %llu kB", &kb) == 1)
-            break;
-    fclose(f);
-    return kb;
+    return smaps_rollup_kb("Anonymous");
 }
 
 static uint8_t rec_byte(uint64_t i, uint64_t k)

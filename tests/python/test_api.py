@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import pydoc
 import shutil
 import subprocess
 import sys
 import uuid
 from pathlib import Path
+
+import os
 
 import numpy as np
 import pytest
@@ -68,8 +71,10 @@ def test_reprs_say_what_an_object_is(pool, tmp_path) -> None:
     assert repr(s) == "DistributedCXLSampler(50 samples, seed 9, epoch 0, rank 1 of 4)"
     assert repr(RandomCXLSampler(7, seed=None)) == "RandomCXLSampler(7 samples, seed from torch, epoch 0)"
     dl = CXLDataLoader(ds, batch_size=8, sampler=s)
+    # threads: what the engine runs by default (one less than the CPUs, at least 1)
+    assert dl.threads == max(1, len(os.sched_getaffinity(0)) - 1)
     assert repr(dl) == (f"CXLDataLoader({ds!r}, batch_size=8, fast path, collate=stack, "
-                        f"sampler={s!r}, threads=2, epoch 0)")
+                        f"sampler={s!r}, threads={dl.threads}, epoch 0)")
     gen = CXLDataLoader(ds, batch_size=8, collate_fn=list)
     assert "general path" in repr(gen)
 

@@ -5,6 +5,7 @@ import gc
 import pickle
 
 import numpy as np
+import pytest
 import torch
 
 from cxl_dataloader import CXLDataset, CXLMemoryPool
@@ -67,12 +68,33 @@ def test_hugepages_keeps_contents(pool: CXLMemoryPool, tmp_path) -> None:
     import warnings
     arr = np.random.default_rng(1).integers(0, 1 << 30, size=(2048, 2048), dtype=np.int32)
     np.save(tmp_path / "h.npy", arr)  # 16 MiB: several whole 2 MiB pieces
+    CXLDataset.ingest(pool, "h", tmp_path / "h.npy", hugepages=False)
+    assert CXLDataset(pool, "h").pages()["huge_bytes"] == 0  # opted out: 4 KiB pages
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        ds = CXLDataset.ingest(pool, "h", tmp_path / "h.npy", hugepages=True)
+        ds = CXLDataset(pool, "h", hugepages=True)  # moved onto 2 MiB pages afterwards
     # best effort: either collapsed, or a warning says why not
     assert all("4 KiB pages" in str(x.message) for x in w)
+    if not w:
+        assert ds.pages()["huge_bytes"] >= 4 * (2 << 20)
     for i in (0, 511, 2047):
         assert torch.equal(ds[i], torch.from_numpy(arr[i]))
     pool.verify()
     assert pickle.loads(pickle.dumps(ds)).hugepages is False
+
+
+def test_ingest_puts_records_on_2mib_pages(pool: CXLMemoryPool, tmp_path) -> None:
+    """By default the records land on 2 MiB pages as they are written (no
+    collapse afterwards), where the kernel can: all of one shard but its
+    partial 2 MiB ends."""
+    arr = np.random.default_rng(2).integers(0, 1 << 30, size=(2048, 2048), dtype=np.int32)
+    np.save(tmp_path / "p.npy", arr)
+    ds = CXLDataset.ingest(pool, "p", tmp_path / "p.npy")
+    pg = ds.pages()
+    assert pg["bytes"] >= arr.nbytes
+    if pg["huge_bytes"] == 0:
+        pytest.skip("this kernel gave shm no 2 MiB pages")
+    assert pg["huge_bytes"] >= pg["bytes"] - (4 << 20)
+    for i in (0, 1023, 2047):
+        assert torch.equal(ds[i], torch.from_numpy(arr[i]))
+    pool.verify()

@@ -76,7 +76,11 @@ def test_loader_pad_pack(sft: tuple) -> None:
             assert b["score"][r].item() == pytest.approx(float(score[i]))
         seen += b["score"].shape[0]
     assert seen == len(ds)
-    pack = CXLDataLoader(ds, batch_size=4, seq_len=64, columns=["labels", "score"])
+    pack = CXLDataLoader(ds, batch_size=4, seq_len=64, columns=["labels", "score"],
+                         return_segments=True)
+    assert set(next(iter(CXLDataLoader(ds, batch_size=4, seq_len=64,
+                                       columns=["labels", "score"])))) == {"labels", "score",
+                                                                           "lengths"}
     total = 0
     for b in pack:
         # one score per segment: the record each piece of a row comes from

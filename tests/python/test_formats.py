@@ -273,8 +273,8 @@ def test_jsonl_bpe_multiprocess(pool: CXLMemoryPool, tmp_path: Path) -> None:
     for i, t in enumerate(texts):
         ids = tok.encode(t, add_special_tokens=False).ids
         assert one[i].tolist() == ids and two[i].tolist() == ids + [0]
-    # packed rows carry the document (= line) boundaries
-    b = next(iter(CXLDataLoader(one, batch_size=2, seq_len=128)))
+    # packed rows carry the document (= line) boundaries when asked
+    b = next(iter(CXLDataLoader(one, batch_size=2, seq_len=128, return_segments=True)))
     assert {"tokens", "lengths", "seg_row", "seg_id"} <= set(b)
 
 

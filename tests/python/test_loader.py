@@ -1,6 +1,8 @@
 """CXLDataLoader: fast path order and content, packing, resume, general path."""
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -110,9 +112,18 @@ def test_general_path_runs_user_collate(fixed) -> None:
 def test_packed_rows_carry_document_boundaries(pool: CXLMemoryPool, tokens) -> None:
     prefix, seqs = tokens
     ds = CXLDataset.ingest(pool, "tok", prefix, format="megatron")
-    dl = CXLDataLoader(ds, batch_size=3, seq_len=40, shuffle=True, seed=2)
+    # by default a packed batch is the rows and their lengths, nothing else
+    plain = [b for b in CXLDataLoader(ds, batch_size=3, seq_len=40, shuffle=True, seed=2)]
+    assert all(set(b) == {"tokens", "lengths"} for b in plain)
+    dl = CXLDataLoader(ds, batch_size=3, seq_len=40, shuffle=True, seed=2, return_segments=True)
     pieces = 0
-    for b in dl:
+    for k, b in enumerate(dl):
+        assert set(b) == {"tokens", "lengths", "seg_row", "seg_start", "seg_len", "seg_offset",
+                          "seg_id"}
+        assert all(b[f].dtype == torch.int64 for f in b if f != "tokens")
+        # the same rows with or without the boundaries
+        assert torch.equal(b["tokens"], plain[k]["tokens"])
+        assert torch.equal(b["lengths"], plain[k]["lengths"])
         t = b["tokens"]
         for r, c, n, off, i in zip(b["seg_row"].tolist(), b["seg_start"].tolist(),
                                    b["seg_len"].tolist(), b["seg_offset"].tolist(),
@@ -154,4 +165,6 @@ def test_ring_starts_with_the_documented_slots(fixed) -> None:
             dl = CXLDataLoader(ds, batch_size=10, num_workers=workers, prefetch_factor=pf)
         it = iter(dl)
         next(it)
-        assert dl._engine.n_slots == 2 * pf * workers + 2
+        # the engine never runs more threads than the CPUs it may use
+        assert dl.threads == min(workers, len(os.sched_getaffinity(0)))
+        assert dl._engine.n_slots == 2 * pf * dl.threads + 2
