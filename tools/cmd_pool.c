@@ -254,6 +254,8 @@ int cli_cmd_ingest(int argc, char **argv)
         }
         if (!show)
             pyargs[np++] = "--no-progress";
+        if (o.no_hugepages)
+            pyargs[np++] = "--no-hugepages";
         if (json)
             pyargs[np++] = "--json";
         pyargs[np++] = (char *)spec;

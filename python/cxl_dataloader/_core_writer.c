@@ -90,13 +90,14 @@ out:
 
 static int writer_init(WriterObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"pool", "name", "fields", "shard_bytes", NULL};
+    static char *kwlist[] = {"pool", "name", "fields", "shard_bytes", "hugepages", NULL};
     PoolObject *pool;
     const char *name;
     PyObject *fields;
     unsigned long long shard_bytes = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!sO|$K", kwlist, &PoolType, &pool, &name,
-                                     &fields, &shard_bytes))
+    int hugepages = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!sO|$Kp", kwlist, &PoolType, &pool, &name,
+                                     &fields, &shard_bytes, &hugepages))
         return -1;
     if (self->w) {
         PyErr_SetString(PyExc_RuntimeError, "Writer already initialized");
@@ -109,7 +110,7 @@ static int writer_init(WriterObject *self, PyObject *args, PyObject *kw)
     struct cxlp_schema sc;
     if (parse_fields(fields, &sc, self->var) < 0)
         return -1;
-    struct cxlp_writer_opts o = {.shard_bytes = shard_bytes};
+    struct cxlp_writer_opts o = {.shard_bytes = shard_bytes, .no_hugepages = !hugepages};
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = cxlp_writer_begin(pool->p, name, &sc, &o, &self->w);
@@ -255,9 +256,10 @@ PyTypeObject WriterType = {
     .tp_name = "cxl_dataloader._core.Writer",
     .tp_basicsize = sizeof(WriterObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Writer(pool, name, fields, *, shard_bytes=0): a dataset being written; fields "
-              "[(name, dtype, shape)] with shape (None,) for a variable length. Nothing is "
-              "visible before commit(); a Writer dropped uncommitted is aborted.",
+    .tp_doc = "Writer(pool, name, fields, *, shard_bytes=0, hugepages=True): a dataset being "
+              "written; fields [(name, dtype, shape)] with shape (None,) for a variable length. "
+              "Every column lands on 2 MiB pages (shm, numa pools) unless hugepages=False. "
+              "Nothing is visible before commit(); a Writer dropped uncommitted is aborted.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)writer_init,
     .tp_dealloc = (destructor)writer_dealloc,

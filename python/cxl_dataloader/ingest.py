@@ -24,6 +24,10 @@ others wait on a lock file beside the pool and then find the dataset there.
 Memory is bounded: Parquet is read a row group at a time, Arrow IPC a
 record batch at a time, tar members and JSONL lines in batches of
 ``batch_bytes``; a writer stages at most one shard of its smaller columns.
+
+Pages: every column lands on 2 MiB pages where the pool's memory comes in
+4 KiB pages (shm, numa), as with the C importers; ``hugepages=False``
+(``--no-hugepages``) keeps them on 4 KiB pages.
 """
 from __future__ import annotations
 
@@ -772,7 +776,7 @@ def ingest(pool: Any, name: str, source: Any, format: Optional[str] = None, *,
            tokenizer: Optional[str] = None, eod: Optional[int] = None,
            workers: Optional[int] = None, shard_bytes: int = 0,
            batch_bytes: int = BATCH_BYTES, progress: Optional[bool] = None,
-           storage_options: Optional[dict] = None) -> dict:
+           storage_options: Optional[dict] = None, hugepages: bool = True) -> dict:
     """Imports source into dataset `name` of pool (a _core.Pool) and returns
     {"records": n, "files": k, "skipped": files already done by an earlier
     run}. Does nothing when the dataset exists (an earlier run, or another
@@ -787,22 +791,23 @@ def ingest(pool: Any, name: str, source: Any, format: Optional[str] = None, *,
     if _is_arrow_object(source):
         if fmt != "arrow":
             raise IngestError(f"an in-memory {type(source).__name__} is Arrow data, not {fmt}")
-        return _ingest_object(pool, name, source, columns, shard_bytes)
+        return _ingest_object(pool, name, source, columns, shard_bytes, hugepages)
     if fmt == "jsonl" and not tokenizer:
         raise IngestError("jsonl needs tokenizer= (a tokenizer.json, or 'bytes')")
     with ingest_lock(pool, name):
         if any(d["name"] == name for d in pool.list()):
             return {"records": None, "files": 0, "skipped": 0, "existed": True}
         return _ingest_files(pool, name, source, fmt, columns, text_field, tokenizer, eod,
-                             workers, shard_bytes, batch_bytes, progress, storage_options)
+                             workers, shard_bytes, batch_bytes, progress, storage_options,
+                             hugepages)
 
 
 def _ingest_object(pool: Any, name: str, obj: Any, columns: Optional[Sequence[str]],
-                   shard_bytes: int) -> dict:
+                   shard_bytes: int, hugepages: bool) -> dict:
     where = f"<{type(obj).__name__}>"
     schema, batches = _arrow_batches(obj, 65536)
     fields = arrow_fields(schema, columns, where)
-    w = _core.Writer(pool, name, fields.fields, shard_bytes=shard_bytes)
+    w = _core.Writer(pool, name, fields.fields, shard_bytes=shard_bytes, hugepages=hugepages)
     try:
         n = _write_arrow(w, fields, batches, where, lambda: None)
         w.commit()
@@ -815,7 +820,7 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
                   columns: Optional[Sequence[str]], text_field: str, tokenizer: Optional[str],
                   eod: Optional[int], workers: Optional[int], shard_bytes: int,
                   batch_bytes: int, progress: Optional[bool],
-                  storage_options: Optional[dict]) -> dict:
+                  storage_options: Optional[dict], hugepages: bool) -> dict:
     srcs = list_sources(source, fmt, storage_options)
     opts = {"columns": list(columns) if columns is not None else None}
     tok = tok_json = None
@@ -857,7 +862,7 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
                         bar.to(done_bytes + (f.tell() if pos is None else pos))
                 fields = _ingest_one(pool, part, src, f, fmt, fields, columns, text_field, tok,
                                      mp_pool, nproc, dtype, eod, shard_bytes, batch_bytes,
-                                     storage_options, where, tick)
+                                     storage_options, where, tick, hugepages)
             finally:
                 f.close()
             made.append(part)
@@ -890,7 +895,8 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
 def _ingest_one(pool: Any, part: str, src: Source, f: Any, fmt: str, fields: Optional[Fields],
                 columns: Optional[Sequence[str]], text_field: str, tok: Any, mp_pool: Any,
                 nproc: int, dtype: str, eod: Optional[int], shard_bytes: int, batch_bytes: int,
-                storage_options: Optional[dict], where: str, tick: Callable[..., None]) -> Fields:
+                storage_options: Optional[dict], where: str, tick: Callable[..., None],
+                hugepages: bool) -> Fields:
     """One source file into part (committed), checking its fields match the
     files before it."""
     w = None
@@ -911,7 +917,8 @@ def _ingest_one(pool: Any, part: str, src: Source, f: Any, fmt: str, fields: Opt
             fields = _same(fields, mine, where)
             if fmt == "arrow" and columns is not None:
                 batches = (b.select(list(columns)) for b in batches)
-            w = _core.Writer(pool, part, fields.fields, shard_bytes=part_shard(shard_bytes, est))
+            w = _core.Writer(pool, part, fields.fields, shard_bytes=part_shard(shard_bytes, est),
+                             hugepages=hugepages)
             try:
                 _write_arrow(w, fields, batches, where, tick)
             except (OSError, ValueError) as e:
@@ -926,7 +933,7 @@ def _ingest_one(pool: Any, part: str, src: Source, f: Any, fmt: str, fields: Opt
             mine = wds_fields(first[1], columns)
             fields = _same(fields, mine, where)
             w = _core.Writer(pool, part, fields.fields,
-                             shard_bytes=part_shard(shard_bytes, src.size))
+                             shard_bytes=part_shard(shard_bytes, src.size), hugepages=hugepages)
             _write_wds(w, fields, itertools.chain([first], samples), where,
                        BATCH_BYTES if batch_bytes <= 0 else batch_bytes, columns is None, tick)
         else:
@@ -934,7 +941,7 @@ def _ingest_one(pool: Any, part: str, src: Source, f: Any, fmt: str, fields: Opt
             fields = _same(fields, mine, where)
             f.close()
             w = _core.Writer(pool, part, fields.fields,
-                             shard_bytes=part_shard(shard_bytes, src.size))
+                             shard_bytes=part_shard(shard_bytes, src.size), hugepages=hugepages)
             _write_jsonl(w, src, where, tok, mp_pool, text_field, dtype, eod, batch_bytes,
                          nproc, storage_options, tick)
         w.commit()
@@ -986,6 +993,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="tokenizer processes (jsonl)")
     ap.add_argument("--shard-bytes", type=int, default=0, help="bytes (the C CLI parses "
                     "size strings and passes the number)")
+    ap.add_argument("--no-hugepages", action="store_true",
+                    help="records on 4 KiB pages (default: 2 MiB pages on shm and numa pools)")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
@@ -1001,7 +1010,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                    columns=a.columns.split(",") if a.columns else None,
                    text_field=a.text_field, tokenizer=a.tokenizer, eod=a.eod,
                    workers=a.workers, shard_bytes=a.shard_bytes,
-                   progress=False if a.no_progress else None)
+                   progress=False if a.no_progress else None, hugepages=not a.no_hugepages)
     except (IngestError, _core.CXLError) as e:
         msg = str(e)
         print(f"cxlpool: ingest: {msg}", file=sys.stderr)

@@ -142,7 +142,8 @@ class CXLMemoryPool:
         from . import ingest as importers
         fmt = format if format != "auto" else importers.detect_format(source)
         if fmt in importers.FORMATS:
-            importers.ingest(self._pool, name, source, fmt, progress=progress, **kw)
+            importers.ingest(self._pool, name, source, fmt, progress=progress,
+                             hugepages=hugepages, **kw)
             return
         if kw:
             raise TypeError(f"format {format!r} (raw, npy, megatron) takes no "

@@ -366,6 +366,42 @@ def test_cli_runs_the_importers(pool: CXLMemoryPool, tmp_path: Path) -> None:
     assert r.returncode == 1 and "tokenizer" in r.stderr
 
 
+def test_columns_land_on_2mib_pages(pool: CXLMemoryPool, tmp_path: Path) -> None:
+    """Every column of a dataset the Python importers write lands on 2 MiB
+    pages, as the C importers' records do (the column written straight into
+    the pool and the ones copied in at seal alike); --no-hugepages (CLI) and
+    hugepages=False keep them on 4 KiB pages."""
+    rng = np.random.default_rng(4)
+    n = 6000
+    toks = [rng.integers(0, 60000, size=int(k), dtype=np.int32)
+            for k in rng.integers(256, 1024, n)]
+    t = pa.table({"input_ids": pa.array(toks, type=pa.list_(pa.int32())),
+                  "emb": pa.array(list(rng.random((n, 256), dtype=np.float32)),
+                                  type=pa.list_(pa.float32(), 256))})
+    pq.write_table(t, tmp_path / "c.parquet")  # ~14.6 MiB of tokens, 5.9 MiB of emb
+    exe = Path(sys.executable).parent / "cxlpool"
+    if exe.exists():
+        r = subprocess.run([str(exe), "ingest", pool.spec, "small", str(tmp_path / "c.parquet"),
+                            "--no-hugepages", "--no-progress"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        small = CXLDataset(pool, "small")
+    else:
+        small = CXLDataset.ingest(pool, "small", tmp_path / "c.parquet", hugepages=False)
+    assert small.pages()["huge_bytes"] == 0
+    assert CXLDataset.ingest(pool, "small2", tmp_path / "c.parquet",
+                             hugepages=False).pages()["huge_bytes"] == 0
+    ds = CXLDataset.ingest(pool, "huge", tmp_path / "c.parquet")
+    pg = ds.pages()
+    if pg["huge_bytes"] == 0:
+        pytest.skip("this kernel gave shm no 2 MiB pages")
+    # all but each shard's partial 2 MiB ends: both columns
+    assert pg["huge_bytes"] >= pg["bytes"] - ds.info()["shards"] * (4 << 20)
+    assert pg["bytes"] >= 20 << 20
+    for i in (0, 2999, n - 1):
+        assert ds[i]["input_ids"].tolist() == toks[i].tolist()
+        assert torch.equal(ds[i]["emb"], torch.tensor(t["emb"][i].as_py()))
+
+
 RANK = """
 import json, sys
 from cxl_dataloader import CXLDataset
