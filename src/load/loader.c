@@ -417,15 +417,18 @@ static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
         while (l->cur_off < elems && pos < total) {
             uint64_t row = pos / L, col = pos % L;
             uint64_t take = MIN(elems - l->cur_off, L - col);
-            if ((rc = grow_segments(l, s, nseg + 1)))
+            if (nseg >= s->seg_cap && (rc = grow_segments(l, s, nseg + 1))) /* rarely */
                 return seterr(&l->obj, rc, "out of memory planning batch");
             s->seg_row[nseg] = (int64_t)row;
             s->seg_start[nseg] = (int64_t)col;
             s->seg_len[nseg] = (int64_t)take;
             s->seg_offset[nseg] = (int64_t)l->cur_off;
-            for (uint32_t k = 0; k < nsel; k++)
-                s->seg_src[nseg * nsel + k] = (const uint8_t *)v[k].data +
-                    (l->sel[k].var ? l->cur_off * (uint64_t)l->sel[k].isz : 0);
+            if (nsel == 1) /* the planned field alone */
+                s->seg_src[nseg] = (const uint8_t *)v[0].data + l->cur_off * isz;
+            else
+                for (uint32_t k = 0; k < nsel; k++)
+                    s->seg_src[nseg * nsel + k] = (const uint8_t *)v[k].data +
+                        (l->sel[k].var ? l->cur_off * (uint64_t)l->sel[k].isz : 0);
             s->ids[nseg] = id;
             nseg++;
             pos += take;
@@ -487,97 +490,139 @@ static int resolve_rows(cxlp_loader *l, struct slot *s)
     return 0;
 }
 
+/* Field k of a STACK batch: its values of rows i (views v[i * nsel]) into
+ * dst, merging runs of records that sit back to back in the pool. Inlined
+ * with nsel constant 1 for the one-field case. */
+static inline __attribute__((always_inline)) int
+stack_field(cxlp_loader *l, const struct slot *s, const struct lfield *f,
+            const struct cxlp_view *v, uint32_t nsel, uint8_t *dst)
+{
+    const uint64_t rs = f->size;
+    const uint32_t n = s->b.rows;
+    uint32_t i = 0;
+    while (i < n) {
+        const struct cxlp_view *vi = &v[(size_t)i * nsel];
+        if (vi->len != rs)
+            return seterr(&l->obj, CXLP_ECORRUPT, "record %llu field %u: %llu bytes, schema says %llu",
+                          (unsigned long long)s->ids[i], f->field, (unsigned long long)vi->len,
+                          (unsigned long long)rs);
+        uint32_t j = i + 1;
+        const uint8_t *next = (const uint8_t *)vi->data + rs;
+        while (j < n && v[(size_t)j * nsel].data == next && v[(size_t)j * nsel].len == rs) {
+            next += rs;
+            j++;
+        }
+        memcpy(dst + (uint64_t)i * rs, vi->data, (size_t)((j - i) * rs));
+        i = j;
+    }
+    return 0;
+}
+
 static int gather_stack(cxlp_loader *l, struct slot *s)
 {
     int rc = resolve_rows(l, s);
     if (rc)
         return rc;
-    const uint32_t n = s->b.rows, nsel = l->nsel;
-    for (uint32_t k = 0; k < nsel; k++) {
-        const struct lfield *f = &l->sel[k];
-        const uint64_t rs = f->size;
-        const struct cxlp_view *v = s->views + k; /* record i's: v[i * nsel] */
-        uint8_t *dst = s->data + f->off;
-        uint32_t i = 0;
-        while (i < n) {
-            const struct cxlp_view *vi = &v[(size_t)i * nsel];
-            if (vi->len != rs)
-                return seterr(&l->obj, CXLP_ECORRUPT,
-                              "record %llu field %u: %llu bytes, schema says %llu",
-                              (unsigned long long)s->ids[i], f->field, (unsigned long long)vi->len,
-                              (unsigned long long)rs);
-            /* merge a run of records that sit back to back in the pool */
-            uint32_t j = i + 1;
-            const uint8_t *next = (const uint8_t *)vi->data + rs;
-            while (j < n && v[(size_t)j * nsel].data == next && v[(size_t)j * nsel].len == rs) {
-                next += rs;
-                j++;
-            }
-            memcpy(dst + (uint64_t)i * rs, vi->data, (size_t)((j - i) * rs));
-            i = j;
-        }
+    const uint32_t nsel = l->nsel;
+    if (nsel == 1)
+        return stack_field(l, s, &l->sel[0], s->views, 1, s->data);
+    for (uint32_t k = 0; k < nsel && !rc; k++)
+        rc = stack_field(l, s, &l->sel[k], s->views + k, nsel, s->data + l->sel[k].off);
+    return rc;
+}
+
+/* PAD, field f of every row (views v[i * nsel]) into dst: a variable-length
+ * field cut at lengths[i] (set) and padded to seq_len, a fixed-shape one
+ * copied. Inlined with nsel constant 1 for the one-field case. */
+static inline __attribute__((always_inline)) void
+pad_field(const cxlp_loader *l, const struct slot *s, const struct lfield *f,
+          const struct cxlp_view *v, uint32_t nsel, uint8_t *dst)
+{
+    /* locals: the copies could alias *l and *f for all the compiler knows */
+    const uint64_t L = l->o.seq_len, isz = (uint64_t)f->isz, rb = f->row_bytes, size = f->size;
+    const int64_t pad = l->o.pad_value;
+    const int dtype = f->dtype;
+    const uint32_t rows = s->b.rows;
+    const int64_t *lengths = s->lengths;
+    if (!f->var) {
+        for (uint32_t i = 0; i < rows; i++)
+            memcpy(dst + (uint64_t)i * rb, v[(size_t)i * nsel].data, (size_t)size);
+        return;
     }
-    return 0;
+    for (uint32_t i = 0; i < rows; i++) {
+        uint8_t *row = dst + (uint64_t)i * rb;
+        uint64_t n = (uint64_t)lengths[i];
+        memcpy(row, v[(size_t)i * nsel].data, (size_t)(n * isz));
+        fill_elems(row + n * isz, L - n, dtype, pad);
+    }
 }
 
 static int gather_pad(cxlp_loader *l, struct slot *s)
 {
     const uint64_t L = l->o.seq_len;
-    const uint32_t nsel = l->nsel;
-    const struct lfield *f0 = &l->sel[l->var0];
+    const uint32_t nsel = l->nsel, var0 = l->var0;
+    const struct lfield *f0 = &l->sel[var0];
+    const uint64_t isz0 = (uint64_t)f0->isz;
     int rc = resolve_rows(l, s);
     if (rc)
         return rc;
-    if (nsel > 1) /* the small fixed-shape values, for the copies below */
-        for (uint32_t i = 0; i < s->b.rows; i++)
-            for (uint32_t k = 0; k < nsel; k++)
-                if (!l->sel[k].var)
-                    __builtin_prefetch(s->views[(size_t)i * nsel + k].data);
     for (uint32_t i = 0; i < s->b.rows; i++) {
         const struct cxlp_view *v = &s->views[(size_t)i * nsel];
-        uint64_t elems = v[l->var0].len / (uint64_t)f0->isz;
-        if (nsel > 1 && (rc = check_fields(l, s->ids[i], v, elems)))
-            return rc;
-        uint64_t n = MIN(elems, L);
-        for (uint32_t k = 0; k < nsel; k++) {
-            const struct lfield *f = &l->sel[k];
-            uint8_t *row = s->data + f->off + (uint64_t)i * f->row_bytes;
-            if (!f->var) {
-                memcpy(row, v[k].data, (size_t)f->size);
-                continue;
-            }
-            memcpy(row, v[k].data, (size_t)(n * (uint64_t)f->isz));
-            fill_elems(row + n * (uint64_t)f->isz, L - n, f->dtype, l->o.pad_value);
+        uint64_t elems = v[var0].len / isz0;
+        if (nsel > 1) {
+            if ((rc = check_fields(l, s->ids[i], v, elems)))
+                return rc;
+            for (uint32_t k = 0; k < nsel; k++) /* small values, for the copies below */
+                if (!l->sel[k].var)
+                    __builtin_prefetch(v[k].data);
         }
-        s->lengths[i] = (int64_t)n;
+        s->lengths[i] = (int64_t)MIN(elems, L);
     }
+    if (nsel == 1) {
+        pad_field(l, s, f0, s->views, 1, s->data);
+        return 0;
+    }
+    for (uint32_t k = 0; k < nsel; k++)
+        pad_field(l, s, &l->sel[k], s->views + k, nsel, s->data + l->sel[k].off);
     return 0;
+}
+
+/* PACK, chosen field k of every segment (from seg_src[g * nsel + k]): a
+ * variable-length field's pieces into their rows (the last row's tail
+ * padded), a fixed-shape field's value per segment into segf[k]. Inlined
+ * with nsel constant 1 for the one-field case. */
+static inline __attribute__((always_inline)) void
+pack_field(const cxlp_loader *l, struct slot *s, uint32_t k, uint32_t nsel)
+{
+    /* locals: the copies could alias *l, *f and *s for all the compiler knows */
+    const struct lfield *f = &l->sel[k];
+    const uint8_t *const *src = s->seg_src + k;
+    const uint64_t n = s->b.n_segments, isz = (uint64_t)f->isz, rb = f->row_bytes, size = f->size;
+    const int64_t *row = s->seg_row, *start = s->seg_start, *len = s->seg_len;
+    if (!f->var) {
+        uint8_t *dst = s->segf[k];
+        for (uint64_t g = 0; g < n; g++)
+            memcpy(dst + g * size, src[g * nsel], (size_t)size);
+        return;
+    }
+    uint8_t *dst = s->data + f->off;
+    for (uint64_t g = 0; g < n; g++)
+        memcpy(dst + (uint64_t)row[g] * rb + (uint64_t)start[g] * isz, src[g * nsel],
+               (size_t)((uint64_t)len[g] * isz));
+    uint32_t last = s->b.rows - 1;
+    if (s->b.rows && (uint64_t)s->lengths[last] < l->o.seq_len)
+        fill_elems(dst + last * rb + (uint64_t)s->lengths[last] * isz,
+                   l->o.seq_len - (uint64_t)s->lengths[last], f->dtype, l->o.pad_value);
 }
 
 static int gather_pack(cxlp_loader *l, struct slot *s)
 {
-    const uint32_t nsel = l->nsel;
-    for (uint64_t g = 0; g < s->b.n_segments; g++) {
-        const uint8_t *const *src = &s->seg_src[g * nsel];
-        for (uint32_t k = 0; k < nsel; k++) {
-            const struct lfield *f = &l->sel[k];
-            if (!f->var) {
-                memcpy(s->segf[k] + g * f->size, src[k], (size_t)f->size);
-                continue;
-            }
-            uint64_t isz = (uint64_t)f->isz;
-            memcpy(s->data + f->off + (uint64_t)s->seg_row[g] * f->row_bytes +
-                   (uint64_t)s->seg_start[g] * isz, src[k], (size_t)((uint64_t)s->seg_len[g] * isz));
-        }
+    if (l->nsel == 1) {
+        pack_field(l, s, 0, 1);
+        return 0;
     }
-    uint32_t last = s->b.rows - 1;
-    for (uint32_t k = 0; k < nsel && s->b.rows; k++) {
-        const struct lfield *f = &l->sel[k];
-        if (f->var && (uint64_t)s->lengths[last] < l->o.seq_len)
-            fill_elems(s->data + f->off + last * f->row_bytes +
-                       (uint64_t)s->lengths[last] * (uint64_t)f->isz,
-                       l->o.seq_len - (uint64_t)s->lengths[last], f->dtype, l->o.pad_value);
-    }
+    for (uint32_t k = 0; k < l->nsel; k++)
+        pack_field(l, s, k, l->nsel);
     return 0;
 }
 

@@ -311,6 +311,21 @@ static inline uint64_t locate(const cxlp_store *s, uint64_t idx)
     return lo;
 }
 
+/* Column c of record idx (< count): the hot path of every read. */
+static inline __attribute__((always_inline)) int read_col(const cxlp_store *s, uint64_t idx,
+                                                          uint32_t c, struct cxlp_view *v)
+{
+    uint64_t k = locate(s, idx);
+    const uint8_t *p;
+    uint64_t len;
+    if (__builtin_expect(shard_col_record(&s->cols[k * s->ncols + c], idx - s->first[k], &p, &len),
+                         0))
+        return read_corrupt(s, k, c, idx);
+    v->data = p;
+    v->len = len;
+    return 0;
+}
+
 int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
 {
     if (__builtin_expect(idx >= s->count, 0))
@@ -318,14 +333,7 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
     if (__builtin_expect(s->ncols != 1 && !s->rows, 0))
         return seterr(NULL, CXLP_EARG, "dataset %s stores its %u fields in columns: read them with "
                       "cxlp_store_read_field", s->name, s->ncols);
-    uint64_t k = locate(s, idx);
-    const uint8_t *p;
-    uint64_t len;
-    if (__builtin_expect(shard_col_record(&s->cols[k * s->ncols], idx - s->first[k], &p, &len), 0))
-        return read_corrupt(s, k, 0, idx);
-    v->data = p;
-    v->len = len;
-    return 0;
+    return read_col(s, idx, 0, v);
 }
 
 int store_read_fields(const cxlp_store *s, uint64_t idx, const uint32_t *fields, uint32_t n,
@@ -333,6 +341,8 @@ int store_read_fields(const cxlp_store *s, uint64_t idx, const uint32_t *fields,
 {
     if (__builtin_expect(idx >= s->count, 0))
         return read_range(s, idx);
+    if (n == 1 && !s->rows) /* one column: what the loader reads for one field */
+        return read_col(s, idx, fields[0], v);
     uint64_t k = locate(s, idx), i = idx - s->first[k];
     const struct shard_col *cols = &s->cols[k * s->ncols];
     for (uint32_t j = 0; j < n; j++) {
@@ -368,13 +378,13 @@ struct fixed_fields {
  * that every shard's columns have the schema's sizes, and id < count keeps
  * the in-shard index below the shard's count, so no other check is needed.
  * The loop has no call and no branch per record but the range check, so
- * the copies' loads can start early. Inlined with nf constant 1 for the
- * common one-field case. */
+ * the copies' loads can start early. Inlined with nf and nc (columns per
+ * shard) constant 1 for datasets of one column. */
 static inline __attribute__((always_inline)) int
 resolve_fixed(const cxlp_store *s, const struct fixed_fields *ff, const uint64_t *ids, size_t n,
-              uint32_t nf, struct cxlp_view *out, size_t *bad)
+              uint32_t nf, uint64_t nc, struct cxlp_view *out, size_t *bad)
 {
-    const uint64_t per = s->per_shard, cnt = s->count, nc = s->ncols;
+    const uint64_t per = s->per_shard, cnt = s->count;
     const struct shard_col *cols = s->cols;
     for (size_t i = 0; i < n; i++) {
         uint64_t id = ids[i];
@@ -407,9 +417,21 @@ int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, const uint
         ff.len[j] = s->rows ? schema_field_size(f) : ff.stride[j];
         fixed = s->cols[ff.col[j]].kind == SHARD_KIND_FIXED;
     }
+    if (fixed && nf == 1 && s->ncols == 1) /* one column: a dataset's whole records */
+        return resolve_fixed(s, &ff, ids, n, 1, 1, out, bad);
     if (fixed)
-        return nf == 1 ? resolve_fixed(s, &ff, ids, n, 1, out, bad)
-                       : resolve_fixed(s, &ff, ids, n, nf, out, bad);
+        return resolve_fixed(s, &ff, ids, n, nf, s->ncols, out, bad);
+    if (nf == 1 && !s->rows) { /* one column (variable-length records): no call per record */
+        for (size_t i = 0; i < n; i++) {
+            int rc = __builtin_expect(ids[i] >= s->count, 0) ? read_range(s, ids[i])
+                                                              : read_col(s, ids[i], fields[0], &out[i]);
+            if (rc) {
+                *bad = i;
+                return rc;
+            }
+        }
+        return 0;
+    }
     for (size_t i = 0; i < n; i++) {
         int rc = store_read_fields(s, ids[i], fields, nf, &out[i * nf]);
         if (rc) {

@@ -226,9 +226,11 @@ static inline int shard_var_start(const struct shard_col *s, uint64_t i, uint64_
 }
 
 /* Record i (< n_records) of a column as a pointer and length inside the
- * column's data. The hot path: no allocation, no locks; 0 or CXLP_ECORRUPT. */
-static inline int shard_col_record(const struct shard_col *s, uint64_t i, const uint8_t **p,
-                                   uint64_t *len)
+ * column's data. The hot path: no allocation, no locks; 0 or CXLP_ECORRUPT.
+ * Always inlined: the reader calls it from a few places, and a call per
+ * record costs what the lookup itself does. */
+static inline __attribute__((always_inline)) int
+shard_col_record(const struct shard_col *s, uint64_t i, const uint8_t **p, uint64_t *len)
 {
     if (s->kind == SHARD_KIND_FIXED) {
         *p = s->data + i * s->record_size; /* n*record_size == data_len checked at open */
