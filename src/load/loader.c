@@ -356,21 +356,29 @@ static inline int read_sel(const cxlp_loader *l, uint64_t id, struct cxlp_view *
     return l->src.read(l->src.ctx, id, v);
 }
 
+__attribute__((cold, noinline)) static int fields_differ(cxlp_loader *l, uint64_t id,
+                                                        const struct lfield *f, uint64_t len,
+                                                        uint64_t elems)
+{
+    return seterr(&l->obj, f->var ? CXLP_EARG : CXLP_ECORRUPT,
+                  "record %llu: field %u has %llu bytes, %s %llu%s", (unsigned long long)id,
+                  f->field, (unsigned long long)len,
+                  f->var ? "the padded/packed fields have" : "the schema says",
+                  (unsigned long long)(f->var ? elems : f->size),
+                  f->var ? " elements: PAD and PACK need equal lengths" : "");
+}
+
 /* The chosen fields of one record, checked against what the plan assumed:
  * every variable-length field has `elems` elements (the planned field's
- * count), every fixed-shape field its size. */
-static int check_fields(cxlp_loader *l, uint64_t id, const struct cxlp_view *v, uint64_t elems)
+ * count), every fixed-shape field its size. elems * isz cannot overflow:
+ * elems is a view's length (inside the pool mapping) over an element size. */
+static inline int check_fields(cxlp_loader *l, uint64_t id, const struct cxlp_view *v,
+                               uint64_t elems)
 {
     for (uint32_t k = 0; k < l->nsel; k++) {
         const struct lfield *f = &l->sel[k];
-        if (f->var ? v[k].len / (uint64_t)f->isz != elems || v[k].len % (uint64_t)f->isz
-                   : v[k].len != f->size)
-            return seterr(&l->obj, f->var ? CXLP_EARG : CXLP_ECORRUPT,
-                          "record %llu: field %u has %llu bytes, %s %llu%s", (unsigned long long)id,
-                          f->field, (unsigned long long)v[k].len,
-                          f->var ? "the padded/packed fields have" : "the schema says",
-                          (unsigned long long)(f->var ? elems : f->size),
-                          f->var ? " elements: PAD and PACK need equal lengths" : "");
+        if (__builtin_expect(v[k].len != (f->var ? elems * (uint64_t)f->isz : f->size), 0))
+            return fields_differ(l, id, f, v[k].len, elems);
     }
     return 0;
 }
