@@ -60,9 +60,10 @@
  * done back to back so that on a random order the cache misses of the
  * lookups overlap instead of each waiting behind the previous record's
  * copy. Then each field is copied, merging runs of records that lie back to
- * back in its column. PACK resolves each record (all chosen fields) once,
- * while planning (it needs the length), and keeps each segment's addresses
- * for the gather.
+ * back in its column. PACK reads each record's planned field once, while
+ * planning (it needs the length), and keeps where each segment's elements
+ * are; the other chosen fields are looked up by the gather, all before any
+ * copy, outside the planning lock (pack_lookup).
  *
  * Rejected: a thread per batch handing results through a queue (reordering
  * cost, and unbounded memory when the consumer is slow); copying into
@@ -356,6 +357,14 @@ static inline int read_sel(const cxlp_loader *l, uint64_t id, struct cxlp_view *
     return l->src.read(l->src.ctx, id, v);
 }
 
+/* Chosen field k of record id. */
+static inline int read_one(const cxlp_loader *l, uint64_t id, uint32_t k, struct cxlp_view *v)
+{
+    if (l->src.read_fields)
+        return l->src.read_fields(l->src.ctx, id, &l->fidx[k], 1, v);
+    return l->src.read(l->src.ctx, id, v);
+}
+
 __attribute__((cold, noinline)) static int fields_differ(cxlp_loader *l, uint64_t id,
                                                         const struct lfield *f, uint64_t len,
                                                         uint64_t elems)
@@ -384,8 +393,9 @@ static inline int check_fields(cxlp_loader *l, uint64_t id, const struct cxlp_vi
 }
 
 /* PACK: fill batch_size rows of seq_len elements from consecutive records.
- * Each record's chosen fields are read once, here; the segments keep their
- * addresses (seg_src) for the gather. */
+ * Each record's planned field is read once, here, and the segments keep
+ * where their elements are (seg_src) for the gather; other chosen fields
+ * are the gather's (pack_lookup), outside the planning lock. */
 static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
 {
     const uint64_t L = l->o.seq_len, total = (uint64_t)l->o.batch_size * L;
@@ -401,22 +411,14 @@ static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
             return rc;
         if (!have)
             break;
-        struct cxlp_view v[CXLP_MAX_FIELDS];
-        if ((rc = read_sel(l, id, v)))
+        struct cxlp_view v;
+        if ((rc = read_one(l, id, l->var0, &v)))
             return read_fail(l, id, rc);
-        uint64_t len = v[l->var0].len;
-        if (len % isz)
+        if (v.len % isz)
             return seterr(&l->obj, CXLP_ECORRUPT,
                           "record %llu: %llu bytes is not a whole number of %d-byte elements",
-                          (unsigned long long)id, (unsigned long long)len, l->itemsize);
-        uint64_t elems = len / isz;
-        if (nsel > 1) {
-            if ((rc = check_fields(l, id, v, elems)))
-                return rc;
-            for (uint32_t k = 0; k < nsel; k++) /* for the gather's copy */
-                if (!l->sel[k].var)
-                    __builtin_prefetch(v[k].data);
-        }
+                          (unsigned long long)id, (unsigned long long)v.len, l->itemsize);
+        uint64_t elems = v.len / isz;
         if (l->cur_off > elems)
             return seterr(&l->obj, CXLP_EARG,
                           "first_offset %llu is past the end of record %llu (%llu elements)",
@@ -431,12 +433,7 @@ static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
             s->seg_start[nseg] = (int64_t)col;
             s->seg_len[nseg] = (int64_t)take;
             s->seg_offset[nseg] = (int64_t)l->cur_off;
-            if (nsel == 1) /* the planned field alone */
-                s->seg_src[nseg] = (const uint8_t *)v[0].data + l->cur_off * isz;
-            else
-                for (uint32_t k = 0; k < nsel; k++)
-                    s->seg_src[nseg * nsel + k] = (const uint8_t *)v[k].data +
-                        (l->sel[k].var ? l->cur_off * (uint64_t)l->sel[k].isz : 0);
+            s->seg_src[nseg * nsel + l->var0] = (const uint8_t *)v.data + l->cur_off * isz;
             s->ids[nseg] = id;
             nseg++;
             pos += take;
@@ -623,15 +620,46 @@ pack_field(const cxlp_loader *l, struct slot *s, uint32_t k, uint32_t nsel)
                    l->o.seq_len - (uint64_t)s->lengths[last], f->dtype, l->o.pad_value);
 }
 
+/* PACK of several fields: the chosen fields of every segment's record, all
+ * looked up before any copy (so that on a random order the cache misses
+ * overlap), checked against the planned field's length and put in
+ * seg_src. A record's segments are consecutive: one lookup each. */
+static int pack_lookup(cxlp_loader *l, struct slot *s)
+{
+    const uint32_t nsel = l->nsel, var0 = l->var0;
+    const uint64_t isz0 = (uint64_t)l->sel[var0].isz;
+    struct cxlp_view v[CXLP_MAX_FIELDS];
+    for (uint64_t g = 0; g < s->b.n_segments; g++) {
+        if (g == 0 || s->ids[g] != s->ids[g - 1]) {
+            int rc = read_sel(l, s->ids[g], v);
+            if (rc)
+                return read_fail(l, s->ids[g], rc);
+            if ((rc = check_fields(l, s->ids[g], v, v[var0].len / isz0)))
+                return rc;
+        }
+        for (uint32_t k = 0; k < nsel; k++) {
+            const struct lfield *f = &l->sel[k];
+            if (k == var0)
+                continue; /* planning's */
+            if (!f->var)
+                __builtin_prefetch(v[k].data); /* small values, for the copies */
+            s->seg_src[g * nsel + k] = (const uint8_t *)v[k].data +
+                                       (f->var ? (uint64_t)s->seg_offset[g] * (uint64_t)f->isz : 0);
+        }
+    }
+    return 0;
+}
+
 static int gather_pack(cxlp_loader *l, struct slot *s)
 {
     if (l->nsel == 1) {
         pack_field(l, s, 0, 1);
         return 0;
     }
-    for (uint32_t k = 0; k < l->nsel; k++)
+    int rc = pack_lookup(l, s);
+    for (uint32_t k = 0; k < l->nsel && !rc; k++)
         pack_field(l, s, k, l->nsel);
-    return 0;
+    return rc;
 }
 
 /* ---------------------------------------------------------------- threads  */
