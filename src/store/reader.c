@@ -378,8 +378,8 @@ struct fixed_fields {
  * that every shard's columns have the schema's sizes, and id < count keeps
  * the in-shard index below the shard's count, so no other check is needed.
  * The loop has no call and no branch per record but the range check, so
- * the copies' loads can start early. Inlined with nf and nc (columns per
- * shard) constant 1 for datasets of one column. */
+ * the copies' loads can start early. Inlined with every field constant for
+ * datasets of one column of whole records. */
 static inline __attribute__((always_inline)) int
 resolve_fixed(const cxlp_store *s, const struct fixed_fields *ff, const uint64_t *ids, size_t n,
               uint32_t nf, uint64_t nc, struct cxlp_view *out, size_t *bad)
@@ -404,6 +404,12 @@ resolve_fixed(const cxlp_store *s, const struct fixed_fields *ff, const uint64_t
 int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, const uint32_t *fields,
                   uint32_t nf, struct cxlp_view *out, size_t *bad)
 {
+    if (s->per_shard && nf == 1 && s->ncols == 1 && !s->rows &&
+        s->cols[0].kind == SHARD_KIND_FIXED) { /* one column of whole records */
+        const uint64_t rs = s->cols[0].record_size;
+        const struct fixed_fields whole = {.stride = {rs}, .len = {rs}}; /* col, off: 0 */
+        return resolve_fixed(s, &whole, ids, n, 1, 1, out, bad);
+    }
     struct fixed_fields ff;
     int fixed = s->per_shard != 0 && s->n_shards > 0;
     for (uint32_t j = 0; fixed && j < nf; j++) {
@@ -417,8 +423,6 @@ int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, const uint
         ff.len[j] = s->rows ? schema_field_size(f) : ff.stride[j];
         fixed = s->cols[ff.col[j]].kind == SHARD_KIND_FIXED;
     }
-    if (fixed && nf == 1 && s->ncols == 1) /* one column: a dataset's whole records */
-        return resolve_fixed(s, &ff, ids, n, 1, 1, out, bad);
     if (fixed)
         return resolve_fixed(s, &ff, ids, n, nf, s->ncols, out, bad);
     if (nf == 1 && !s->rows) { /* one column (variable-length records): no call per record */
