@@ -1,15 +1,16 @@
 /*
  * fuzz_pool.c - a pool image from untrusted bytes must never crash or hang
- * the library: open (read-only and writable), stat, list, pool_check, a
- * lookup of every listed name, and one write transaction.
+ * the library: open (read-only and writable), stat, list, the lease listing
+ * (which reads the host registry), pool_check, a lookup of every listed
+ * name, and one write transaction.
  *
  * The input is the start of a pool image; it is written to a memfd of
  * FUZZ_IMG bytes (the rest zero, like a sparse pool) and opened through
- * file:/proc/self/fd/N. The image's boot id is cleared before opening, so
- * the writable open reinitializes the writer mutex and the lease table the
- * way it does after a reboot: a mutex word crafted as "held by someone" is a
- * denial of service that any process sharing a pool can cause, not a memory
- * safety bug, and would only make the fuzzer report hangs.
+ * file:/proc/self/fd/N. The image's writer lock word is cleared before
+ * opening: a lock word crafted as "held by someone live" is a denial of
+ * service that any process sharing a pool can cause (the writer gives up
+ * after the lock timeout), not a memory safety bug, and would only make the
+ * fuzzer report hangs.
  *
  * The last input byte is not part of the image but flags: bit 0 re-signs
  * the header checksum, bit 1 the current catalog's checksum. Without them
@@ -44,6 +45,9 @@ static void exercise(cxlp_pool *p)
 {
     struct cxlp_pool_stat st;
     cxlp_pool_stat(p, &st);
+    struct cxlp_lease_info li[4];
+    size_t nl;
+    cxlp_pool_leases(p, li, 4, &nl);
     struct cxlp_dataset_info inf[8];
     size_t n = 0;
     if (cxlp_pool_list(p, inf, 8, &n) == 0) {
@@ -89,7 +93,7 @@ static void resign(int fd, int flags)
     uint64_t slot;
     if (h.cat_bytes > FUZZ_IMG || h.cat_off > FUZZ_IMG)
         return;
-    slot = h.cat_off + (h.gen & 1) * h.cat_bytes;
+    slot = h.cat_off + ((h.gen >> POOL_EPOCH_BITS) & 1) * h.cat_bytes;
     if (slot + sizeof(struct cat_hdr) > FUZZ_IMG)
         return;
     struct cat_hdr c;
@@ -130,8 +134,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t n = size < FUZZ_IMG ? size : FUZZ_IMG;
     if (n && pwrite(fd, data, n, 0) != (ssize_t)n)
         abort();
-    static const uint8_t zero[16];
-    if (pwrite(fd, zero, sizeof zero, offsetof(struct pool_hdr, boot)) != sizeof zero)
+    static const uint8_t zero[8];
+    if (pwrite(fd, zero, sizeof zero, offsetof(struct pool_hdr, wlock)) != sizeof zero)
         abort();
     resign(fd, flags);
 

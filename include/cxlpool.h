@@ -35,11 +35,21 @@
  *   numa:NODE:NAME          shared memory bound to NUMA node NODE with mbind
  *                           (how CXL memory in kmem mode is used)
  *   devdax:/dev/daxX.Y      a device-dax character device (2 MiB aligned)
+ *   pci:PATH                a fixed-size memory region that is a file: a PCI
+ *                           BAR (/sys/bus/pci/devices/D/resourceN, e.g. the
+ *                           shared memory of an ivshmem device), never
+ *                           created, resized or removed by the library
  *
- * Caveats:
- *   - The writer lock is a process-shared robust mutex inside the pool: it
- *     serializes writers of one host. Hosts sharing one CXL pool need a
- *     cross-host lock (not provided yet); readers on any host are safe.
+ * Caveats (docs/hosts.md has them all):
+ *   - Several hosts may attach one pool (a CXL switch, or any memory they all
+ *     map). Writers of all hosts serialize on a lock word in the pool; a
+ *     writer or reader whose heartbeat stops for the pool's expiry (default
+ *     30 s: a stopped or frozen process) loses its lock or lease, and its
+ *     publish fails. Host ids: docs/hosts.md.
+ *   - A pool declared non-coherent at create (its hosts' caches are not kept
+ *     coherent by the hardware) is written back and invalidated line by line
+ *     around every publish and read; atomics across hosts are then not
+ *     guaranteed, so only one host may write at a time, by arrangement.
  *   - A pool is mapped whole into each process's address space; the mapping
  *     reserves address space, not memory (MAP_NORESERVE).
  *   - Views returned by the read functions borrow pool memory: they stay valid
@@ -110,9 +120,10 @@ enum cxlp_media_kind {
     CXLP_MEDIA_FILE = 1,
     CXLP_MEDIA_NUMA = 2,
     CXLP_MEDIA_DEVDAX = 3,
+    CXLP_MEDIA_PCI = 4,
 };
 
-/* "shm", "file", "numa", "devdax"; "?" for an unknown value. */
+/* "shm", "file", "numa", "devdax", "pci"; "?" for an unknown value. */
 CXLP_API const char *cxlp_media_name(int kind);
 
 /* ======================================================================
@@ -183,6 +194,10 @@ struct cxlp_pool_opts {
     uint64_t catalog_bytes;  /* per catalog slot; 0 means 4 MiB */
     uint32_t lease_slots;    /* reader lease table size; 0 means 256 */
     int readonly;            /* open: map read-only (no writes; a lease is still taken) */
+    int noncoherent;         /* create: the hosts' caches are not coherent over
+                                this memory (docs/hosts.md); 0: coherent */
+    uint32_t expiry_ms;      /* create: a lease or lock whose heartbeat stops
+                                this long expires; 0 means 30000 (500..86400000) */
 };
 
 /* Creates a new pool of size bytes at spec (see top of file) and attaches it.
@@ -228,8 +243,37 @@ struct cxlp_pool_stat {
     uint32_t format_version;
     uint8_t uuid[16];
     char path[256];          /* backing object */
+    int coherent;            /* 0: declared non-coherent at create */
+    uint64_t expiry_ms;      /* heartbeat expiry across hosts */
+    uint64_t host_id;        /* this host's id (docs/hosts.md) */
+    char host_id_source[96]; /* where it came from */
+    uint32_t hosts;          /* liveness domains in the registry */
 };
 CXLP_API int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st);
+
+/* One attached process, as the lease table shows it. */
+struct cxlp_lease_info {
+    uint32_t slot;
+    uint32_t pid;            /* in the owner's PID namespace */
+    uint64_t domain;         /* the owner's domain: host id + boot + PID namespace */
+    uint64_t host_id;        /* 0 when its domain left the registry */
+    char host[16];           /* hostname; "" when unknown */
+    int same_domain;         /* this process judges it by pid */
+    int this_process;
+    int live;                /* 0: dead or expired; the next writer reclaims it */
+    double age_s;            /* since its last heartbeat, on the pool clock */
+    uint64_t pinned_gen;     /* smallest pinned generation; UINT64_MAX none */
+};
+/* Lists the occupied lease slots (up to cap; *n is the total). */
+CXLP_API int cxlp_pool_leases(cxlp_pool *p, struct cxlp_lease_info *out, size_t cap,
+                              size_t *n);
+/* Forces the expiry of every lease, and of the writer lock, of the hosts that
+ * match host (a hostname, a host id or a domain, in hex as cxlp_pool_leases
+ * gives them), except this handle's own lease. Their processes, if alive,
+ * lose the protection of their pins: extents they read may be reused. Needs
+ * a writable handle. *n_expired gets the count; CXLP_ENOTFOUND when no host
+ * matches. */
+CXLP_API int cxlp_pool_expire_host(cxlp_pool *p, const char *host, uint32_t *n_expired);
 
 /* Checks the header, both catalog slots' structure, the extent map (no
  * overlap, inside the region), every shard header and every checksum of every
@@ -341,6 +385,25 @@ CXLP_API int cxlp_schema_field(const struct cxlp_schema *s, const char *name);
 /* Document boundaries of a Megatron import: docs[i] is the first record of
  * document i; n_docs+1 entries (the last is count). NULL/0 when absent. */
 CXLP_API int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs);
+/* Where records [first, first+n) lie in the pool: one span per shard they
+ * cross, in record order. A span is the bytes of records [first, first +
+ * count) of one shard, back to back; off is their pool offset, which for a
+ * file: pool is their offset in the file (a pool is mapped whole from
+ * offset 0), so a reader that bypasses the mapping (O_DIRECT, GPUDirect
+ * Storage) can read a range of records straight from the file. Writes at
+ * most cap spans to out and the number the range needs to *n_out (at most
+ * the dataset's shard count; n = 0 needs none). CXLP_ERANGE when the range
+ * is not inside 0..count (a message names it); CXLP_ECORRUPT as
+ * cxlp_store_read when an index entry is damaged; CXLP_EARG for NULL
+ * arguments. Thread-safe. */
+struct cxlp_span {
+    uint64_t off;            /* pool offset of the first record's first byte */
+    uint64_t len;            /* bytes of the records of this span */
+    uint64_t first;          /* first record (dataset id) */
+    uint64_t count;          /* records */
+};
+CXLP_API int cxlp_store_spans(const cxlp_store *s, uint64_t first, uint64_t n,
+                              struct cxlp_span *out, size_t cap, size_t *n_out);
 /* The bytes [data, data+len) of a view from this store (cxlp_store_read,
  * cxlp_store_docs) as seen through a private copy-on-write mapping of the
  * pool: reading there shares the pool's pages (no copy, no memory per
@@ -470,12 +533,18 @@ struct cxlp_import_opts {
     uint64_t shard_bytes;    /* 0: default */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
+    int allow_empty;         /* 1: a source without records makes an empty
+                                dataset; 0: CXLP_EBADINPUT "no records" */
     int no_hugepages;        /* see cxlp_writer_opts: 0 puts records on 2 MiB pages */
 };
 /* Imports src into a new dataset name. src is a file (raw, .npy) or a Megatron
  * prefix (PREFIX.bin + PREFIX.idx; "PREFIX", "PREFIX.bin" and "PREFIX.idx" are
  * all accepted). Bad input fails with CXLP_EBADINPUT / CXLP_EUNSUPPORTED and
- * cxlp_errmsg(p) naming the file and field; the pool is left unchanged.
+ * cxlp_errmsg(p) naming the file and field; the pool is left unchanged. A
+ * source that is not a regular file (a FIFO, a device) is CXLP_EBADINPUT
+ * without blocking on it; one without records (an empty file, a /proc file
+ * whose size reads 0, an .npy of shape (0, ...), an .idx of no sequences)
+ * is CXLP_EBADINPUT "no records" unless opts->allow_empty.
  * Megatron: one record per sequence (dtype from the .idx), document
  * boundaries kept (cxlp_store_docs). npy: one record per row of axis 0.
  * Format AUTO: ".npy" -> npy; "PREFIX", "PREFIX.bin" or "PREFIX.idx" where

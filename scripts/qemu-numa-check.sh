@@ -11,6 +11,13 @@
 # the kernel's CXL modules, and checks what discovery reads from the real
 # /sys/bus/cxl/devices: the memdev and its capacity, ports, decoders.
 #
+# With --hosts it boots two guests at the same time on one memory: the same
+# host file (256 MiB under /dev/shm) is an ivshmem device in both, i.e. two
+# kernels sharing a pool the way hosts behind a CXL switch do. Guest A
+# formats a pool in the device's BAR (pci: spec), ingests and publishes;
+# guest B attaches, lists, reads and verifies every record, then writes;
+# guest A reads what B wrote. Both guests' verdicts are printed.
+#
 # Prints PASS or FAIL and exits 0 or 1; exits 77 (skip) with a reason when
 # qemu, busybox-static, a static toolchain or the Debian kernel package is
 # unavailable. Needs no root: the kernel is fetched with `apt-get download`
@@ -32,10 +39,12 @@
 set -u
 
 with_cxl=0
+with_hosts=0
 for arg in "$@"; do
     case $arg in
     --cxl) with_cxl=1 ;;
-    *) echo "usage: $0 [--cxl]" >&2; exit 2 ;;
+    --hosts) with_hosts=1 ;;
+    *) echo "usage: $0 [--cxl] [--hosts]" >&2; exit 2 ;;
     esac
 done
 
@@ -57,10 +66,12 @@ command -v gcc >/dev/null || skip "gcc not installed"
 
 work=$(mktemp -d /tmp/cxlp-qemu-numa.XXXXXX) || fail "mktemp"
 [ -n "$work" ] && [ -d "$work" ] || fail "mktemp"
+shared=/dev/shm/cxlp-qemu-hosts.$$
 if [ "${KEEP:-0}" = 1 ]; then
     echo "build directory: $work"
+    trap 'rm -f "$shared"' EXIT
 else
-    trap 'rm -rf "$work"' EXIT
+    trap 'rm -rf "$work"; rm -f "$shared"' EXIT
 fi
 
 # --- the kernel (and the CXL and NVDIMM modules --cxl loads) ---
@@ -112,7 +123,7 @@ root=$work/initramfs
 mkdir -p "$root"/bin "$root"/dev "$root"/proc "$root"/sys "$root"/tmp "$root"/modules ||
     fail "mkdir initramfs"
 cp "$busybox" "$root/bin/busybox" && cp "$work/guest" "$root/bin/guest" || fail "copy into initramfs"
-for a in sh mount mkdir echo cat poweroff sleep insmod; do ln -s busybox "$root/bin/$a"; done
+for a in sh mount mkdir echo cat poweroff sleep insmod hostname; do ln -s busybox "$root/bin/$a"; done
 if [ "$with_cxl" = 1 ]; then
     for m in cxl/cxl_acpi cxl/cxl_pci cxl/cxl_mem nvdimm/libnvdimm cxl/cxl_pmem; do
         f=$(ls "$moddir/$m".ko* 2>/dev/null | head -1)
@@ -130,6 +141,9 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 mkdir -p /dev/shm && mount -t tmpfs tmpfs /dev/shm
+# a host keeps its host id under /var/lib/cxlpool (made at the first attach)
+mkdir -p /var/lib
+hostname "$CXLP_GUEST"
 if [ "$CXLP_GUEST" = cxl ]; then
     # order matters: the ACPI root first, then the PCI device and its memdev
     for m in cxl_acpi cxl_pci cxl_mem libnvdimm cxl_pmem; do insmod /modules/$m.ko; done
@@ -188,6 +202,24 @@ if [ "$with_cxl" = 1 ]; then
         -device cxl-rp,port=0,bus=cxl.1,id=root_port13,chassis=0,slot=2 \
         -device cxl-type3,bus=root_port13,memdev=cxl-mem1,lsa=cxl-lsa1,id=cxl-pmem0 \
         -M cxl-fmw.0.targets.0=cxl.1,cxl-fmw.0.size=4G || result=1
+fi
+
+if [ "$with_hosts" = 1 ]; then
+    # two kernels, one memory: both guests run at once on the same host file
+    rm -f "$shared" && truncate -s 256M "$shared" || fail "cannot make $shared"
+    ivshmem="-object memory-backend-file,id=shm,mem-path=$shared,size=256M,share=on -device ivshmem-plain,memdev=shm"
+    # shellcheck disable=SC2086
+    boot hostA -m 512M $ivshmem >"$work/hostA.out" 2>&1 &
+    pa=$!
+    # shellcheck disable=SC2086
+    boot hostB -m 512M $ivshmem >"$work/hostB.out" 2>&1 &
+    pb=$!
+    wait $pa
+    ra=$?
+    wait $pb
+    rb=$?
+    cat "$work/hostA.out" "$work/hostB.out"
+    [ $ra = 0 ] && [ $rb = 0 ] || result=1
 fi
 
 [ $result = 0 ] && { echo PASS; exit 0; }

@@ -15,10 +15,21 @@
  * drivers, whose /sys/bus/cxl/devices must show the memdev with its
  * persistent capacity, the root and ports, and decoders.
  *
+ * With "hostA" or "hostB" it is one of two guests (--hosts) started at the
+ * same time with the same host file as an ivshmem device: two kernels on
+ * one memory, the shared CXL pool across hosts. The memory is BAR 2 of the
+ * device (vendor 0x1af4, device 0x1110), a pool spec pci:.../resource2.
+ * A creates the pool, ingests and publishes dataset "fromA"; B, running at
+ * the same time, attaches as soon as the pool exists, lists it, waits for
+ * "fromA", reads every record against its expected bytes and verifies every
+ * checksum, sees A's lease as another host's, then writes "fromB"; A waits
+ * for "fromB" and reads and verifies it. Each guest prints its verdict.
+ *
  * Prints "GUEST-PASS" or "GUEST-FAIL: reason" as its last line; the script
  * reads that from the serial console. Built static: the initramfs has no
  * shared libraries.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <numaif.h>
@@ -26,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cxlpool.h"
@@ -192,10 +205,180 @@ static void check_numa_pool(void)
     expect(cxlp_pool_destroy("numa:1:guest") == 0, "destroy the numa pool");
 }
 
+/* ------------------------------------------------ two hosts, one memory */
+
+#define HOSTS_RECORDS 4096u
+#define HOSTS_RECORD 2048u
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* The ivshmem device's shared memory: "pci:/sys/bus/pci/devices/D/resource2". */
+static int find_ivshmem(char *spec, size_t cap)
+{
+    DIR *d = opendir("/sys/bus/pci/devices");
+    if (!d)
+        return -1;
+    struct dirent *e;
+    int found = -1;
+    while (found && (e = readdir(d))) {
+        char p[512], buf[32];
+        unsigned long v = 0, dev = 0;
+        snprintf(p, sizeof p, "/sys/bus/pci/devices/%s/vendor", e->d_name);
+        FILE *f = fopen(p, "r");
+        if (!f)
+            continue;
+        if (fgets(buf, sizeof buf, f))
+            v = strtoul(buf, NULL, 0);
+        fclose(f);
+        snprintf(p, sizeof p, "/sys/bus/pci/devices/%s/device", e->d_name);
+        if ((f = fopen(p, "r"))) {
+            if (fgets(buf, sizeof buf, f))
+                dev = strtoul(buf, NULL, 0);
+            fclose(f);
+        }
+        if (v == 0x1af4 && dev == 0x1110) {
+            snprintf(spec, cap, "pci:/sys/bus/pci/devices/%s/resource2", e->d_name);
+            found = 0;
+        }
+    }
+    closedir(d);
+    return found;
+}
+
+static void fill_record(uint8_t *r, uint64_t i, uint64_t seed)
+{
+    for (uint32_t k = 0; k < HOSTS_RECORD; k += 8) {
+        uint64_t v = (i * 0x9e3779b97f4a7c15ULL) ^ (seed << 32) ^ k;
+        memcpy(r + k, &v, 8);
+    }
+}
+
+static int ingest_named(cxlp_pool *p, const char *name, uint64_t seed)
+{
+    struct cxlp_schema sc = {.fixed = 1, .record_size = HOSTS_RECORD, .n_fields = 1,
+                             .fields = {{.name = "data", .dtype = CXLP_DT_U8, .ndim = 1,
+                                         .shape = {HOSTS_RECORD}}}};
+    struct cxlp_writer_opts o = {.shard_bytes = 1 << 20};
+    cxlp_writer *w = NULL;
+    static uint8_t rec[HOSTS_RECORD];
+    int rc = cxlp_writer_begin(p, name, &sc, &o, &w);
+    for (uint64_t i = 0; rc == 0 && i < HOSTS_RECORDS; i++) {
+        fill_record(rec, i, seed);
+        rc = cxlp_writer_append(w, rec, sizeof rec);
+    }
+    if (rc == 0)
+        return cxlp_writer_commit(w);
+    cxlp_writer_abort(w);
+    return rc;
+}
+
+/* Waits (up to 300 s) for dataset name; then reads every record against its
+ * expected bytes and recomputes every checksum. */
+static int read_named(cxlp_pool *p, const char *name, uint64_t seed)
+{
+    double t0 = now_s();
+    cxlp_store *s = NULL;
+    while (cxlp_store_open(p, name, &s) != 0) {
+        if (now_s() - t0 > 300)
+            return -1;
+        usleep(100000);
+    }
+    printf("  %s appeared after %.1f s of waiting\n", name, now_s() - t0);
+    static uint8_t want[HOSTS_RECORD];
+    uint64_t good = 0, n = cxlp_store_count(s);
+    for (uint64_t i = 0; i < n; i++) {
+        struct cxlp_view v;
+        fill_record(want, i, seed);
+        if (cxlp_store_read(s, i, &v) == 0 && v.len == HOSTS_RECORD &&
+            memcmp(v.data, want, HOSTS_RECORD) == 0)
+            good++;
+    }
+    int vrc = cxlp_store_verify(s);
+    printf("  %s: %" PRIu64 " of %" PRIu64 " records as written; checksums %s\n", name, good, n,
+           vrc ? cxlp_errmsg(s) : "verified");
+    cxlp_store_close(s);
+    return good == HOSTS_RECORDS && n == HOSTS_RECORDS && vrc == 0 ? 0 : -1;
+}
+
+/* 1 when the lease table shows a live lease of another host. */
+static int sees_other_host(cxlp_pool *p, int quiet)
+{
+    struct cxlp_lease_info l[16];
+    size_t n = 0;
+    if (cxlp_pool_leases(p, l, 16, &n) != 0)
+        return 0;
+    int other = 0;
+    for (size_t i = 0; i < n && i < 16; i++) {
+        if (!quiet)
+            printf("  lease %u: host %s (id %016" PRIx64 "), pid %u, %s, %s\n", l[i].slot,
+               l[i].host, l[i].host_id, l[i].pid, l[i].live ? "live" : "expired",
+               l[i].this_process ? "this process" : l[i].same_domain ? "this host" : "another host");
+        other |= l[i].live && !l[i].same_domain && !l[i].this_process;
+    }
+    return other;
+}
+
+static int check_hosts(int a)
+{
+    char spec[300];
+    int rc = find_ivshmem(spec, sizeof spec);
+    expect(rc == 0, "an ivshmem device (1af4:1110) with its BAR 2");
+    if (rc)
+        return verdict();
+    printf("  pool spec %s\n", spec);
+    cxlp_pool *p = NULL;
+    if (a) {
+        struct stat rs;
+        rc = stat(spec + 4, &rs) == 0 ? cxlp_pool_create(spec, (uint64_t)rs.st_size, NULL, &p) : -1;
+        printf("  create: %s\n", rc ? cxlp_errmsg(NULL) : "ok");
+        expect(rc == 0, "host A formats a pool in the shared region");
+    } else {
+        double t0 = now_s();
+        while ((rc = cxlp_pool_open(spec, NULL, &p)) != 0 && now_s() - t0 < 300)
+            usleep(100000);
+        printf("  attach: %s after %.1f s\n", rc ? cxlp_errmsg(NULL) : "ok", now_s() - t0);
+        expect(rc == 0, "host B attaches the pool host A formatted");
+    }
+    if (rc)
+        return verdict();
+    struct cxlp_pool_stat st;
+    if (cxlp_pool_stat(p, &st) == 0)
+        printf("  media %s%s, host id %016" PRIx64 " from %s\n", cxlp_media_name(st.media),
+               st.emulated ? " (emulated: ivshmem)" : "", st.host_id, st.host_id_source);
+    if (a) {
+        /* B attached and waiting for fromA before A ingests it */
+        double t0 = now_s();
+        while (!sees_other_host(p, 1) && now_s() - t0 < 300)
+            usleep(100000);
+        printf("  host B attached after %.1f s\n", now_s() - t0);
+        expect(sees_other_host(p, 0), "host A sees host B attached before it ingests");
+        expect(ingest_named(p, "fromA", 1) == 0, "host A ingests and publishes fromA");
+        expect(read_named(p, "fromB", 2) == 0, "host A reads every record of fromB");
+    } else {
+        struct cxlp_dataset_info inf[8];
+        size_t n = 0;
+        expect(cxlp_pool_list(p, inf, 8, &n) == 0, "host B lists the pool");
+        printf("  %zu datasets at attach\n", n);
+        expect(read_named(p, "fromA", 1) == 0, "host B reads every record of fromA");
+        expect(sees_other_host(p, 0), "host B sees host A's lease as another host's");
+        expect(ingest_named(p, "fromB", 2) == 0, "host B ingests and publishes fromB");
+    }
+    expect(cxlp_pool_verify(p, NULL, NULL) == 0, "cxlp_pool_verify passes");
+    cxlp_pool_close(p);
+    return verdict();
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "cxl"))
         return check_cxl();
+    if (argc > 1 && (!strcmp(argv[1], "hostA") || !strcmp(argv[1], "hostB")))
+        return check_hosts(argv[1][4] == 'A');
     uint64_t lat1 = env_u64("QEMU_EXPECT_LAT1", 250);
     uint64_t bw1 = env_u64("QEMU_EXPECT_BW1", 32768);
     uint64_t lat0 = env_u64("QEMU_EXPECT_LAT0", 80);

@@ -4,8 +4,9 @@
 #   2. ASan+UBSan build (Debug): ctest
 #   3. clang-14 libFuzzer build: replays each committed corpus, then fuzzes
 #      each target for FUZZ_SECONDS (default 10; CI uses 30)
-#   4. scripts/qemu-numa-check.sh --cxl: topology discovery and a numa-backed
-#      pool on a real kernel with a CPU-less NUMA node, then a CXL device
+#   4. scripts/qemu-numa-check.sh --cxl --hosts: topology discovery and a
+#      numa-backed pool on a real kernel with a CPU-less NUMA node, then a CXL
+#      device, then two kernels sharing one pool (two guests, one memory)
 #   5. the Python package: pip install . and pytest tests/python
 #   6. the lifetime, dataset and loader tests under ASan (scripts/pytest-asan.sh)
 # Every step runs even when an earlier one failed; the exit code is 0 only if
@@ -74,8 +75,8 @@ else
   done
 fi
 
-step "a real kernel under QEMU: CPU-less NUMA node with HMAT, a pool on it; CXL type-3 device"
-bash scripts/qemu-numa-check.sh --cxl
+step "a real kernel under QEMU: CPU-less NUMA node with HMAT, a pool on it; CXL type-3 device; two kernels on one pool"
+bash scripts/qemu-numa-check.sh --cxl --hosts
 case $? in
   0) ;;
   77) echo "(skipped: see the reason above)" ;;

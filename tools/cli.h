@@ -68,6 +68,9 @@ void cli_print_usage(FILE *f);
  * KiB..PiB are powers of 1024; KB..PB powers of 1000. 0 or -1 (bad text or
  * overflow). */
 int cli_parse_size(const char *s, uint64_t *out);
+/* A duration in milliseconds: "1500ms", "30s", "2m", or plain seconds
+ * ("30", "0.5"). 0 or -1. */
+int cli_parse_ms(const char *s, uint64_t *out);
 /* Plain unsigned integer (decimal or 0x hex). 0 or -1. */
 int cli_parse_u64(const char *s, uint64_t *out);
 
@@ -90,6 +93,7 @@ int cli_cmd_create(int argc, char **argv);
 int cli_cmd_ingest(int argc, char **argv);
 int cli_cmd_ls(int argc, char **argv);
 int cli_cmd_stat(int argc, char **argv);
+int cli_cmd_leases(int argc, char **argv);
 int cli_cmd_verify(int argc, char **argv);
 int cli_cmd_cat(int argc, char **argv);
 int cli_cmd_rm(int argc, char **argv);

@@ -1,7 +1,7 @@
 /*
  * cmd_pool.c - the subcommands that manage pools and datasets: topo, create,
- * ingest, ls, stat, verify, rm, destroy. (cat is in cli_cmd_cat.c, bench in
- * cli_cmd_bench.c.)
+ * ingest, ls, stat, leases, verify, rm, destroy. (cat is in cmd_cat.c, bench
+ * in cmd_bench.c.)
  *
  * Every command opens the pool read-only unless it writes, so inspecting a
  * pool never needs write permission and never takes the writer lock.
@@ -56,6 +56,8 @@ int cli_cmd_create(int argc, char **argv)
         {"mode", required_argument, 0, 'm'},
         {"catalog-bytes", required_argument, 0, 'c'},
         {"lease-slots", required_argument, 0, 'l'},
+        {"coherent", required_argument, 0, 'C'},
+        {"expiry", required_argument, 0, 'e'},
         {0, 0, 0, 0},
     };
     struct cxlp_pool_opts o = {0};
@@ -81,6 +83,17 @@ int cli_cmd_create(int argc, char **argv)
                 return cli_usage_error("--lease-slots: '%s' is not a count", optarg);
             o.lease_slots = (uint32_t)v;
             break;
+        case 'C':
+            if (strcmp(optarg, "yes") && strcmp(optarg, "no"))
+                return cli_usage_error("--coherent: '%s' is not yes or no", optarg);
+            o.noncoherent = strcmp(optarg, "no") == 0;
+            break;
+        case 'e':
+            if (cli_parse_ms(optarg, &v) || v == 0 || v > UINT32_MAX)
+                return cli_usage_error("--expiry: '%s' is not a duration (e.g. 30s, 1500ms)",
+                                       optarg);
+            o.expiry_ms = (uint32_t)v;
+            break;
         }
     }
     if (!cli_npos_ok(argc, argv, 2, 2))
@@ -96,9 +109,10 @@ int cli_cmd_create(int argc, char **argv)
     struct cxlp_pool_stat st;
     char b1[32], b2[32];
     if (cxlp_pool_stat(p, &st) == 0)
-        printf("created pool %s: %s (%s for data) at %s, media %s%s\n", spec,
-               cli_fmt_bytes(st.size, b1), cli_fmt_bytes(st.data_bytes, b2), st.path,
-               cxlp_media_name(st.media), st.emulated ? " (emulated CXL)" : "");
+        printf("created pool %s: %s (%s for data) at %s, media %s%s, %scoherent, expiry "
+               "%.1f s\n", spec, cli_fmt_bytes(st.size, b1), cli_fmt_bytes(st.data_bytes, b2),
+               st.path, cxlp_media_name(st.media), st.emulated ? " (emulated CXL)" : "",
+               st.coherent ? "" : "non-", st.expiry_ms / 1000.0);
     else
         printf("created pool %s\n", spec);
     cxlp_pool_close(p);
@@ -174,6 +188,7 @@ int cli_cmd_ingest(int argc, char **argv)
         {"no-progress", no_argument, 0, 'n'},
         {"no-hugepages", no_argument, 0, 'H'},
         {"json", no_argument, 0, 'j'},
+        {"allow-empty", no_argument, 0, 'a'},
         {"columns", required_argument, 0, 'c'},
         {"text-field", required_argument, 0, 't'},
         {"tokenizer", required_argument, 0, 'k'},
@@ -234,6 +249,9 @@ int cli_cmd_ingest(int argc, char **argv)
         case 'j':
             json = 1;
             break;
+        case 'a':
+            o.allow_empty = 1;
+            break;
         }
     }
     if (!cli_npos_ok(argc, argv, 3, 3))
@@ -247,6 +265,8 @@ int cli_cmd_ingest(int argc, char **argv)
     if (py || (o.format == CXLP_FMT_AUTO && looks_py(src))) {
         if (o.record_size || o.dtype >= 0)
             return cli_usage_error("--record-size and --dtype are for raw records");
+        if (o.allow_empty)
+            return cli_usage_error("--allow-empty is for raw, npy and megatron sources");
         if (o.shard_bytes) {
             snprintf(shard_num, sizeof shard_num, "%" PRIu64, o.shard_bytes);
             pyargs[np++] = "--shard-bytes";
@@ -433,6 +453,10 @@ static const char *media_desc(const struct cxlp_pool_stat *st, char *buf, size_t
     case CXLP_MEDIA_DEVDAX:
         snprintf(buf, cap, "devdax (%s)", st->emulated ? "emulated" : "device-dax memory");
         break;
+    case CXLP_MEDIA_PCI:
+        snprintf(buf, cap, "pci (%s)", st->emulated ? "emulated CXL: QEMU ivshmem shared memory"
+                                                    : "a PCI memory BAR");
+        break;
     default:
         snprintf(buf, cap, "%s%s", cxlp_media_name(st->media), st->emulated ? " (emulated)" : "");
     }
@@ -606,10 +630,14 @@ int cli_cmd_stat(int argc, char **argv)
                ", \"reserved_bytes\": %" PRIu64 ", \"deferred_bytes\": %" PRIu64
                ", \"free_bytes\": %" PRIu64 ", \"largest_free\": %" PRIu64
                ", \"generation\": %" PRIu64 ", \"datasets\": %u, \"live_leases\": %u"
-               ", \"lease_slots\": %u, \"pages\": [",
+               ", \"lease_slots\": %u, \"coherent\": %s, \"expiry_ms\": %" PRIu64
+               ", \"hosts\": %u, \"host_id\": \"%016" PRIx64 "\", \"host_id_source\": ",
                st.format_version, uu, st.size, st.data_bytes, st.used_bytes, st.reserved_bytes,
                st.deferred_bytes, st.free_bytes, st.largest_free, st.generation, st.n_datasets,
-               st.live_leases, st.lease_slots);
+               st.live_leases, st.lease_slots, st.coherent ? "true" : "false", st.expiry_ms,
+               st.hosts, st.host_id);
+        cli_json_str(stdout, st.host_id_source);
+        printf(", \"pages\": [");
         for (size_t i = 0; i < nds; i++) {
             printf("%s{\"dataset\": ", i ? ", " : "");
             cli_json_str(stdout, ds[i].name);
@@ -630,6 +658,10 @@ int cli_cmd_stat(int argc, char **argv)
                st.generation);
         printf("leases:     %u live of %u slots (this command holds one)\n", st.live_leases,
                st.lease_slots);
+        printf("hosts:      %u attached or not yet expired; expiry %.1f s; memory %s\n",
+               st.hosts, st.expiry_ms / 1000.0,
+               st.coherent ? "coherent" : "non-coherent (written back and invalidated)");
+        printf("this host:  id %016" PRIx64 " from %s\n", st.host_id, st.host_id_source);
         for (size_t i = 0; i < nds; i++) {
             printf("pages:      %s: ", ds[i].name);
             print_pages(pg[2 * i], pg[2 * i + 1]);
@@ -637,6 +669,105 @@ int cli_cmd_stat(int argc, char **argv)
     }
     free(pg);
     free(ds);
+    cxlp_pool_close(p);
+    return EXIT_OKAY;
+}
+
+/* -------------------------------------------------------------- leases */
+
+int cli_cmd_leases(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"json", no_argument, 0, 'j'},
+        {"expire", required_argument, 0, 'x'},
+        {0, 0, 0, 0},
+    };
+    int json = 0, c;
+    const char *expire = NULL;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
+        if (c == -2)
+            return EXIT_USAGE;
+        if (c == 'j')
+            json = 1;
+        else
+            expire = optarg;
+    }
+    if (!cli_npos_ok(argc, argv, 1, 1))
+        return EXIT_USAGE;
+    const char *spec = argv[optind];
+    cxlp_pool *p;
+    int ex = cli_open_pool(spec, expire == NULL, &p);
+    if (ex)
+        return ex;
+    if (expire) {
+        uint32_t n = 0;
+        int rc = cxlp_pool_expire_host(p, expire, &n);
+        if (rc) {
+            ex = cli_report_error(rc, p, expire);
+            cxlp_pool_close(p);
+            return ex;
+        }
+        fprintf(stderr, "cxlpool: leases: warning: expired %u lease%s of host %s (and its writer "
+                "lock, if it held it): if its processes are alive, extents they read may now be "
+                "reused under them\n", n, n == 1 ? "" : "s", expire);
+        printf("expired %u lease%s of %s in %s\n", n, n == 1 ? "" : "s", expire, spec);
+        cxlp_pool_close(p);
+        return EXIT_OKAY;
+    }
+    size_t cap = 64, n;
+    struct cxlp_lease_info *v = NULL;
+    int rc;
+    for (;;) {
+        free(v);
+        v = calloc(cap, sizeof *v);
+        if (!v) {
+            cxlp_pool_close(p);
+            return cli_report_os(-ENOMEM, "leases");
+        }
+        if ((rc = cxlp_pool_leases(p, v, cap, &n)) || n <= cap)
+            break;
+        cap = n + 16;
+    }
+    if (rc) {
+        free(v);
+        ex = cli_report_error(rc, p, spec);
+        cxlp_pool_close(p);
+        return ex;
+    }
+    if (json)
+        printf("[");
+    else
+        printf("%-5s %-16s %-16s %8s %9s %-8s %-12s %s\n", "SLOT", "HOST", "HOST ID", "PID",
+               "AGE", "STATE", "PINNED GEN", "SEEN AS");
+    for (size_t i = 0; i < n; i++) {
+        const struct cxlp_lease_info *l = &v[i];
+        const char *state = l->live ? "live" : "expired";
+        const char *as = l->this_process ? "this command" :
+                         l->same_domain ? "this host (pid checked)" : "other host (heartbeat)";
+        char hid[17] = "-", gen[24] = "-";
+        if (l->host_id)
+            snprintf(hid, sizeof hid, "%016" PRIx64, l->host_id);
+        if (l->pinned_gen != UINT64_MAX)
+            snprintf(gen, sizeof gen, "%" PRIu64, l->pinned_gen);
+        if (json) {
+            printf("%s{\"slot\": %u, \"host\": ", i ? ",\n " : "", l->slot);
+            cli_json_str(stdout, l->host);
+            printf(", \"host_id\": \"%s\", \"domain\": \"%016" PRIx64 "\", \"pid\": %u"
+                   ", \"age_s\": %.1f, \"live\": %s, \"pinned_gen\": %s"
+                   ", \"same_domain\": %s, \"this_process\": %s}",
+                   hid, l->domain, l->pid, l->age_s, l->live ? "true" : "false",
+                   l->pinned_gen == UINT64_MAX ? "null" : gen,
+                   l->same_domain ? "true" : "false", l->this_process ? "true" : "false");
+        } else {
+            char age[32];
+            snprintf(age, sizeof age, "%.1f s", l->age_s);
+            printf("%-5u %-16s %-16s %8u %9s %-8s %-12s %s\n", l->slot,
+                   l->host[0] ? l->host : "?", hid, l->pid, age, state, gen, as);
+        }
+    }
+    if (json)
+        printf("]\n");
+    free(v);
     cxlp_pool_close(p);
     return EXIT_OKAY;
 }

@@ -34,19 +34,25 @@ static const struct cli_cmd cmds[] = {
      cli_cmd_topo},
     {"create", "create a pool",
      "cxlpool create POOL SIZE [--mode MODE] [--catalog-bytes N] [--lease-slots N]\n"
+     "                [--coherent yes|no] [--expiry DURATION]\n"
      "  Creates POOL of SIZE bytes (suffixes K M G T, KiB.., KB..). POOL is NAME\n"
      "  or shm:NAME (/dev/shm, emulated CXL: local DRAM), file:PATH,\n"
-     "  numa:NODE:NAME or devdax:/dev/daxX.Y. --mode is octal (default 0600).\n",
+     "  numa:NODE:NAME, devdax:/dev/daxX.Y or pci:PATH (a device memory region\n"
+     "  such as /sys/bus/pci/devices/D/resource2). --mode is octal (default\n"
+     "  0600). --coherent no: the hosts that share this memory do not keep\n"
+     "  their caches coherent (docs/hosts.md); default yes. --expiry: how long\n"
+     "  a lease or the writer lock lives without a heartbeat (default 30s).\n",
      cli_cmd_create},
     {"ingest", "import raw, .npy, Megatron, Arrow, Parquet, WebDataset or JSONL as a dataset",
      "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|arrow|parquet|webdataset|jsonl|auto]\n"
-     "               [--record-size N] [--dtype T] [--shard-bytes N] [--no-hugepages]\n"
-     "               [--no-progress] [--json]\n"
+     "               [--record-size N] [--dtype T] [--shard-bytes N] [--allow-empty]\n"
+     "               [--no-hugepages] [--no-progress] [--json]\n"
      "               [--columns A,B] [--text-field F] [--tokenizer T] [--eod ID] [--workers N]\n"
      "  Imports SRC into dataset NAME. auto guesses by extension (.npy, .bin/.idx,\n"
      "  .parquet, .arrow, .tar, .jsonl; a URL goes to the Python importers; else\n"
      "  raw). raw needs --record-size (bytes per record) and takes --dtype\n"
-     "  (uint8 default). arrow, parquet, webdataset and jsonl run the Python\n"
+     "  (uint8 default). A raw, npy or megatron source without records is refused\n"
+     "  unless --allow-empty. arrow, parquet, webdataset and jsonl run the Python\n"
      "  importers (python3 -m cxl_dataloader.ingest: pyarrow, tarfile, tokenizers,\n"
      "  fsspec; docs/formats.md): SRC is a file, directory, glob or fsspec URL\n"
      "  (s3://, gs://, http(s)://, hf://); --columns picks fields, jsonl needs\n"
@@ -63,6 +69,16 @@ static const struct cli_cmd cmds[] = {
      "  emulation of CXL), and the page size each dataset's shards have. With\n"
      "  NAME: the dataset's counts, sizes, pages and schema.\n",
      cli_cmd_stat},
+    {"leases", "list the processes attached to a pool, on every host; expire a host",
+     "cxlpool leases POOL [--json] [--expire HOST]\n"
+     "  One line per attached process: host, host id, pid (in its own PID\n"
+     "  namespace), seconds since its last heartbeat, live or expired, the\n"
+     "  oldest catalog generation it pins, and how this command judges it (by\n"
+     "  pid on this host, by heartbeat elsewhere). --expire HOST (a hostname,\n"
+     "  host id or domain from the listing) forces the expiry of that host's\n"
+     "  leases and writer lock, with a warning: its processes, if alive, lose\n"
+     "  the protection of their leases.\n",
+     cli_cmd_leases},
     {"verify", "check a pool's structure and every checksum",
      "cxlpool verify POOL [--json] [--quiet]\n"
      "  Exit 0 when every structure and checksum is valid, 3 when corrupt.\n",
@@ -119,7 +135,7 @@ static void main_usage(FILE *f)
         fprintf(f, "  %-8s %s\n", cmds[i].name, cmds[i].summary);
     fprintf(f,
             "\nPOOL: NAME or shm:NAME (shared memory /dev/shm/cxlp.NAME: emulated CXL),\n"
-            "      file:PATH, numa:NODE:NAME, devdax:/dev/daxX.Y\n"
+            "      file:PATH, numa:NODE:NAME, devdax:/dev/daxX.Y, pci:PATH\n"
             "\nexit codes:\n"
             "  0  success\n"
             "  1  runtime error (message names the file, field or offset)\n"
@@ -220,6 +236,29 @@ int cli_open_pool(const char *spec, int readonly, cxlp_pool **out)
 int cli_parse_size(const char *s, uint64_t *out)
 {
     return cxlp_size_parse(s, out) ? -1 : 0;
+}
+
+int cli_parse_ms(const char *s, uint64_t *out)
+{
+    if (!s || !*s || *s == '-' || *s == '+')
+        return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0)
+        return -1;
+    double mult = 1000;
+    if (!strcmp(end, "ms"))
+        mult = 1;
+    else if (!strcmp(end, "m"))
+        mult = 60000;
+    else if (*end && strcmp(end, "s"))
+        return -1;
+    v *= mult;
+    if (v >= 18446744073709551615.0)
+        return -1;
+    *out = (uint64_t)(v + 0.5);
+    return 0;
 }
 
 int cli_parse_u64(const char *s, uint64_t *out)

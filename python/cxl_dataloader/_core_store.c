@@ -311,6 +311,55 @@ static PyObject *store_pages(StoreObject *self, PyObject *unused)
                          (unsigned long long)huge);
 }
 
+/* spans(first, count): where records [first, first+count) lie in the pool,
+ * [(pool offset, bytes, first record, records, address)], one per shard
+ * crossed (cxlp_store_spans): what a reader of a file: pool that bypasses
+ * the mapping (O_DIRECT, GPUDirect Storage) reads. address is where get()'s
+ * views show those bytes (the private view of the pool, cxlp_store_private;
+ * 0 where there is none and get() copies): what registering the dataset's
+ * memory with a device covers. */
+static PyObject *store_spans(StoreObject *self, PyObject *args)
+{
+    unsigned long long first, n;
+    if (!PyArg_ParseTuple(args, "KK", &first, &n) || !store_ok(self))
+        return NULL;
+    size_t need = 0;
+    int rc = cxlp_store_spans(self->s, first, n, NULL, 0, &need);
+    if (rc)
+        return core_raise(rc, NULL);
+    struct cxlp_span *sp = PyMem_Malloc((need ? need : 1) * sizeof *sp);
+    if (!sp)
+        return PyErr_NoMemory();
+    PyObject *out = NULL;
+    rc = cxlp_store_spans(self->s, first, n, sp, need, &need);
+    if (rc) {
+        core_raise(rc, NULL);
+        goto done;
+    }
+    if (!(out = PyList_New((Py_ssize_t)need)))
+        goto done;
+    for (size_t i = 0; i < need; i++) {
+        struct cxlp_view v;
+        void *priv = NULL;
+        if (cxlp_store_read(self->s, sp[i].first, &v) ||
+            cxlp_store_private(self->s, v.data, sp[i].len, &priv))
+            priv = NULL; /* no private view: get() copies */
+        PyObject *t = Py_BuildValue("(KKKKK)", (unsigned long long)sp[i].off,
+                                    (unsigned long long)sp[i].len,
+                                    (unsigned long long)sp[i].first,
+                                    (unsigned long long)sp[i].count,
+                                    (unsigned long long)(uintptr_t)priv);
+        if (!t) {
+            Py_CLEAR(out);
+            goto done;
+        }
+        PyList_SET_ITEM(out, (Py_ssize_t)i, t);
+    }
+done:
+    PyMem_Free(sp);
+    return out;
+}
+
 /* Sums the lengths (elements) of the records an order names: a fresh
  * Sampler drawn to its end (it must not be a Loader's), or a contiguous
  * int64/uint64 buffer of ids. What a packed loader needs to count its rows
@@ -416,6 +465,9 @@ static PyMethodDef store_methods[] = {
      "gather_threads(threads=0, numa_node=-1): how many a Loader over this dataset runs."},
     {"pages", (PyCFunction)store_pages, METH_NOARGS,
      "{'bytes': shard bytes, 'huge_bytes': of them on 2 MiB pages} (cxlp_store_pages)."},
+    {"spans", (PyCFunction)store_spans, METH_VARARGS,
+     "spans(first, count): [(pool offset, bytes, first record, records, address of the "
+     "bytes in get()'s view or 0)] per shard crossed."},
     {"close", (PyCFunction)store_close, METH_NOARGS, "No more get(); views stay valid."},
     {NULL, NULL, 0, NULL},
 };

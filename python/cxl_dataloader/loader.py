@@ -25,9 +25,11 @@ General path (anything else): torch's DataLoader with the same arguments.
 
 Arguments beyond torch's (docs/python.md): memory_policy (validated; placement
 comes with the tier layer), pin_to_cxl (ring slots bound to a numa pool's
-node), numa_bind (gather threads on a node's CPUs), device (each batch copied
-there; non_blocking from CUDA-registered slots when pin_memory is on), dtype
-(token batches cast, e.g. to torch.long for nn.Embedding).
+node; with CUDA, the dataset's pool view registered too), numa_bind (gather
+threads on a node's CPUs), device (device="cuda": each batch copied there
+from its CUDA-registered ring slot on a copy stream, prefetch_to_gpu batches
+ahead: gpu.py), dtype (token batches cast, e.g. to torch.long for
+nn.Embedding).
 
 Passes and epochs (both paths): each iter() that no set_epoch() or
 load_state_dict() came before starts the next epoch, whether the last pass
@@ -37,7 +39,6 @@ position, after a pass the start of the next one.
 """
 from __future__ import annotations
 
-import collections
 import copy
 import operator
 import os
@@ -47,7 +48,7 @@ from typing import Any, Callable, Iterator, Optional
 import numpy as np
 import torch
 
-from . import _core, _resume
+from . import _core, _resume, gpu
 from .dataset import CXLDataset
 from .samplers import CXLSamplerBase, RandomCXLSampler
 
@@ -113,7 +114,7 @@ class CXLDataLoader:
                  seq_len: Optional[int] = None, collate: str = "auto", pad_value: int = 0,
                  threads: Optional[int] = None, seed: Optional[int] = None,
                  dtype: Optional[torch.dtype] = None, return_segments: bool = False,
-                 columns: Optional[list[str]] = None) -> None:
+                 columns: Optional[list[str]] = None, prefetch_to_gpu: int = 2) -> None:
         if memory_policy is not None:
             if memory_policy not in MEMORY_POLICIES:
                 raise ValueError(f"memory_policy {memory_policy!r}: expected None or one of "
@@ -179,6 +180,11 @@ class CXLDataLoader:
         self.device = torch.device(device) if device is not None else None
         if self.device is not None and self.device.type == "cuda" and not torch.cuda.is_available():
             raise RuntimeError(f"device={device!r}: CUDA is not available")
+        if isinstance(prefetch_to_gpu, bool) or not isinstance(prefetch_to_gpu, (int, np.integer)) \
+                or prefetch_to_gpu < 0:
+            raise ValueError(f"prefetch_to_gpu should be an integer >= 0 (batches copied ahead "
+                             f"of the one in use), got {prefetch_to_gpu!r}")
+        self.prefetch_to_gpu = int(prefetch_to_gpu)
         self.memory_policy = memory_policy
         self.dtype = dtype
         self.seed = seed
@@ -194,8 +200,9 @@ class CXLDataLoader:
         self._batches = 0          # batches delivered in this pass (counted where needed)
         self._stall_ns = 0        # engine waits of finished epochs
         self._engine: Any = None  # the running epoch's engine
-        self._registered: list[int] = []  # slot addresses registered with CUDA
-        self._held: collections.deque = collections.deque()  # (event, batch) until the GPU is past it
+        self._gpu: Optional[gpu.LoaderGPU] = None  # the CUDA side (fast path), see gpu.py
+        self._at: Optional[tuple[int, int]] = None  # engine resume point of the batch handed
+        #                                             out, where the GPU copies run ahead
         if not self.fast:
             self._init_general(dataset, kw)
             return
@@ -248,19 +255,22 @@ class CXLDataLoader:
         self.numa_node = -1 if numa_bind is None else int(numa_bind)
         self.threads = dataset.store.gather_threads(self._threads_asked, self.numa_node)
         self.slot_node = -1
+        cuda_dev = self.device is not None and self.device.type == "cuda"
+        cuda = cuda_dev or (self.pin_memory and torch.cuda.is_available())
+        if self.pin_memory and not torch.cuda.is_available():
+            _warn("pin_memory=True without CUDA: nothing to pin (no-op)")
         if pin_to_cxl:
             node = _pool_node(dataset.spec)
-            if node is None:
+            if node is not None:
+                self.slot_node = node
+            elif not cuda:
                 _warn(f"pin_to_cxl: pool {dataset.spec!r} is not on the numa "
                            "backend, so ring slots stay in local memory (no-op)")
-            else:
-                self.slot_node = node
-        self._cuda_pin = False
-        if self.pin_memory:
-            if torch.cuda.is_available():
-                self._cuda_pin = True
-            else:
-                _warn("pin_memory=True without CUDA: nothing to pin (no-op)")
+        if cuda:
+            # ring slots registered per pass; with pin_to_cxl the dataset's
+            # view of the pool for the loader's lifetime (close())
+            self._gpu = gpu.LoaderGPU(self.device if cuda_dev else None, self.prefetch_to_gpu,
+                                      dataset if pin_to_cxl else None)
 
     def _init_general(self, dataset: Any, kw: dict) -> None:
         """The general path: torch's DataLoader with the same arguments, its
@@ -559,77 +569,70 @@ class CXLDataLoader:
         # (take: wait, tensors). Keep anything else out of it; where the
         # stream stands is read from the engine when asked (_where).
         take = eng.take
-        pin = self._cuda_pin
         dev = self.device if self.device is not None and self.device.type != "cpu" else None
         try:
+            if self._gpu is not None:
+                yield from self._gpu_pass(eng, cxl)
+                return
             while True:
-                if pin:
-                    self._retire()
                 out = take()
                 if out is None:
                     break
                 if cxl:
                     self.sampler._drawn = eng.resume_records
-                if pin:
-                    if eng.n_slots != len(self._registered):
-                        self._register_slots(eng)
-                    self._held.append((None, out))
                 if dev is not None:
-                    out = self._to_device(out, non_blocking=pin)
+                    out = self._to_device(out, non_blocking=False)
                 yield out
         finally:
             self._pos, self._off = self._where()
+            self._at = None
             self._stall_ns += eng.stall_ns
             self._engine = None
-            if pin:
-                self._unregister_slots()
             if cxl:
                 self.sampler._finish()
             self._end_pass(token)
+
+    def _gpu_pass(self, eng: Any, cxl: bool) -> Iterator[Any]:
+        """The fast path's batches through the CUDA side (gpu.LoaderGPU):
+        copied to the device ahead of use, or held in registered slots
+        (pin_memory). The engine runs ahead of what was handed out, so the
+        resume point is the handed-out batch's, not the engine's."""
+        g = self._gpu
+        assert g is not None
+        run = (g.device_pass if g.device is not None else g.pinned_pass)(eng, eng.take)
+        try:
+            for out, at in run:
+                self._at = at
+                if cxl:
+                    self.sampler._drawn = at[0]
+                yield out
+        finally:
+            run.close()  # queued copies waited for, slots unregistered, now
 
     def _to_device(self, out: Any, non_blocking: bool) -> Any:
         if isinstance(out, dict):
             return {k: v.to(self.device, non_blocking=non_blocking) for k, v in out.items()}
         return out.to(self.device, non_blocking=non_blocking)
 
-    # -- pin_memory (CUDA) ---------------------------------------------------
-    # The ring slots themselves are registered with CUDA (page-locked in
-    # place), so a batch goes to the GPU by DMA from the slot: no second
-    # pinned buffer, no extra copy. A slot must not be refilled while a
-    # non_blocking copy from it may still be queued on the GPU: each batch is
-    # held (its slot stays lent) until an event recorded on the current stream
-    # when the next batch is asked for has completed, i.e. until the GPU is
-    # past everything the loop queued with that batch. Completed holds are
-    # let go before waiting for the next batch, so a GPU that keeps up
-    # never makes the ring grow. Copies on other
-    # streams must be synchronized by the caller.
-    def _register_slots(self, eng: Any) -> None:
-        cudart = torch.cuda.cudart()
-        for addr, size in eng.slots(len(self._registered)):
-            rc = cudart.cudaHostRegister(addr, size, 0)
-            if int(rc) != 0:
-                raise RuntimeError(f"cudaHostRegister({addr:#x}, {size}) failed: {rc}")
-            self._registered.append(addr)
+    def stats(self) -> dict:
+        """Figures of the loader as a dict of sections. "gpu" (fast path with
+        CUDA: device="cuda", or pin_memory=True): the copy path that ran
+        ("registered": DMA from registered ring slots; "staging": through a
+        pinned staging buffer, where registration failed; "mixed"), batches
+        and bytes per path, the last pass's slot registrations ("slots":
+        chunks, bytes, register/unregister calls, failures and the last
+        failure), and with pin_to_cxl the dataset's pool registration
+        ("pool")."""
+        out: dict[str, Any] = {}
+        if self._gpu is not None:
+            out["gpu"] = self._gpu.stats()
+        return out
 
-    def _retire(self) -> None:
-        """Called when the loop asks for the next batch: everything it queued
-        with the last batch is on the stream before an event recorded now;
-        batches whose event has completed are let go (their slots return)."""
-        held = self._held
-        if held and held[-1][0] is None:
-            ev = torch.cuda.Event()
-            ev.record()
-            held[-1] = (ev, held[-1][1])
-        while held and held[0][0].query():
-            held.popleft()
-
-    def _unregister_slots(self) -> None:
-        torch.cuda.synchronize()
-        self._held.clear()
-        cudart = torch.cuda.cudart()
-        for addr in self._registered:
-            cudart.cudaHostUnregister(addr)
-        self._registered = []
+    def close(self) -> None:
+        """Lets go of what the loader holds beyond a pass: the CUDA
+        registration of the dataset's pool view (pin_to_cxl with CUDA)."""
+        if self._gpu is not None:
+            self._gpu.close()
 
     @property
     def stall_ns(self) -> int:
@@ -654,6 +657,8 @@ class CXLDataLoader:
         eng = self._engine
         if eng is None:
             return self._pos, self._off
+        if self._at is not None:
+            return self._pos + self._at[0], self._at[1]
         return self._pos + eng.resume_records, eng.resume_offset
 
     def state_dict(self) -> dict:

@@ -76,6 +76,18 @@ static inline int range_ok(uint64_t off, uint64_t len, uint64_t size)
  * (struct sizes, offsets). Two processes agree on it iff they can share. */
 uint64_t layout_signature(const uint64_t *facts, size_t n);
 
+/* Nonzero while the read paths must look closer, raised by each event that
+ * needs it: a pool object shrank under its mapping (media/guard.c), a lease
+ * was taken from this process (pool/host.c), and, for as long as it is open,
+ * each dataset of a non-coherent pool (store/reader.c: its reads invalidate
+ * first). Read paths test it with one relaxed load; a process that meets
+ * none of these never leaves the fast path. */
+extern uint64_t read_alarm __attribute__((visibility("hidden")));
+static inline uint64_t read_alarm_now(void)
+{
+    return __atomic_load_n(&read_alarm, __ATOMIC_RELAXED);
+}
+
 /* Process identity robust to pid reuse: start time in clock ticks since boot
  * (field 22 of /proc/PID/stat). 0 when the process does not exist. */
 uint64_t proc_starttime(pid_t pid);
@@ -87,12 +99,19 @@ void boot_id(uint8_t out[16]);
 /* Fault injection through the production code path: when the environment
  * variable CXLP_FAULT equals name (e.g. "publish-before-flip",
  * "publish-after-flip", "reserve-locked", "writer-mid-shard"), the process
- * raises SIGKILL right there. Crash tests use it for the instants that random
- * kills rarely hit. Costs one getenv per call: only on writer paths. */
+ * raises SIGKILL right there; with ":stop" appended (CXLP_FAULT=
+ * "publish-before-flip:stop") it raises SIGSTOP instead, and goes on when
+ * continued. Crash tests use it for the instants that random kills rarely
+ * hit. Costs one getenv per call: only on writer paths. */
 void fault_point(const char *name);
 /* The same switch for faults that are returned rather than crashed into:
  * 1 when CXLP_FAULT equals name (e.g. "prepare-enospc"), else 0. */
 int fault_hit(const char *name);
+
+/* What a non-regular file is, for messages: "a FIFO", "a socket", "a
+ * directory", "a character device", "a block device", "a symbolic link";
+ * "a regular file" or "an unknown file type" otherwise. */
+const char *file_kind(mode_t mode);
 
 /* Bounded string copy that always terminates; returns strlen(src). */
 size_t strlcpy0(char *dst, const char *src, size_t cap);

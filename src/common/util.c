@@ -7,10 +7,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
 #include "common/common.h"
+
+uint64_t read_alarm;
 
 uint64_t layout_signature(const uint64_t *facts, size_t n)
 {
@@ -89,6 +92,20 @@ void boot_id(uint8_t out[16])
     }
 }
 
+const char *file_kind(mode_t mode)
+{
+    switch (mode & S_IFMT) {
+    case S_IFREG: return "a regular file";
+    case S_IFIFO: return "a FIFO";
+    case S_IFSOCK: return "a socket";
+    case S_IFDIR: return "a directory";
+    case S_IFCHR: return "a character device";
+    case S_IFBLK: return "a block device";
+    case S_IFLNK: return "a symbolic link";
+    default: return "an unknown file type";
+    }
+}
+
 size_t strlcpy0(char *dst, const char *src, size_t cap)
 {
     size_t n = strlen(src);
@@ -103,11 +120,14 @@ size_t strlcpy0(char *dst, const char *src, size_t cap)
 int fault_hit(const char *name)
 {
     const char *f = getenv("CXLP_FAULT");
-    return f && strcmp(f, name) == 0;
+    size_t n = strlen(name);
+    return f && strncmp(f, name, n) == 0 && (f[n] == 0 || f[n] == ':');
 }
 
 void fault_point(const char *name)
 {
-    if (fault_hit(name))
-        raise(SIGKILL);
+    if (!fault_hit(name))
+        return;
+    const char *f = getenv("CXLP_FAULT");
+    raise(strcmp(f + strlen(name), ":stop") == 0 ? SIGSTOP : SIGKILL);
 }

@@ -702,6 +702,8 @@ static void *worker(void *arg)
             wait_free(l, me);
             continue;
         }
+        /* from here on the batch reads the pool (PACK plans from the records) */
+        uint64_t alarm = read_alarm_now();
         uint32_t rows = 0;
         int rc = l->o.collate == CXLP_COLLATE_PACK ? plan_pack(l, s, &rows) : plan_rows(l, s, &rows);
         s->batch_no = k;
@@ -740,6 +742,16 @@ static void *worker(void *arg)
         case CXLP_COLLATE_STACK: rc = gather_stack(l, s); break;
         case CXLP_COLLATE_PAD: rc = gather_pad(l, s); break;
         default: rc = gather_pack(l, s); break;
+        }
+        /* a pool shrunk under the mapping reads as zeros (media/guard.c), a
+         * lost lease protects nothing: such a batch is an error, never
+         * delivered, and the error says which of the two it was */
+        uint64_t now = read_alarm_now();
+        if (__builtin_expect(now != 0 && (rc || now != alarm), 0) && l->src.check) {
+            int crc = l->src.check(l->src.ctx);
+            if (crc)
+                rc = seterr(&l->obj, crc, "batch %llu: %s", (unsigned long long)k,
+                            cxlp_errmsg(NULL));
         }
         s->err = rc;
         publish(l, s, k);
@@ -1177,6 +1189,7 @@ int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
         .read_fields = store_read_fields_fn,
         .schema = cxlp_store_schema(s),
         .resolve = store_resolve_fn,
+        .check = store_check,
         .node = store_numa_node(s),
     };
     return loader_create_src(&src, opts, index_fn, index_ctx, out);

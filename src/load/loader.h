@@ -29,6 +29,9 @@ struct rec_src {
      * *bad. NULL: read_fields (or read) per id. Thread-safe. */
     int (*resolve)(const void *ctx, const uint64_t *ids, size_t n, const uint32_t *f,
                    uint32_t nf, struct cxlp_view *out, size_t *bad);
+    /* After a batch during which read_alarm moved: 0 when the source is
+     * still intact, else the code (thread's message says why). May be NULL. */
+    int (*check)(const void *ctx);
     int node;                /* NUMA node the records live on; -1 unknown */
 };
 

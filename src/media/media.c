@@ -37,6 +37,7 @@ const char *cxlp_media_name(int kind)
     case CXLP_MEDIA_FILE: return "file";
     case CXLP_MEDIA_NUMA: return "numa";
     case CXLP_MEDIA_DEVDAX: return "devdax";
+    case CXLP_MEDIA_PCI: return "pci";
     default: return "?";
     }
 }
@@ -48,6 +49,7 @@ static const struct media_ops *ops_for(int kind)
     case CXLP_MEDIA_FILE: return &media_file_ops;
     case CXLP_MEDIA_NUMA: return &media_numa_ops;
     case CXLP_MEDIA_DEVDAX: return &media_devdax_ops;
+    case CXLP_MEDIA_PCI: return &media_pci_ops;
     default: return NULL;
     }
 }
@@ -120,10 +122,17 @@ int media_parse(struct media *m, const char *spec, char *err, size_t errlen)
                              "pool spec '%s': expected devdax:/dev/daxX.Y", spec);
         strlcpy0(m->path, p, sizeof m->path);
         rc = 0;
+    } else if (strncmp(spec, "pci:", 4) == 0) {
+        m->kind = CXLP_MEDIA_PCI;
+        if (!spec[4] || strlen(spec + 4) >= sizeof m->path)
+            return errbuf_set(err, errlen, CXLP_EARG, "pool spec '%s': expected pci:PATH of "
+                              "a memory region (e.g. /sys/bus/pci/devices/D/resource2)", spec);
+        strlcpy0(m->path, spec + 4, sizeof m->path);
+        rc = 0;
     } else {
         return errbuf_set(err, errlen, CXLP_EARG,
                          "pool spec '%s': unknown backend (use NAME, shm:NAME, file:PATH, "
-                         "numa:NODE:NAME or devdax:/dev/daxX.Y)", spec);
+                         "numa:NODE:NAME, devdax:/dev/daxX.Y or pci:PATH)", spec);
     }
     if (rc == 0) {
         m->ops = ops_for(m->kind);
@@ -137,9 +146,15 @@ int media_fstat(struct media *m, char *err, size_t errlen)
     struct stat st;
     if (fstat(m->fd, &st) < 0)
         return errbuf_set(err, errlen, -errno, "%s: fstat: %s", m->path, strerror(errno));
+    /* shm and file pools are regular files; anything else planted under the
+     * name (a FIFO would block a read, a device map something else) is not
+     * a pool. The descriptor was opened O_NONBLOCK for this check. */
+    if (!S_ISREG(st.st_mode))
+        return errbuf_set(err, errlen, CXLP_EFORMAT, "%s: not a pool: %s, not a regular file",
+                          m->path, file_kind(st.st_mode));
+    (void)fcntl(m->fd, F_SETFL, fcntl(m->fd, F_GETFL) & ~O_NONBLOCK);
     m->owner = st.st_uid;
-    if (S_ISREG(st.st_mode))
-        m->size = (uint64_t)st.st_size;
+    m->size = (uint64_t)st.st_size;
     return 0;
 }
 
@@ -203,6 +218,7 @@ int media_map_fd(struct media *m, char *err, size_t errlen)
         return errbuf_set(err, errlen, rc, "%s: mmap of %llu bytes: %s", m->path,
                          (unsigned long long)m->size, strerror(-rc));
     m->base = p;
+    media_guard_add(m);
     /* Random gathers touch a new page per record: 2 MiB pages cut the TLB
      * misses that dominate them. Shared memory gets transparent huge pages
      * only where the administrator allows it (shmem_enabled "advise" or
@@ -211,6 +227,23 @@ int media_map_fd(struct media *m, char *err, size_t errlen)
     if (m->kind == CXLP_MEDIA_SHM || m->kind == CXLP_MEDIA_NUMA)
         (void)madvise(p, (size_t)m->size, MADV_HUGEPAGE);
     return 0;
+}
+
+int media_wipe_header(struct media *m, uint64_t maplen, int only_pool, char *err,
+                      size_t errlen)
+{
+    void *p = mmap(NULL, (size_t)maplen, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+    if (p == MAP_FAILED)
+        return errbuf_set(err, errlen, -errno, "%s: mmap: %s", m->path, strerror(errno));
+    int rc = 0;
+    if (only_pool && memcmp(p, "CXLPOOL", 8) != 0) {
+        rc = errbuf_set(err, errlen, CXLP_ENOTFOUND, "%s: no pool in this region", m->path);
+    } else {
+        memset(p, 0, 4096);
+        msync(p, 4096, MS_SYNC);
+    }
+    munmap(p, (size_t)maplen);
+    return rc;
 }
 
 int media_map_private(struct media *m, uint8_t **out)
@@ -227,6 +260,7 @@ int media_map_private(struct media *m, uint8_t **out)
         void *none = NULL;
         if (at_cas_acq_rel(&m->priv, &none, mine)) {
             p = mine;
+            media_guard_add_private(m, mine);
         } else { /* another thread made one first: use it */
             munmap(mine, (size_t)m->size);
             p = none;
@@ -284,6 +318,7 @@ int media_open(struct media *m, const char *spec, int writable, char *err, size_
 
 void media_close(struct media *m)
 {
+    media_guard_del(m);
     if (m->priv) {
         munmap(m->priv, (size_t)m->size);
         m->priv = NULL;
@@ -411,6 +446,8 @@ int media_huge_bytes(const struct media *m, const struct media_range *r, size_t 
         MAP_FAILED) {
         rc = -errno;
     } else {
+        /* an object shrunk meanwhile reads as zeros here too (guard.c) */
+        media_guard_add_window(m, p, lo, span);
         (void)madvise(p, span, MADV_HUGEPAGE); /* as media_map_fd asks */
         volatile uint8_t sink = 0;
         for (size_t i = 0; i < n; i++) {
@@ -423,6 +460,7 @@ int media_huge_bytes(const struct media *m, const struct media_range *r, size_t 
         rc = smaps_pmd_kb((uintptr_t)p, &kb);
         if (!rc)
             *huge = MIN(kb << 10, w);
+        media_guard_del_window(p);
     }
     munmap(res, span + H);
     return rc;

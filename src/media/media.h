@@ -12,6 +12,9 @@
  *           kmem mode is used); pages move with move_pages(2)
  *   devdax  /dev/daxX.Y mapped MAP_SHARED at the device's alignment (2 MiB);
  *           size fixed by the device; no NUMA policy applies
+ *   pci     a fixed-size region that is a file: a PCI BAR in sysfs (the
+ *           shared memory of an ivshmem device in a QEMU guest); never
+ *           created, resized or removed, only formatted and wiped
  *
  * All mappings are MAP_SHARED | MAP_NORESERVE of the whole object, except
  * the private copy-on-write one media_map_private makes on request.
@@ -56,7 +59,8 @@ struct media_ops {
 };
 
 /* Parses a pool spec ("NAME", "shm:NAME", "file:PATH", "numa:NODE:NAME",
- * "devdax:/dev/daxX.Y") into m->kind, m->path, m->numa_node. Does not open.
+ * "devdax:/dev/daxX.Y", "pci:PATH") into m->kind, m->path, m->numa_node.
+ * Does not open.
  * Returns 0 or CXLP_EARG with a message in err. */
 int media_parse(struct media *m, const char *spec, char *err, size_t errlen);
 
@@ -136,5 +140,22 @@ int media_destroy(const char *spec, char *err, size_t errlen);
  * the return: 0 all moved, else the first negative status). Others:
  * -EOPNOTSUPP. */
 int media_migrate(struct media *m, uint64_t off, uint64_t len, int node, uint64_t *moved);
+
+/* Shrink guard (guard.c): every mapping made by media_map_fd is registered,
+ * and a SIGBUS inside one (the object was truncated under it) maps zero
+ * pages over the lost range instead of killing the process, and bumps
+ * read_alarm (common.h). media_guard_lost: 0 while m lost nothing, else
+ * CXLP_ECORRUPT with a message naming the object and its new size. */
+void media_guard_add(struct media *m);
+/* The same for media_map_private's mapping at base. */
+void media_guard_add_private(struct media *m, void *base);
+/* The same for a read-only window of len bytes of m's object from offset
+ * off at base (a short-lived mapping of its own); media_guard_del_window
+ * forgets it, before the munmap. */
+void media_guard_add_window(const struct media *m, void *base, uint64_t off, uint64_t len);
+void media_guard_del_window(void *base);
+/* Forgets m's mappings (shared and private). */
+void media_guard_del(struct media *m);
+int media_guard_lost(const struct media *m, char *err, size_t errlen);
 
 #endif

@@ -110,16 +110,8 @@ static int devdax_open(struct media *m, char *err, size_t errlen)
 static int devdax_destroy(struct media *m, char *err, size_t errlen)
 {
     int rc = devdax_attach(m, O_RDWR, err, errlen);
-    if (rc == 0) {
-        void *p = mmap(NULL, (size_t)m->align, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
-        if (p == MAP_FAILED) {
-            rc = errbuf_set(err, errlen, -errno, "%s: mmap: %s", m->path, strerror(errno));
-        } else {
-            memset(p, 0, 4096);
-            msync(p, 4096, MS_SYNC);
-            munmap(p, (size_t)m->align);
-        }
-    }
+    if (rc == 0)
+        rc = media_wipe_header(m, m->align, 0, err, errlen);
     close(m->fd);
     m->fd = -1;
     return rc;

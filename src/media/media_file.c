@@ -66,7 +66,7 @@ static int file_create(struct media *m, uint64_t size, uint32_t mode, char *err,
 
 static int file_open(struct media *m, char *err, size_t errlen)
 {
-    m->fd = open(m->path, (m->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC);
+    m->fd = open(m->path, (m->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK);
     if (m->fd < 0)
         return media_open_errno(m, errno, 0, err, errlen);
     int rc = media_fstat(m, err, errlen);

@@ -37,7 +37,9 @@ int shm_create_common(struct media *m, uint64_t size, uint32_t mode, char *err, 
 
 int shm_open_common(struct media *m, char *err, size_t errlen)
 {
-    m->fd = shm_open(shm_name(m), (m->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC, 0);
+    /* O_NONBLOCK: a FIFO planted under the name must not block the open
+     * (media_fstat refuses it) */
+    m->fd = shm_open(shm_name(m), (m->writable ? O_RDWR : O_RDONLY) | O_CLOEXEC | O_NONBLOCK, 0);
     if (m->fd < 0)
         return media_open_errno(m, errno, 0, err, errlen);
     int rc = media_fstat(m, err, errlen);

@@ -2,32 +2,36 @@
  * attach.c - attachments (a mapping + a lease, refcounted) and the lease
  * table.
  *
- * A lease slot says "process (pid, starttime) may still read catalog
- * generations >= min_gen". Writers free a deferred extent only when
+ * A lease slot says "process (pid, starttime) of domain host may still read
+ * catalog generations >= min_gen". Writers free a deferred extent only when
  *   freed_gen <= min over live leases of min_gen
  * i.e. no live reader can hold a catalog in which the extent was still in
  * use. Each slot is one cacheline, written only by its owner, except that a
- * writer clears the slot of a dead owner by CAS on the owner word.
+ * writer clears the slot of a dead owner by CAS on the owner word. Whether
+ * an owner is live is host.c's judgement: by pid inside its domain (same
+ * host, boot and PID namespace), by the age of its beat elsewhere.
  *
- * owner = (seq << 32) | pid. Claim: CAS (seq|0) -> (seq+1|pid), then write
- * starttime and st_seq = seq+1 (release). A scanner trusts starttime only
- * when st_seq matches the owner's seq; otherwise it asks only whether pid
- * exists (a claimer that died between its CAS and the starttime store is
- * then reclaimed once the pid is gone). Clearing a dead slot CASes the exact
- * owner word it judged, so a slot re-claimed meanwhile (new seq) is safe.
+ * owner = (seq << 32) | pid. Claim: store beat = pool clock, CAS (seq|0) ->
+ * (seq+1|pid), then write min_gen, host, starttime and st_seq = seq+1
+ * (release). A scanner trusts host and starttime only when st_seq matches
+ * the owner's seq; a claim in progress is judged by its beat (fresh, since
+ * it was stamped before the CAS), so a claimer that died between its CAS
+ * and its st_seq store is reclaimed once its beat expires. Clearing a dead
+ * slot CASes the exact owner word it judged, so a slot re-claimed meanwhile
+ * (new seq) is safe.
  *
  * Pins: an attachment counts pins per generation in private memory; the
  * slot's min_gen is the smallest pinned generation (UINT64_MAX if none).
- * Publishing a pin is store; seq_cst fence; reload hdr->gen (catalog.c):
- * the writer does store hdr->gen; ...; seq_cst fence; scan. One of the two
- * sees the other (Dekker), so a pin that survives the reload is seen by
- * every writer that could free what it protects.
+ * Publishing a pin is store; seq_cst fence; reload the gen word
+ * (catalog.c): the writer does CAS of the gen word; ...; seq_cst fence;
+ * scan. One of the two sees the other (Dekker), so a pin that survives the
+ * reload is seen by every writer that could free what it protects.
  *
  * Read-only handles map the pool read-only; when the OS lets this process
  * write the object they carry a second, writable mapping only to hold their
- * lease (its pages are the same shared pages). When it does not, the handle
- * is leaseless: it still reads, but its pins protect nothing (documented in
- * docs/pool-format.md).
+ * lease and heartbeat (its pages are the same shared pages). When it does
+ * not, the handle is leaseless: it still reads, but its pins protect nothing
+ * (documented in docs/pool-format.md).
  *
  * Rejected: one lease per process shared by all handles. Handles of one
  * process come and go independently (stores outlive the pool handle) and a
@@ -36,11 +40,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include "common/atomic.h"
-#include "pool/pool_internal.h"
+#include "pool/host.h"
 
 #define PID_MASK 0xffffffffull
 
@@ -51,8 +54,8 @@ static void publish_min(struct attach *a)
     uint64_t m = UINT64_MAX;
     for (size_t i = 0; i < a->n_pins; i++)
         m = MIN(m, a->pins[i].gen);
-    /* pairs with at_load_acquire(&min_gen) in lease_scan */
-    at_store_release(&a->lease->min_gen, m);
+    /* pairs with the acquire load of min_gen in lease_scan */
+    host_store(a, &a->lease->min_gen, m);
     at_fence_seq_cst();
 }
 
@@ -70,7 +73,7 @@ void attach_pin(struct attach *a, uint64_t gen)
                 /* cannot record it: pin the slot at the lowest gen we can
                  * express so nothing is freed under the caller */
                 if (a->lease)
-                    at_store_release(&a->lease->min_gen, 0);
+                    host_store(a, &a->lease->min_gen, 0);
                 at_fence_seq_cst();
                 pthread_mutex_unlock(&a->mu);
                 return;
@@ -110,10 +113,11 @@ static void lease_release(struct attach *a)
 {
     if (!a->lease)
         return;
-    at_store_release(&a->lease->min_gen, UINT64_MAX);
+    host_store(a, &a->lease->min_gen, UINT64_MAX);
     uint64_t mine = (a->lease_seq << 32) | (uint64_t)getpid();
-    /* fails only if a scanner judged us dead (forked child): leave it */
-    at_cas_acq_rel(&a->lease->owner, &mine, a->lease_seq << 32);
+    /* fails when a scanner judged us dead (a forked child; expired while
+     * stopped): the slot is not ours any more, leave it */
+    host_cas(a, &a->lease->owner, &mine, a->lease_seq << 32);
     a->lease = NULL;
 }
 
@@ -121,6 +125,7 @@ void attach_unref(struct attach *a)
 {
     if (!a || at_fetch_sub_acq_rel(&a->refs, 1) != 1)
         return;
+    host_unwatch(a);
     lease_release(a);
     media_close(&a->lm);
     media_close(&a->m);
@@ -137,6 +142,29 @@ const uint8_t *attach_base(const struct attach *a)
 uint64_t attach_size(const struct attach *a)
 {
     return a->L.size;
+}
+
+int attach_lost(struct attach *a, struct obj *o)
+{
+    if (__builtin_expect(read_alarm_now() == 0, 1))
+        return 0;
+    char err[ERRMSG_MAX];
+    int rc = media_guard_lost(&a->m, err, sizeof err);
+    if (!rc && a->lm.base)
+        rc = media_guard_lost(&a->lm, err, sizeof err);
+    if (rc)
+        return seterr(o, rc, "%s", err);
+    if (at_load_relaxed(&a->lease_lost))
+        return seterr(o, CXLP_EBUSY, "%s: the lease of this process was taken (expired after "
+                      "%.1f s without a heartbeat: the process was stopped, or `cxlpool leases "
+                      "--expire` was used): what it pinned may have been reused; reopen the pool",
+                      a->m.path, a->expiry_ticks * POOL_TICK_MS / 1000.0);
+    return 0;
+}
+
+int attach_noncoherent(const struct attach *a)
+{
+    return a->noncoherent;
 }
 
 int attach_private(struct attach *a, uint8_t **base)
@@ -156,26 +184,22 @@ const struct media *attach_media(const struct attach *a)
 
 void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint32_t *live)
 {
-    uint64_t mg = UINT64_MAX;
+    uint64_t mg = UINT64_MAX, clock = host_clock(a);
     uint32_t n = 0;
-    /* the writer side of the pin handshake (see top): after the gen store */
+    /* the writer side of the pin handshake (see top): after the gen CAS */
     at_fence_seq_cst();
     for (uint64_t i = 0; i < a->L.lease_slots; i++) {
         struct pool_lease *l = &a->leases[i];
-        /* pairs with the claimer's CAS in attach_lease_claim */
-        uint64_t o = at_load_acquire(&l->owner);
-        pid_t pid = (pid_t)(o & PID_MASK);
-        if (pid == 0)
+        /* pairs with the claimer's CAS in try_claim */
+        uint64_t o = host_load(a, &l->owner);
+        if ((o & PID_MASK) == 0)
             continue;
-        uint64_t seq = o >> 32;
-        /* pairs with at_store_release(&st_seq) in attach_lease_claim */
-        uint64_t st = at_load_acquire(&l->st_seq) == seq ? at_load_relaxed(&l->starttime) : 0;
-        if (proc_alive(pid, st)) {
+        if (host_lease_live(a, l, o, clock)) {
             n++;
-            /* pairs with at_store_release(&min_gen) in publish_min */
-            mg = MIN(mg, at_load_acquire(&l->min_gen));
+            /* pairs with the release store of min_gen in publish_min */
+            mg = MIN(mg, host_load(a, &l->min_gen));
         } else if (reclaim) {
-            at_cas_acq_rel(&l->owner, &o, seq << 32);
+            host_cas(a, &l->owner, &o, o & ~PID_MASK);
         }
     }
     if (min_gen)
@@ -184,20 +208,24 @@ void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint32_t *live
         *live = n;
 }
 
-static int try_claim(struct attach *a, uint64_t starttime)
+static int try_claim(struct attach *a, uint64_t starttime, uint64_t clock)
 {
     uint64_t pid = (uint64_t)getpid();
     for (uint64_t i = 0; i < a->L.lease_slots; i++) {
         struct pool_lease *l = &a->leases[i];
-        uint64_t o = at_load_acquire(&l->owner);
+        uint64_t o = host_load(a, &l->owner);
         if (o & PID_MASK)
             continue;
         uint64_t seq = ((o >> 32) + 1) & PID_MASK;
-        if (!at_cas_acq_rel(&l->owner, &o, (seq << 32) | pid))
+        /* a claim in progress must look fresh to scanners (see top) */
+        host_store(a, &l->beat, clock);
+        if (!host_cas(a, &l->owner, &o, (seq << 32) | pid))
             continue;
-        at_store_relaxed(&l->min_gen, UINT64_MAX);
-        at_store_relaxed(&l->starttime, starttime);
-        at_store_release(&l->st_seq, seq);
+        host_store(a, &l->min_gen, UINT64_MAX);
+        host_store(a, &l->host, a->self.key);
+        host_store(a, &l->starttime, starttime);
+        /* pairs with the acquire load of st_seq in host_lease_live */
+        host_store(a, &l->st_seq, seq);
         a->lease = l;
         a->lease_seq = seq;
         return 0;
@@ -207,53 +235,78 @@ static int try_claim(struct attach *a, uint64_t starttime)
 
 int attach_lease_claim(struct attach *a, struct obj *o)
 {
-    uint64_t st = proc_starttime(getpid());
-    if (try_claim(a, st) == 0)
+    uint64_t st = proc_starttime(getpid()), clock = host_clock(a);
+    if (try_claim(a, st, clock) == 0)
         return 0;
     uint32_t live;
     lease_scan(a, 1, NULL, &live);
-    if (try_claim(a, st) == 0)
+    if (try_claim(a, st, clock) == 0)
         return 0;
     return seterr(o, CXLP_EBUSY, "%s: lease table full: %u live holders in %llu slots",
                   a->m.path, live, (unsigned long long)a->L.lease_slots);
 }
 
-/* After a reboot a file or devdax pool still holds the old boot's mutex
- * state and leases, whose pids mean nothing now. The first writable
- * attachment of the new boot reinitializes them, serialized by flock on the
- * backing object (shm objects do not survive reboots, so never get here). */
-void attach_boot_check(struct attach *a)
+/* ------------------------------------------------------- public: leases */
+
+static int usable(cxlp_pool *p, const char *what)
 {
-    uint8_t now[16];
-    uint64_t cur[2];
-    boot_id(now);
-    memcpy(cur, now, 16);
-    struct pool_hdr *h = a->hdr;
-    /* pairs with at_store_release(&boot[1]) below */
-    if (at_load_acquire(&h->boot[1]) == cur[1] && at_load_relaxed(&h->boot[0]) == cur[0])
-        return;
-    struct media *w = a->m.writable ? &a->m : (a->lm.base ? &a->lm : NULL);
-    if (!w)
-        return;
-    struct pool_hdr *wh = (struct pool_hdr *)w->base;
-    int locked = flock(w->fd, LOCK_EX) == 0;
-    if (!(at_load_acquire(&wh->boot[1]) == cur[1] && at_load_relaxed(&wh->boot[0]) == cur[0])) {
-        pthread_mutexattr_t ma;
-        pthread_mutexattr_init(&ma);
-        pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-        pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-        pthread_mutex_init(&wh->lock, &ma);
-        pthread_mutexattr_destroy(&ma);
-        struct pool_lease *l = (struct pool_lease *)((uint8_t *)w->base + a->L.lease_off);
-        for (uint64_t i = 0; i < a->L.lease_slots; i++) {
-            at_store_relaxed(&l[i].owner, 0);
-            at_store_relaxed(&l[i].min_gen, UINT64_MAX);
+    if (!p || p->obj.magic != OBJ_MAGIC)
+        return seterr(NULL, CXLP_EARG, "%s: not a pool handle", what);
+    if (p->obj.panic)
+        return seterr(&p->obj, CXLP_EPANIC, "pool handle poisoned: %s", p->obj.err);
+    return 0;
+}
+
+int cxlp_pool_leases(cxlp_pool *p, struct cxlp_lease_info *out, size_t cap, size_t *n)
+{
+    int rc = usable(p, "cxlp_pool_leases");
+    if (rc)
+        return rc;
+    if (!n || (cap && !out))
+        return seterr(&p->obj, CXLP_EARG, "cxlp_pool_leases: %s is NULL", n ? "out" : "n");
+    struct attach *a = p->a;
+    uint64_t clock = host_clock(a);
+    size_t k = 0;
+    for (uint64_t i = 0; i < a->L.lease_slots; i++) {
+        const struct pool_lease *l = &a->leases[i];
+        uint64_t o = host_load(a, &l->owner);
+        if ((o & PID_MASK) == 0)
+            continue;
+        if (k < cap) {
+            struct cxlp_lease_info *e = &out[k];
+            memset(e, 0, sizeof *e);
+            e->slot = (uint32_t)i;
+            e->pid = (uint32_t)(o & PID_MASK);
+            int fields = host_load(a, &l->st_seq) == o >> 32;
+            e->domain = fields ? host_load(a, &l->host) : 0;
+            const struct pool_host *h = host_find(a, e->domain);
+            if (h) {
+                e->host_id = host_load(a, &h->host_id);
+                memcpy(e->host, h->name, sizeof e->host);
+                e->host[sizeof e->host - 1] = 0;
+            }
+            e->same_domain = e->domain == a->self.key && a->self.pid_checks;
+            e->this_process = l == a->lease;
+            e->live = host_lease_live(a, l, o, clock);
+            uint64_t b = host_load(a, &l->beat);
+            e->age_s = (clock > b ? clock - b : 0) * POOL_TICK_MS / 1000.0;
+            e->pinned_gen = host_load(a, &l->min_gen);
         }
-        at_store_relaxed(&wh->boot[0], cur[0]);
-        /* pairs with the at_load_acquire(&boot[1]) above */
-        at_store_release(&wh->boot[1], cur[1]);
-        media_sync(w, 0, a->L.lease_off + a->L.lease_slots * POOL_LEASE_SIZE);
+        k++;
     }
-    if (locked)
-        flock(w->fd, LOCK_UN);
+    *n = k;
+    return 0;
+}
+
+int cxlp_pool_expire_host(cxlp_pool *p, const char *host, uint32_t *n_expired)
+{
+    int rc = usable(p, "cxlp_pool_expire_host");
+    if (rc)
+        return rc;
+    if (!host || !*host || !n_expired)
+        return seterr(&p->obj, CXLP_EARG, "cxlp_pool_expire_host: host or n_expired is NULL");
+    if (!p->writable)
+        return seterr(&p->obj, CXLP_EREADONLY, "cxlp_pool_expire_host: %s: pool handle is "
+                      "read-only", p->a->m.path);
+    return host_expire(p->a, host, n_expired, &p->obj);
 }

@@ -3,9 +3,9 @@
  * and the lock-free reader protocol.
  *
  * Readers never lock. The writer publishes generation g+1 by writing slot
- * (g+1)&1 completely and then storing hdr->gen = g+1 with release order
- * (txn.c, cat_commit). A reader:
- *   1. g = load_acquire(hdr->gen)            pairs with that release
+ * (g+1)&1 completely and then changing the gen word to (g+1, epoch) by a
+ * CAS with release order (txn.c txn_commit, host.c). A reader:
+ *   1. g = generation of load_acquire(gen word)    pairs with that release
  *   2. [pin g in its lease; fence; recheck gen == g]    (pool_lookup only)
  *   3. copy slot g&1 to private memory
  *   4. fence; recheck gen == g
@@ -35,7 +35,8 @@
 #include <xxhash.h>
 
 #include "common/atomic.h"
-#include "pool/pool_internal.h"
+#include "common/flush.h"
+#include "pool/host.h"
 
 #define SNAP_TRIES 100000
 
@@ -270,6 +271,9 @@ static int copy_slot(const struct attach *a, uint64_t gen, uint8_t **blob, uint6
 {
     const uint8_t *s = slot_addr(a, gen);
     struct cat_hdr h;
+    /* non-coherent pool: drop stale lines before each load (docs/hosts.md) */
+    if (a->noncoherent)
+        cache_invalidate(s, sizeof h);
     memcpy(&h, s, sizeof h);
     uint64_t n = h.bytes;
     if (n < sizeof h || n > a->L.cat_bytes)
@@ -277,6 +281,8 @@ static int copy_slot(const struct attach *a, uint64_t gen, uint8_t **blob, uint6
     *blob = malloc(n);
     if (!*blob)
         return -ENOMEM;
+    if (a->noncoherent)
+        cache_invalidate(s, n);
     memcpy(*blob, s, n);
     *len = n;
     return 0;
@@ -310,18 +316,21 @@ int cat_read_slot(struct attach *a, uint64_t slot, struct cat *out, struct obj *
 
 int cat_snapshot(struct attach *a, struct cat *out, int pin, uint64_t *gen, struct obj *o)
 {
+    int lost = attach_lost(a, o);
+    if (lost)
+        return lost;
     for (int tries = 0; tries < SNAP_TRIES; tries++) {
         if (tries > 8)
             sched_yield();
-        /* pairs with at_store_release(&hdr->gen) in cat_commit */
-        uint64_t g = at_load_acquire(&a->hdr->gen);
+        /* pairs with the CAS of the gen word in host_publish_gen */
+        uint64_t g = gen_of(host_load(a, &a->hdr->gen));
         if (pin) {
             attach_pin(a, g);
             at_fence_seq_cst();
-            /* pairs with at_store_release(&hdr->gen) in cat_commit: if gen
-             * still reads g, any writer that frees extents of g scans the
+            /* pairs with the gen CAS in host_publish_gen: if the generation
+             * is still g, any writer that frees extents of g scans the
              * leases after our pin is visible. */
-            if (at_load_acquire(&a->hdr->gen) != g) {
+            if (gen_of(host_load(a, &a->hdr->gen)) != g) {
                 attach_unpin(a, g);
                 continue;
             }
@@ -334,9 +343,10 @@ int cat_snapshot(struct attach *a, struct cat *out, int pin, uint64_t *gen, stru
             return seterr(o, -ENOMEM, "catalog snapshot: out of memory");
         }
         at_fence_seq_cst();
-        /* pairs with at_store_release(&hdr->gen) in cat_commit: unchanged
-         * means slot g&1 was not rewritten while we copied it. */
-        if (at_load_acquire(&a->hdr->gen) != g) {
+        /* pairs with the gen CAS in host_publish_gen: an unchanged
+         * generation means slot g&1 was not rewritten while we copied it
+         * (a lock acquisition changes only the epoch bits). */
+        if (gen_of(host_load(a, &a->hdr->gen)) != g) {
             free(blob);
             if (pin)
                 attach_unpin(a, g);

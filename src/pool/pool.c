@@ -32,7 +32,14 @@
 #include <xxhash.h>
 
 #include "common/atomic.h"
-#include "pool/pool_internal.h"
+#include "common/flush.h"
+#include "pool/host.h"
+
+_Static_assert(sizeof(struct pool_hdr) <= POOL_HOST_OFF, "header overlaps the host registry");
+_Static_assert(sizeof(struct pool_host) == 64, "registry entries are one cacheline");
+_Static_assert(POOL_HOST_OFF + POOL_HOSTS * sizeof(struct pool_host) <= POOL_HDR_SIZE,
+               "host registry outside the header page");
+_Static_assert(sizeof(struct pool_lease) == POOL_LEASE_SIZE, "lease slots are one cacheline");
 
 #define ERRLEN 384
 
@@ -40,8 +47,10 @@ uint64_t pool_layout_signature(void)
 {
     const uint64_t facts[] = {
         sizeof(struct pool_hdr), offsetof(struct pool_hdr, checksum),
-        offsetof(struct pool_hdr, gen), offsetof(struct pool_hdr, boot),
-        offsetof(struct pool_hdr, lock), sizeof(pthread_mutex_t), _Alignof(pthread_mutex_t),
+        offsetof(struct pool_hdr, gen), offsetof(struct pool_hdr, wlock),
+        offsetof(struct pool_hdr, clock), sizeof(struct pool_host), POOL_HOST_OFF, POOL_HOSTS,
+        POOL_EPOCH_BITS, POOL_TICK_MS, offsetof(struct pool_lease, host),
+        offsetof(struct pool_lease, beat),
         sizeof(struct pool_lease), sizeof(struct cat_hdr), sizeof(struct cat_ds),
         sizeof(struct pool_dataset), offsetof(struct pool_dataset, schema),
         offsetof(struct pool_dataset, docs), offsetof(struct pool_dataset, n_shards),
@@ -60,6 +69,12 @@ static uint64_t hdr_checksum(const struct pool_hdr *h)
 
 int hdr_validate(const struct pool_hdr *hp, uint64_t media_size, struct pool_layout *L,
                  struct obj *o, const char *path)
+{
+    return hdr_validate_ex(hp, media_size, L, NULL, NULL, o, path);
+}
+
+int hdr_validate_ex(const struct pool_hdr *hp, uint64_t media_size, struct pool_layout *L,
+                    uint32_t *flags, uint64_t *expiry_ms, struct obj *o, const char *path)
 {
     struct pool_hdr h;
     if (media_size < POOL_HDR_SIZE)
@@ -101,6 +116,14 @@ int hdr_validate(const struct pool_hdr *hp, uint64_t media_size, struct pool_lay
         return seterr(o, CXLP_ECORRUPT, "%s: data area %#llx+%llu is invalid (pool %llu bytes)",
                       path, (unsigned long long)h.data_off, (unsigned long long)h.data_len,
                       (unsigned long long)h.size);
+    if (h.flags & ~POOL_F_NONCOHERENT || h.expiry_ms < POOL_MIN_EXPIRY_MS ||
+        h.expiry_ms > POOL_MAX_EXPIRY_MS)
+        return seterr(o, CXLP_ECORRUPT, "%s: flags %#x or expiry %llu ms invalid", path,
+                      h.flags, (unsigned long long)h.expiry_ms);
+    if (flags)
+        *flags = h.flags;
+    if (expiry_ms)
+        *expiry_ms = h.expiry_ms;
     *L = (struct pool_layout){.size = h.size, .lease_off = h.lease_off,
                               .lease_slots = h.lease_slots, .cat_off = h.cat_off,
                               .cat_bytes = h.cat_bytes, .data_off = h.data_off,
@@ -135,18 +158,11 @@ static int compute_layout(uint64_t size, const struct cxlp_pool_opts *opts,
     return 0;
 }
 
-static void init_lock(pthread_mutex_t *mu)
-{
-    pthread_mutexattr_t ma;
-    pthread_mutexattr_init(&ma);
-    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(mu, &ma);
-    pthread_mutexattr_destroy(&ma);
-}
-
-/* Writes every metadata structure of a new pool into m; magic last. */
-static int format_pool(struct media *m, const struct pool_layout *L)
+/* Writes every metadata structure of a new pool into m; magic last. The
+ * mutable words start at zero (clock, writer lock, registry) except the
+ * generation: 1, epoch 0. */
+static int format_pool(struct media *m, const struct pool_layout *L, uint32_t flags,
+                       uint64_t expiry_ms)
 {
     uint8_t *base = m->base;
     struct pool_hdr *h = (struct pool_hdr *)base;
@@ -185,18 +201,20 @@ static int format_pool(struct media *m, const struct pool_layout *L)
     h->extent_align = POOL_EXTENT_ALIGN;
     h->created_unix = (uint64_t)time(NULL);
     h->media_kind = (uint32_t)m->kind;
+    h->flags = flags;
+    h->expiry_ms = expiry_ms;
     memcpy(h->magic, POOL_MAGIC, sizeof h->magic);
     h->checksum = hdr_checksum(h);
     memset(h->magic, 0, sizeof h->magic);
-    h->gen = 1;
-    uint8_t bid[16];
-    boot_id(bid);
-    memcpy(h->boot, bid, sizeof bid);
-    init_lock(&h->lock);
+    h->gen = UINT64_C(1) << POOL_EPOCH_BITS;
+    if (flags & POOL_F_NONCOHERENT)
+        cache_writeback(base, L->cat_off + 2 * L->cat_bytes);
     rc = media_sync(m, 0, L->cat_off + 2 * L->cat_bytes);
     if (rc)
         return seterr(NULL, rc, "%s: sync of pool metadata: %s", m->path, cxlp_strerror(rc));
     memcpy(h->magic, POOL_MAGIC, sizeof h->magic);
+    if (flags & POOL_F_NONCOHERENT)
+        cache_writeback(h->magic, sizeof h->magic);
     rc = media_sync(m, 0, POOL_HDR_SIZE);
     if (rc)
         return seterr(NULL, rc, "%s: sync of pool header: %s", m->path, cxlp_strerror(rc));
@@ -209,23 +227,38 @@ static int attach_finish(struct attach *a, int want_lease, cxlp_pool **out)
 {
     struct obj tmp;
     obj_init(&tmp);
-    int rc = hdr_validate(a->m.base, a->m.size, &a->L, &tmp, a->m.path);
+    uint32_t flags;
+    uint64_t expiry_ms;
+    int rc = hdr_validate_ex(a->m.base, a->m.size, &a->L, &flags, &expiry_ms, &tmp, a->m.path);
     if (rc)
         goto fail;
+    a->noncoherent = (flags & POOL_F_NONCOHERENT) != 0;
+    a->expiry_ticks = (expiry_ms + POOL_TICK_MS - 1) / POOL_TICK_MS;
+    if (a->noncoherent && !cache_available()) {
+        rc = seterr(&tmp, CXLP_EUNSUPPORTED, "%s: pool is non-coherent and this CPU has no "
+                    "cache write-back instructions this build uses (x86-64 clflush)", a->m.path);
+        goto fail;
+    }
     a->hdr = a->m.base;
+    a->whdr = a->m.writable ? a->m.base : NULL;
     a->leases = (struct pool_lease *)((uint8_t *)a->m.base + a->L.lease_off);
     if (!a->m.writable && a->lm.base) {
         if (a->lm.size < a->L.size) {
             media_close(&a->lm);
         } else {
+            a->whdr = a->lm.base;
             a->leases = (struct pool_lease *)((uint8_t *)a->lm.base + a->L.lease_off);
         }
     }
-    attach_boot_check(a);
-    if (want_lease && (a->m.writable || a->lm.base)) {
+    host_identity(&a->self);
+    rc = host_register(a, &tmp);
+    if (rc)
+        goto fail;
+    if (want_lease && a->whdr) {
         rc = attach_lease_claim(a, &tmp);
         if (rc)
             goto fail;
+        host_watch(a);
     }
     struct cat c;
     rc = cat_snapshot(a, &c, 0, NULL, &tmp);
@@ -257,6 +290,7 @@ static struct attach *attach_alloc(void)
     a->refs = 1;
     a->m.fd = -1;
     a->lm.fd = -1;
+    a->host_idx = POOL_HOSTS;
     return a;
 }
 
@@ -276,6 +310,14 @@ int cxlp_pool_create(const char *spec, uint64_t size, const struct cxlp_pool_opt
     rc = compute_layout(size, opts, &L, spec);
     if (rc)
         return rc;
+    uint64_t expiry = opts && opts->expiry_ms ? opts->expiry_ms : POOL_DEF_EXPIRY_MS;
+    if (expiry < POOL_MIN_EXPIRY_MS || expiry > POOL_MAX_EXPIRY_MS)
+        return seterr(NULL, CXLP_EARG, "%s: expiry_ms %llu outside [%u, %u]", spec,
+                      (unsigned long long)expiry, POOL_MIN_EXPIRY_MS, POOL_MAX_EXPIRY_MS);
+    uint32_t flags = opts && opts->noncoherent ? POOL_F_NONCOHERENT : 0;
+    if (flags && !cache_available())
+        return seterr(NULL, CXLP_EUNSUPPORTED, "%s: a non-coherent pool needs cache write-back "
+                      "instructions (x86-64 clflush) this CPU or build lacks", spec);
     struct attach *a = attach_alloc();
     if (!a)
         return seterr(NULL, -ENOMEM, "%s: out of memory", spec);
@@ -289,7 +331,7 @@ int cxlp_pool_create(const char *spec, uint64_t size, const struct cxlp_pool_opt
                     (unsigned long long)a->m.size, (unsigned long long)size);
         goto undo;
     }
-    rc = format_pool(&a->m, &L);
+    rc = format_pool(&a->m, &L, flags, expiry);
     if (rc)
         goto undo;
     rc = attach_finish(a, 1, out);
@@ -435,6 +477,11 @@ int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
     s.format_version = POOL_FORMAT_VERSION;
     memcpy(s.uuid, a->hdr->uuid, sizeof s.uuid);
     strlcpy0(s.path, a->m.path, sizeof s.path);
+    s.coherent = !a->noncoherent;
+    s.expiry_ms = a->expiry_ticks * POOL_TICK_MS;
+    s.host_id = a->self.host_id;
+    strlcpy0(s.host_id_source, a->self.id_source, sizeof s.host_id_source);
+    s.hosts = host_count(a);
     cat_free(&c);
     *st = s;
     return 0;

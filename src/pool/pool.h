@@ -25,6 +25,15 @@ void attach_unref(struct attach *a);
 /* Base address and size of the mapping (valid while a reference is held). */
 const uint8_t *attach_base(const struct attach *a);
 uint64_t attach_size(const struct attach *a);
+/* 0 while the attachment's mappings are whole and its lease is its own;
+ * CXLP_ECORRUPT once the object shrank under them (media_guard_lost),
+ * CXLP_EBUSY once the lease was taken (expired while the process was
+ * stopped). Message on o (NULL: the thread's message). One load when
+ * nothing happened: read paths call it. */
+int attach_lost(struct attach *a, struct obj *o);
+/* 1 when the pool was declared non-coherent at create: readers then
+ * invalidate (common/flush.h) what they are about to read. */
+int attach_noncoherent(const struct attach *a);
 /* Base of the private copy-on-write mapping of the pool (media_map_private):
  * same offsets as attach_base. 0 or its error. Thread-safe. */
 int attach_private(struct attach *a, uint8_t **base);
@@ -90,15 +99,24 @@ int pool_write_fd(cxlp_pool *p);
 
 /* Writer side. Each call takes and releases the writer lock itself.
  *
- * pool_reserve: allocates len bytes (rounded up to the extent alignment) and
- * records it as a reservation of this process, published durably before it
- * returns. CXLP_EFULL with a message when no free extent is large enough. */
+ * pool_reserve_many: allocates n extents of lens[i] bytes (each rounded up
+ * to the extent alignment) in one transaction and records them as
+ * reservations of this process, published durably, then backs them with
+ * storage (media_prepare) outside the writer lock. All or nothing:
+ * CXLP_EFULL with a message when they do not all fit (nothing committed);
+ * -ENOSPC (the media's error) when backing fails (all given back). out[i]
+ * gets extent i. pool_reserve is the n = 1 case. */
+int pool_reserve_many(cxlp_pool *p, const uint64_t *lens, uint64_t n, int huge,
+                      struct pool_extent *out);
 int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out);
-/* pool_reserve, with huge != 0: the whole 2 MiB pieces of the extent are
- * backed by 2 MiB pages where the media allows (media_prepare_huge), so
- * what is written there lands on them with no copy. */
+/* pool_reserve_many and pool_reserve, with huge != 0: the whole 2 MiB
+ * pieces of each extent are backed by 2 MiB pages where the media allows
+ * (media_prepare_huge), so what is written there lands on them with no copy. */
 int pool_reserve_pages(cxlp_pool *p, uint64_t len, int huge, struct pool_extent *out);
-/* Returns a reservation (or its tail: off..off+len inside one) to free space. */
+/* Returns reservations (or pieces of them: off..off+len inside one) to free
+ * space, all n in one transaction; CXLP_EARG (nothing returned) when one is
+ * not this process's. Extents of length 0 are skipped. */
+int pool_unreserve_many(cxlp_pool *p, const struct pool_extent *ext, uint64_t n);
 int pool_unreserve(cxlp_pool *p, struct pool_extent ext);
 /* Makes ds visible: every shard extent and ds->docs must lie inside this
  * process's reservations; those reservations are dropped and any part of them
@@ -118,7 +136,9 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
  * CXLP_ENOTFOUND (a part missing), CXLP_EARG (part twice, other schema),
  * CXLP_EUNSUPPORTED (document index), CXLP_ECATFULL. */
 int pool_concat(cxlp_pool *p, const char *name, const char *const *parts, size_t n_parts);
-/* Makes [off, off+len) durable (file backend), before a publish. */
+/* Makes [off, off+len) durable (file backend) and, on a non-coherent pool,
+ * writes its lines back to memory: every byte a publish will name goes
+ * through here first. */
 int pool_sync(cxlp_pool *p, uint64_t off, uint64_t len);
 
 /* Structural check of header, catalog and extent map (no data checksums);

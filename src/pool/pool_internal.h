@@ -32,19 +32,47 @@ struct pin {
     uint64_t gen, count;
 };
 
+/* Who this process is, across hosts (host.c): taken at every attach, since
+ * a fork may since have entered another PID namespace. */
+struct host_self {
+    uint64_t host_id;          /* persistent per host (docs/hosts.md) */
+    uint8_t boot[16];          /* boot id */
+    uint64_t pidns;            /* inode of /proc/self/ns/pid */
+    int pid_checks;            /* /proc shows this PID namespace: pids are judged */
+    uint64_t key;              /* domain key: XXH3(host_id, boot, pidns) */
+    char name[16];             /* hostname */
+    char id_source[96];        /* where host_id came from, for `cxlpool stat` */
+};
+
+/* The pool clock as this attachment last saw it (host.c). */
+struct clock_seen {
+    uint64_t tick;             /* value seen */
+    uint64_t since_ns;         /* CLOCK_MONOTONIC when it was first seen */
+};
+
 struct attach {
-    pthread_mutex_t mu;        /* process-local: guards pins */
+    pthread_mutex_t mu;        /* process-local: guards pins, clk, wlock_word */
     uint64_t refs;             /* atomic */
     struct media m;            /* the pool mapping (read-only for ro handles) */
     struct media lm;           /* ro handles: writable second mapping that
                                   carries the lease; lm.base NULL if none */
     struct pool_layout L;
     struct pool_hdr *hdr;      /* header in m */
+    struct pool_hdr *whdr;     /* writable view of the header (m or lm); NULL if none */
     struct pool_lease *leases; /* lease table, writable when lease != NULL */
     struct pool_lease *lease;  /* own slot; NULL when leaseless */
     uint64_t lease_seq;
+    uint64_t lease_lost;       /* atomic: the slot was taken from us (expired) */
     struct pin *pins;
     size_t n_pins, cap_pins;
+    /* across hosts (host.c) */
+    struct host_self self;
+    int noncoherent;           /* header flag POOL_F_NONCOHERENT */
+    uint64_t expiry_ticks;     /* header expiry_ms in pool clock ticks */
+    uint32_t host_idx;         /* our registry entry; POOL_HOSTS if none */
+    struct clock_seen clk;
+    uint64_t wlock_word;       /* our writer lock word while held, else 0 */
+    int watched;               /* on the heartbeat thread's list */
 };
 
 struct cxlp_pool {
@@ -94,13 +122,33 @@ int ext_cmp(const void *a, const void *b);
 /* attach.c */
 int attach_lease_claim(struct attach *a, struct obj *o);
 /* Scans the lease table: live holders and their minimum pinned generation;
- * with reclaim, frees the slots of dead holders (CAS). */
+ * with reclaim, frees the slots of dead holders (CAS). Liveness: host.c. */
 void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint32_t *live);
-void attach_boot_check(struct attach *a);
+
+/* Write transactions (txn.c): every writer (ingest, remove, migration)
+ * changes the catalog as
+ *   txn_begin (cross-host writer lock, snapshot, reclaim) -> change t->c ->
+ *   txn_commit (slot, write-back, fenced generation CAS) -> txn_end
+ * txn_end always runs, after a failed commit too. */
+struct txn {
+    cxlp_pool *p;
+    struct cat c;
+    uint64_t gen;              /* generation the transaction started from */
+    struct wlock {
+        uint64_t word;         /* our lock word when taken */
+        uint64_t gen_word;     /* the header's gen word after our epoch bump */
+    } lock;
+};
+int txn_begin(struct txn *t, cxlp_pool *p);
+int txn_commit(struct txn *t, int faults);
+void txn_end(struct txn *t);
 
 /* pool.c */
 uint64_t pool_layout_signature(void);
 int hdr_validate(const struct pool_hdr *h, uint64_t media_size, struct pool_layout *L,
                  struct obj *o, const char *path);
+/* The same, also giving the header's flags and expiry (NULL: not wanted). */
+int hdr_validate_ex(const struct pool_hdr *h, uint64_t media_size, struct pool_layout *L,
+                    uint32_t *flags, uint64_t *expiry_ms, struct obj *o, const char *path);
 
 #endif

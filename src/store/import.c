@@ -90,10 +90,13 @@ int cxlp_format_parse(const char *name)
     return seterr(NULL, CXLP_EARG, "format '%s': expected raw, npy, megatron or auto", name);
 }
 
+/* Opens a source file. O_NONBLOCK: an open of a FIFO for reading waits for
+ * a writer, so the type is checked on the descriptor before anything can
+ * block (the flag means nothing to a regular file and is cleared anyway). */
 static int src_open(struct obj *o, const char *path, struct src *s)
 {
     s->path = path;
-    s->fd = open(path, O_RDONLY | O_CLOEXEC);
+    s->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (s->fd < 0)
         return seterr(o, -errno, "%s: open: %s", path, strerror(errno));
     struct stat st;
@@ -108,10 +111,24 @@ static int src_open(struct obj *o, const char *path, struct src *s)
         s->fd = -1;
         if (S_ISDIR(st.st_mode))
             return seterr(o, -EISDIR, "%s: is a directory", path);
-        return seterr(o, CXLP_EBADINPUT, "%s: not a regular file", path);
+        return seterr(o, CXLP_EBADINPUT, "%s: not a regular file (%s)", path,
+                      file_kind(st.st_mode));
     }
+    (void)fcntl(s->fd, F_SETFL, fcntl(s->fd, F_GETFL) & ~O_NONBLOCK);
     s->size = (uint64_t)st.st_size;
     return 0;
+}
+
+/* An import that found no records: refused unless asked for. A size of 0
+ * is also what stat says of /proc and sysfs files, whose bytes appear only
+ * when read: those are not datasets either. */
+static int no_records(struct obj *o, const char *path, const struct cxlp_import_opts *opts,
+                      const char *why)
+{
+    if (opts->allow_empty)
+        return 0;
+    return seterr(o, CXLP_EBADINPUT, "%s: no records (%s); allow_empty (--allow-empty) "
+                  "makes an empty dataset", path, why);
 }
 
 static void src_close(struct src *s)
@@ -377,6 +394,9 @@ static int import_raw(cxlp_pool *p, struct obj *o, const char *name, const char 
     else if (s.size % rs)
         rc = seterr(o, CXLP_EBADINPUT, "%s: size %llu is not a multiple of record size %llu",
                     path, (ull)s.size, (ull)rs);
+    else if (s.size == 0)
+        rc = no_records(o, path, opts, "the file is empty, or its size is unknown to stat "
+                        "as for /proc files");
     if (rc) {
         src_close(&s);
         return rc;
@@ -421,6 +441,8 @@ static int import_npy(cxlp_pool *p, struct obj *o, const char *name, const char 
                 rc = npy_check_size(&h, s.size, path, err, sizeof err);
             if (rc)
                 seterr(o, rc, "%s", err);
+            else if (h.data_bytes == 0)
+                rc = no_records(o, path, opts, "axis 0 of 'shape' is 0");
         }
         free(hdr);
     }
@@ -582,6 +604,8 @@ static int import_megatron(cxlp_pool *p, struct obj *o, const char *name, const 
         seterr(o, rc, "%s", err);
         goto out;
     }
+    if (m.n_seqs == 0 && (rc = no_records(o, idx_path, opts, "sequence_count is 0")))
+        goto out;
     if ((rc = map_ro(o, &bs, &bin)))
         goto out;
     rc = ingest_megatron(p, o, name, &m, &bs, bin, idx_path, opts);
@@ -616,10 +640,14 @@ static int guess_format(const char *src)
     char idx[PATH_MAX], bin[PATH_MAX];
     if (megatron_paths(NULL, src, idx, bin) == 0 && exists(idx) && exists(bin))
         return CXLP_FMT_MEGATRON;
-    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    /* not a regular file (a FIFO would block the read): raw, whose open
+     * says what the file is */
+    int fd = open(src, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd >= 0) {
         uint8_t magic[6];
-        ssize_t n = pread(fd, magic, sizeof magic, 0);
+        struct stat st;
+        ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+                        ? pread(fd, magic, sizeof magic, 0) : -1;
         close(fd);
         if (n == (ssize_t)sizeof magic && memcmp(magic, "\x93NUMPY", 6) == 0)
             return CXLP_FMT_NPY;

@@ -35,7 +35,9 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "common/atomic.h"
 #include "common/fastdiv.h"
+#include "common/flush.h"
 #include "pool/pool.h"
 #include "store/shard.h"
 #include "store/store.h"
@@ -57,10 +59,13 @@ struct cxlp_store {
     struct pool_shard *loc;   /* catalog locations, for messages and verify */
     const int64_t *docs;      /* NULL when absent */
     const char *name;         /* ds.info.name */
+    int nc;                   /* non-coherent pool: invalidate before reading */
 };
 
 static void store_free(cxlp_store *s)
 {
+    if (s->nc) /* the read path's closer look is for us no longer */
+        at_fetch_sub_acq_rel(&read_alarm, 1);
     if (s->a) {
         attach_unpin(s->a, s->gen);
         attach_unref(s->a);
@@ -118,6 +123,28 @@ static int shard_matches(cxlp_store *s, const struct cxlp_schema *sc, const stru
     return 0;
 }
 
+/* shard_open, after dropping stale lines of the header (with the column
+ * directory) and the indexes on a non-coherent pool: the header first (it
+ * says where the indexes are), then the indexes, then open again on fresh
+ * lines. */
+static int open_shard(const cxlp_store *s, struct shard *sh, struct shard_col *cols,
+                      const uint8_t *p, uint64_t len, char *err, size_t errlen)
+{
+    if (!s->nc)
+        return shard_open(sh, cols, s->ncols, p, len, err, errlen);
+    cache_invalidate(p, MIN(len, (uint64_t)SHARD_DATA_OFF));
+    int rc = shard_open(sh, cols, s->ncols, p, len, err, errlen);
+    if (rc)
+        return rc;
+    int indexed = 0;
+    for (uint32_t c = 0; c < sh->n_cols; c++)
+        if (cols[c].index_len) {
+            cache_invalidate(p + cols[c].index_off, cols[c].index_len);
+            indexed = 1;
+        }
+    return indexed ? shard_open(sh, cols, s->ncols, p, len, err, errlen) : 0;
+}
+
 /* Checks the catalog record and every shard against the mapping. */
 static int store_validate(cxlp_store *s)
 {
@@ -134,14 +161,16 @@ static int store_validate(cxlp_store *s)
     uint64_t next = 0, bytes = 0;
     for (uint64_t k = 0; k < s->n_shards; k++) {
         const struct pool_shard *l = &s->loc[k];
+        /* a pool has one media, its own (index 0): any other value is a
+         * catalog no writer of this format produces */
         if (l->media != 0)
-            return seterr(&s->obj, CXLP_EUNSUPPORTED, "dataset %s shard %" PRIu64 ": on media %u, "
-                          "this build reads shards in the pool's own media only", s->name, k, l->media);
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": media %u does not "
+                          "exist (the pool's only media is 0)", s->name, k, l->media);
         if (!range_ok(l->off, l->len, size) || l->off % 8)
             return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": extent [%" PRIu64 ", +%" PRIu64 ") "
                           "outside the pool of %" PRIu64 " bytes or misaligned", s->name, k, l->off, l->len, size);
-        rc = shard_open(&s->shards[k], &s->cols[k * s->ncols], s->ncols, base + l->off, l->len,
-                        err, sizeof err);
+        rc = open_shard(s, &s->shards[k], &s->cols[k * s->ncols], base + l->off, l->len, err,
+                        sizeof err);
         if (rc == CXLP_EFORMAT && strstr(err, "version"))
             return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s: "
                           "written by a newer build; open it with that build, or re-ingest "
@@ -195,6 +224,8 @@ static int store_validate(cxlp_store *s)
                           "does not hold %" PRIu64 "+1 entries inside the pool", s->name, ds->docs.off,
                           ds->docs.len, ds->info.n_docs);
         const int64_t *d = (const int64_t *)(base + ds->docs.off);
+        if (s->nc)
+            cache_invalidate(d, ds->docs.len);
         int64_t prev = 0;
         for (uint64_t i = 0; i <= ds->info.n_docs; i++) {
             int64_t v = d[i];
@@ -228,6 +259,9 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
     }
     s->name = s->ds.info.name;
     s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';
+    s->nc = attach_noncoherent(s->a);
+    if (s->nc) /* every read of this store takes the closer look */
+        at_fetch_add_acq_rel(&read_alarm, 1);
     s->n_shards = s->ds.n_shards;
     if (s->n_shards != s->ds.info.n_shards) {
         seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: %u shards listed, %u in the record", s->name,
@@ -295,8 +329,8 @@ __attribute__((cold, noinline)) static int read_range(const cxlp_store *s, uint6
                   s->name, idx, s->count);
 }
 
-/* The shard holding record idx (< count). */
-static inline uint64_t locate(const cxlp_store *s, uint64_t idx)
+/* The shard holding record idx (< count): see the lookup at the top. */
+static inline uint64_t shard_of(const cxlp_store *s, uint64_t idx)
 {
     if (s->per_shard)
         return fastdiv(idx, s->per_div);
@@ -315,7 +349,7 @@ static inline uint64_t locate(const cxlp_store *s, uint64_t idx)
 static inline __attribute__((always_inline)) int read_col(const cxlp_store *s, uint64_t idx,
                                                           uint32_t c, struct cxlp_view *v)
 {
-    uint64_t k = locate(s, idx);
+    uint64_t k = shard_of(s, idx);
     const uint8_t *p;
     uint64_t len;
     if (__builtin_expect(shard_col_record(&s->cols[k * s->ncols + c], idx - s->first[k], &p, &len),
@@ -326,7 +360,9 @@ static inline __attribute__((always_inline)) int read_col(const cxlp_store *s, u
     return 0;
 }
 
-int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
+/* Record idx whole (its one column): the read path proper. */
+static inline __attribute__((always_inline)) int read_record(const cxlp_store *s, uint64_t idx,
+                                                             struct cxlp_view *v)
 {
     if (__builtin_expect(idx >= s->count, 0))
         return read_range(s, idx);
@@ -336,14 +372,16 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
     return read_col(s, idx, 0, v);
 }
 
-int store_read_fields(const cxlp_store *s, uint64_t idx, const uint32_t *fields, uint32_t n,
-                      struct cxlp_view *v)
+/* Fields fields[0..n) of record idx: the read path proper. */
+static inline __attribute__((always_inline)) int read_fields(const cxlp_store *s, uint64_t idx,
+                                                             const uint32_t *fields, uint32_t n,
+                                                             struct cxlp_view *v)
 {
     if (__builtin_expect(idx >= s->count, 0))
         return read_range(s, idx);
     if (n == 1 && !s->rows) /* one column: what the loader reads for one field */
         return read_col(s, idx, fields[0], v);
-    uint64_t k = locate(s, idx), i = idx - s->first[k];
+    uint64_t k = shard_of(s, idx), i = idx - s->first[k];
     const struct shard_col *cols = &s->cols[k * s->ncols];
     for (uint32_t j = 0; j < n; j++) {
         const uint8_t *p;
@@ -362,6 +400,93 @@ int store_read_fields(const cxlp_store *s, uint64_t idx, const uint32_t *fields,
         v[j].data = p;
         v[j].len = len;
     }
+    return 0;
+}
+
+/* The read path's rare cases, out of line so the common one keeps a lean
+ * frame; taken whenever read_alarm is raised: the object shrank under the
+ * mapping, or the lease was lost (attach_lost says so), or some store of a
+ * non-coherent pool is open (if this is one: the record's lines may be stale
+ * in our caches, an extent reused since we last read it). fields NULL: the
+ * whole record (n 1). */
+__attribute__((cold, noinline)) static int read_guarded(const cxlp_store *s, uint64_t idx,
+                                                        const uint32_t *fields, uint32_t n,
+                                                        struct cxlp_view *v)
+{
+    int rc = attach_lost(s->a, NULL);
+    if (rc)
+        return rc;
+    struct cxlp_view w[CXLP_MAX_FIELDS];
+    if ((rc = fields ? read_fields(s, idx, fields, n, w) : read_record(s, idx, w)))
+        return rc;
+    for (uint32_t j = 0; j < n; j++) {
+        if (s->nc)
+            cache_invalidate(w[j].data, w[j].len);
+        v[j] = w[j];
+    }
+    return 0;
+}
+
+int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
+{
+    /* one compare of a global more than a plain read */
+    if (__builtin_expect(read_alarm_now() != 0, 0))
+        return read_guarded(s, idx, NULL, 1, v);
+    return read_record(s, idx, v);
+}
+
+int store_read_fields(const cxlp_store *s, uint64_t idx, const uint32_t *fields, uint32_t n,
+                      struct cxlp_view *v)
+{
+    if (__builtin_expect(read_alarm_now() != 0, 0))
+        return read_guarded(s, idx, fields, n, v);
+    return read_fields(s, idx, fields, n, v);
+}
+
+int store_check(const void *s)
+{
+    return attach_lost(((const cxlp_store *)s)->a, NULL);
+}
+
+int cxlp_store_spans(const cxlp_store *s, uint64_t first, uint64_t n, struct cxlp_span *out,
+                     size_t cap, size_t *n_out)
+{
+    if (!s || s->obj.magic != OBJ_MAGIC || !n_out || (cap && !out))
+        return seterr(NULL, CXLP_EARG, "store_spans: NULL argument or not a store handle");
+    uint64_t end;
+    if (add_overflow_u64(first, n, &end) || end > s->count)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: records [%" PRIu64 ", +%" PRIu64 ") are not "
+                      "inside its %" PRIu64 " records", s->name, first, n, s->count);
+    if (s->ncols != 1 && !s->rows)
+        return seterr(NULL, CXLP_EUNSUPPORTED, "dataset %s stores its %u fields in columns: "
+                      "its records are not byte ranges of the pool", s->name, s->ncols);
+    size_t k_out = 0;
+    /* records are back to back inside a shard's column (shard.h), so the
+     * part of the range in one shard is the bytes from its first record's
+     * start to its last record's end */
+    for (uint64_t idx = first; idx < end;) {
+        uint64_t k = shard_of(s, idx);
+        const struct shard *sh = &s->shards[k];
+        const struct shard_col *col = &s->cols[k];
+        uint64_t last = s->first[k] + sh->n_records; /* past the shard's last record */
+        uint64_t stop = end < last ? end : last;
+        const uint8_t *a, *b;
+        uint64_t alen, blen;
+        if (shard_col_record(col, idx - s->first[k], &a, &alen))
+            return read_corrupt(s, k, 0, idx);
+        if (shard_col_record(col, stop - 1 - s->first[k], &b, &blen) || b < a)
+            return read_corrupt(s, k, 0, stop - 1);
+        if (k_out < cap)
+            out[k_out] = (struct cxlp_span){
+                .off = s->loc[k].off + (uint64_t)(a - sh->base),
+                .len = (uint64_t)(b - a) + blen,
+                .first = idx,
+                .count = stop - idx,
+            };
+        k_out++;
+        idx = stop;
+    }
+    *n_out = k_out;
     return 0;
 }
 
@@ -404,6 +529,9 @@ resolve_fixed(const cxlp_store *s, const struct fixed_fields *ff, const uint64_t
 int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, const uint32_t *fields,
                   uint32_t nf, struct cxlp_view *out, size_t *bad)
 {
+    /* read_alarm raised: each record through store_read_fields' guarded path */
+    if (__builtin_expect(read_alarm_now() != 0, 0))
+        goto each;
     if (s->per_shard && nf == 1 && s->ncols == 1 && !s->rows &&
         s->cols[0].kind == SHARD_KIND_FIXED) { /* one column of whole records */
         const uint64_t rs = s->cols[0].record_size;
@@ -436,6 +564,7 @@ int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, const uint
         }
         return 0;
     }
+each:
     for (size_t i = 0; i < n; i++) {
         int rc = store_read_fields(s, ids[i], fields, nf, &out[i * nf]);
         if (rc) {
@@ -537,12 +666,17 @@ int cxlp_store_verify(cxlp_store *s)
     char err[ERRMSG_MAX];
     if (!s || s->obj.magic != OBJ_MAGIC)
         return seterr(NULL, CXLP_EARG, "store_verify: not a store handle");
+    int lost = attach_lost(s->a, &s->obj);
+    if (lost)
+        return lost;
     const uint8_t *base = attach_base(s->a);
     for (uint64_t k = 0; k < s->n_shards; k++) {
         const struct pool_shard *l = &s->loc[k];
         struct shard sh;
         struct shard_col cols[SHARD_MAX_COLS];
         /* re-open: the header may have changed since cxlp_store_open */
+        if (s->nc)
+            cache_invalidate(base + l->off, l->len);
         int rc = shard_open(&sh, cols, s->ncols, base + l->off, l->len, err, sizeof err);
         int same = !rc && sh.n_records == s->shards[k].n_records && sh.n_cols == s->shards[k].n_cols;
         for (uint32_t c = 0; same && c < sh.n_cols; c++)
@@ -559,6 +693,8 @@ int cxlp_store_verify(cxlp_store *s)
                           s->name, k, l->off, l->len, err);
     }
     if (s->docs) {
+        if (s->nc)
+            cache_invalidate(s->docs, s->ds.docs.len);
         uint64_t h = XXH3_64bits(s->docs, s->ds.docs.len);
         if (h != s->ds.docs_checksum)
             return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: document index (pool offset %" PRIu64 ", %" PRIu64 " bytes): "

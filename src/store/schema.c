@@ -33,6 +33,11 @@ int store_name_check(const char *name, char *err, size_t errlen)
         snprintf(err, errlen, "dataset name must be 1..%d bytes", CXLP_NAME_MAX - 1);
         return CXLP_EARG;
     }
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+        snprintf(err, errlen, "dataset name \"%s\" is not allowed (it names a directory "
+                 "wherever datasets become paths)", name);
+        return CXLP_EARG;
+    }
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)name[i];
         if (c < 0x20 || c > 0x7e || c == '/') {

@@ -46,6 +46,11 @@ int store_read_fields(const cxlp_store *s, uint64_t idx, const uint32_t *fields,
  * equal and the reader finds a record's shard by one division. */
 uint64_t writer_room(const cxlp_writer *w);
 
+/* reader.c: 0 while the store's pool mapping and lease are intact, else
+ * attach_lost's code and message (thread's message). For the gather
+ * engine, after a batch during which read_alarm moved. */
+int store_check(const void *store);
+
 /* Variable-size records without a bounce buffer (e.g. a run of Megatron
  * sequences, contiguous in the .bin, read() straight into the pool):
  * writer_direct_var returns room for n records totalling bytes at *dst;

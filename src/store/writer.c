@@ -3,14 +3,18 @@
  * extents, shards are sealed as they fill, and the dataset appears to
  * readers in one catalog flip at commit.
  *
- * Space. The writer holds reservations (pool_reserve) and carves shards out
- * of them back to back, each shard at a 4 KiB aligned offset:
+ * Space. The writer holds reservations (pool_reserve_many) and carves
+ * shards out of them back to back, each shard at a 4 KiB aligned offset:
  *   reservation = [shard][shard]...[docs?][unused tail]
- * A reservation is made for one shard at a time (shard_bytes of payload), or,
- * when the caller gives expected_bytes of fixed-size records, once for the
- * whole dataset, sized exactly. Unused tails go back to free space at
- * publish; everything goes back at abort. A killed writer's reservations are
- * reclaimed by the pool (they are owned by pid + start time).
+ * When the caller gives expected_bytes of fixed-size records, the whole
+ * dataset is reserved at begin, sized exactly: one extent if a hole holds
+ * it, else one extent per shard in one transaction, else CXLP_EFULL before
+ * any data is read. Otherwise shards are reserved in batches of one shard
+ * extent each (spares), the batch doubling up to SPARE_MAX, so N shards
+ * cost O(log N + N / SPARE_MAX) catalog transactions, not N (issue 12
+ * item 8). Unused tails go back to free space at publish, unused spares in
+ * one transaction; everything goes back at abort. A killed writer's
+ * reservations are reclaimed by the pool (they name their owner).
  *
  * Invariants (s = the open shard, r = the last reservation):
  *   s.off + s.cap <= r.off + r.len
@@ -64,6 +68,8 @@
 #define SHARD_ALIGN 4096u
 #define HASH_CHUNK (UINT64_C(256) << 10)
 #define PROGRESS_STEP (UINT64_C(4) << 20)
+/* Most shard extents reserved ahead in one batch (see Space above). */
+#define SPARE_MAX 64u
 
 struct resv {
     struct pool_extent ext;
@@ -103,6 +109,9 @@ struct cxlp_writer {
 
     struct resv *res;
     size_t n_res, cap_res;
+    struct pool_extent *spare; /* reserved, not yet carved; used from spare_next */
+    size_t n_spare, spare_next, cap_spare;
+    uint64_t batch;           /* shard extents the next batch reserves */
 
     struct pool_shard *shards;  /* sealed */
     size_t n_shards, cap_shards;
@@ -179,23 +188,20 @@ static uint64_t layout_need(const cxlp_writer *w, int fresh, const uint64_t *add
     return end;
 }
 
-static int reserve(cxlp_writer *w, uint64_t len)
+/* Room for need entries of elsz bytes in *arrp (capacity *cap, doubling). */
+static int grow(cxlp_writer *w, void *arrp, size_t *cap, size_t need, size_t elsz)
 {
-    if (w->n_res == w->cap_res) {
-        size_t nc = w->cap_res ? 2 * w->cap_res : 8;
-        struct resv *r = realloc(w->res, nc * sizeof *r);
-        if (!r)
-            return fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory", w->name));
-        w->res = r;
-        w->cap_res = nc;
-    }
-    struct pool_extent e;
-    int rc = pool_reserve_pages(w->p, len, w->huge, &e);
-    if (rc == CXLP_EARG) /* our lengths are nonzero: it exceeds the whole data area */
-        rc = CXLP_EFULL;
-    if (rc)
-        return pool_fail(w, rc, "reserving an extent");
-    w->res[w->n_res++] = (struct resv){.ext = e, .used = 0};
+    void **arr = arrp;
+    if (need <= *cap)
+        return 0;
+    size_t nc = *cap ? 2 * *cap : 16;
+    while (nc < need)
+        nc *= 2;
+    void *p = realloc(*arr, nc * elsz);
+    if (!p)
+        return fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory", w->name));
+    *arr = p;
+    *cap = nc;
     return 0;
 }
 
@@ -218,8 +224,66 @@ static uint32_t pick_primary(const cxlp_writer *w)
     return best;
 }
 
+/* Reserves n extents of lens[i] bytes in one transaction: the first becomes
+ * the current reservation unless to_spares, the rest spares. */
+static int reserve_batch(cxlp_writer *w, const uint64_t *lens, uint64_t n, int to_spares)
+{
+    if (grow(w, &w->spare, &w->cap_spare, w->n_spare + n, sizeof *w->spare) ||
+        grow(w, &w->res, &w->cap_res, w->n_res + 1, sizeof *w->res))
+        return w->failed;
+    int rc = pool_reserve_many(w->p, lens, n, w->huge, w->spare + w->n_spare);
+    if (rc == CXLP_EARG) /* our lengths are nonzero: one exceeds the whole data area */
+        rc = CXLP_EFULL;
+    if (rc)
+        return pool_fail(w, rc, "reserving an extent");
+    struct pool_extent *got = w->spare + w->n_spare;
+    if (to_spares) {
+        w->n_spare += n;
+        return 0;
+    }
+    w->res[w->n_res++] = (struct resv){.ext = got[0], .used = 0};
+    memmove(got, got + 1, (n - 1) * sizeof *got);
+    w->n_spare += n - 1;
+    return 0;
+}
+
+static int reserve(cxlp_writer *w, uint64_t len)
+{
+    return reserve_batch(w, &len, 1, 0);
+}
+
+/* Makes the next spare of at least need bytes the current reservation;
+ * spares too small for this shard stay for later ones. 0 when none. */
+static int take_spare(cxlp_writer *w, uint64_t need)
+{
+    for (size_t i = w->spare_next; i < w->n_spare; i++) {
+        if (w->spare[i].len < need)
+            continue;
+        if (grow(w, &w->res, &w->cap_res, w->n_res + 1, sizeof *w->res))
+            return 0;
+        struct pool_extent e = w->spare[i];
+        w->spare[i] = w->spare[w->spare_next];
+        w->spare[w->spare_next++] = e;
+        w->res[w->n_res++] = (struct resv){.ext = e, .used = 0};
+        return 1;
+    }
+    return 0;
+}
+
+/* Shard extents still to come when the dataset's size is announced; 0 when
+ * unknown. */
+static uint64_t shards_to_come(const cxlp_writer *w)
+{
+    if (!w->schema.fixed || !w->expected)
+        return 0;
+    uint64_t total = w->expected / w->unit, per = per_shard_records(w);
+    uint64_t left = total > w->n_records ? total - w->n_records : 0;
+    return left / per + (left % per != 0);
+}
+
 /* Opens a new shard able to take at least need extent bytes (want when
- * possible), in the current reservation if it has room, else in a new one. */
+ * possible), in the current reservation if it has room, else in a spare,
+ * else in a new batch of reservations. */
 static int open_shard(cxlp_writer *w, uint64_t need, uint64_t want)
 {
     struct resv *r = w->n_res ? &w->res[w->n_res - 1] : NULL;
@@ -228,25 +292,36 @@ static int open_shard(cxlp_writer *w, uint64_t need, uint64_t want)
         at = ALIGN_UP(r->used, SHARD_ALIGN);
         room = at < r->ext.len ? r->ext.len - at : 0;
     }
-    if (room < need) {
-        /* a whole shard if the pool has it, else smaller pieces down to
-         * what the next record needs: a pool smaller than shard_bytes still
-         * takes datasets that fit */
-        uint64_t len = MAX(need, want);
+    if (room < need && !take_spare(w, need)) {
+        if (w->failed)
+            return w->failed;
+        /* a batch of whole shards if the pool has them, else smaller pieces
+         * down to what the next record needs: a pool smaller than
+         * shard_bytes still takes datasets that fit */
+        uint64_t len = MAX(need, want), k = MAX(w->batch, 1), left = shards_to_come(w);
+        if (left)
+            k = MIN(k, left);
         int rc;
         for (;;) {
-            rc = reserve(w, len);
-            if (rc != CXLP_EFULL || len == need)
+            uint64_t lens[SPARE_MAX];
+            for (uint64_t i = 0; i < k; i++)
+                lens[i] = len;
+            rc = reserve_batch(w, lens, k, 0);
+            if (rc != CXLP_EFULL || (len == need && k == 1))
                 break;
             w->failed = 0;
-            len = MAX(need, ALIGN_UP(len / 2, SHARD_ALIGN));
+            if (k > 1)
+                k = 1;
+            else
+                len = MAX(need, ALIGN_UP(len / 2, SHARD_ALIGN));
         }
         if (rc)
             return rc;
-        r = &w->res[w->n_res - 1];
-        at = 0;
-        room = r->ext.len;
+        w->batch = MIN(2 * MAX(w->batch, 1), SPARE_MAX);
     }
+    r = &w->res[w->n_res - 1];
+    at = ALIGN_UP(r->used, SHARD_ALIGN);
+    room = at < r->ext.len ? r->ext.len - at : 0;
     w->open = 1;
     w->s_off = r->ext.off + at;
     w->s_cap = MIN(room, MAX(need, want));
@@ -449,19 +524,32 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
         return seterr(pool_obj(p), CXLP_EARG, "dataset %s: shard_bytes or expected_bytes too large", name);
     }
 
-    /* Reserve now, so a pool too small fails before any data is read. */
+    /* Reserve now, so a pool too small fails before any data is read: in
+     * one extent when a hole holds the dataset, else one extent per shard,
+     * all in one transaction; when that fails too, the dataset does not fit
+     * (issue 12 item 8: fail at once, not after filling the pool). */
     if (norm.fixed && w->expected) {
         uint64_t n = w->expected / w->unit + (w->expected % w->unit != 0);
         uint64_t per = per_shard_records(w);
-        uint64_t total = (n / per) * fixed_shard_extent(w, per);
-        if (n % per)
-            total += fixed_shard_extent(w, n % per);
+        uint64_t full = n / per, last = n % per;
+        uint64_t total = full * fixed_shard_extent(w, per);
+        if (last)
+            total += fixed_shard_extent(w, last);
         if (n == 0)
             total = fixed_shard_extent(w, 0);
         rc = reserve(w, total);
-        if (rc == CXLP_EFULL && n > per) { /* no single hole: go shard by shard */
+        if (rc == CXLP_EFULL && n > per) {
             w->failed = 0;
-            rc = 0;
+            uint64_t k = full + (last != 0);
+            uint64_t *lens = malloc(k * sizeof *lens);
+            if (!lens) {
+                rc = fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory", name));
+            } else {
+                for (uint64_t i = 0; i < k; i++)
+                    lens[i] = fixed_shard_extent(w, i < full ? per : last);
+                rc = reserve_batch(w, lens, k, 1);
+                free(lens);
+            }
         }
     }
     if (!rc) {
@@ -919,6 +1007,7 @@ static void writer_free(cxlp_writer *w)
         free(w->stage[k].starts);
     }
     free(w->res);
+    free(w->spare);
     free(w->shards);
     free(w->starts);
     free(w->docs);
@@ -926,11 +1015,38 @@ static void writer_free(cxlp_writer *w)
     free(w);
 }
 
+/* Gives back, in one transaction, the unused spares and the reservations
+ * that hold nothing (all of them with all = 1); the rest stay listed. */
+static void unreserve_unused(cxlp_writer *w, int all)
+{
+    size_t n = 0, keep = 0;
+    struct pool_extent *back = malloc((w->n_res + w->n_spare + 1) * sizeof *back);
+    for (size_t i = 0; i < w->n_res; i++) {
+        if (all || w->res[i].used == 0) {
+            if (back)
+                back[n++] = w->res[i].ext;
+            else
+                pool_unreserve(w->p, w->res[i].ext);
+        } else {
+            w->res[keep++] = w->res[i];
+        }
+    }
+    w->n_res = keep;
+    for (size_t i = w->spare_next; i < w->n_spare; i++) {
+        if (back)
+            back[n++] = w->spare[i];
+        else
+            pool_unreserve(w->p, w->spare[i]);
+    }
+    w->n_spare = w->spare_next = 0;
+    if (back && n)
+        pool_unreserve_many(w->p, back, n);
+    free(back);
+}
+
 static void unreserve_all(cxlp_writer *w)
 {
-    for (size_t i = 0; i < w->n_res; i++)
-        pool_unreserve(w->p, w->res[i].ext);
-    w->n_res = 0;
+    unreserve_unused(w, 1);
 }
 
 void cxlp_writer_abort(cxlp_writer *w)
@@ -986,16 +1102,9 @@ int cxlp_writer_commit(cxlp_writer *w)
         rc = write_docs(w, &ds);
     if (rc)
         goto out;
-    /* reservations that hold nothing go back now; used ones are trimmed by
-     * the publish itself */
-    size_t keep = 0;
-    for (size_t i = 0; i < w->n_res; i++) {
-        if (w->res[i].used == 0)
-            pool_unreserve(w->p, w->res[i].ext);
-        else
-            w->res[keep++] = w->res[i];
-    }
-    w->n_res = keep;
+    /* reservations and spares that hold nothing go back now; used ones are
+     * trimmed by the publish itself */
+    unreserve_unused(w, 0);
 
     strlcpy0(ds.info.name, w->name, sizeof ds.info.name);
     ds.info.n_records = w->n_records;
@@ -1022,9 +1131,9 @@ int cxlp_writer_commit(cxlp_writer *w)
     else
         w->n_res = 0; /* the dataset owns them now */
 out:
-    if (rc)
-        seterr(NULL, rc, "%s", w->obj.err); /* w is freed: keep the words */
     unreserve_all(w);
+    if (rc) /* after the unreserve, whose failure must not replace the words */
+        seterr(NULL, rc, "%s", w->obj.err); /* w is freed: keep them */
     writer_free(w);
     return rc;
 }

@@ -423,7 +423,7 @@ static void test_loader(cxlp_pool *p)
     CHECK_RC(cxlp_loader_next(l, &b), CXLP_EARG);
     CHECK(strstr(cxlp_errmsg(l), "record 0") && strstr(cxlp_errmsg(l), "equal lengths"));
     cxlp_loader_free(l);
-    /* PACK checks the same while planning (each record is read once, there) */
+    /* PACK checks the same in the gather, before any copy (pack_lookup) */
     ord = (struct order){0, 1};
     lo.collate = CXLP_COLLATE_PACK;
     CHECK_OK(cxlp_loader_create(s, &lo, seq_fn, &ord, &l));

@@ -138,10 +138,14 @@ int main(void)
     same_snap(&before, &after);
     check_records(p, "vec", data, 100, 12);
 
-    /* empty file: an empty dataset */
+    /* empty file: no records, refused (issue 12 item 16); an empty dataset
+     * only when asked for */
     const char *fe = path_of("empty.dat");
     write_file(fe, "", 0);
-    CHECK_OK(cxlp_import(p, "empty", fe, &o2));
+    IMPORT_FAILS(p, "empty", fe, &o2, CXLP_EBADINPUT, fe, "no records");
+    struct cxlp_import_opts oe = o2;
+    oe.allow_empty = 1;
+    CHECK_OK(cxlp_import(p, "empty", fe, &oe));
     check_records(p, "empty", data, 0, 12);
 
     /* a pool too small, found out after shards were written: the writer is

@@ -21,7 +21,7 @@ static void roundtrip(void)
     CHECK(st.live_leases == 1);
     CHECK(st.lease_slots == 256);
     CHECK(st.media == CXLP_MEDIA_SHM && st.emulated == 1 && st.numa_node == -1);
-    CHECK(st.format_version == 1);
+    CHECK(st.format_version == 2);
     CHECK(strstr(st.path, name) != NULL);
     uint8_t zero[16] = {0};
     CHECK(memcmp(st.uuid, zero, 16) != 0);

@@ -83,7 +83,7 @@ static void seed(int kind, const char *outdir)
     /* a flipped byte in the catalog is caught unless the flags re-sign it */
     struct pool_hdr h;
     memcpy(&h, img, sizeof h);
-    uint64_t at = h.cat_off + (h.gen & 1) * h.cat_bytes + sizeof(struct cat_hdr) + 8;
+    uint64_t at = h.cat_off + ((h.gen >> POOL_EPOCH_BITS) & 1) * h.cat_bytes + sizeof(struct cat_hdr) + 8;
     CHECK(at < len - 1);
     img[at] ^= 0x40;
     img[len - 1] = 1;

@@ -4,7 +4,7 @@
 #include <sys/prctl.h>
 
 #include "test_pool_util.h"
-#include "pool/pool_internal.h"
+#include "pool/host.h"
 
 #define MiB (1ull << 20)
 
@@ -200,8 +200,8 @@ static void stuck_writer(void)
     if (pid == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         cxlp_pool *c;
-        if (cxlp_pool_open(name, NULL, &c) ||
-            pthread_mutex_lock(&pool_attach(c)->hdr->lock))
+        struct wlock l;
+        if (cxlp_pool_open(name, NULL, &c) || host_lock(pool_attach(c), &l, NULL))
             _exit(2);
         char ok = 'y';
         if (write(fds[1], &ok, 1) != 1)
@@ -214,7 +214,11 @@ static void stuck_writer(void)
     setenv("CXLP_LOCK_TIMEOUT_MS", "200", 1);
     struct pool_extent e;
     CHECK_RC(pool_reserve(p, 4096, &e), CXLP_EBUSY);
-    CHECK(strstr(cxlp_errmsg(pool_obj(p)), "writer lock") != NULL);
+    char who[64];
+    snprintf(who, sizeof who, "writer lock held by pid %d of this host", (int)pid);
+    if (!strstr(cxlp_errmsg(pool_obj(p)), who))
+        fprintf(stderr, "message: %s\n", cxlp_errmsg(pool_obj(p)));
+    CHECK(strstr(cxlp_errmsg(pool_obj(p)), who) != NULL);
     CHECK_RC(cxlp_pool_remove(p, "x"), CXLP_EBUSY);
     /* readers are not affected */
     struct cxlp_pool_stat st;

@@ -122,11 +122,11 @@ static void corrupt_catalog(void)
     make_pool(1);
     struct pool_hdr h;
     peek(0, &h, sizeof h);
-    uint64_t slot = h.cat_off + (h.gen & 1) * h.cat_bytes;
+    uint64_t slot = h.cat_off + ((h.gen >> POOL_EPOCH_BITS) & 1) * h.cat_bytes;
     /* a flipped byte in the blob body: checksum */
     flip_expect(slot + sizeof(struct cat_hdr) + 5, CXLP_ECORRUPT, "checksum");
     /* the generation names the slot that holds an older catalog */
-    uint64_t g = h.gen + 1;
+    uint64_t g = h.gen + (UINT64_C(1) << POOL_EPOCH_BITS);
     poke(offsetof(struct pool_hdr, gen), &g, 8);
     cxlp_pool *p;
     CHECK_RC(cxlp_pool_open(spec, NULL, &p), CXLP_ECORRUPT);

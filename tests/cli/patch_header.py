@@ -4,8 +4,9 @@ them, keeping the header checksum valid, so a test meets exactly the check it
 aims at. The offsets follow struct pool_hdr (src/pool/pool_format.h):
 
     0 magic[8] | 8 version u32 | 12 hdr_size u32 | 16 layout_sig u64 |
-    24 uuid[16] | 40..119 sizes, offsets, created, media | 120 checksum u64
-    checksum = XXH3-64 of bytes [0, 120), little-endian
+    24 uuid[16] | 40..115 sizes, offsets, created, media | 116 flags u32 |
+    120 expiry_ms u64 | 128 checksum u64
+    checksum = XXH3-64 of bytes [0, 128), little-endian
 
 usage: patch_header.py layout POOLFILE   (flips the layout signature)
        patch_header.py version POOLFILE  (format version 99)
@@ -15,7 +16,7 @@ import struct
 import subprocess
 import sys
 
-CK_OFF = 120
+CK_OFF = 128
 
 
 def xxh3(data):

@@ -48,7 +48,8 @@ def doc_rows(section: str) -> list[tuple[str, str, str]]:
 class Opts(ctypes.Structure):
     _fields_ = [("format", ctypes.c_int), ("record_size", ctypes.c_uint64),
                 ("dtype", ctypes.c_int), ("shard_bytes", ctypes.c_uint64),
-                ("progress", ctypes.c_void_p), ("progress_ctx", ctypes.c_void_p)]
+                ("progress", ctypes.c_void_p), ("progress_ctx", ctypes.c_void_p),
+                ("allow_empty", ctypes.c_int), ("no_hugepages", ctypes.c_int)]
 
 
 PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64)
@@ -130,8 +131,13 @@ def raw_file(t: Path, size: int) -> Path:
 REPROS: dict[str, Repro] = {
     "source file missing / unreadable": lambda t: (t / "x.npy", dict(format=NPY), t / "x.npy"),
     "source is a directory": lambda t: (t, dict(format=RAW, record_size=8), t),
-    "source is not a regular file": lambda t: (Path("/dev/null"), dict(format=RAW, record_size=8),
-                                               "/dev/null"),
+    "source is not a regular file (checked before anything can block on it: a FIFO fails at once)":
+        lambda t: (os.mkfifo(t / "fifo") or t / "fifo", dict(format=RAW, record_size=8),
+                   t / "fifo"),
+    "source without records (an empty file; a /proc file, whose size reads 0; an .npy of shape "
+    "(0, ...); an .idx of no sequences), unless `allow_empty` (`--allow-empty`)":
+        lambda t: ((t / "empty.raw").write_bytes(b"") or t / "empty.raw",
+                   dict(format=RAW, record_size=8), t / "empty.raw"),
     "unknown `opts->format` value": lambda t: (raw_file(t, 64), dict(format=42), t / "x.dat"),
     "raw: `record_size` 0": lambda t: (raw_file(t, 64), dict(format=RAW), t / "x.dat"),
     "AUTO fell back to raw (e.g. a .bin without its .idx) and `record_size` is 0":
@@ -366,8 +372,9 @@ class C:
         return self.lib.cxlp_errmsg(None).decode()
 
     def open(self, readonly: bool = False) -> ctypes.c_void_p:
-        # struct cxlp_pool_opts: u32 mode, u64 catalog_bytes, u32 lease_slots, int readonly
-        opts = (ctypes.c_uint32 * 6)()
+        # struct cxlp_pool_opts: u32 mode, u64 catalog_bytes, u32 lease_slots, int readonly,
+        # int noncoherent, u32 expiry_ms
+        opts = (ctypes.c_uint32 * 8)()
         opts[5] = int(readonly)
         p = ctypes.c_void_p()
         assert self.lib.cxlp_pool_open(self.spec, opts, ctypes.byref(p)) == 0, self.msg()
@@ -432,6 +439,8 @@ def store_rows(c: C, p, cond: str):
     lib = c.lib
     if cond.startswith("dataset name empty"):
         return c.begin(p, "a/b", schema(True))[0], c.msg()
+    if cond == "dataset name `.` or `..`":
+        return c.begin(p, "..", schema(True))[0], c.msg()
     if cond.startswith("dataset already published"):
         c.write(p, "fixed", schema(True), [b"\0" * 32])
         return c.begin(p, "fixed", schema(True))[0], c.msg()
