@@ -76,23 +76,27 @@ def test_loader_pad_pack(sft: tuple) -> None:
             assert b["score"][r].item() == pytest.approx(float(score[i]))
         seen += b["score"].shape[0]
     assert seen == len(ds)
-    pack = CXLDataLoader(ds, batch_size=4, seq_len=64, columns=["labels", "score"],
-                         return_segments=True)
     assert set(next(iter(CXLDataLoader(ds, batch_size=4, seq_len=64,
                                        columns=["labels", "score"])))) == {"labels", "score",
                                                                            "lengths"}
-    total = 0
-    for b in pack:
-        # one score per segment: the record each piece of a row comes from
-        assert b["score"].shape == b["seg_id"].shape
-        for s in range(b["seg_id"].shape[0]):
-            i = int(b["seg_id"][s])
-            row, col = int(b["seg_row"][s]), int(b["seg_start"][s])
-            n, off = int(b["seg_len"][s]), int(b["seg_offset"][s])
-            assert b["labels"][row, col:col + n].tolist() == labels[i][off:off + n].tolist()
-            assert b["score"][s].item() == pytest.approx(float(score[i]))
-            total += n
-    assert total == sum(len(x) for x in ids)
+    # two fields, the planned (variable-length) one first or second
+    for cols in (["labels", "score"], ["score", "input_ids", "labels"]):
+        pack = CXLDataLoader(ds, batch_size=4, seq_len=64, columns=cols, return_segments=True)
+        total = 0
+        for b in pack:
+            # one score per segment: the record each piece of a row comes from
+            assert b["score"].shape == b["seg_id"].shape
+            for s in range(b["seg_id"].shape[0]):
+                i = int(b["seg_id"][s])
+                row, col = int(b["seg_row"][s]), int(b["seg_start"][s])
+                n, off = int(b["seg_len"][s]), int(b["seg_offset"][s])
+                assert b["labels"][row, col:col + n].tolist() == labels[i][off:off + n].tolist()
+                if "input_ids" in b:
+                    assert b["input_ids"][row, col:col + n].numpy().tolist() == \
+                        ids[i][off:off + n].tolist()
+                assert b["score"][s].item() == pytest.approx(float(score[i]))
+                total += n
+        assert total == sum(len(x) for x in ids)
     with pytest.raises(ValueError, match="no field"):
         CXLDataLoader(ds, batch_size=4, seq_len=8, columns=["x"])
 
