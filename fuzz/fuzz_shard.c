@@ -1,17 +1,21 @@
 /*
- * fuzz_shard.c - libFuzzer target for the shard header and index parser.
+ * fuzz_shard.c - libFuzzer target for the shard header, column directory
+ * and index parser (formats 1 and 2).
  *
  * The input bytes are one shard extent, as a pool would hold it: validate it,
- * read every record (each view must lie inside the data area), verify the
- * checksum. Any input must end in 0 or an error code, never in a crash or an
- * access outside the buffer. Seeds: fuzz/corpus/fuzz_shard/ (written by
- * `test_store_format --write-seeds DIR`).
+ * read every record of every column (each view must lie inside its column's
+ * data), verify the checksums. Any input must end in 0 or an error code,
+ * never in a crash or an access outside the buffer. Seeds:
+ * fuzz/corpus/fuzz_shard/ (written by `test_store_format --write-seeds DIR`:
+ * format 1 shards as earlier builds wrote them, format 2 shards of one and
+ * three columns).
  */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
 #include "store/shard.h"
@@ -20,23 +24,49 @@ static void scan(uint8_t *buf, size_t size)
 {
     char err[512];
     struct shard s;
-    if (shard_open(&s, buf, size, err, sizeof err) == 0) {
+    struct shard_col cols[SHARD_MAX_COLS];
+    if (shard_open(&s, cols, SHARD_MAX_COLS, buf, size, err, sizeof err) == 0) {
         uint64_t sum = 0;
-        for (uint64_t i = 0; i < s.n_records; i++) {
-            const uint8_t *p;
-            uint64_t len;
-            if (shard_record(&s, i, &p, &len) != 0) {
-                shard_explain(&s, i, err, sizeof err);
-                continue;
+        for (uint32_t c = 0; c < s.n_cols; c++) {
+            const struct shard_col *col = &s.col[c];
+            for (uint64_t i = 0; i < s.n_records; i++) {
+                const uint8_t *p;
+                uint64_t len;
+                if (shard_col_record(col, i, &p, &len) != 0) {
+                    shard_explain(&s, c, i, err, sizeof err);
+                    continue;
+                }
+                if (p < col->data || len > col->data_len ||
+                    (uint64_t)(p - col->data) > col->data_len - len)
+                    abort();
+                if (len)
+                    sum += p[0] + p[len - 1];
             }
-            if (p < s.data || len > s.data_len || (uint64_t)(p - s.data) > s.data_len - len)
-                abort();
-            if (len)
-                sum += p[0] + p[len - 1];
         }
         (void)shard_verify(&s, err, sizeof err);
         (void)sum;
     }
+}
+
+/* Writes the header checksum the input's version expects (format 1: the
+ * header; format 2: the header and the column directory it names). */
+static void rehash(uint8_t *buf, size_t size)
+{
+    uint32_t version, n_cols;
+    memcpy(&version, buf + 8, 4);
+    memcpy(&n_cols, buf + 12, 4);
+    uint64_t h;
+    if (version == SHARD_VERSION && n_cols <= SHARD_MAX_COLS &&
+        size >= SHARD_HDR_BYTES + (uint64_t)n_cols * SHARD_COL_BYTES) {
+        XXH3_state_t st;
+        XXH3_64bits_reset(&st);
+        XXH3_64bits_update(&st, buf, 120);
+        XXH3_64bits_update(&st, buf + SHARD_HDR_BYTES, (size_t)n_cols * SHARD_COL_BYTES);
+        h = XXH3_64bits_digest(&st);
+    } else {
+        h = XXH3_64bits(buf, offsetof(struct shard_hdr, hdr_checksum));
+    }
+    memcpy(buf + offsetof(struct shard_hdr, hdr_checksum), &h, 8);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -49,11 +79,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(buf, data, size);
     scan(buf, size);
     /* Mutations rarely keep the header checksum right, which would stop
-     * them at the first check: scan again with it recomputed, so the field
-     * and index checks behind it are explored too. */
+     * them at the first check: scan again with it recomputed, so the field,
+     * directory and index checks behind it are explored too. */
     if (size >= sizeof(struct shard_hdr)) {
-        uint64_t h = XXH3_64bits(buf, offsetof(struct shard_hdr, hdr_checksum));
-        memcpy(buf + offsetof(struct shard_hdr, hdr_checksum), &h, 8);
+        rehash(buf, size);
         scan(buf, size);
     }
     free(buf);

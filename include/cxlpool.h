@@ -373,13 +373,15 @@ CXLP_API int cxlp_pool_remove(cxlp_pool *p, const char *name);
  * store: datasets of immutable records
  * ====================================================================== */
 
+/* CXLP_DT_STR is UTF-8 text, one byte per element, for variable-length
+ * fields only (its bytes are checked to be valid UTF-8 when written). */
 enum cxlp_dtype {
     CXLP_DT_U8 = 0, CXLP_DT_I8, CXLP_DT_U16, CXLP_DT_I16, CXLP_DT_U32,
     CXLP_DT_I32, CXLP_DT_U64, CXLP_DT_I64, CXLP_DT_F16, CXLP_DT_BF16,
-    CXLP_DT_F32, CXLP_DT_F64, CXLP_DT_BOOL,
+    CXLP_DT_F32, CXLP_DT_F64, CXLP_DT_BOOL, CXLP_DT_STR,
     CXLP_DT_COUNT
 };
-CXLP_API const char *cxlp_dtype_name(int dtype);   /* "uint8", "int32", ... */
+CXLP_API const char *cxlp_dtype_name(int dtype);   /* "uint8", "int32", "str", ... */
 CXLP_API int cxlp_dtype_size(int dtype);           /* bytes; -1 unknown */
 CXLP_API int cxlp_dtype_parse(const char *name);   /* inverse; -1 unknown */
 
@@ -387,21 +389,33 @@ CXLP_API int cxlp_dtype_parse(const char *name);   /* inverse; -1 unknown */
 #define CXLP_MAX_DIMS 4
 #define CXLP_NAME_MAX 64
 struct cxlp_field {
-    char name[32];
+    char name[32];           /* 1..31 bytes, unique in the schema */
     int dtype;               /* enum cxlp_dtype */
-    int ndim;                /* 0..CXLP_MAX_DIMS; fixed-size records */
-    uint64_t shape[CXLP_MAX_DIMS];
-    uint64_t offset;         /* byte offset inside a fixed-size record */
+    int ndim;                /* 0..CXLP_MAX_DIMS */
+    uint64_t shape[CXLP_MAX_DIMS]; /* ndim == 1 && shape[0] == 0: variable length */
+    uint64_t offset;         /* fixed-size records: byte offset inside the row form */
 };
-/* A schema: fixed-size records are n_fields fields laid out back to back;
- * variable-size records have exactly one field of ndim 0 and element dtype
- * dtype: a record is a 1-D array of that dtype (e.g. a token sequence). */
+/* A schema: 1..CXLP_MAX_FIELDS named fields. A field is fixed-shape (dtype and
+ * shape, every dimension > 0; ndim 0 is a scalar) or variable-length (ndim 1
+ * with shape[0] == 0: each record holds a 1-D array of any length of dtype,
+ * e.g. a token sequence, an encoded image as uint8, a caption as str).
+ * fixed == 1 when every field is fixed-shape: a record then also has a row
+ * form, the fields laid back to back (offset of field k = sum of the sizes
+ * before it, record_size = the total), which cxlp_writer_append takes and
+ * cxlp_store_read returns for one-field datasets. fixed == 0 when some field
+ * is variable-length (record_size 0, offsets 0). Each field is stored as its
+ * own column in every shard, so one field reads without the others
+ * (cxlp_store_read_field). Compatibility: fixed == 0 with one field of ndim 0
+ * (how schemas said "variable-length" before) means that field is
+ * variable-length; the stored schema then has ndim 1, shape[0] == 0. */
 struct cxlp_schema {
     int fixed;
     uint64_t record_size;    /* fixed: sum of field sizes */
     uint32_t n_fields;
     struct cxlp_field fields[CXLP_MAX_FIELDS];
 };
+/* 1 when field f of a normalized schema is variable-length. */
+#define CXLP_FIELD_VAR(f) ((f)->ndim == 1 && (f)->shape[0] == 0)
 
 typedef struct cxlp_store cxlp_store;          /* an open dataset (reader) */
 typedef struct cxlp_writer cxlp_writer;        /* an ingest in progress */
@@ -421,10 +435,23 @@ CXLP_API int cxlp_store_info(const cxlp_store *s, struct cxlp_dataset_info *info
 CXLP_API const struct cxlp_schema *cxlp_store_schema(const cxlp_store *s);
 /* Record idx (0..count-1) as a borrowed view. O(1). Thread-safe.
  * CXLP_ERANGE past the end; CXLP_ECORRUPT if the index points outside the
- * shard (checked on every call). On a pool of tiers a shard with no copy in
- * a memory tier is fetched first (a miss; CXLP_EFULL when no memory tier has
- * room), and the view holds its copy until close (cxlp_store_tiered). */
+ * shard (checked on every call). Datasets of one field, and fixed-size
+ * multi-field datasets written before shard format 2 (rows), give the whole
+ * record; a dataset whose fields are stored in columns has no whole-record
+ * form: CXLP_EARG, read its fields with cxlp_store_read_field. On a pool of
+ * tiers a shard with no copy in a memory tier is fetched first (a miss;
+ * CXLP_EFULL when no memory tier has room), and the view holds its copy
+ * until close (cxlp_store_tiered); so does cxlp_store_read_field's. */
 CXLP_API int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v);
+/* Field `field` (0..n_fields-1) of record idx as a borrowed view: for a
+ * variable-length field its elements (len a multiple of the dtype size), for
+ * a fixed-shape field its bytes. O(1), reads only that field's column.
+ * Thread-safe. CXLP_ERANGE past the end or for a field number out of range;
+ * CXLP_ECORRUPT as cxlp_store_read. */
+CXLP_API int cxlp_store_read_field(const cxlp_store *s, uint64_t idx, uint32_t field,
+                                   struct cxlp_view *v);
+/* Field number of name, or -1. */
+CXLP_API int cxlp_schema_field(const struct cxlp_schema *s, const char *name);
 /* Record idx copied into buf (cap bytes); *len receives its length
  * (CXLP_ERANGE when cap is shorter, with *len set). Any pool; on a pool of
  * tiers the copy it reads is pinned only for the call, and a shard with no
@@ -531,10 +558,31 @@ struct cxlp_writer_opts {
 CXLP_API int cxlp_writer_begin(cxlp_pool *p, const char *name,
                                const struct cxlp_schema *schema,
                                const struct cxlp_writer_opts *opts, cxlp_writer **out);
-/* Appends one record (fixed: len must equal record_size). */
+/* Appends one record: fixed-size records in their row form (len must equal
+ * record_size; a multi-field record is split into its columns here);
+ * variable-size records of a one-field schema as that field's elements.
+ * Multi-field variable-size records go through cxlp_writer_append_columns. */
 CXLP_API int cxlp_writer_append(cxlp_writer *w, const void *rec, uint64_t len);
-/* Appends n fixed-size records stored back to back. */
+/* Appends n fixed-size records stored back to back (row form). */
 CXLP_API int cxlp_writer_append_fixed(cxlp_writer *w, const void *recs, uint64_t n);
+/* n records given column-wise, the way Arrow holds them: cols[k] is field
+ * k's values. A fixed-shape field: data holds n values of the field's size
+ * back to back (len == n * size). A variable-length field: offsets holds
+ * n+1 non-decreasing element positions into data (len bytes, a multiple of
+ * the dtype size); record i is elements [offsets[i], offsets[i+1]);
+ * offsets[0] need not be 0 (an Arrow slice). str fields must be valid
+ * UTF-8. Every column is checked before anything is copied: CXLP_EARG names
+ * the field and the record (the writer stays usable); the copy itself may
+ * fail like cxlp_writer_append (the writer is then failed). Copies each
+ * byte once into pool memory (the largest field) or a staging buffer of at
+ * most one shard (the others, placed after it when the shard is sealed). */
+struct cxlp_column {
+    const void *data;
+    uint64_t len;            /* bytes at data */
+    const int64_t *offsets;  /* variable-length fields: n+1 entries; else NULL */
+};
+CXLP_API int cxlp_writer_append_columns(cxlp_writer *w, uint64_t n,
+                                        const struct cxlp_column *cols);
 /* Reserves room for len bytes of fixed-size records and returns where to
  * write them, for importers that read() straight into the pool. The bytes
  * become n records at the next cxlp_writer_commit_direct. */
@@ -547,6 +595,16 @@ CXLP_API int cxlp_writer_set_docs(cxlp_writer *w, const int64_t *docs, uint64_t 
 CXLP_API int cxlp_writer_commit(cxlp_writer *w);
 /* Drops the ingest and returns its extents. Frees w. NULL is a no-op. */
 CXLP_API void cxlp_writer_abort(cxlp_writer *w);
+/* Publishes dataset name as the records of datasets parts[0..n_parts) one
+ * after another, and removes the parts, in one atomic catalog flip: no byte
+ * is copied (the parts' shards become name's). What a resumable ingest
+ * does: each source file becomes a part as it is done, a rerun after a kill
+ * keeps the parts it finds, and the dataset appears whole or not at all.
+ * The parts must share one schema and have no document index. CXLP_EEXIST,
+ * CXLP_ENOTFOUND (a part), CXLP_EARG (names, a part twice, other schemas),
+ * CXLP_EUNSUPPORTED (document index), CXLP_ECATFULL. */
+CXLP_API int cxlp_pool_concat(cxlp_pool *p, const char *name, const char *const *parts,
+                              size_t n_parts);
 CXLP_API const char *cxlp_writer_errmsg(const cxlp_writer *w);
 
 /* ======================================================================
@@ -868,6 +926,12 @@ CXLP_API void cxlp_sampler_free(cxlp_sampler *s);
  *   PACK   variable-length records concatenated into rows of exactly seq_len
  *          elements (a record may continue on the next row, or the next
  *          batch); segments[] marks where each record starts in each row
+ * Several fields (opts.n_fields, e.g. tokens + labels): each chosen field
+ * gets its own region of the slot (cxlp_batch.field_data). STACK stacks
+ * every field; PAD and PACK pad or pack every variable-length field the
+ * same way (their element counts must be equal in each record, as with
+ * input_ids and per-token labels) and give a fixed-shape field one value
+ * per row (PAD) or per segment (PACK: the record each piece comes from).
  * ====================================================================== */
 
 typedef struct cxlp_loader cxlp_loader;
@@ -920,6 +984,9 @@ struct cxlp_loader_opts {
                                 at least 8 batches */
     int tier_target;         /* staging tier index; 0 and -1: the fastest memory tier */
     uint32_t tier_stagers;   /* threads copying shards ahead; 0: 4 */
+    uint32_t n_fields;       /* fields to collate, numbers in fields[]; 0: every
+                                field of the dataset, in schema order */
+    uint32_t fields[CXLP_MAX_FIELDS];
 };
 
 /* What a loader's staging engine did (all zero on a pool of one tier). */
@@ -964,6 +1031,15 @@ struct cxlp_batch {          /* borrowed from the ring until cxlp_loader_release
      * already delivered. */
     uint64_t resume_records;
     uint64_t resume_offset;
+    /* Per collated field k (in the order opts.fields gave): its values,
+     * 64-byte aligned. STACK, PAD: rows x field_row_bytes[k] (a variable-
+     * length field in PAD: seq_len elements per row); PACK: a variable-
+     * length field rows x seq_len elements, a fixed-shape field n_segments x
+     * field_row_bytes[k] (one value per segment). data and row_bytes above
+     * are field 0's. */
+    uint32_t n_fields;
+    void *field_data[CXLP_MAX_FIELDS];
+    uint64_t field_row_bytes[CXLP_MAX_FIELDS];
 };
 
 /* Starts threads gathering from store s in the order index_fn gives.

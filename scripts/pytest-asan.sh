@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs pytest against the extension built with AddressSanitizer + UBSan.
 #
-#   scripts/pytest-asan.sh [pytest args]   (default: the lifetime tests)
+#   scripts/pytest-asan.sh [pytest args]   (default: the lifetime, dataset,
+#                                           loader and multi-field tests)
 #
 # Builds _core with -DCXLP_SANITIZE=ON in build-pyasan/ (BUILD_DIR), puts it
 # in a package tree of its own (build-pyasan/pkg: the .py files linked from
@@ -25,7 +26,7 @@ if [ $# -eq 0 ]; then
   set -- tests/python/test_lifetime.py \
     "tests/python/test_dataset.py::test_tensors_outlive_dataset_and_pool" \
     "tests/python/test_loader.py::test_batches_outlive_the_loader" \
-    tests/python/test_loader.py tests/python/test_dataset.py
+    tests/python/test_loader.py tests/python/test_dataset.py tests/python/test_fields.py
 fi
 export LD_PRELOAD="$(gcc -print-file-name=libasan.so)" \
 ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:${ASAN_OPTIONS:-}" \

@@ -47,6 +47,7 @@ for line in open("requirements-dev.txt"):
     if not line:
         continue
     name, want = line.split("==")
+    name = name.split("[")[0]  # moto[server]: the extra is not the distribution's name
     try:
         have = version(name)
     except PackageNotFoundError:

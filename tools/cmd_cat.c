@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -126,51 +127,108 @@ static uint64_t field_elems(const struct cxlp_field *f)
     return n;
 }
 
-static void print_values(const struct cxlp_schema *sc, const struct cxlp_view *v,
-                         const char *name, uint64_t idx, int json)
+/* A str field's bytes as a JSON string (json) or as text. The writer
+ * checked them for UTF-8; control bytes are escaped either way. */
+static void print_text(const uint8_t *p, uint64_t n, int json)
 {
-    const uint8_t *p = v->data;
+    if (json) {
+        char *t = malloc(n + 1);
+        if (t) {
+            memcpy(t, p, n);
+            t[n] = '\0';
+            cli_json_str(stdout, t); /* stops at an embedded NUL: shown cut */
+            free(t);
+        }
+        return;
+    }
+    putchar('"');
+    for (uint64_t i = 0; i < n; i++)
+        if (p[i] < 0x20 || p[i] == 0x7f)
+            printf("\\x%02x", p[i]);
+        else
+            putchar(p[i]);
+    putchar('"');
+}
+
+/* Every field of record idx, each read from its own column. Returns 0 or
+ * the first read error. */
+static int print_values(const cxlp_store *s, const char *name, uint64_t idx, int json)
+{
+    const struct cxlp_schema *sc = cxlp_store_schema(s);
+    struct cxlp_view v[CXLP_MAX_FIELDS];
+    uint64_t total = 0;
+    uint32_t nf = sc->n_fields < CXLP_MAX_FIELDS ? sc->n_fields : CXLP_MAX_FIELDS;
+    for (uint32_t i = 0; i < nf; i++) {
+        int rc = cxlp_store_read_field(s, idx, i, &v[i]);
+        if (rc)
+            return rc;
+        total += v[i].len;
+    }
     if (json) {
         printf("{\"dataset\": ");
         cli_json_str(stdout, name);
-        printf(", \"index\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"fields\": [", idx, v->len);
+        printf(", \"index\": %" PRIu64 ", \"bytes\": %" PRIu64 ", \"fields\": [", idx, total);
     }
-    uint32_t nf = sc->n_fields < CXLP_MAX_FIELDS ? sc->n_fields : CXLP_MAX_FIELDS;
     for (uint32_t i = 0; i < nf; i++) {
         const struct cxlp_field *f = &sc->fields[i];
+        const uint8_t *p = v[i].data;
         int es = cxlp_dtype_size(f->dtype);
-        uint64_t n, off = sc->fixed ? f->offset : 0, bytes;
-        if (es <= 0 || off > v->len)
+        int var = CXLP_FIELD_VAR(f);
+        uint64_t n, bytes;
+        if (es <= 0)
             continue;
-        n = sc->fixed ? field_elems(f) : (v->len / (uint64_t)es);
-        int ndim = sc->fixed ? f->ndim : 1;
+        n = var ? v[i].len / (uint64_t)es : field_elems(f);
+        int ndim = var ? 1 : f->ndim;
         uint64_t shp1[1] = {n};
-        const uint64_t *shape = sc->fixed ? f->shape : shp1;
-        if (__builtin_mul_overflow(n, (uint64_t)es, &bytes) || bytes > v->len - off)
+        const uint64_t *shape = var ? shp1 : f->shape;
+        if (__builtin_mul_overflow(n, (uint64_t)es, &bytes) || bytes > v[i].len)
             n = 0, ndim = 1, shape = shp1, shp1[0] = 0; /* damaged schema: show nothing */
         if (json) {
             printf("%s{\"name\": ", i ? ", " : "");
             cli_json_str(stdout, f->name);
             printf(", \"dtype\": \"%s\", \"values\": ", cxlp_dtype_name(f->dtype));
-            if (ndim == 0)
-                print_elem(f->dtype, p + off, 1);
-            else
-                print_array(f->dtype, p + off, shape, ndim, n, 1);
-            printf("}");
         } else {
             printf("%s (%s", f->name[0] ? f->name : "values", cxlp_dtype_name(f->dtype));
             for (int k = 0; k < ndim; k++)
                 printf("%s%" PRIu64, k ? "x" : " ", shape[k]);
             printf("): ");
-            if (ndim == 0)
-                print_elem(f->dtype, p + off, 0);
-            else
-                print_array(f->dtype, p + off, shape, ndim, n, 0);
-            printf("\n");
         }
+        if (f->dtype == CXLP_DT_STR)
+            print_text(p, n, json);
+        else if (ndim == 0)
+            print_elem(f->dtype, p, json);
+        else
+            print_array(f->dtype, p, shape, ndim, n, json);
+        printf(json ? "}" : "\n");
     }
     if (json)
         printf("]}\n");
+    return 0;
+}
+
+/* raw and hex: the whole record where the dataset has one (one field, or
+ * rows of an older format), else each field's bytes in field order (hex:
+ * each under its name). */
+static int print_bytes(const cxlp_store *s, uint64_t idx, int hex)
+{
+    const struct cxlp_schema *sc = cxlp_store_schema(s);
+    struct cxlp_view v;
+    int rc = cxlp_store_read(s, idx, &v);
+    uint32_t nf = rc == CXLP_EARG ? sc->n_fields : 1;
+    for (uint32_t i = 0; i < nf; i++) {
+        if (nf > 1 && (rc = cxlp_store_read_field(s, idx, i, &v)))
+            return rc;
+        if (rc)
+            return rc;
+        if (hex) {
+            if (nf > 1)
+                printf("%s:\n", sc->fields[i].name);
+            hexdump(v.data, v.len, 0);
+        } else if (v.len && fwrite(v.data, 1, v.len, stdout) != v.len) {
+            return -errno;
+        }
+    }
+    return 0;
 }
 
 int cli_cmd_cat(int argc, char **argv)
@@ -209,20 +267,17 @@ int cli_cmd_cat(int argc, char **argv)
         cxlp_pool_close(p);
         return ex;
     }
-    struct cxlp_view v;
-    rc = cxlp_store_read(s, idx, &v);
-    if (rc) {
+    if (fmt == RAW || fmt == HEX)
+        rc = print_bytes(s, idx, fmt == HEX);
+    else
+        rc = print_values(s, name, idx, fmt == JSON);
+    if (rc > -CXLP_ERR_BASE && rc < 0) {
+        ex = cli_report_os(rc, "stdout");
+    } else if (rc) {
         ex = cli_report_error(rc, s, name);
         /* An index past the end is "not found" for scripts. */
         if (rc == CXLP_ERANGE)
             ex = EXIT_NOTFOUND;
-    } else if (fmt == RAW) {
-        if (v.len && fwrite(v.data, 1, v.len, stdout) != v.len)
-            ex = cli_report_os(-errno, "stdout");
-    } else if (fmt == HEX) {
-        hexdump(v.data, v.len, 0);
-    } else {
-        print_values(cxlp_store_schema(s), &v, name, idx, fmt == JSON);
     }
     cxlp_store_close(s);
     cxlp_pool_close(p);

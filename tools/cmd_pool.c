@@ -142,6 +142,61 @@ int cli_cmd_create(int argc, char **argv)
 
 static void print_dataset_json(const struct cxlp_dataset_info *d);
 
+/* Formats whose trusted readers are Python libraries (pyarrow, tarfile,
+ * json + tokenizers, fsspec): `cxlpool ingest` hands them to the
+ * cxl_dataloader package rather than parsing them here. */
+static const char *const py_formats[] = {"arrow", "parquet", "webdataset", "jsonl"};
+
+static int is_py_format(const char *f)
+{
+    for (size_t i = 0; i < sizeof py_formats / sizeof py_formats[0]; i++)
+        if (!strcmp(f, py_formats[i]))
+            return 1;
+    return 0;
+}
+
+/* auto: a URL, or a name ending in one of those formats' extensions. */
+static int looks_py(const char *src)
+{
+    static const char *const ext[] = {".parquet", ".arrow", ".feather", ".tar", ".jsonl",
+                                      ".jsonl.gz", ".tar.gz"};
+    if (strstr(src, "://"))
+        return 1;
+    size_t n = strlen(src);
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        size_t k = strlen(ext[i]);
+        if (n > k && !strcmp(src + n - k, ext[i]))
+            return 1;
+    }
+    return 0;
+}
+
+/* Replaces this process with `python3 -m cxl_dataloader.ingest ARGS`: the
+ * interpreter from CXLPOOL_PYTHON, else the python3 installed beside this
+ * binary (a pip install puts both in one bin/), else python3 on PATH. */
+static int exec_py_ingest(char **args)
+{
+    char exe[4096], py[4200];
+    const char *env = getenv("CXLPOOL_PYTHON");
+    const char *interp = env && *env ? env : "python3";
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (!(env && *env) && n > 0) {
+        exe[n] = '\0';
+        char *slash = strrchr(exe, '/');
+        if (slash) {
+            *slash = '\0';
+            snprintf(py, sizeof py, "%s/python3", exe);
+            if (access(py, X_OK) == 0)
+                interp = py;
+        }
+    }
+    args[0] = (char *)interp;
+    execvp(interp, args);
+    fprintf(stderr, "cxlpool: ingest: cannot run %s for this format (%s); set CXLPOOL_PYTHON "
+            "to a python3 with the cxl_dataloader package\n", interp, strerror(errno));
+    return EXIT_RUNTIME;
+}
+
 int cli_cmd_ingest(int argc, char **argv)
 {
     static const struct option lo[] = {
@@ -152,21 +207,43 @@ int cli_cmd_ingest(int argc, char **argv)
         {"no-progress", no_argument, 0, 'n'},
         {"no-hugepages", no_argument, 0, 'H'},
         {"json", no_argument, 0, 'j'},
-        {"allow-empty", no_argument, 0, 'e'},
+        {"allow-empty", no_argument, 0, 'a'},
+        {"columns", required_argument, 0, 'c'},
+        {"text-field", required_argument, 0, 't'},
+        {"tokenizer", required_argument, 0, 'k'},
+        {"eod", required_argument, 0, 'e'},
+        {"workers", required_argument, 0, 'w'},
         {0, 0, 0, 0},
     };
     struct cxlp_import_opts o = {0};
     o.format = CXLP_FMT_AUTO;
     o.dtype = -1;
-    int show = 1, json = 0, c;
+    int show = 1, json = 0, c, py = 0;
+    /* the arguments for the Python importers, built as we go */
+    char *pyargs[32] = {NULL, "-m", "cxl_dataloader.ingest"};
+    int np = 3;
+    char shard_num[32];
     while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         switch (c) {
         case -2:
             return EXIT_USAGE;
+        case 'c': case 't': case 'k': case 'e': case 'w':
+            py |= 2; /* options only those importers take */
+            pyargs[np++] = (char *)(c == 'c' ? "--columns" : c == 't' ? "--text-field" :
+                                    c == 'k' ? "--tokenizer" : c == 'e' ? "--eod" : "--workers");
+            pyargs[np++] = optarg;
+            break;
         case 'f':
+            if (is_py_format(optarg)) {
+                py |= 1;
+                pyargs[np++] = "--format";
+                pyargs[np++] = optarg;
+                break;
+            }
             o.format = cxlp_format_parse(optarg);
             if (o.format < 0)
-                return cli_usage_error("--format: '%s' is not raw, npy, megatron or auto", optarg);
+                return cli_usage_error("--format: '%s' is not raw, npy, megatron, arrow, parquet, "
+                                       "webdataset, jsonl or auto", optarg);
             break;
         case 'r':
             if (cli_parse_size(optarg, &o.record_size) || !o.record_size)
@@ -191,7 +268,7 @@ int cli_cmd_ingest(int argc, char **argv)
         case 'j':
             json = 1;
             break;
-        case 'e':
+        case 'a':
             o.allow_empty = 1;
             break;
         }
@@ -201,6 +278,32 @@ int cli_cmd_ingest(int argc, char **argv)
     const char *spec = argv[optind], *name = argv[optind + 1], *src = argv[optind + 2];
     if (!*name || strlen(name) >= CXLP_NAME_MAX)
         return cli_usage_error("NAME: must be 1..%d bytes", CXLP_NAME_MAX - 1);
+    if (py == 2 && o.format != CXLP_FMT_AUTO)
+        return cli_usage_error("--columns, --text-field, --tokenizer, --eod and --workers are "
+                               "for --format arrow, parquet, webdataset or jsonl");
+    if (py || (o.format == CXLP_FMT_AUTO && looks_py(src))) {
+        if (o.record_size || o.dtype >= 0)
+            return cli_usage_error("--record-size and --dtype are for raw records");
+        if (o.allow_empty)
+            return cli_usage_error("--allow-empty is for raw, npy and megatron sources");
+        if (o.shard_bytes) {
+            snprintf(shard_num, sizeof shard_num, "%" PRIu64, o.shard_bytes);
+            pyargs[np++] = "--shard-bytes";
+            pyargs[np++] = shard_num;
+        }
+        if (!show)
+            pyargs[np++] = "--no-progress";
+        if (o.no_hugepages)
+            pyargs[np++] = "--no-hugepages";
+        if (json)
+            pyargs[np++] = "--json";
+        pyargs[np++] = (char *)spec;
+        pyargs[np++] = (char *)name;
+        pyargs[np++] = (char *)src;
+        pyargs[np] = NULL;
+        fflush(stdout);
+        return exec_py_ingest(pyargs);
+    }
     if (access(src, F_OK) != 0) {
         /* Megatron prefixes name no file themselves; let the importer judge. */
         char b[4096];
@@ -434,7 +537,8 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
             printf(", \"dtype\": \"%s\", \"shape\": [", cxlp_dtype_name(f->dtype));
             for (int k = 0; k < f->ndim && k < CXLP_MAX_DIMS; k++)
                 printf("%s%" PRIu64, k ? ", " : "", f->shape[k]);
-            printf("], \"offset\": %" PRIu64 "}", f->offset);
+            printf("], \"variable\": %s, \"offset\": %" PRIu64 "}",
+                   CXLP_FIELD_VAR(f) ? "true" : "false", f->offset);
         }
         printf("]}}\n");
     } else {
@@ -458,9 +562,15 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
             const struct cxlp_field *f = &sc->fields[i];
             printf("  %-16s %-8s [", f->name[0] ? f->name : "(unnamed)",
                    cxlp_dtype_name(f->dtype));
-            for (int k = 0; k < f->ndim && k < CXLP_MAX_DIMS; k++)
+            for (int k = 0; k < f->ndim && k < CXLP_MAX_DIMS && !CXLP_FIELD_VAR(f); k++)
                 printf("%s%" PRIu64, k ? ", " : "", f->shape[k]);
-            printf("%s] at +%" PRIu64 "\n", sc->fixed ? "" : "variable", f->offset);
+            if (CXLP_FIELD_VAR(f))
+                printf("variable]");
+            else
+                printf("]");
+            if (sc->fixed)
+                printf(" at +%" PRIu64, f->offset);
+            printf("\n");
         }
     }
     cxlp_store_close(s);

@@ -49,16 +49,23 @@ static const struct cli_cmd cmds[] = {
      "  and numa take an optional NAME before SIZE). The last nvme tier is the\n"
      "  home: ingests write there, memory tiers hold copies (docs/tiers.md).\n",
      cli_cmd_create},
-    {"ingest", "import a raw, .npy or Megatron .bin/.idx file as a dataset",
-     "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|auto]\n"
+    {"ingest", "import raw, .npy, Megatron, Arrow, Parquet, WebDataset or JSONL as a dataset",
+     "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|arrow|parquet|webdataset|jsonl|auto]\n"
      "               [--record-size N] [--dtype T] [--shard-bytes N] [--allow-empty]\n"
      "               [--no-hugepages] [--no-progress] [--json]\n"
+     "               [--columns A,B] [--text-field F] [--tokenizer T] [--eod ID] [--workers N]\n"
      "  Imports SRC into dataset NAME. auto guesses by extension (.npy, .bin/.idx,\n"
-     "  else raw). raw needs --record-size (bytes per record) and takes --dtype\n"
-     "  (uint8 default). A source without records is refused unless\n"
-     "  --allow-empty. The records land on 2 MiB pages (shm, numa pools) unless\n"
-     "  --no-hugepages. A progress bar is drawn on stderr when it is a terminal.\n"
-     "  Nothing is visible to readers until the import completes.\n",
+     "  .parquet, .arrow, .tar, .jsonl; a URL goes to the Python importers; else\n"
+     "  raw). raw needs --record-size (bytes per record) and takes --dtype\n"
+     "  (uint8 default). A raw, npy or megatron source without records is refused\n"
+     "  unless --allow-empty. arrow, parquet, webdataset and jsonl run the Python\n"
+     "  importers (python3 -m cxl_dataloader.ingest: pyarrow, tarfile, tokenizers,\n"
+     "  fsspec; docs/formats.md): SRC is a file, directory, glob or fsspec URL\n"
+     "  (s3://, gs://, http(s)://, hf://); --columns picks fields, jsonl needs\n"
+     "  --tokenizer (a tokenizer.json, or 'bytes'). The records land on 2 MiB\n"
+     "  pages (shm, numa pools) unless --no-hugepages. A progress bar is drawn on\n"
+     "  stderr when it is a terminal. Nothing is visible to readers until the\n"
+     "  import completes; those importers resume after a kill.\n",
      cli_cmd_ingest},
     {"ls", "list the datasets of a pool",
      "cxlpool ls POOL [--json]\n", cli_cmd_ls},

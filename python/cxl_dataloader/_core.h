@@ -20,7 +20,7 @@
 
 extern PyObject *CoreError;
 extern PyTypeObject PoolType, StoreType, ArrayType, LoaderType, BatchType;
-extern PyTypeObject SamplerType;
+extern PyTypeObject SamplerType, WriterType;
 
 /* Raises the CXLError subclass for rc (see _core.c) with the handle's
  * message (NULL: the thread's). Returns NULL for `return core_raise(...)`.
@@ -83,9 +83,11 @@ dl_tmpl *dl_tmpl_new(int dtype, int ndim, const int64_t *dims);
 PyObject *dl_tmpl_capsule(dl_tmpl *t, PyObject *owner, void *data, int64_t dim0);
 void dl_tmpl_free(dl_tmpl *t);
 
-/* What take() builds per batch, in dict order: data ("tokens" for PAD and
- * PACK), lengths, then (PACK with segments) the document boundaries. */
-enum { F_DATA, F_LENGTHS, F_SEG_ROW, F_SEG_START, F_SEG_LEN, F_SEG_OFFSET, F_SEG_ID, N_FIELDS };
+/* What take() builds per batch, in dict order: the collated fields (keyed
+ * by field name; F_FIELD + k is the k-th), lengths (PAD and PACK), then
+ * (PACK with segments) the document boundaries. */
+enum { F_LENGTHS, F_SEG_ROW, F_SEG_START, F_SEG_LEN, F_SEG_OFFSET, F_SEG_ID, F_FIELD,
+       N_TMPL = F_FIELD + CXLP_MAX_FIELDS };
 
 typedef struct {
     PyObject_HEAD
@@ -97,10 +99,15 @@ typedef struct {
     int collate;
     uint64_t seq_len;
     uint64_t stall_ns;       /* time next() / take() waited on the engine */
+    uint32_t nfields;        /* fields collated (schema numbers in fields[]) */
+    uint32_t fields[CXLP_MAX_FIELDS];
+    PyObject *keys[CXLP_MAX_FIELDS]; /* their names, take()'s dict keys */
+    int many;                /* STACK: take() gives a dict by field name, not one tensor */
+    uint32_t seg_fields;     /* bit k: field k has one value per segment (PACK, fixed-shape) */
     PyObject *tensor;        /* take(): capsule -> tensor (torch's from_dlpack); NULL:
                                 take() returns the capsules themselves */
     int segments;            /* take(), PACK: add the seg_* fields */
-    dl_tmpl *(*tmpl)[N_FIELDS]; /* per ring slot */
+    dl_tmpl *(*tmpl)[N_TMPL]; /* per ring slot */
     uint32_t n_tmpl;
     uint64_t resume_records; /* of the last batch taken */
     uint64_t resume_offset;

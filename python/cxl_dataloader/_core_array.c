@@ -31,6 +31,7 @@ static DLDataType dl_dtype(int dt)
     case CXLP_DT_F32: d.code = kDLFloat; d.bits = 32; break;
     case CXLP_DT_F64: d.code = kDLFloat; d.bits = 64; break;
     case CXLP_DT_BOOL: d.code = kDLBool; d.bits = 8; break;
+    case CXLP_DT_STR: d.code = kDLUInt; d.bits = 8; break; /* UTF-8 bytes */
     default: break;
     }
     return d;
@@ -51,6 +52,7 @@ static const char *buffer_format(int dt)
     case CXLP_DT_F32: return "f";
     case CXLP_DT_F64: return "d";
     case CXLP_DT_BOOL: return "?";
+    case CXLP_DT_STR: return "B";
     default: return NULL; /* bfloat16 has no struct-module code */
     }
 }

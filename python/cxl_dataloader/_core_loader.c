@@ -42,21 +42,21 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                              "seq_len", "pad_value", "drop_last", "numa_node", "first_offset",
                              "bind_slots", "slot_node", "tensor", "segments", "prefetch",
                              "tier_policy", "tier_budget", "tier_horizon", "tier_target",
-                             "tier_stagers", NULL};
+                             "tier_stagers", "fields", NULL};
     StoreObject *store;
-    PyObject *order, *tensor = Py_None;
+    PyObject *order, *tensor = Py_None, *fields = Py_None;
     unsigned int batch_size, threads = 0, slots = 0, prefetch = 0;
     int collate = CXLP_COLLATE_STACK, drop_last = 0, numa_node = -1, bind_slots = 0,
         slot_node = 0, segments = 0, tier_policy = 0, tier_target = -1;
     unsigned long long seq_len = 0, first_offset = 0, tier_budget = 0;
     unsigned int tier_horizon = 0, tier_stagers = 0;
     long long pad_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKpiOpIiKIiI", kwlist, &StoreType,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKpiOpIiKIiIO", kwlist, &StoreType,
                                      &store, &order, &batch_size, &threads, &slots, &collate,
                                      &seq_len, &pad_value, &drop_last, &numa_node, &first_offset,
                                      &bind_slots, &slot_node, &tensor, &segments, &prefetch,
                                      &tier_policy, &tier_budget, &tier_horizon, &tier_target,
-                                     &tier_stagers))
+                                     &tier_stagers, &fields))
         return -1;
     if (tensor != Py_None && !PyCallable_Check(tensor)) {
         PyErr_SetString(PyExc_TypeError, "tensor must be a callable (DLPack capsule -> tensor) "
@@ -72,6 +72,43 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     uint64_t n = cxlp_store_count(store->s);
+    const struct cxlp_schema *sc = cxlp_store_schema(store->s);
+    if (fields == Py_None) { /* every field; one field gives one tensor, as before */
+        self->nfields = sc->n_fields;
+        for (uint32_t k = 0; k < sc->n_fields; k++)
+            self->fields[k] = k;
+        self->many = sc->n_fields > 1;
+    } else {
+        PyObject *seq = PySequence_Fast(fields, "fields must be a sequence of field numbers");
+        if (!seq)
+            return -1;
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+        if (m < 1 || m > CXLP_MAX_FIELDS) {
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "fields: 1..%d field numbers", CXLP_MAX_FIELDS);
+            return -1;
+        }
+        for (Py_ssize_t k = 0; k < m; k++) {
+            long f = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
+            if (f < 0 || (uint32_t)f >= sc->n_fields) {
+                Py_DECREF(seq);
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_IndexError, "field %ld of %u", f, sc->n_fields);
+                return -1;
+            }
+            self->fields[k] = (uint32_t)f;
+        }
+        Py_DECREF(seq);
+        self->nfields = (uint32_t)m;
+        self->many = 1;
+    }
+    for (uint32_t k = 0; k < self->nfields; k++) {
+        const struct cxlp_field *f = &sc->fields[self->fields[k]];
+        if (!(self->keys[k] = PyUnicode_InternFromString(f->name)))
+            return -1;
+        if (collate == CXLP_COLLATE_PACK && !CXLP_FIELD_VAR(f))
+            self->seg_fields |= 1u << k;
+    }
     if (PyObject_TypeCheck(order, &SamplerType)) {
         SamplerObject *so = (SamplerObject *)order;
         if (!so->s || so->busy) {
@@ -126,7 +163,8 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                                  .slot_node = slot_node, .prefetch = prefetch,
                                  .tier_policy = tier_policy, .tier_budget = tier_budget,
                                  .tier_horizon = tier_horizon, .tier_target = tier_target,
-                                 .tier_stagers = tier_stagers};
+                                 .tier_stagers = tier_stagers, .n_fields = self->nfields};
+    memcpy(o.fields, self->fields, sizeof o.fields);
     int rc;
     Py_BEGIN_ALLOW_THREADS /* a placement policy copies before the first batch */
     rc = cxlp_loader_create(store->s, &o, self->sampler ? sampler_fn : order_fn, self,
@@ -153,9 +191,11 @@ static void loader_dealloc(LoaderObject *self)
         Py_CLEAR(self->sampler);
     }
     for (uint32_t i = 0; i < self->n_tmpl; i++)
-        for (int f = 0; f < N_FIELDS; f++)
+        for (int f = 0; f < N_TMPL; f++)
             dl_tmpl_free(self->tmpl[i][f]);
     PyMem_Free(self->tmpl);
+    for (uint32_t k = 0; k < CXLP_MAX_FIELDS; k++)
+        Py_CLEAR(self->keys[k]);
     Py_XDECREF(self->tensor);
     Py_XDECREF(self->store);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -204,50 +244,55 @@ static PyObject *loader_next(LoaderObject *self)
     return (PyObject *)next_batch(self); /* NULL, no exception: StopIteration */
 }
 
-/* Shape and dtype of a batch's data array; returns ndim. */
-static int batch_shape(const BatchObject *self, int64_t *shape, int *dtype)
+/* Shape and dtype of collated field k of a batch; returns ndim.
+ * Variable-length (PAD, PACK): [rows, seq_len]; fixed-shape: [rows, *shape]
+ * (PACK: [n_segments, *shape]); a shape too deep for an Array: its bytes. */
+static int field_shape(const BatchObject *self, uint32_t k, int64_t *shape, int *dtype)
 {
     const LoaderObject *l = (const LoaderObject *)self->loader;
     const struct cxlp_schema *sc = cxlp_store_schema(((StoreObject *)l->store)->s);
     const struct cxlp_batch *b = self->b;
+    const struct cxlp_field *f = &sc->fields[l->fields[k]];
     shape[0] = b->rows;
-    if (l->collate != CXLP_COLLATE_STACK) {
+    if (CXLP_FIELD_VAR(f)) {
         shape[1] = (int64_t)l->seq_len;
-        *dtype = sc->fields[0].dtype;
+        *dtype = f->dtype;
         return 2;
     }
-    if (sc->n_fields == 1 && sc->fields[0].ndim < ARRAY_MAX_DIMS) {
-        const struct cxlp_field *f = &sc->fields[0];
+    if (l->collate == CXLP_COLLATE_PACK)
+        shape[0] = (int64_t)b->n_segments;
+    if (f->ndim < ARRAY_MAX_DIMS) {
         for (int d = 0; d < f->ndim; d++)
             shape[d + 1] = (int64_t)f->shape[d];
         *dtype = f->dtype;
         return f->ndim + 1;
     }
-    shape[1] = (int64_t)b->row_bytes;
+    shape[1] = (int64_t)b->field_row_bytes[k];
     *dtype = CXLP_DT_U8;
     return 2;
 }
 
-/* Keys of take()'s dicts, made once. */
-static PyObject *field_key[N_FIELDS];
+/* Keys of take()'s dicts beside the fields' names, made once. */
+static PyObject *meta_key[F_FIELD];
 
 static int make_keys(void)
 {
-    static const char *names[N_FIELDS] = {"tokens", "lengths", "seg_row", "seg_start",
-                                          "seg_len", "seg_offset", "seg_id"};
-    for (int f = 0; f < N_FIELDS; f++)
-        if (!field_key[f] && !(field_key[f] = PyUnicode_InternFromString(names[f])))
+    static const char *names[F_FIELD] = {"lengths", "seg_row", "seg_start", "seg_len",
+                                         "seg_offset", "seg_id"};
+    for (int f = 0; f < F_FIELD; f++)
+        if (!meta_key[f] && !(meta_key[f] = PyUnicode_InternFromString(names[f])))
             return -1;
     return 0;
 }
 
-/* The template of field f for the batch's slot, made on first use. */
+/* The template of f (F_LENGTHS.., or F_FIELD + k for collated field k) for
+ * the batch's slot, made on first use. */
 static dl_tmpl *slot_tmpl(LoaderObject *self, const BatchObject *bo, int f)
 {
     uint32_t slot = bo->b->slot;
     if (slot >= self->n_tmpl) {
         uint32_t n = MAX(slot + 1, 2 * self->n_tmpl);
-        dl_tmpl *(*t)[N_FIELDS] = PyMem_Realloc(self->tmpl, n * sizeof *t);
+        dl_tmpl *(*t)[N_TMPL] = PyMem_Realloc(self->tmpl, n * sizeof *t);
         if (!t) {
             PyErr_NoMemory();
             return NULL;
@@ -261,8 +306,8 @@ static dl_tmpl *slot_tmpl(LoaderObject *self, const BatchObject *bo, int f)
         int64_t shape[ARRAY_MAX_DIMS];
         int dtype = CXLP_DT_I64, ndim = 1;
         shape[0] = 0;
-        if (f == F_DATA)
-            ndim = batch_shape(bo, shape, &dtype);
+        if (f >= F_FIELD)
+            ndim = field_shape(bo, (uint32_t)(f - F_FIELD), shape, &dtype);
         *p = dl_tmpl_new(dtype, ndim, shape);
     }
     return *p;
@@ -282,13 +327,14 @@ static PyObject *field(LoaderObject *self, BatchObject *bo, int f, const void *d
     return out;
 }
 
-/* The fast path's one call per batch: the next batch as the tensor (STACK)
- * or dict of tensors (PAD, PACK) the loop yields, or None at the end. Each
- * tensor views the ring slot (its DLPack owner is the Batch, so the slot
- * returns to the ring when the tensors are freed) and is made from the
- * slot's cached descriptor by one call of the converter. PACK adds the
- * document boundaries only when the Loader was made with segments=True:
- * five tensors a batch that most loops never read. resume_records and
+/* The fast path's one call per batch: the next batch as the tensor (STACK
+ * of one field) or dict of tensors by field name (several fields; PAD and
+ * PACK add lengths) the loop yields, or None at the end. Each tensor views
+ * the ring slot (its DLPack owner is the Batch, so the slot returns to the
+ * ring when the tensors are freed) and is made from the slot's cached
+ * descriptor by one call of the converter. PACK adds the document
+ * boundaries only when the Loader was made with segments=True: five
+ * tensors a batch that most loops never read. resume_records and
  * resume_offset then say where the stream stands. */
 static PyObject *loader_take(LoaderObject *self, PyObject *unused)
 {
@@ -303,26 +349,33 @@ static PyObject *loader_take(LoaderObject *self, PyObject *unused)
     PyObject *out = NULL, *v = NULL;
     self->resume_records = b->resume_records;
     self->resume_offset = b->resume_offset;
-    if (self->collate == CXLP_COLLATE_STACK) {
-        out = field(self, bo, F_DATA, b->data, b->rows);
+    if (self->collate == CXLP_COLLATE_STACK && !self->many) {
+        out = field(self, bo, F_FIELD, b->field_data[0], b->rows);
         goto done;
     }
     if (make_keys() < 0 || !(out = PyDict_New()))
         goto fail;
-    if (!(v = field(self, bo, F_DATA, b->data, b->rows)) ||
-        PyDict_SetItem(out, field_key[F_DATA], v) < 0)
-        goto fail;
+    for (uint32_t k = 0; k < self->nfields; k++) {
+        /* PACK: a fixed-shape field has one value per segment */
+        int64_t n = self->seg_fields >> k & 1 ? (int64_t)b->n_segments : b->rows;
+        Py_XSETREF(v, field(self, bo, F_FIELD + (int)k, b->field_data[k], n));
+        if (!v || PyDict_SetItem(out, self->keys[k], v) < 0)
+            goto fail;
+    }
+    if (self->collate == CXLP_COLLATE_STACK)
+        goto ok;
     Py_SETREF(v, field(self, bo, F_LENGTHS, b->lengths, b->rows));
-    if (!v || PyDict_SetItem(out, field_key[F_LENGTHS], v) < 0)
+    if (!v || PyDict_SetItem(out, meta_key[F_LENGTHS], v) < 0)
         goto fail;
     if (self->collate == CXLP_COLLATE_PACK && self->segments) {
         const void *cols[] = {b->seg_row, b->seg_start, b->seg_len, b->seg_offset, b->ids};
         for (int f = F_SEG_ROW; f <= F_SEG_ID; f++) {
             Py_SETREF(v, field(self, bo, f, cols[f - F_SEG_ROW], (int64_t)b->n_segments));
-            if (!v || PyDict_SetItem(out, field_key[f], v) < 0)
+            if (!v || PyDict_SetItem(out, meta_key[f], v) < 0)
                 goto fail;
         }
     }
+ok:
     Py_CLEAR(v);
     goto done;
 fail:
@@ -424,9 +477,10 @@ static PyMethodDef loader_methods[] = {
     {"stats", (PyCFunction)loader_stats, METH_NOARGS,
      "The staging engine's counters (hits, misses, bytes staged and evicted, ...)."},
     {"take", (PyCFunction)loader_take, METH_NOARGS,
-     "take() -> the next batch: a tensor (stacked records) or a dict of tensors (tokens, "
-     "lengths, and seg_* with segments=True), made by tensor(capsule); capsules when tensor "
-     "is None. None at the end."},
+     "take() -> the next batch: a tensor (stacked records of one field) or a dict of tensors "
+     "by field name (several fields, or fields= given; PAD and PACK add lengths, and seg_* "
+     "with segments=True), made by tensor(capsule); capsules when tensor is None. None at "
+     "the end."},
     {"slots", (PyCFunction)loader_slots, METH_VARARGS,
      "slots(first=0) -> [(address, bytes)] of ring slots first, first+1, ..."},
     {NULL, NULL, 0, NULL},
@@ -453,7 +507,8 @@ PyTypeObject LoaderType = {
               "(from the topology), slots=0 (from prefetch and the batch size), prefetch=0, "
               "collate=COLLATE_STACK, seq_len=0, pad_value=0, drop_last=False, numa_node=-1, "
               "first_offset=0, bind_slots=False, slot_node=0, tensor=None, segments=False, "
-              "tier_policy=0, tier_budget=0, tier_horizon=0, tier_target=-1, tier_stagers=0)",
+              "tier_policy=0, tier_budget=0, tier_horizon=0, tier_target=-1, tier_stagers=0, "
+              "fields=None)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)loader_init,
     .tp_dealloc = (destructor)loader_dealloc,
@@ -478,8 +533,26 @@ static PyObject *batch_data(BatchObject *self, void *c)
     (void)c;
     int64_t shape[ARRAY_MAX_DIMS];
     int dtype;
-    int ndim = batch_shape(self, shape, &dtype);
+    int ndim = field_shape(self, 0, shape, &dtype);
     return array_new((PyObject *)self, self->b->data, dtype, ndim, shape);
+}
+
+static PyObject *batch_fields(BatchObject *self, void *c)
+{
+    (void)c;
+    LoaderObject *l = (LoaderObject *)self->loader;
+    PyObject *t = PyTuple_New(l->nfields);
+    for (uint32_t k = 0; t && k < l->nfields; k++) {
+        int64_t shape[ARRAY_MAX_DIMS];
+        int dtype;
+        int ndim = field_shape(self, k, shape, &dtype);
+        PyObject *a = array_new((PyObject *)self, self->b->field_data[k], dtype, ndim, shape);
+        if (!a)
+            Py_CLEAR(t);
+        else
+            PyTuple_SET_ITEM(t, k, a);
+    }
+    return t;
 }
 
 static PyObject *batch_ids(BatchObject *self, void *c)
@@ -532,7 +605,8 @@ static PyObject *batch_int(BatchObject *self, void *c)
 }
 
 static PyGetSetDef batch_getset[] = {
-    {"data", (getter)batch_data, NULL, "the batch: [rows, ...] Array over the ring slot", NULL},
+    {"data", (getter)batch_data, NULL, "the batch (its first field): [rows, ...] Array over the ring slot", NULL},
+    {"fields", (getter)batch_fields, NULL, "every collated field, as Arrays over the ring slot", NULL},
     {"ids", (getter)batch_ids, NULL, "sample id per row (PACK: per segment)", NULL},
     {"lengths", (getter)batch_lengths, NULL, "PAD/PACK: valid elements per row", NULL},
     {"segments", (getter)batch_segments, NULL, "PACK: (row, start, len, offset) Arrays", NULL},

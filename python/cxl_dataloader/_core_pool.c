@@ -192,6 +192,39 @@ static PyObject *pool_remove(PoolObject *self, PyObject *arg)
     Py_RETURN_NONE;
 }
 
+static PyObject *pool_concat(PoolObject *self, PyObject *args)
+{
+    const char *name;
+    PyObject *parts;
+    if (!PyArg_ParseTuple(args, "sO", &name, &parts) || !pool_ok(self))
+        return NULL;
+    PyObject *seq = PySequence_Fast(parts, "parts must be a sequence of names");
+    if (!seq)
+        return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    const char **names = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *names);
+    PyObject *ret = NULL;
+    if (!names) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!(names[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i))))
+            goto out;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cxlp_pool_concat(self->p, name, names, (size_t)n);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        core_raise(rc, self->p);
+    else
+        ret = Py_NewRef(Py_None);
+out:
+    PyMem_Free(names);
+    Py_DECREF(seq);
+    return ret;
+}
+
 struct progress_ctx {
     PyObject *fn;
     int failed;
@@ -327,6 +360,9 @@ static PyMethodDef pool_methods[] = {
     {"tiers", (PyCFunction)pool_tiers, METH_NOARGS, "The pool's tiers and their counters."},
     {"migrate", (PyCFunction)(void (*)(void))pool_migrate, METH_VARARGS | METH_KEYWORDS,
      "migrate(name, tier, *, threads=1): move a dataset to a tier; stats as a dict."},
+    {"concat", (PyCFunction)pool_concat, METH_VARARGS,
+     "concat(name, parts): publish name as the parts' records in order and remove the parts, "
+     "in one catalog flip (no copy)."},
     {"import_", (PyCFunction)(void (*)(void))pool_import, METH_VARARGS | METH_KEYWORDS,
      "import_(name, src, *, format='auto', record_size=0, dtype=None, shard_bytes=0, "
      "progress=None, hugepages=True): ingest a raw, .npy or Megatron dataset (records on "

@@ -232,15 +232,16 @@ static double *store_values(StoreObject *st, const char *field, uint64_t *n)
         PyErr_NoMemory();
         return NULL;
     }
+    uint32_t fno = (uint32_t)(f - sc->fields);
     for (uint64_t i = 0; i < cnt; i++) {
         struct cxlp_view view;
-        int rc = cxlp_store_read(st->s, i, &view);
-        if (rc || view.len < f->offset + (uint64_t)cxlp_dtype_size(f->dtype)) {
+        int rc = cxlp_store_read_field(st->s, i, fno, &view);
+        if (rc || view.len < (uint64_t)cxlp_dtype_size(f->dtype)) {
             PyMem_Free(v);
-            core_raise(rc ? rc : CXLP_ECORRUPT, st->s);
+            core_raise(rc ? rc : CXLP_ECORRUPT, NULL);
             return NULL;
         }
-        const unsigned char *p = (const unsigned char *)view.data + f->offset;
+        const unsigned char *p = (const unsigned char *)view.data;
         union { uint8_t u8; int8_t i8; uint16_t u16; int16_t i16; uint32_t u32; int32_t i32;
                 uint64_t u64; int64_t i64; float f32; double f64; } x;
         memcpy(&x, p, (size_t)cxlp_dtype_size(f->dtype));

@@ -111,9 +111,38 @@ static void *store_export(StoreObject *self, const void *data, uint64_t len, PyO
     return PyByteArray_AS_STRING(copy);
 }
 
-static PyObject *store_get(StoreObject *self, PyObject *arg)
+/* A field of a record as Python sees it: a str field as str (UTF-8,
+ * checked when written), any other field as an Array over its bytes where
+ * Python may see them (store_export): variable-length 1-D, fixed-shape in
+ * its shape. */
+static PyObject *field_value(StoreObject *self, const struct cxlp_field *f,
+                             const struct cxlp_view *v)
 {
-    if (!store_ok(self))
+    int64_t shape[ARRAY_MAX_DIMS];
+    int ndim = f->ndim;
+    if (f->dtype == CXLP_DT_STR)
+        return PyUnicode_DecodeUTF8(v->data, (Py_ssize_t)v->len, "strict");
+    PyObject *owner;
+    void *data = store_export(self, v->data, v->len, &owner);
+    if (!data)
+        return NULL;
+    if (CXLP_FIELD_VAR(f))
+        shape[0] = (int64_t)(v->len / (uint64_t)cxlp_dtype_size(f->dtype));
+    else
+        for (int d = 0; d < f->ndim; d++)
+            shape[d] = (int64_t)f->shape[d];
+    PyObject *out = array_new(owner, data, f->dtype, ndim, shape);
+    Py_DECREF(owner);
+    return out;
+}
+
+/* get(i, fields=None): record i; one-field datasets (without fields) give
+ * the value itself, others a dict name -> value of every field, or of the
+ * field numbers listed in fields. */
+static PyObject *store_get(StoreObject *self, PyObject *args)
+{
+    PyObject *arg, *which = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O", &arg, &which) || !store_ok(self))
         return NULL;
     long long i = PyLong_AsLongLong(arg);
     if (i == -1 && PyErr_Occurred())
@@ -124,67 +153,45 @@ static PyObject *store_get(StoreObject *self, PyObject *arg)
     if (i < 0 || (uint64_t)i >= n)
         return PyErr_Format(PyExc_IndexError, "record %lld out of range for %llu records",
                             PyLong_AsLongLong(arg), (unsigned long long)n);
-    struct cxlp_view v;
-    PyObject *owner;
-    void *data;
-    int rc;
-    if (cxlp_store_tiered(self->s)) {
-        /* a tiered dataset's copies move: the record is copied out (it is
-         * Python's own, writable), under a pin held only for the copy (a
-         * view would hold every copy evicted until the dataset is closed) */
-        uint64_t len = 0;
-        char one;
-        Py_BEGIN_ALLOW_THREADS
-        rc = cxlp_store_read_copy(self->s, (uint64_t)i, &one, 0, &len);
-        Py_END_ALLOW_THREADS
-        if (rc && rc != CXLP_ERANGE) /* the read path writes the thread's message */
-            return core_raise(rc, NULL);
-        if (len > (uint64_t)PY_SSIZE_T_MAX)
-            return PyErr_Format(PyExc_OverflowError, "record larger than Py_ssize_t");
-        owner = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)len);
-        if (!owner)
-            return NULL;
-        data = PyByteArray_AS_STRING(owner);
-        Py_BEGIN_ALLOW_THREADS
-        rc = cxlp_store_read_copy(self->s, (uint64_t)i, data, len, &len);
-        Py_END_ALLOW_THREADS
-        if (rc) {
-            Py_DECREF(owner);
-            return core_raise(rc, NULL);
-        }
-        v.data = data;
-        v.len = len;
-    } else {
-        if ((rc = cxlp_store_read(self->s, (uint64_t)i, &v)))
-            return core_raise(rc, NULL);
-        if (!(data = store_export(self, v.data, v.len, &owner)))
-            return NULL;
-    }
     const struct cxlp_schema *sc = cxlp_store_schema(self->s);
-    int64_t shape[ARRAY_MAX_DIMS];
-    PyObject *out = NULL;
-    if (!sc->fixed) {
-        int dt = sc->fields[0].dtype, isz = cxlp_dtype_size(dt);
-        shape[0] = (int64_t)(v.len / (uint64_t)isz);
-        out = array_new(owner, data, dt, 1, shape);
-    } else if (sc->n_fields == 1) {
-        const struct cxlp_field *f = &sc->fields[0];
-        for (int d = 0; d < f->ndim; d++)
-            shape[d] = (int64_t)f->shape[d];
-        out = array_new(owner, data, f->dtype, f->ndim, shape);
+    uint32_t fields[CXLP_MAX_FIELDS], nf = 0;
+    if (which == Py_None) {
+        for (nf = 0; nf < sc->n_fields; nf++)
+            fields[nf] = nf;
     } else {
-        out = PyDict_New();
-        for (uint32_t k = 0; out && k < sc->n_fields; k++) {
-            const struct cxlp_field *f = &sc->fields[k];
-            for (int d = 0; d < f->ndim; d++)
-                shape[d] = (int64_t)f->shape[d];
-            PyObject *a = array_new(owner, (uint8_t *)data + f->offset, f->dtype, f->ndim, shape);
-            if (!a || PyDict_SetItemString(out, f->name, a) < 0)
-                Py_CLEAR(out);
-            Py_XDECREF(a);
+        PyObject *seq = PySequence_Fast(which, "fields must be a sequence of field numbers");
+        if (!seq)
+            return NULL;
+        Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+        for (Py_ssize_t k = 0; k < m; k++) {
+            long f = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
+            if ((f == -1 && PyErr_Occurred()) || f < 0 || (uint32_t)f >= sc->n_fields ||
+                nf == CXLP_MAX_FIELDS) {
+                Py_DECREF(seq);
+                if (!PyErr_Occurred())
+                    PyErr_Format(PyExc_IndexError, "field %ld of %u", f, sc->n_fields);
+                return NULL;
+            }
+            fields[nf++] = (uint32_t)f;
         }
+        Py_DECREF(seq);
     }
-    Py_DECREF(owner);
+    struct cxlp_view v[CXLP_MAX_FIELDS];
+    for (uint32_t k = 0; k < nf; k++) {
+        int rc = cxlp_store_read_field(self->s, (uint64_t)i, fields[k], &v[k]);
+        if (rc)
+            return core_raise(rc, NULL);
+    }
+    if (sc->n_fields == 1 && which == Py_None)
+        return field_value(self, &sc->fields[0], &v[0]);
+    PyObject *out = PyDict_New();
+    for (uint32_t k = 0; out && k < nf; k++) {
+        const struct cxlp_field *f = &sc->fields[fields[k]];
+        PyObject *a = field_value(self, f, &v[k]);
+        if (!a || PyDict_SetItemString(out, f->name, a) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(a);
+    }
     return out;
 }
 
@@ -200,9 +207,12 @@ static PyObject *store_schema(StoreObject *self, PyObject *unused)
         PyObject *shape = PyTuple_New(f->ndim);
         for (int d = 0; shape && d < f->ndim; d++)
             PyTuple_SET_ITEM(shape, d, PyLong_FromUnsignedLongLong(f->shape[d]));
-        PyObject *fd = shape ? Py_BuildValue("{s:s,s:s,s:N,s:K}", "name", f->name, "dtype",
+        if (shape && CXLP_FIELD_VAR(f))
+            PyTuple_SetItem(shape, 0, Py_NewRef(Py_None)); /* variable length */
+        PyObject *fd = shape ? Py_BuildValue("{s:s,s:s,s:N,s:K,s:O}", "name", f->name, "dtype",
                                              cxlp_dtype_name(f->dtype), "shape", shape,
-                                             "offset", (unsigned long long)f->offset)
+                                             "offset", (unsigned long long)f->offset,
+                                             "variable", CXLP_FIELD_VAR(f) ? Py_True : Py_False)
                              : NULL;
         if (!fd || PyList_Append(fields, fd) < 0)
             Py_CLEAR(fields);
@@ -375,12 +385,20 @@ done:
  * Sampler drawn to its end (it must not be a Loader's), or a contiguous
  * int64/uint64 buffer of ids. What a packed loader needs to count its rows
  * (rows = ceil(elements / seq_len)) without reading a record. */
-static PyObject *store_elements(StoreObject *self, PyObject *order)
+static PyObject *store_elements(StoreObject *self, PyObject *args)
 {
-    if (!store_ok(self))
+    PyObject *order;
+    unsigned int field = 0;
+    if (!PyArg_ParseTuple(args, "O|I", &order, &field) || !store_ok(self))
         return NULL;
     const struct cxlp_schema *sc = cxlp_store_schema(self->s);
-    uint64_t unit = sc->fixed ? sc->record_size : (uint64_t)cxlp_dtype_size(sc->fields[0].dtype);
+    if (field >= sc->n_fields)
+        return PyErr_Format(PyExc_IndexError, "field %u of %u", field, sc->n_fields);
+    const struct cxlp_field *fd = &sc->fields[field];
+    /* elements of a variable-length field; of a fixed-shape one, records */
+    uint64_t unit = (uint64_t)cxlp_dtype_size(fd->dtype);
+    for (int d = 0; d < fd->ndim && !CXLP_FIELD_VAR(fd); d++)
+        unit *= fd->shape[d];
     uint64_t n = cxlp_store_count(self->s), total = 0, bad = UINT64_MAX;
     int rc = 0;
     if (PyObject_TypeCheck(order, &SamplerType)) {
@@ -399,7 +417,7 @@ static PyObject *store_elements(StoreObject *self, PyObject *order)
         while (!rc && (k = cxlp_sampler_next(so->s, ids, 4096)) > 0)
             for (size_t j = 0; j < k && !rc; j++) {
                 struct cxlp_view v;
-                if (!(rc = cxlp_store_read(self->s, ids[j], &v)))
+                if (!(rc = cxlp_store_read_field(self->s, ids[j], field, &v)))
                     total += v.len / unit;
             }
         Py_END_ALLOW_THREADS
@@ -425,7 +443,7 @@ static PyObject *store_elements(StoreObject *self, PyObject *order)
                 break;
             }
             struct cxlp_view v;
-            if (!(rc = cxlp_store_read(self->s, ids[j], &v)))
+            if (!(rc = cxlp_store_read_field(self->s, ids[j], field, &v)))
                 total += v.len / unit;
         }
         Py_END_ALLOW_THREADS
@@ -451,13 +469,16 @@ static PyObject *store_close(StoreObject *self, PyObject *unused)
 }
 
 static PyMethodDef store_methods[] = {
-    {"get", (PyCFunction)store_get, METH_O, "get(i): record i as an Array (or dict of them)."},
+    {"get", (PyCFunction)store_get, METH_VARARGS,
+     "get(i, fields=None): record i as an Array (str for a str field), or a dict of them by "
+     "field name (several fields, or the field numbers in fields)."},
     {"schema", (PyCFunction)store_schema, METH_NOARGS, "The dataset schema as a dict."},
     {"info", (PyCFunction)store_info, METH_NOARGS, "Catalog facts as a dict."},
     {"docs", (PyCFunction)store_docs, METH_NOARGS, "Document starts (int64 Array) or None."},
     {"verify", (PyCFunction)store_verify, METH_NOARGS, "Recompute every checksum."},
-    {"elements", (PyCFunction)store_elements, METH_O,
-     "elements(order): total length in elements of the records an order (a fresh Sampler, "
+    {"elements", (PyCFunction)store_elements, METH_VARARGS,
+     "elements(order, field=0): total length in elements of field (a variable-length "
+     "one; a fixed-shape field counts records) of the records an order (a fresh Sampler, "
      "drawn to its end, or an int64 buffer of ids) names."},
     {"hugepages", (PyCFunction)store_hugepages, METH_NOARGS,
      "Move the records onto 2 MiB pages (once per pool; see cxlp_store_hugepages)."},

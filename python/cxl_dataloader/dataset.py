@@ -1,10 +1,12 @@
 """CXLDataset: a map-style torch Dataset over one dataset of a pool."""
 from __future__ import annotations
 
+import hashlib
 import operator
 import os
+import re
 import warnings
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 import torch
 
@@ -12,9 +14,50 @@ from . import _core
 from .pool import CXLMemoryPool, make_spec
 
 
+def source_name(source: Any) -> str:
+    """The dataset name a data_source gets when no name is given: the last
+    part of its path (letters, digits, ., _, -) and a hash of the whole
+    source string, e.g. "train.3f2a9c1b" for "s3://bucket/train"."""
+    text = os.fspath(source) if isinstance(source, (str, os.PathLike)) else repr(source)
+    parts = [q for q in text.split("/") if q and not any(c in q for c in "*?[")]
+    stem = re.sub(r"[^A-Za-z0-9._-]", "", parts[-1] if parts else "")
+    return f"{stem[:40] or 'data'}.{hashlib.sha1(text.encode()).hexdigest()[:8]}"
+
+
+def ingest_once(pool: Union[CXLMemoryPool, str], name: str, source: Any,
+                format: Optional[str], options: dict) -> dict:
+    """Ingests source as dataset name unless the pool has it: once per pool,
+    whoever comes first; the others wait on the ingest lock and find it
+    done (cxl_dataloader.ingest). Returns the importer's figures, with
+    "existed": True when another process (or an earlier run) made it."""
+    from . import ingest as importers
+    own = not isinstance(pool, CXLMemoryPool) or pool.readonly or pool.closed
+    p = _core.Pool(make_spec(pool) if isinstance(pool, str) else pool.spec) if own else pool._pool
+    try:
+        if any(d["name"] == name for d in p.list()):
+            return {"existed": True}
+        fmt = format if format not in (None, "auto") else importers.detect_format(source)
+        if fmt in importers.FORMATS:
+            return importers.ingest(p, name, source, fmt, **options)
+        with importers.ingest_lock(p, name):  # raw, npy, Megatron: the C importers
+            if any(d["name"] == name for d in p.list()):
+                return {"existed": True}
+            p.import_(name, os.fspath(source), format=format or "auto", **options)
+            return {"existed": False}
+    finally:
+        if own:
+            p.close()
+
+
 class CXLDataset(torch.utils.data.Dataset):
     """``ds[i]`` is a tensor viewing record i in pool memory (no copy); in a
     pool of tiers, a tensor holding a copy of the record (``tiered``).
+
+    A dataset of several fields gives a dict by field name: each numeric or
+    bytes (uint8) field a tensor viewing pool memory (a variable-length
+    field 1-D), each ``str`` field a Python ``str`` (decoded, so a copy).
+    ``columns=[...]`` selects the fields ``ds[i]`` returns (and the ones a
+    ``CXLDataLoader`` collates by default); only those fields are read.
 
     Tensors are read-only views: the dataset attaches its pool read-only, so
     the pages are mapped without write permission and a write through a
@@ -25,6 +68,14 @@ class CXLDataset(torch.utils.data.Dataset):
     Pickling sends a reference (pool spec and dataset name), not data: each
     DataLoader worker attaches the same pool.
 
+    ``CXLDataset(data_source=URL, cxl_pool=pool)`` ingests on first use: a
+    path, glob or fsspec URL (s3://, gs://, http(s)://, hf://) of Parquet,
+    Arrow, WebDataset or JSONL (``format=``, else by extension;
+    ``ingest_options=`` go to the importer, e.g. tokenizer), or a raw/npy/
+    Megatron file. Once per pool: the first process ingests, the others wait
+    and attach; later runs find it there. The dataset's name is ``name=`` or
+    ``source_name(data_source)``.
+
     A dataset ingested by this version is on 2 MiB pages already (see
     ``pages()``). ``hugepages=True`` moves the records of one that is not
     (ingested with ``hugepages=False``, or by an older version) onto 2 MiB
@@ -33,15 +84,31 @@ class CXLDataset(torch.utils.data.Dataset):
     ``_collapse``.
     """
 
-    def __init__(self, pool: Union[CXLMemoryPool, str], name: str, *,
-                 hugepages: bool = False, tier_policy: Optional[str] = None) -> None:
+    def __init__(self, pool: Union[CXLMemoryPool, str, None] = None, name: Optional[str] = None,
+                 *, hugepages: bool = False, columns: Optional[Sequence[str]] = None,
+                 data_source: Any = None, cxl_pool: Union[CXLMemoryPool, str, None] = None,
+                 format: Optional[str] = None, ingest_options: Optional[dict] = None,
+                 tier_policy: Optional[str] = None) -> None:
+        if cxl_pool is not None:
+            if pool is not None:
+                raise TypeError("CXLDataset: give the pool once (pool or cxl_pool)")
+            pool = cxl_pool
+        if pool is None:
+            raise TypeError("CXLDataset needs a pool (pool= or cxl_pool=)")
         self.spec = pool.spec if isinstance(pool, CXLMemoryPool) else make_spec(pool)
+        self.ingested: Optional[dict] = None
+        if data_source is not None:
+            name = name or source_name(data_source)
+            self.ingested = ingest_once(pool, name, data_source, format, ingest_options or {})
+        elif name is None:
+            raise TypeError("CXLDataset needs a dataset name, or data_source= to ingest from")
         self.name = name
         self.hugepages = hugepages
         if tier_policy is not None and _core.policy_parse(tier_policy) <= 0:
             raise ValueError(f"tier_policy {tier_policy!r}: expected one of lookahead, lru, "
                              "streaming, hot_first, full_prefetch")
         self.tier_policy = tier_policy  # loaders' default placement policy (tiered pools)
+        self.columns = list(columns) if columns is not None else None
         self._attach()
 
     def _attach(self) -> None:
@@ -52,8 +119,28 @@ class CXLDataset(torch.utils.data.Dataset):
             pool.close()  # the store keeps the mapping
         self._len = len(self._store)
         self.schema = self._store.schema()
+        self._fields = None if self.columns is None else self.field_numbers(self.columns)
         if self.hugepages:
             self._collapse()
+
+    @property
+    def fields(self) -> list[str]:
+        """The dataset's field names, in schema order."""
+        return [f["name"] for f in self.schema["fields"]]
+
+    def field_numbers(self, columns: Sequence[str]) -> list[int]:
+        """Schema numbers of the named fields; ValueError naming an unknown
+        one and the fields there are."""
+        names = self.fields
+        if isinstance(columns, str) or not columns:
+            raise ValueError(f"columns={columns!r}: a non-empty list of field names")
+        out = []
+        for c in columns:
+            if c not in names:
+                raise ValueError(f"columns: dataset {self.name!r} has no field {c!r} "
+                                 f"(fields: {', '.join(names)})")
+            out.append(names.index(c))
+        return out
 
     def _collapse(self) -> None:
         """Records onto 2 MiB pages, so a random gather pays no TLB miss per
@@ -69,15 +156,20 @@ class CXLDataset(torch.utils.data.Dataset):
                           RuntimeWarning, stacklevel=3)
 
     @classmethod
-    def ingest(cls, pool: CXLMemoryPool, name: str, source: Union[str, os.PathLike], *,
+    def ingest(cls, pool: CXLMemoryPool, name: str, source: Any, *,
                format: str = "auto", record_size: Union[int, str] = 0,
                dtype: Optional[str] = None, progress: Optional[bool] = None,
-               hugepages: bool = True) -> "CXLDataset":
-        """Imports source into pool as dataset name (CXLMemoryPool.ingest) and
-        opens it; hugepages: as there (the records land on 2 MiB pages while
-        they are written, no copy after)."""
+               hugepages: bool = True, columns: Optional[Sequence[str]] = None,
+               **kw: Any) -> "CXLDataset":
+        """Imports source into pool as dataset name (CXLMemoryPool.ingest:
+        every format, docs/formats.md) and opens it. columns= chooses the
+        fields to import (Arrow, Parquet, WebDataset); hugepages: as there
+        (the records land on 2 MiB pages while they are written, no copy
+        after)."""
+        if columns is not None:
+            kw["columns"] = columns
         pool.ingest(name, source, format=format, record_size=record_size, dtype=dtype,
-                    progress=progress, hugepages=hugepages)
+                    progress=progress, hugepages=hugepages, **kw)
         return cls(pool, name)
 
     def pages(self) -> dict:
@@ -92,19 +184,19 @@ class CXLDataset(torch.utils.data.Dataset):
         return self._len
 
     def __getitem__(self, i: int) -> Any:
-        """Record i (negative counts from the end) as a tensor, or a dict of
-        tensors for several fields. i is an integer (int, numpy or 0-d torch
-        integer): a float or a string is an IndexError, as in numpy, never
-        truncated."""
+        """Record i (negative counts from the end) as a tensor, or a dict by
+        field name for several fields (str fields as str). i is an integer
+        (int, numpy or 0-d torch integer): a float or a string is an
+        IndexError, as in numpy, never truncated."""
         try:
             i = operator.index(i)
         except TypeError:
             raise IndexError(f"only integers are valid indices of a CXLDataset, got "
                              f"{type(i).__name__} {i!r}") from None
-        rec = self._store.get(i)
+        rec = self._store.get(i, self._fields)
         if isinstance(rec, dict):
-            return {k: torch.from_dlpack(v) for k, v in rec.items()}
-        return torch.from_dlpack(rec)
+            return {k: v if isinstance(v, str) else torch.from_dlpack(v) for k, v in rec.items()}
+        return rec if isinstance(rec, str) else torch.from_dlpack(rec)
 
     @property
     def store(self) -> "_core.Store":
@@ -146,12 +238,14 @@ class CXLDataset(torch.utils.data.Dataset):
             pool.close()
 
     def __getstate__(self) -> dict:
-        return {"spec": self.spec, "name": self.name, "tier_policy": self.tier_policy}
+        return {"spec": self.spec, "name": self.name, "columns": self.columns,
+                "tier_policy": self.tier_policy}
 
     def __setstate__(self, state: dict) -> None:
         self.spec = state["spec"]
         self.name = state["name"]
         self.tier_policy = state.get("tier_policy")
+        self.columns = state.get("columns")
         self.hugepages = False  # the pool's pages were changed by the sender
         self._attach()
 

@@ -52,6 +52,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 
 import torch
 
+from . import _core
+
 #: cudaHostRegisterReadOnly: the device only reads the range. A private
 #: (copy-on-write) mapping registered without it would be pinned for writing,
 #: which copies every page.
@@ -411,9 +413,14 @@ class PoolRegistration:
         self.rt = rt if rt is not None else CudaRuntime()
         self.registry = HostRegistry(self.rt, flags=HOST_REGISTER_READ_ONLY, max_chunk=max_chunk)
         self.name = getattr(dataset, "name", "?")
-        spans = dataset.store.spans(0, len(dataset)) if len(dataset) else []
         self.reason: Optional[str] = None
-        if any(addr == 0 for *_, addr in spans):
+        try:
+            spans = dataset.store.spans(0, len(dataset)) if len(dataset) else []
+        except _core.CXLError as e:  # several fields in columns: no one byte range a record
+            spans, self.reason = None, str(e)
+        if spans is None:
+            self.ok = False
+        elif any(addr == 0 for *_, addr in spans):
             # no private view of this pool (devdax, address space): ds[i]
             # are copies, and there is nothing of the pool to register
             self.reason = ("the dataset's records are copies (the pool has no private "

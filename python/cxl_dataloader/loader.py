@@ -9,7 +9,12 @@ pool into a ring of batch slots, and each batch is handed out as tensors
 viewing its slot (no copy); the slot returns to the ring when those tensors
 are freed.
   fixed-size records        -> Tensor [batch, *record_shape]
-  variable-size, seq_len    -> dict(tokens=[batch, seq_len], lengths=[batch])
+                               (several fields, or columns=: a dict by field
+                               name, each [batch, *field_shape])
+  variable-size, seq_len    -> dict(<field>=[batch, seq_len], lengths=[batch])
+                               for every chosen field: variable-length ones
+                               padded/packed alike, fixed-shape ones one
+                               value per row (pad) or per segment (pack)
                                collate="pack" (default) concatenates records
                                into full rows; return_segments=True adds the
                                document boundaries: seg_row, seg_start,
@@ -110,7 +115,7 @@ class CXLDataLoader:
                  seq_len: Optional[int] = None, collate: str = "auto", pad_value: int = 0,
                  threads: Optional[int] = None, seed: Optional[int] = None,
                  dtype: Optional[torch.dtype] = None, return_segments: bool = False,
-                 prefetch_to_gpu: int = 2,
+                 columns: Optional[list[str]] = None, prefetch_to_gpu: int = 2,
                  memory_budget: Optional[int] = None, lookahead: Optional[int] = None) -> None:
         if memory_policy is not None and memory_policy not in MEMORY_POLICIES:
             raise ValueError(f"memory_policy {memory_policy!r}: expected None or one of "
@@ -154,7 +159,22 @@ class CXLDataLoader:
                                   persistent_workers=persistent_workers, in_order=in_order)
         if pin_memory_device != "":
             kw["pin_memory_device"] = pin_memory_device  # deprecated in torch: pass only when set
-        variable = isinstance(dataset, CXLDataset) and not dataset.schema["fixed"]
+        if isinstance(dataset, CXLDataset):
+            # the fields to collate: columns=, else the dataset's columns, else all
+            cols = columns if columns is not None else dataset.columns
+            self._fields = dataset.field_numbers(cols) if cols is not None else None
+            self._chosen = [dataset.schema["fields"][k] for k in
+                            (self._fields if self._fields is not None
+                             else range(len(dataset.fields)))]
+            self._names = [f["name"] for f in self._chosen]
+            # the field whose lengths plan packed rows: the first variable one
+            nums = self._fields if self._fields is not None else range(len(dataset.fields))
+            self._plan_field = next((k for k, f in zip(nums, self._chosen) if f["variable"]), 0)
+            # one field and no columns= (fields=None to the engine): a stacked
+            # batch is that tensor, as it always was; else a dict by name
+        elif columns is not None:
+            raise ValueError("columns= chooses fields of a CXLDataset")
+        variable = isinstance(dataset, CXLDataset) and any(f["variable"] for f in self._chosen)
         self.fast = (isinstance(dataset, CXLDataset) and collate_fn is None
                      and batch_sampler is None and batch_size is not None
                      and worker_init_fn is None
@@ -198,8 +218,7 @@ class CXLDataLoader:
         if not self.fast:
             self._init_general(dataset, kw)
             return
-        schema = dataset.schema
-        if schema["fixed"]:
+        if not any(f["variable"] for f in self._chosen):
             if collate not in ("auto", "stack"):
                 raise ValueError(f"collate={collate!r} needs variable-size records; dataset "
                                  f"{dataset.name!r} has fixed-size records, which are stacked")
@@ -394,7 +413,7 @@ class CXLDataLoader:
         store = self.dataset.store
         orders = self._rank_orders(next_pass)
         if orders is not None:
-            per = [self._rows_to_batches(store.elements(o)) for o in orders]
+            per = [self._rows_to_batches(store.elements(o, self._plan_field)) for o in orders]
             out = (min(per), per)
         else:
             out = (self._rows_to_batches(self._single_order_elements()), None)
@@ -408,12 +427,15 @@ class CXLDataLoader:
                 type(s) is torch.utils.data.RandomSampler and not s.replacement
                 and s._num_samples is None):
             if not isinstance(s, RandomCXLSampler) or s.num_replicas == 1:
-                return ds.info()["data_bytes"] // _core.dtype_size(ds.schema["fields"][0]["dtype"])
+                if len(ds.fields) == 1:
+                    return ds.info()["data_bytes"] // _core.dtype_size(ds.schema["fields"][0]["dtype"])
+                return ds.store.elements(np.arange(len(ds), dtype=np.int64), self._plan_field)
         if isinstance(s, torch.utils.data.SubsetRandomSampler):
-            return ds.store.elements(np.asarray(s.indices, dtype=np.int64))
+            return ds.store.elements(np.asarray(s.indices, dtype=np.int64), self._plan_field)
         if isinstance(s, CXLSamplerBase):
             return ds.store.elements(s._core_sampler() if s._pass != "live"
-                                     else s._create(s.num_replicas, s.rank, s.drop_last))
+                                     else s._create(s.num_replicas, s.rank, s.drop_last),
+                                     self._plan_field)
         raise TypeError(f"len() of a packed loader over a {type(s).__name__}: the row count "
                         "depends on the lengths of the records it draws, which only drawing "
                         "them tells")
@@ -502,10 +524,12 @@ class CXLDataLoader:
     def _cast(self, gen: Iterator[Any]) -> Iterator[Any]:
         """dtype=: each batch's data (tokens) as that dtype (a copy per batch)."""
         dt = self.dtype
+        var = [f["name"] for f in self._chosen if f["variable"]]
         try:
             for b in gen:
                 if isinstance(b, dict):
-                    b["tokens"] = b["tokens"].to(dt)
+                    for k in var or list(self._names):
+                        b[k] = b[k].to(dt)
                     yield b
                 else:
                     yield b.to(dt)
@@ -550,7 +574,7 @@ class CXLDataLoader:
                            drop_last=self.drop_last, numa_node=self.numa_node,
                            first_offset=off, bind_slots=self.slot_node >= 0,
                            slot_node=max(self.slot_node, 0), tensor=_from_capsule,
-                           segments=self.return_segments, **self._tier)
+                           segments=self.return_segments, fields=self._fields, **self._tier)
         self._engine = eng
         self.threads = eng.threads
         # The per-batch loop is the Python cost of the fast path: one C call

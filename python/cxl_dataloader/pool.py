@@ -149,15 +149,28 @@ class CXLMemoryPool:
         while readers keep reading (see cxlp_migrate); returns what moved."""
         return self._pool.migrate(name, str(tier), threads=int(threads))
 
-    def ingest(self, name: str, source: str | os.PathLike, *, format: str = "auto",
+    def ingest(self, name: str, source: Any, *, format: str = "auto",
                record_size: Union[int, str] = 0, dtype: Optional[str] = None,
-               progress: Optional[bool] = None, hugepages: bool = True) -> None:
-        """Import a raw, .npy or Megatron (.bin/.idx) source as dataset name.
-        record_size (raw): bytes, or text as the CLI takes it ("4K").
-        Shows a progress bar when stderr is a terminal (progress=None).
+               progress: Optional[bool] = None, hugepages: bool = True, **kw: Any) -> None:
+        """Import source as dataset name: a raw, .npy or Megatron (.bin/.idx)
+        file (the C importers; record_size, for raw: bytes, or text as the
+        CLI takes it, "4K"), or Arrow, Parquet, WebDataset or JSONL from a
+        path or fsspec URL, or a pyarrow Table / datasets.Dataset in memory
+        (cxl_dataloader.ingest; its keyword arguments: columns, text_field,
+        tokenizer, eod, workers, shard_bytes, storage_options). Shows a
+        progress bar when stderr is a terminal (progress=None).
         The records land on 2 MiB pages where the pool's memory comes in
         4 KiB pages (shm, numa), at no extra cost; hugepages=False keeps
         them on 4 KiB pages (CXLDataset.pages() says what they got)."""
+        from . import ingest as importers
+        fmt = format if format != "auto" else importers.detect_format(source)
+        if fmt in importers.FORMATS:
+            importers.ingest(self._pool, name, source, fmt, progress=progress,
+                             hugepages=hugepages, **kw)
+            return
+        if kw:
+            raise TypeError(f"format {format!r} (raw, npy, megatron) takes no "
+                            f"{', '.join(sorted(kw))}")
         cb: Optional[Callable[[int, int], None]] = None
         bar = None
         if progress or (progress is None and sys.stderr.isatty()):

@@ -47,12 +47,23 @@
  * consumer's), on the node of the pool's memory or the nearest node with
  * CPUs.
  *
- * Copies. Records go from the pool straight into the slot, once. A batch's
- * record views are resolved in one call to the source (for fixed-size
- * records in the store: a multiply-high and a multiply per record, no call
- * per record), then copied, merging runs of records that lie back to back.
- * PACK resolves each record once, while planning (it needs the length), and
- * keeps the address for the gather.
+ * Fields: a batch collates the fields the caller chose (sel[]), each into its
+ * own region of the slot. Planning looks at the first variable-length field
+ * only: PAD and PACK need the other variable-length fields to have as many
+ * elements in each record, which is checked where the views are read.
+ *
+ * Copies. Records go from the pool straight into the slot, once. STACK and
+ * PAD resolve the views of a batch's records, every chosen field, in one
+ * call to the source before any copy (resolve_rows): for fixed-shape fields
+ * in the store a multiply-high and a multiply per record and field, no call
+ * per record; otherwise one lookup of the record's shard for all its fields,
+ * done back to back so that on a random order the cache misses of the
+ * lookups overlap instead of each waiting behind the previous record's
+ * copy. Then each field is copied, merging runs of records that lie back to
+ * back in its column. PACK reads each record's planned field once, while
+ * planning (it needs the length), and keeps where each segment's elements
+ * are; the other chosen fields are looked up by the gather, all before any
+ * copy, outside the planning lock (pack_lookup).
  *
  * Rejected: a thread per batch handing results through a queue (reordering
  * cost, and unbounded memory when the consumer is slow); copying into
@@ -86,6 +97,17 @@
 #define RING_BYTES (UINT64_C(8) << 20) /* small batches: slots up to this much memory, */
 #define RING_SLOTS_MAX 64u        /* and at most this many */
 
+/* A chosen field: which source field, how it collates, where in the slot. */
+struct lfield {
+    uint32_t field;          /* field number in the source */
+    int var;                 /* variable-length */
+    uint64_t size;           /* fixed-shape: bytes per record */
+    int dtype, isz;          /* element type and size */
+    uint64_t row_bytes;      /* bytes per row (PACK fixed-shape: per segment) */
+    uint64_t off;            /* offset of its region in the slot data */
+    int in_slot;             /* 0: PACK fixed-shape, kept per segment in segf */
+};
+
 struct slot {
     struct cxlp_batch b;     /* first: cxlp_batch* -> slot* */
     struct slot *next_free;
@@ -96,10 +118,13 @@ struct slot {
     uint64_t *ids;
     size_t ids_cap;
     int64_t *lengths;
-    struct cxlp_view *views; /* STACK, PAD: the batch's records, resolved */
+    struct cxlp_view *views; /* STACK, PAD: the batch's records, resolved (rows x nsel) */
     int64_t *seg_row, *seg_start, *seg_len, *seg_offset;
-    const uint8_t **seg_src; /* PACK: where each segment's elements are */
+    /* PACK: where segment g's elements of chosen field k are (a fixed-shape
+     * field: its value), seg_src[g * nsel + k] */
+    const uint8_t **seg_src;
     size_t seg_cap;
+    uint8_t *segf[CXLP_MAX_FIELDS]; /* PACK: fixed-shape field values per segment */
 };
 
 /* One gather thread: where it parks when there is nothing to gather. */
@@ -115,8 +140,12 @@ struct cxlp_loader {
     struct cxlp_loader_opts o;
     cxlp_index_fn index_fn;
     void *index_ctx;
-    int itemsize;            /* PAD/PACK element size */
-    uint64_t row_bytes;
+    int itemsize;            /* PAD/PACK element size of the planned field */
+    uint64_t row_bytes;      /* field 0's */
+    uint32_t nsel;           /* chosen fields */
+    struct lfield sel[CXLP_MAX_FIELDS];
+    uint32_t fidx[CXLP_MAX_FIELDS];  /* sel[k].field, as the source takes them */
+    uint32_t var0;           /* PAD/PACK: the first variable-length chosen field */
     uint32_t nthreads;
     int node;                /* gather threads run on this node's CPUs; -1 anywhere */
     int spin;                /* 1: a CPU is spare for the consumer to spin on */
@@ -257,13 +286,21 @@ static int peek_id(cxlp_loader *l, uint64_t *id, int *have)
     return 0;
 }
 
-static int grow_segments(struct slot *s, size_t need)
+static int grow_segments(const cxlp_loader *l, struct slot *s, size_t need)
 {
     if (need <= s->seg_cap)
         return 0;
     size_t cap = s->seg_cap ? s->seg_cap : 256;
     while (cap < need)
         cap *= 2;
+    for (uint32_t k = 0; k < l->nsel; k++) {
+        if (l->sel[k].in_slot)
+            continue;
+        uint8_t *p = realloc(s->segf[k], cap * l->sel[k].row_bytes);
+        if (!p)
+            return -ENOMEM;
+        s->segf[k] = p;
+    }
     int64_t **arrs[4] = {&s->seg_row, &s->seg_start, &s->seg_len, &s->seg_offset};
     for (int i = 0; i < 4; i++) {
         int64_t *p = realloc(*arrs[i], cap * sizeof(int64_t));
@@ -271,7 +308,7 @@ static int grow_segments(struct slot *s, size_t need)
             return -ENOMEM;
         *arrs[i] = p;
     }
-    const uint8_t **src = realloc(s->seg_src, cap * sizeof *src);
+    const uint8_t **src = realloc(s->seg_src, cap * l->nsel * sizeof *src);
     if (!src)
         return -ENOMEM;
     s->seg_src = src;
@@ -314,11 +351,58 @@ static int read_fail(cxlp_loader *l, uint64_t id, int rc)
                   cxlp_strerror(rc));
 }
 
-/* PACK: fill batch_size rows of seq_len elements from consecutive records. */
+/* All chosen fields of record id into v[0..nsel). */
+static inline int read_sel(const cxlp_loader *l, uint64_t id, struct cxlp_view *v)
+{
+    if (l->src.read_fields)
+        return l->src.read_fields(l->src.ctx, id, l->fidx, l->nsel, v);
+    return l->src.read(l->src.ctx, id, v);
+}
+
+/* Chosen field k of record id. */
+static inline int read_one(const cxlp_loader *l, uint64_t id, uint32_t k, struct cxlp_view *v)
+{
+    if (l->src.read_fields)
+        return l->src.read_fields(l->src.ctx, id, &l->fidx[k], 1, v);
+    return l->src.read(l->src.ctx, id, v);
+}
+
+__attribute__((cold, noinline)) static int fields_differ(cxlp_loader *l, uint64_t id,
+                                                        const struct lfield *f, uint64_t len,
+                                                        uint64_t elems)
+{
+    return seterr(&l->obj, f->var ? CXLP_EARG : CXLP_ECORRUPT,
+                  "record %llu: field %u has %llu bytes, %s %llu%s", (unsigned long long)id,
+                  f->field, (unsigned long long)len,
+                  f->var ? "the padded/packed fields have" : "the schema says",
+                  (unsigned long long)(f->var ? elems : f->size),
+                  f->var ? " elements: PAD and PACK need equal lengths" : "");
+}
+
+/* The chosen fields of one record, checked against what the plan assumed:
+ * every variable-length field has `elems` elements (the planned field's
+ * count), every fixed-shape field its size. elems * isz cannot overflow:
+ * elems is a view's length (inside the pool mapping) over an element size. */
+static inline int check_fields(cxlp_loader *l, uint64_t id, const struct cxlp_view *v,
+                               uint64_t elems)
+{
+    for (uint32_t k = 0; k < l->nsel; k++) {
+        const struct lfield *f = &l->sel[k];
+        if (__builtin_expect(v[k].len != (f->var ? elems * (uint64_t)f->isz : f->size), 0))
+            return fields_differ(l, id, f, v[k].len, elems);
+    }
+    return 0;
+}
+
+/* PACK: fill batch_size rows of seq_len elements from consecutive records.
+ * Each record's planned field is read once, here, and the segments keep
+ * where their elements are (seg_src) for the gather; other chosen fields
+ * are the gather's (pack_lookup), outside the planning lock. */
 static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
 {
     const uint64_t L = l->o.seq_len, total = (uint64_t)l->o.batch_size * L;
     const uint64_t isz = (uint64_t)l->itemsize;
+    const uint32_t nsel = l->nsel;
     uint64_t pos = 0, nseg = 0;
     /* planning state is committed only when the batch is kept (drop_last) */
     uint64_t done0 = l->records_done;
@@ -330,7 +414,7 @@ static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
         if (!have)
             break;
         struct cxlp_view v;
-        if ((rc = l->src.read(l->src.ctx, id, &v)))
+        if ((rc = read_one(l, id, l->var0, &v)))
             return read_fail(l, id, rc);
         if (v.len % isz)
             return seterr(&l->obj, CXLP_ECORRUPT,
@@ -345,13 +429,13 @@ static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
         while (l->cur_off < elems && pos < total) {
             uint64_t row = pos / L, col = pos % L;
             uint64_t take = MIN(elems - l->cur_off, L - col);
-            if ((rc = grow_segments(s, nseg + 1)))
+            if (nseg >= s->seg_cap && (rc = grow_segments(l, s, nseg + 1))) /* rarely */
                 return seterr(&l->obj, rc, "out of memory planning batch");
             s->seg_row[nseg] = (int64_t)row;
             s->seg_start[nseg] = (int64_t)col;
             s->seg_len[nseg] = (int64_t)take;
             s->seg_offset[nseg] = (int64_t)l->cur_off;
-            s->seg_src[nseg] = (const uint8_t *)v.data + l->cur_off * isz;
+            s->seg_src[nseg * nsel + l->var0] = (const uint8_t *)v.data + l->cur_off * isz;
             s->ids[nseg] = id;
             nseg++;
             pos += take;
@@ -395,76 +479,189 @@ static void fill_elems(uint8_t *dst, uint64_t n, int dtype, int64_t v)
         memcpy(dst + i * (uint64_t)sz, &v, (size_t)sz); /* little-endian low bytes */
 }
 
-/* The views of the batch's rows, in one call to the source when it can. */
+/* The views of the batch's rows, every chosen field (views[i * nsel + k]),
+ * all before any copy: in one call to the source when it can. */
 static int resolve_rows(cxlp_loader *l, struct slot *s)
 {
+    const uint32_t nsel = l->nsel;
     if (l->src.resolve) {
         size_t bad = 0;
-        int rc = l->src.resolve(l->src.ctx, s->ids, s->b.rows, s->views, &bad);
+        int rc = l->src.resolve(l->src.ctx, s->ids, s->b.rows, l->fidx, nsel, s->views, &bad);
         return rc ? read_fail(l, s->ids[bad], rc) : 0;
     }
     for (uint32_t i = 0; i < s->b.rows; i++) {
-        int rc = l->src.read(l->src.ctx, s->ids[i], &s->views[i]);
+        int rc = read_sel(l, s->ids[i], &s->views[(size_t)i * nsel]);
         if (rc)
             return read_fail(l, s->ids[i], rc);
     }
     return 0;
 }
 
-static int gather_stack(cxlp_loader *l, struct slot *s)
+/* Field k of a STACK batch: its values of rows i (views v[i * nsel]) into
+ * dst, merging runs of records that sit back to back in the pool. Inlined
+ * with nsel constant 1 for the one-field case. */
+static inline __attribute__((always_inline)) int
+stack_field(cxlp_loader *l, const struct slot *s, const struct lfield *f,
+            const struct cxlp_view *v, uint32_t nsel, uint8_t *dst)
 {
-    const uint64_t rs = l->src.record_size;
-    int rc = resolve_rows(l, s);
-    if (rc)
-        return rc;
-    const struct cxlp_view *v = s->views;
-    uint8_t *dst = s->data;
-    uint32_t i = 0, n = s->b.rows;
+    const uint64_t rs = f->size;
+    const uint32_t n = s->b.rows;
+    uint32_t i = 0;
     while (i < n) {
-        if (v[i].len != rs)
-            return seterr(&l->obj, CXLP_ECORRUPT, "record %llu: %llu bytes, schema says %llu",
-                          (unsigned long long)s->ids[i], (unsigned long long)v[i].len,
+        const struct cxlp_view *vi = &v[(size_t)i * nsel];
+        if (vi->len != rs)
+            return seterr(&l->obj, CXLP_ECORRUPT, "record %llu field %u: %llu bytes, schema says %llu",
+                          (unsigned long long)s->ids[i], f->field, (unsigned long long)vi->len,
                           (unsigned long long)rs);
-        /* merge a run of records that sit back to back in the pool */
         uint32_t j = i + 1;
-        const uint8_t *next = (const uint8_t *)v[i].data + rs;
-        while (j < n && v[j].data == next && v[j].len == rs) {
+        const uint8_t *next = (const uint8_t *)vi->data + rs;
+        while (j < n && v[(size_t)j * nsel].data == next && v[(size_t)j * nsel].len == rs) {
             next += rs;
             j++;
         }
-        memcpy(dst + (uint64_t)i * rs, v[i].data, (size_t)((j - i) * rs));
+        memcpy(dst + (uint64_t)i * rs, vi->data, (size_t)((j - i) * rs));
         i = j;
     }
     return 0;
 }
 
+static int gather_stack(cxlp_loader *l, struct slot *s)
+{
+    int rc = resolve_rows(l, s);
+    if (rc)
+        return rc;
+    const uint32_t nsel = l->nsel;
+    if (nsel == 1)
+        return stack_field(l, s, &l->sel[0], s->views, 1, s->data);
+    for (uint32_t k = 0; k < nsel && !rc; k++)
+        rc = stack_field(l, s, &l->sel[k], s->views + k, nsel, s->data + l->sel[k].off);
+    return rc;
+}
+
+/* PAD, field f of every row (views v[i * nsel]) into dst: a variable-length
+ * field cut at lengths[i] (set) and padded to seq_len, a fixed-shape one
+ * copied. Inlined with nsel constant 1 for the one-field case. */
+static inline __attribute__((always_inline)) void
+pad_field(const cxlp_loader *l, const struct slot *s, const struct lfield *f,
+          const struct cxlp_view *v, uint32_t nsel, uint8_t *dst)
+{
+    /* locals: the copies could alias *l and *f for all the compiler knows */
+    const uint64_t L = l->o.seq_len, isz = (uint64_t)f->isz, rb = f->row_bytes, size = f->size;
+    const int64_t pad = l->o.pad_value;
+    const int dtype = f->dtype;
+    const uint32_t rows = s->b.rows;
+    const int64_t *lengths = s->lengths;
+    if (!f->var) {
+        for (uint32_t i = 0; i < rows; i++)
+            memcpy(dst + (uint64_t)i * rb, v[(size_t)i * nsel].data, (size_t)size);
+        return;
+    }
+    for (uint32_t i = 0; i < rows; i++) {
+        uint8_t *row = dst + (uint64_t)i * rb;
+        uint64_t n = (uint64_t)lengths[i];
+        memcpy(row, v[(size_t)i * nsel].data, (size_t)(n * isz));
+        fill_elems(row + n * isz, L - n, dtype, pad);
+    }
+}
+
 static int gather_pad(cxlp_loader *l, struct slot *s)
 {
-    const uint64_t L = l->o.seq_len, isz = (uint64_t)l->itemsize;
+    const uint64_t L = l->o.seq_len;
+    const uint32_t nsel = l->nsel, var0 = l->var0;
+    const struct lfield *f0 = &l->sel[var0];
+    const uint64_t isz0 = (uint64_t)f0->isz;
     int rc = resolve_rows(l, s);
     if (rc)
         return rc;
     for (uint32_t i = 0; i < s->b.rows; i++) {
-        uint64_t n = MIN(s->views[i].len / isz, L);
-        uint8_t *row = s->data + (uint64_t)i * l->row_bytes;
-        memcpy(row, s->views[i].data, (size_t)(n * isz));
-        fill_elems(row + n * isz, L - n, l->src.dtype, l->o.pad_value);
-        s->lengths[i] = (int64_t)n;
+        const struct cxlp_view *v = &s->views[(size_t)i * nsel];
+        uint64_t elems = v[var0].len / isz0;
+        if (nsel > 1) {
+            if ((rc = check_fields(l, s->ids[i], v, elems)))
+                return rc;
+            for (uint32_t k = 0; k < nsel; k++) /* small values, for the copies below */
+                if (!l->sel[k].var)
+                    __builtin_prefetch(v[k].data);
+        }
+        s->lengths[i] = (int64_t)MIN(elems, L);
+    }
+    if (nsel == 1) {
+        pad_field(l, s, f0, s->views, 1, s->data);
+        return 0;
+    }
+    for (uint32_t k = 0; k < nsel; k++)
+        pad_field(l, s, &l->sel[k], s->views + k, nsel, s->data + l->sel[k].off);
+    return 0;
+}
+
+/* PACK, chosen field k of every segment (from seg_src[g * nsel + k]): a
+ * variable-length field's pieces into their rows (the last row's tail
+ * padded), a fixed-shape field's value per segment into segf[k]. Inlined
+ * with nsel constant 1 for the one-field case. */
+static inline __attribute__((always_inline)) void
+pack_field(const cxlp_loader *l, struct slot *s, uint32_t k, uint32_t nsel)
+{
+    /* locals: the copies could alias *l, *f and *s for all the compiler knows */
+    const struct lfield *f = &l->sel[k];
+    const uint8_t *const *src = s->seg_src + k;
+    const uint64_t n = s->b.n_segments, isz = (uint64_t)f->isz, rb = f->row_bytes, size = f->size;
+    const int64_t *row = s->seg_row, *start = s->seg_start, *len = s->seg_len;
+    if (!f->var) {
+        uint8_t *dst = s->segf[k];
+        for (uint64_t g = 0; g < n; g++)
+            memcpy(dst + g * size, src[g * nsel], (size_t)size);
+        return;
+    }
+    uint8_t *dst = s->data + f->off;
+    for (uint64_t g = 0; g < n; g++)
+        memcpy(dst + (uint64_t)row[g] * rb + (uint64_t)start[g] * isz, src[g * nsel],
+               (size_t)((uint64_t)len[g] * isz));
+    uint32_t last = s->b.rows - 1;
+    if (s->b.rows && (uint64_t)s->lengths[last] < l->o.seq_len)
+        fill_elems(dst + last * rb + (uint64_t)s->lengths[last] * isz,
+                   l->o.seq_len - (uint64_t)s->lengths[last], f->dtype, l->o.pad_value);
+}
+
+/* PACK of several fields: the chosen fields of every segment's record, all
+ * looked up before any copy (so that on a random order the cache misses
+ * overlap), checked against the planned field's length and put in
+ * seg_src. A record's segments are consecutive: one lookup each. */
+static int pack_lookup(cxlp_loader *l, struct slot *s)
+{
+    const uint32_t nsel = l->nsel, var0 = l->var0;
+    const uint64_t isz0 = (uint64_t)l->sel[var0].isz;
+    struct cxlp_view v[CXLP_MAX_FIELDS];
+    for (uint64_t g = 0; g < s->b.n_segments; g++) {
+        if (g == 0 || s->ids[g] != s->ids[g - 1]) {
+            int rc = read_sel(l, s->ids[g], v);
+            if (rc)
+                return read_fail(l, s->ids[g], rc);
+            if ((rc = check_fields(l, s->ids[g], v, v[var0].len / isz0)))
+                return rc;
+        }
+        for (uint32_t k = 0; k < nsel; k++) {
+            const struct lfield *f = &l->sel[k];
+            if (k == var0)
+                continue; /* planning's */
+            if (!f->var)
+                __builtin_prefetch(v[k].data); /* small values, for the copies */
+            s->seg_src[g * nsel + k] = (const uint8_t *)v[k].data +
+                                       (f->var ? (uint64_t)s->seg_offset[g] * (uint64_t)f->isz : 0);
+        }
     }
     return 0;
 }
 
 static int gather_pack(cxlp_loader *l, struct slot *s)
 {
-    const uint64_t isz = (uint64_t)l->itemsize;
-    for (uint64_t k = 0; k < s->b.n_segments; k++)
-        memcpy(s->data + (uint64_t)s->seg_row[k] * l->row_bytes + (uint64_t)s->seg_start[k] * isz,
-               s->seg_src[k], (size_t)((uint64_t)s->seg_len[k] * isz));
-    uint32_t last = s->b.rows - 1;
-    if (s->b.rows && (uint64_t)s->lengths[last] < l->o.seq_len)
-        fill_elems(s->data + last * l->row_bytes + (uint64_t)s->lengths[last] * isz,
-                   l->o.seq_len - (uint64_t)s->lengths[last], l->src.dtype, l->o.pad_value);
-    return 0;
+    if (l->nsel == 1) {
+        pack_field(l, s, 0, 1);
+        return 0;
+    }
+    int rc = pack_lookup(l, s);
+    for (uint32_t k = 0; k < l->nsel && !rc; k++)
+        pack_field(l, s, k, l->nsel);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- threads  */
@@ -524,6 +721,9 @@ static void *worker(void *arg)
         s->b.seg_start = s->seg_start;
         s->b.seg_len = s->seg_len;
         s->b.seg_offset = s->seg_offset;
+        for (uint32_t f = 0; f < l->nsel; f++)
+            s->b.field_data[f] = l->sel[f].in_slot ? s->data + l->sel[f].off : s->segf[f];
+        s->b.data = s->b.field_data[0];
         if (rc || rows == 0) {
             /* an error ends the stream after this batch; an empty plan is the end */
             set_end(l, rc ? k + 1 : k);
@@ -584,6 +784,8 @@ static void slot_free(cxlp_loader *l, struct slot *s)
     free(s->seg_len);
     free(s->seg_offset);
     free(s->seg_src);
+    for (uint32_t k = 0; k < CXLP_MAX_FIELDS; k++)
+        free(s->segf[k]);
     if (s->data && s->own_map)
         munmap(s->data, (size_t)l->slot_bytes);
     free(s);
@@ -658,12 +860,17 @@ static int slot_add(cxlp_loader *l)
     s->b.data = s->data;
     s->b.row_bytes = l->row_bytes;
     s->b.slot = l->nslots;
+    s->b.n_fields = l->nsel;
+    for (uint32_t k = 0; k < l->nsel; k++) {
+        s->b.field_data[k] = s->data + l->sel[k].off;
+        s->b.field_row_bytes[k] = l->sel[k].row_bytes;
+    }
     int bad = 0;
     if (l->o.collate == CXLP_COLLATE_PACK) {
-        bad = grow_segments(s, rows * 2) != 0;
+        bad = grow_segments(l, s, rows * 2) != 0;
     } else {
         s->ids = malloc(rows * sizeof(uint64_t));
-        s->views = malloc(rows * sizeof(struct cxlp_view));
+        s->views = malloc(rows * l->nsel * sizeof(struct cxlp_view));
         s->ids_cap = rows;
         bad = !s->ids || !s->views;
     }
@@ -701,7 +908,42 @@ static void unref(cxlp_loader *l)
         destroy(l);
 }
 
-static int check_opts(const struct rec_src *src, const struct cxlp_loader_opts *o)
+/* The chosen fields (opts->fields, or every field) as sel[]. */
+static int resolve_fields(cxlp_loader *l, const struct rec_src *src,
+                          const struct cxlp_loader_opts *o)
+{
+    if (o->n_fields > CXLP_MAX_FIELDS)
+        return seterr(NULL, CXLP_EARG, "loader: n_fields %u is more than %d", o->n_fields,
+                      CXLP_MAX_FIELDS);
+    if (!src->read_fields) { /* a source of one field */
+        if (o->n_fields > 1 || (o->n_fields == 1 && o->fields[0] != 0))
+            return seterr(NULL, CXLP_EARG, "loader: the source has one field (field 0)");
+        int isz = cxlp_dtype_size(src->dtype);
+        l->nsel = 1;
+        l->sel[0] = (struct lfield){.field = 0, .var = !src->fixed, .size = src->record_size,
+                                    .dtype = src->dtype, .isz = isz > 0 ? isz : 1};
+        return 0;
+    }
+    const struct cxlp_schema *sc = src->schema;
+    l->nsel = o->n_fields ? o->n_fields : sc->n_fields;
+    for (uint32_t k = 0; k < l->nsel; k++) {
+        uint32_t f = o->n_fields ? o->fields[k] : k;
+        if (f >= sc->n_fields)
+            return seterr(NULL, CXLP_EARG, "loader: fields[%u] = %u, the dataset has %u fields",
+                          k, f, sc->n_fields);
+        for (uint32_t j = 0; j < k; j++)
+            if (l->sel[j].field == f)
+                return seterr(NULL, CXLP_EARG, "loader: field %u (%s) chosen twice", f,
+                              sc->fields[f].name);
+        const struct cxlp_field *fd = &sc->fields[f];
+        l->sel[k] = (struct lfield){.field = f, .var = CXLP_FIELD_VAR(fd),
+                                    .size = schema_field_size(fd), .dtype = fd->dtype,
+                                    .isz = cxlp_dtype_size(fd->dtype)};
+    }
+    return 0;
+}
+
+static int check_opts(const cxlp_loader *l, const struct cxlp_loader_opts *o)
 {
     if (o->batch_size == 0)
         return seterr(NULL, CXLP_EARG, "loader: batch_size must be > 0");
@@ -711,21 +953,27 @@ static int check_opts(const struct rec_src *src, const struct cxlp_loader_opts *
         return seterr(NULL, CXLP_EARG, "loader: slots %u is more than %u", o->slots, DELIVER);
     if (o->prefetch > 64)
         return seterr(NULL, CXLP_EARG, "loader: prefetch %u is more than 64", o->prefetch);
+    uint32_t nvar = 0, first_var = 0;
+    for (uint32_t k = 0; k < l->nsel; k++)
+        if (l->sel[k].var && !nvar++)
+            first_var = k;
     switch (o->collate) {
     case CXLP_COLLATE_STACK:
-        if (!src->fixed)
+        if (nvar)
             return seterr(NULL, CXLP_EARG,
-                          "loader: collate STACK needs fixed-size records; use PAD or PACK");
+                          "loader: collate STACK needs fixed-size records (field %u is "
+                          "variable-length); use PAD or PACK", l->sel[first_var].field);
         break;
     case CXLP_COLLATE_PAD:
     case CXLP_COLLATE_PACK:
-        if (src->fixed)
+        if (!nvar)
             return seterr(NULL, CXLP_EARG,
                           "loader: collate PAD/PACK is for variable-size records; use STACK");
         if (o->seq_len == 0)
             return seterr(NULL, CXLP_EARG, "loader: seq_len must be > 0 for PAD and PACK");
-        if (cxlp_dtype_size(src->dtype) <= 0)
-            return seterr(NULL, CXLP_EARG, "loader: unknown element dtype %d", src->dtype);
+        for (uint32_t k = 0; k < l->nsel; k++)
+            if (cxlp_dtype_size(l->sel[k].dtype) <= 0)
+                return seterr(NULL, CXLP_EARG, "loader: unknown element dtype %d", l->sel[k].dtype);
         break;
     default:
         return seterr(NULL, CXLP_EARG, "loader: unknown collate %d", o->collate);
@@ -806,16 +1054,20 @@ uint32_t cxlp_loader_default_threads(const cxlp_store *s, uint32_t threads, int 
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,
                       cxlp_index_fn index_fn, void *index_ctx, cxlp_loader **out)
 {
-    if (!src || !opts || !index_fn || !out)
+    if (!src || !opts || !index_fn || !out || (src->read_fields && !src->schema))
         return seterr(NULL, CXLP_EARG, "loader: NULL argument");
-    int rc = check_opts(src, opts);
-    if (rc)
-        return rc;
     if (opts->tier_policy < 0 || opts->tier_policy > CXLP_POLICY_FULL_PREFETCH)
         return seterr(NULL, CXLP_EARG, "loader: tier_policy %d is not a policy", opts->tier_policy);
     cxlp_loader *l = calloc(1, sizeof *l);
     if (!l)
         return -ENOMEM;
+    int rc = resolve_fields(l, src, opts);
+    if (!rc)
+        rc = check_opts(l, opts);
+    if (rc) {
+        free(l);
+        return rc;
+    }
     obj_init(&l->obj);
     l->src = *src;
     l->tier = src->tier; /* before any thread starts */
@@ -833,16 +1085,29 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     pthread_mutex_init(&l->mu, NULL);
     pthread_mutex_init(&l->plan_mu, NULL);
 
-    uint64_t rows = opts->batch_size;
-    if (opts->collate == CXLP_COLLATE_STACK) {
-        l->row_bytes = src->record_size;
-    } else {
-        l->itemsize = cxlp_dtype_size(src->dtype);
-        if (mul_overflow_u64(opts->seq_len, (uint64_t)l->itemsize, &l->row_bytes))
+    /* each chosen field's region of the slot, 64-byte aligned */
+    uint64_t rows = opts->batch_size, slot_bytes = 0;
+    for (uint32_t k = 0; k < l->nsel; k++) {
+        struct lfield *f = &l->sel[k];
+        l->fidx[k] = f->field;
+        f->in_slot = !(opts->collate == CXLP_COLLATE_PACK && !f->var);
+        f->row_bytes = f->size;
+        if (f->var && mul_overflow_u64(opts->seq_len, (uint64_t)f->isz, &f->row_bytes))
             goto too_big;
+        if (!f->in_slot)
+            continue;
+        uint64_t bytes;
+        f->off = ALIGN_UP(slot_bytes, 64);
+        if (mul_overflow_u64(rows, f->row_bytes, &bytes) || bytes > ((uint64_t)1 << 40))
+            goto too_big;
+        slot_bytes = f->off + bytes;
     }
-    uint64_t slot_bytes;
-    if (mul_overflow_u64(rows, l->row_bytes, &slot_bytes) || slot_bytes > ((uint64_t)1 << 40))
+    for (uint32_t k = l->nsel; k-- > 0;)
+        if (l->sel[k].var)
+            l->var0 = k;
+    l->itemsize = l->sel[l->var0].isz;
+    l->row_bytes = l->sel[0].row_bytes;
+    if (slot_bytes > ((uint64_t)1 << 40))
         goto too_big;
     l->slot_bytes = ALIGN_UP(slot_bytes ? slot_bytes : 1, 4096);
     if (l->slot_bytes >= (UINT64_C(2) << 20)) /* whole 2 MiB pages (slot_map) */
@@ -916,15 +1181,16 @@ fail:
     return rc;
 }
 
-static int store_read_fn(const void *ctx, uint64_t id, struct cxlp_view *v)
+static int store_read_fields_fn(const void *ctx, uint64_t id, const uint32_t *f, uint32_t n,
+                                struct cxlp_view *v)
 {
-    return cxlp_store_read(ctx, id, v);
+    return store_read_fields(ctx, id, f, n, v);
 }
 
-static int store_resolve_fn(const void *ctx, const uint64_t *ids, size_t n,
-                            struct cxlp_view *out, size_t *bad)
+static int store_resolve_fn(const void *ctx, const uint64_t *ids, size_t n, const uint32_t *f,
+                            uint32_t nf, struct cxlp_view *out, size_t *bad)
 {
-    return store_resolve(ctx, ids, n, out, bad);
+    return store_resolve(ctx, ids, n, f, nf, out, bad);
 }
 
 int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
@@ -932,15 +1198,12 @@ int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
 {
     if (!s)
         return seterr(NULL, CXLP_EARG, "loader: store is NULL");
-    const struct cxlp_schema *sc = cxlp_store_schema(s);
     struct rec_src src = {
-        .read = store_read_fn,
-        .check = store_check,
-        .resolve = store_resolve_fn,
         .ctx = s,
-        .fixed = sc->fixed,
-        .record_size = sc->record_size,
-        .dtype = sc->n_fields ? sc->fields[0].dtype : CXLP_DT_U8,
+        .read_fields = store_read_fields_fn,
+        .schema = cxlp_store_schema(s),
+        .resolve = store_resolve_fn,
+        .check = store_check,
         .node = store_numa_node(s),
     };
     struct tier_engine *eng = NULL;
@@ -949,7 +1212,7 @@ int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
         int rc = engine_create(s, opts, index_fn, index_ctx, &eng);
         if (rc)
             return rc;
-        src.read = engine_read; /* records through the batch's map */
+        src.read_fields = engine_read_fields; /* records through the batch's map */
         src.check = engine_check;
         src.resolve = NULL;
         src.ctx = eng;

@@ -10,17 +10,25 @@
 #include "common/common.h"
 
 struct rec_src {
-    /* Record id as a view valid for the loader's lifetime. Thread-safe. */
+    /* Record id as a view valid for the loader's lifetime. Thread-safe.
+     * Used when read_fields is NULL: a source of one field described by
+     * fixed, record_size and dtype. */
     int (*read)(const void *ctx, uint64_t id, struct cxlp_view *v);
-    /* Optional: views of ids[0..n) at once (one call per batch instead of
-     * one per record); on failure the code of the first bad id and its
-     * index in *bad. NULL: read() per id. Thread-safe. */
-    int (*resolve)(const void *ctx, const uint64_t *ids, size_t n, struct cxlp_view *out,
-                   size_t *bad);
     const void *ctx;
     int fixed;               /* 1: every record is record_size bytes */
     uint64_t record_size;
     int dtype;               /* element type of variable-size records */
+    /* A source of several fields: fields f[0..n) of record id into v[0..n)
+     * (one lookup of the record), and the schema that describes them. */
+    int (*read_fields)(const void *ctx, uint64_t id, const uint32_t *f, uint32_t n,
+                       struct cxlp_view *v);
+    const struct cxlp_schema *schema;
+    /* Optional: fields f[0..nf) of records ids[0..n) at once, record i's
+     * field j into out[i * nf + j] (one call per batch instead of one per
+     * record); on failure the code of the first bad id and its index in
+     * *bad. NULL: read_fields (or read) per id. Thread-safe. */
+    int (*resolve)(const void *ctx, const uint64_t *ids, size_t n, const uint32_t *f,
+                   uint32_t nf, struct cxlp_view *out, size_t *bad);
     /* After a batch during which read_alarm moved: 0 when the source is
      * still intact, else the code (thread's message says why). May be NULL. */
     int (*check)(const void *ctx);

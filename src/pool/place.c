@@ -246,6 +246,15 @@ static int defer_drops(struct txn *t, uint64_t states_off, uint64_t k, const uin
     return 0;
 }
 
+/* Grows the location epoch after words stopped naming copies. */
+static void epoch_grow(struct attach *a)
+{
+    /* pairs with the acquire load of hdr->loc_epoch in attach_pin_epoch */
+    host_store(a, &a->hdr->loc_epoch, host_load(a, &a->hdr->loc_epoch) + 1);
+    at_fence_seq_cst();
+    (void)media_sync(&a->m, offsetof(struct pool_hdr, loc_epoch), 8);
+}
+
 /* After the flip: clears the dropped words, grows the epoch. A writer
  * deposed since its flip clears nothing: the frees it deferred name words
  * that still name their copies, so the next writer's reclaim cancels them
@@ -266,10 +275,26 @@ static void apply_drops(struct txn *t, uint64_t *w, uint32_t clear, uint64_t len
         ctr_add(a, d, offsetof(struct pool_tier_ctr, evictions), 1);
     }
     fault_point("drop-after-clear");
-    /* pairs with the acquire load of hdr->loc_epoch in attach_pin_epoch */
-    host_store(a, &a->hdr->loc_epoch, host_load(a, &a->hdr->loc_epoch) + 1);
-    at_fence_seq_cst();
-    (void)media_sync(&a->m, offsetof(struct pool_hdr, loc_epoch), 8);
+    epoch_grow(a);
+}
+
+void pool_words_retire(struct txn *t, uint64_t states_off, uint64_t n_shards)
+{
+    struct attach *a = t->p->a;
+    uint64_t *st = attach_states(a, states_off);
+    const uint32_t stride = attach_stride(a);
+    int changed = 0;
+    for (uint64_t k = 0; k < n_shards; k++)
+        for (uint32_t d = 0; d < a->L.n_tiers; d++) {
+            uint64_t *w = &st[k * stride + 1 + d], old = host_load(a, w);
+            if (d == a->L.home || !loc_present(old))
+                continue;
+            if (word_set(t, w, old, loc_next_absent(old)))
+                return;
+            changed = 1;
+        }
+    if (changed)
+        epoch_grow(a);
 }
 
 int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier,

@@ -195,6 +195,13 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
 /* Sets the policy field of dataset name's record (one catalog flip; the
  * tier layer gives it meaning). CXLP_ENOTFOUND. */
 int pool_set_policy(cxlp_pool *p, const char *name, uint32_t policy);
+/* Publishes dataset name made of the records of datasets parts[0..n) in
+ * that order (their shards, record ids renumbered) and removes the parts,
+ * in one atomic catalog flip: no extent moves or is copied. The parts must
+ * have the same schema and no document index. CXLP_EEXIST (name taken),
+ * CXLP_ENOTFOUND (a part missing), CXLP_EARG (part twice, other schema),
+ * CXLP_EUNSUPPORTED (document index), CXLP_ECATFULL. */
+int pool_concat(cxlp_pool *p, const char *name, const char *const *parts, size_t n_parts);
 /* Makes [off, off+len) of where's object durable (file backend) and, on a
  * non-coherent pool, writes its lines back to memory: every byte a publish
  * will name goes through here first. */

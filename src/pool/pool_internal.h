@@ -214,6 +214,11 @@ int where_object(const struct pool_layout *L, int where);
  * that copy. */
 int word_names(const struct attach *a, const struct cat *c, uint64_t states_off,
                uint64_t shard, uint32_t tier, uint64_t off);
+/* After a flip that took a dataset's shards to another (concat): the old
+ * states of n_shards shards stop naming copies in every tier but the home
+ * (fenced word changes, then the epoch grows). Under the writer lock t. */
+struct txn;
+void pool_words_retire(struct txn *t, uint64_t states_off, uint64_t n_shards);
 
 /* txn.c */
 /* Backs [off, off+len) of m with storage now (media_prepare; huge: on 2 MiB

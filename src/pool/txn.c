@@ -1,5 +1,5 @@
 /*
- * txn.c - write transactions: reserve, unreserve, publish, remove.
+ * txn.c - write transactions: reserve, unreserve, publish, remove, concat.
  *
  * Every transaction is
  *   lock -> snapshot current catalog (gen g) -> reclaim -> change the
@@ -42,12 +42,15 @@
  * reserve moves free -> reserved; publish moves reserved -> used (and the
  * unused rest of the publishing reservations -> free; the shard table and
  * states are carved from free space of object 0); remove moves used ->
- * deferred; reclaim moves reserved/deferred -> free. Placement (place.c)
- * moves reserved -> used (a copy) and used -> deferred (a dropped copy).
+ * deferred; concat moves a dataset's copies to the new dataset (its table
+ * and states are written anew; the parts' go to deferred); reclaim moves
+ * reserved/deferred -> free. Placement (place.c) moves reserved -> used (a
+ * copy) and used -> deferred (a dropped copy).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <xxhash.h>
@@ -482,14 +485,12 @@ static int check_ds_extent(cxlp_pool *p, const struct cat *c, uint8_t *used_resv
 /* Writes the shard table and the states of a new dataset into extents
  * carved from object 0 (free in the committed catalog, so nobody reads them
  * before the flip, and a crash before it leaves them free). */
-static int write_meta(struct txn *t, struct cat_ds *rec, const struct pool_shard *shards,
-                      uint32_t ingest)
+static int meta_alloc(struct txn *t, const struct cat_ds *rec, struct pool_shent **tabp,
+                      uint64_t **stp)
 {
     cxlp_pool *p = t->p;
     struct attach *a = p->a;
     const uint64_t n = rec->d.n_shards, stride = attach_stride(a);
-    if (n == 0)
-        return 0;
     uint64_t tl = n * sizeof(struct pool_shent), sl = n * stride * 8;
     uint64_t toff, soff;
     if (ext_alloc(&t->c, 0, ALIGN_UP(tl, POOL_EXTENT_ALIGN), &toff))
@@ -505,16 +506,23 @@ static int write_meta(struct txn *t, struct cat_ds *rec, const struct pool_shard
         return seterr(&p->obj, rc, "%s: cannot back the shard table and states of '%s': %s",
                       a->m.path, rec->d.info.name, cxlp_strerror(rc));
     uint8_t *base = a->m.base;
-    struct pool_shent *tab = (struct pool_shent *)(base + toff);
-    uint64_t *st = (uint64_t *)(base + soff);
-    memset(st, 0, sl);
-    for (uint64_t k = 0; k < n; k++) {
-        tab[k] = (struct pool_shent){.len = shards[k].len, .n_records = shards[k].n_records,
-                                     .data_len = shards[k].data_len,
-                                     .checksum = shards[k].checksum};
-        st[k * stride + 1 + ingest] = loc_next_present(0, shards[k].off, 0);
-    }
-    rc = media_sync(&a->m, toff, tl);
+    *tabp = (struct pool_shent *)(base + toff);
+    *stp = (uint64_t *)(base + soff);
+    memset(*stp, 0, sl);
+    return 0;
+}
+
+/* Makes the table and states meta_alloc gave (now filled) durable and, on a
+ * non-coherent pool, written back, and names them in rec. */
+static int meta_seal(struct txn *t, struct cat_ds *rec, struct pool_shent *tab, uint64_t *st)
+{
+    cxlp_pool *p = t->p;
+    struct attach *a = p->a;
+    const uint64_t n = rec->d.n_shards, stride = attach_stride(a);
+    uint64_t tl = n * sizeof(struct pool_shent), sl = n * stride * 8;
+    const uint8_t *base = a->m.base;
+    uint64_t toff = (uint64_t)((const uint8_t *)tab - base), soff = (uint64_t)((uint8_t *)st - base);
+    int rc = media_sync(&a->m, toff, tl);
     if (!rc)
         rc = media_sync(&a->m, soff, sl);
     if (rc)
@@ -528,6 +536,26 @@ static int write_meta(struct txn *t, struct cat_ds *rec, const struct pool_shard
     rec->table_checksum = XXH3_64bits(tab, tl);
     rec->states = (struct pool_extent){soff, sl};
     return 0;
+}
+
+static int write_meta(struct txn *t, struct cat_ds *rec, const struct pool_shard *shards,
+                      uint32_t ingest)
+{
+    const uint64_t n = rec->d.n_shards, stride = attach_stride(t->p->a);
+    if (n == 0)
+        return 0;
+    struct pool_shent *tab;
+    uint64_t *st;
+    int rc = meta_alloc(t, rec, &tab, &st);
+    if (rc)
+        return rc;
+    for (uint64_t k = 0; k < n; k++) {
+        tab[k] = (struct pool_shent){.len = shards[k].len, .n_records = shards[k].n_records,
+                                     .data_len = shards[k].data_len,
+                                     .checksum = shards[k].checksum};
+        st[k * stride + 1 + ingest] = loc_next_present(0, shards[k].off, 0);
+    }
+    return meta_seal(t, rec, tab, st);
 }
 
 int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards)
@@ -753,4 +781,151 @@ int pool_sync(cxlp_pool *p, int where, uint64_t off, uint64_t len)
     if (p->a->noncoherent)
         cache_writeback((uint8_t *)m->base + off, len);
     return 0;
+}
+
+int pool_concat(cxlp_pool *p, const char *name, const char *const *parts, size_t n_parts)
+{
+    int rc = writable_handle(p, "pool_concat");
+    if (rc)
+        return rc;
+    if (!name || !parts || n_parts == 0 || n_parts > UINT32_MAX)
+        return seterr(&p->obj, CXLP_EARG, "pool_concat: no name or no parts");
+    size_t nl = strnlen(name, CXLP_NAME_MAX);
+    if (nl == 0 || nl == CXLP_NAME_MAX)
+        return seterr(&p->obj, CXLP_EARG, "pool_concat: name empty or longer than %d",
+                      CXLP_NAME_MAX - 1);
+    int64_t *idx = calloc(n_parts, sizeof *idx);
+    if (!idx)
+        return seterr(&p->obj, -ENOMEM, "pool_concat: out of memory");
+    struct attach *a = p->a;
+    struct txn t;
+    if ((rc = txn_begin(&t, p))) {
+        free(idx);
+        return rc;
+    }
+    struct cat *c = &t.c;
+    uint64_t *old_states = NULL, *old_n = NULL;
+    if (cat_find(c, name) >= 0) {
+        rc = seterr(&p->obj, CXLP_EEXIST, "%s: dataset '%s' already published", p->a->m.path, name);
+        goto out;
+    }
+    uint64_t n_sh = 0;
+    for (size_t k = 0; k < n_parts; k++) {
+        idx[k] = parts[k] ? cat_find(c, parts[k]) : -1;
+        if (idx[k] < 0) {
+            rc = seterr(&p->obj, CXLP_ENOTFOUND, "%s: concat '%s': no part '%s'", p->a->m.path,
+                        name, parts[k] ? parts[k] : "(null)");
+            goto out;
+        }
+        const struct pool_dataset *d = &c->ds[idx[k]].d, *d0 = &c->ds[idx[0]].d;
+        for (size_t j = 0; j < k; j++)
+            if (idx[j] == idx[k]) {
+                rc = seterr(&p->obj, CXLP_EARG, "concat '%s': part '%s' given twice", name, parts[k]);
+                goto out;
+            }
+        if (memcmp(&d->schema, &d0->schema, sizeof d->schema) != 0) {
+            rc = seterr(&p->obj, CXLP_EARG, "concat '%s': part '%s' has another schema than '%s'",
+                        name, parts[k], parts[0]);
+            goto out;
+        }
+        if (d->docs.len) {
+            rc = seterr(&p->obj, CXLP_EUNSUPPORTED, "concat '%s': part '%s' has a document index",
+                        name, parts[k]);
+            goto out;
+        }
+        n_sh += d->n_shards;
+    }
+    if (n_sh > UINT32_MAX) {
+        rc = seterr(&p->obj, CXLP_EUNSUPPORTED, "concat '%s': %llu shards, a dataset holds at "
+                    "most %u", name, (unsigned long long)n_sh, UINT32_MAX);
+        goto out;
+    }
+    /* the new record: the parts' shard tables and states (every copy's
+     * location, read under the writer lock, which every location change
+     * holds) back to back in extents of its own */
+    struct cat_ds rec;
+    memset(&rec, 0, sizeof rec);
+    const struct pool_dataset *d0 = &c->ds[idx[0]].d;
+    rec.d.schema = d0->schema;
+    rec.d.policy = d0->policy;
+    rec.d.info.fixed = d0->info.fixed;
+    rec.d.info.record_size = d0->info.record_size;
+    strlcpy0(rec.d.info.name, name, sizeof rec.d.info.name);
+    rec.d.n_shards = (uint32_t)n_sh;
+    rec.d.info.n_shards = (uint32_t)n_sh;
+    rec.d.info.created_unix = (uint64_t)time(NULL);
+    rec.d.info.version = t.gen + 1;
+    const uint64_t stride = attach_stride(a);
+    old_states = calloc(n_parts, sizeof *old_states);
+    old_n = calloc(n_parts, sizeof *old_n);
+    if (!old_states || !old_n)
+        goto nomem;
+    if (n_sh) {
+        struct pool_shent *tab;
+        uint64_t *st;
+        if ((rc = meta_alloc(&t, &rec, &tab, &st)))
+            goto out;
+        uint64_t at = 0;
+        for (size_t k = 0; k < n_parts; k++) {
+            const struct cat_ds *d = &c->ds[idx[k]];
+            const uint64_t n = d->d.n_shards;
+            if (!n)
+                continue;
+            memcpy(tab + at, attach_base(a) + d->table.off, n * sizeof *tab);
+            const uint64_t *ost = attach_states(a, d->states.off);
+            for (uint64_t w = 0; w < n * stride; w++)
+                st[at * stride + w] = host_load(a, &ost[w]);
+            at += n;
+        }
+        if ((rc = meta_seal(&t, &rec, tab, st)))
+            goto out;
+    }
+    for (size_t k = 0; k < n_parts; k++) {
+        const struct cat_ds *d = &c->ds[idx[k]];
+        rec.d.info.n_records += d->d.info.n_records;
+        rec.d.info.data_bytes += d->d.info.data_bytes;
+        rec.d.info.stored_bytes += d->d.info.stored_bytes;
+        old_states[k] = d->states.off;
+        old_n[k] = d->d.n_shards;
+    }
+    /* the parts go; their copies are the new dataset's now, their tables
+     * and states wait for the readers of older generations */
+    const uint64_t g = t.gen + 1;
+    for (size_t done = 0; done < n_parts; done++) {
+        size_t hi = 0;
+        for (size_t k = 1; k < n_parts; k++)
+            if (idx[k] > idx[hi])
+                hi = k;
+        const struct cat_ds *d = &c->ds[idx[hi]];
+        struct pool_extent meta[2] = {d->table, d->states};
+        for (int m = 0; m < 2; m++) {
+            if (meta[m].len == 0)
+                continue;
+            struct cat_def e = {.off = meta[m].off, .len = ALIGN_UP(meta[m].len, POOL_EXTENT_ALIGN),
+                                .freed = g, .kind = DEF_EXTENT, .clock = CLOCK_GEN};
+            if (push_def(c, e))
+                goto nomem;
+        }
+        arr_del(c->ds, &c->n_ds, sizeof *c->ds, (uint64_t)idx[hi]);
+        idx[hi] = -1;
+    }
+    if (arr_push(&c->ds, &c->n_ds, &c->cap_ds, sizeof rec, &rec))
+        goto nomem;
+    if ((rc = txn_commit(&t, 0)))
+        goto out;
+    /* stores of the parts opened before (in any process) still load their
+     * old words; those would go stale as the new dataset's copies move, so
+     * they stop naming memory copies now (their readers fetch, and are told
+     * the dataset is gone) */
+    for (size_t k = 0; k < n_parts && a->L.n_tiers > 1; k++)
+        pool_words_retire(&t, old_states[k], old_n[k]);
+    goto out;
+nomem:
+    rc = seterr(&p->obj, -ENOMEM, "pool_concat: out of memory");
+out:
+    free(old_states);
+    free(old_n);
+    free(idx);
+    txn_end(&t);
+    return rc;
 }

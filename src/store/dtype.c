@@ -20,7 +20,7 @@ static const struct {
     [CXLP_DT_U64] = {"uint64", 8},   [CXLP_DT_I64] = {"int64", 8},
     [CXLP_DT_F16] = {"float16", 2},  [CXLP_DT_BF16] = {"bfloat16", 2},
     [CXLP_DT_F32] = {"float32", 4},  [CXLP_DT_F64] = {"float64", 8},
-    [CXLP_DT_BOOL] = {"bool", 1},
+    [CXLP_DT_BOOL] = {"bool", 1},    [CXLP_DT_STR] = {"str", 1},
 };
 
 static const struct {

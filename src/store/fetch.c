@@ -193,8 +193,9 @@ int store_copy(cxlp_store *s, uint64_t k, uint32_t t, unsigned flags, uint32_t d
     rc = read_source(s, k, t, dst, ext.len, io, &cs);
     if (!rc) {
         struct shard g;
+        struct shard_col cols[SHARD_MAX_COLS];
         char err[ERRMSG_MAX];
-        rc = store_shard_check(s, k, dst, &g, "new copy");
+        rc = store_shard_check(s, k, dst, &g, cols, 0, "new copy");
         if (!rc && (rc = shard_verify(&g, err, sizeof err)))
             seterr(NULL, rc, "dataset %s shard %" PRIu64 " (new copy in tier %u): %s", s->name,
                    k, t, err);
@@ -222,7 +223,7 @@ out:
 }
 
 int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t **buf,
-                       struct shard *g)
+                       struct shard *g, struct shard_col *cols)
 {
     *buf = NULL;
     if (k >= s->n_shards)
@@ -235,7 +236,7 @@ int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t *
                       "copy of %" PRIu64 " bytes", s->name, k, len);
     int rc = read_source(s, k, UINT32_MAX, p, len, io, NULL);
     if (!rc)
-        rc = store_shard_check(s, k, p, g, "private copy");
+        rc = store_shard_check(s, k, p, g, cols, 0, "private copy");
     char err[ERRMSG_MAX];
     if (!rc && (rc = shard_verify(g, err, sizeof err)))
         seterr(NULL, rc, "dataset %s shard %" PRIu64 " (private copy): %s", s->name, k, err);

@@ -46,10 +46,12 @@ int store_copy(cxlp_store *s, uint64_t k, uint32_t t, unsigned flags, uint32_t d
 int store_fetch(cxlp_store *s, uint64_t k, unsigned flags);
 /* Shard k read, checked and verified into private memory (*buf, for
  * free()), described by g: what a batch reads when no memory tier has
- * room for a copy. Nothing in the pool changes. */
+ * room for a copy (its columns in cols[0..ncols)). Nothing in the pool
+ * changes. */
 struct shard;
+struct shard_col;
 int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t **buf,
-                       struct shard *g);
+                       struct shard *g, struct shard_col *cols);
 /* The writable handle staging uses (opened on first use; owned by s). */
 int store_pool_rw(cxlp_store *s, cxlp_pool **out);
 

@@ -1,13 +1,12 @@
 /*
- * reader.c - an open dataset: a private snapshot of its catalog record and
- * shard table, one validated struct shard per shard, and the O(1) record
- * lookup the gather engine calls for every sample.
+ * reader.c - an open dataset: a private snapshot of its catalog record, one
+ * validated struct shard per shard, and the O(1) record lookup the gather
+ * engine calls for every sample.
  *
  * Lifetime: cxlp_store_open takes (through pool_lookup) a reference on the
  * pool's attachment and a lease pin on the catalog generation it read, so
- * the mappings stay and the dataset's extents are not reused while the
- * store is open, even after cxlp_pool_close or a cxlp_pool_remove of the
- * dataset.
+ * the mapping stays and the extents are not reused while the store is open,
+ * even after cxlp_pool_close or a cxlp_pool_remove of the dataset.
  *
  * Lookup: record idx lives in shard k with first[k] <= idx < first[k+1].
  *   per_shard != 0 (every shard but the last holds per_shard records, what
@@ -16,16 +15,22 @@
  *   bytes per shard: a 100 TB dataset of 256 MiB shards has 4*10^5 shards,
  *   19 probes in an array that stays in cache. An interpolation table would
  *   add memory and a second validation for no measurable gain at that size.
- * Then shard_record (shard.h) turns the in-shard index into a view, with
- * bounds checks on everything it loads from shared memory.
+ * Then shard_col_record (shard.h) turns the in-shard index into a view of
+ * one column, with bounds checks on everything it loads from shared memory.
+ *
+ * Columns: shards of format 2 hold one column per field (cols[k * ncols +
+ * f] is field f of shard k). A dataset written in format 1 has one column:
+ * its records whole, a multi-field fixed-size record with its fields at
+ * their offsets (rows = 1); cxlp_store_read_field cuts the field out of the
+ * record there. Every shard of a dataset has the same format.
  *
  * Where a shard is. In a pool of one tier a shard never moves: every shard
  * header is validated at open and the read path touches nothing else. In a
  * tiered pool the read path loads the shard's location words (pool/loc.h)
  * under a location epoch pin, fastest memory tier first, and reads the copy
  * it finds. Every copy holds the same bytes (a copy is verified against the
- * shard's checksum before its word is published), so the shard's geometry
- * is validated once, from the first copy read, and rebased onto the copy at
+ * shard's digest before its word is published), so the shard's geometry is
+ * validated once, from the first copy read, and rebased onto the copy at
  * hand (shard_at): every access stays inside that copy's extent whatever
  * its bytes. A shard with no copy in a memory tier is fetched on demand
  * (fetch.c) by the callers that may wait.
@@ -76,6 +81,7 @@ static void store_free(cxlp_store *s)
         pthread_mutex_destroy(&s->mu);
     free(s->first);
     free(s->shards);
+    free(s->cols);
     free(s->ready);
     free(s->loc);
     s->obj.magic = 0;
@@ -89,41 +95,91 @@ static int open_fail(cxlp_store *s, cxlp_pool *p, int rc)
     return rc;
 }
 
-/* shard_open, after dropping stale lines of the header and the index on a
- * non-coherent pool: the header first (it says where the index is), then
- * the index, then open again on fresh lines. */
-static int open_shard(const cxlp_store *s, struct shard *sh, const uint8_t *p, uint64_t len,
-                      char *err, size_t errlen)
+/* Checks shard k's columns against the schema: format 2, one column per
+ * field of the field's kind and size; format 1, one column of whole records
+ * (the first shard fixes which; every shard must agree). */
+static int shard_matches(cxlp_store *s, const struct cxlp_schema *sc, const struct shard *sh,
+                         uint64_t k, int settle, char *err, size_t errlen)
 {
-    if (!s->nc)
-        return shard_open(sh, p, len, err, errlen);
-    cache_invalidate(p, MIN(len, (uint64_t)SHARD_DATA_OFF));
-    int rc = shard_open(sh, p, len, err, errlen);
-    if (rc || sh->index_len == 0)
-        return rc;
-    cache_invalidate(p + sh->index_off, sh->index_len);
-    return shard_open(sh, p, len, err, errlen);
+    (void)k;
+    int v1 = sh->version == SHARD_VERSION_V1;
+    if (s->version == 0 && settle) { /* the first shard validated sets the format */
+        s->version = sh->version;
+        s->rows = v1 && sc->n_fields > 1;
+    }
+    if (s->version && sh->version != s->version) {
+        snprintf(err, errlen, "format version %u differs from the dataset's other shards' (%u)",
+                 sh->version, s->version);
+        return CXLP_ECORRUPT;
+    }
+    if (v1) {
+        const struct shard_col *c = &sh->col[0];
+        if ((c->kind == SHARD_KIND_FIXED) != (sc->fixed != 0) ||
+            (sc->fixed && c->record_size != sc->record_size) || (!sc->fixed && sc->n_fields != 1)) {
+            snprintf(err, errlen, "record kind/size differ from the schema");
+            return CXLP_ECORRUPT;
+        }
+        return 0;
+    }
+    if (sh->n_cols != sc->n_fields) {
+        snprintf(err, errlen, "%u columns, the schema has %u fields", sh->n_cols, sc->n_fields);
+        return CXLP_ECORRUPT;
+    }
+    for (uint32_t f = 0; f < sc->n_fields; f++) {
+        uint64_t size = schema_field_size(&sc->fields[f]);
+        const struct shard_col *c = &sh->col[f];
+        if ((c->kind == SHARD_KIND_FIXED) != (size != 0) || (size && c->record_size != size)) {
+            snprintf(err, errlen, "column %u: record kind/size differ from field %s", f,
+                     sc->fields[f].name);
+            return CXLP_ECORRUPT;
+        }
+    }
+    return 0;
 }
 
-/* Checks a copy's header against the shard table and fills geometry g
- * (pointers into the copy at base). */
-int store_shard_check(const cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
-                       const char *where)
+/* shard_open, after dropping stale lines of the header (with the column
+ * directory) and the indexes on a non-coherent pool: the header first (it
+ * says where the indexes are), then the indexes, then open again on fresh
+ * lines. */
+static int open_shard(const cxlp_store *s, struct shard *sh, struct shard_col *cols,
+                      const uint8_t *p, uint64_t len, char *err, size_t errlen)
+{
+    if (!s->nc)
+        return shard_open(sh, cols, s->ncols, p, len, err, errlen);
+    cache_invalidate(p, MIN(len, (uint64_t)SHARD_DATA_OFF));
+    int rc = shard_open(sh, cols, s->ncols, p, len, err, errlen);
+    if (rc)
+        return rc;
+    int indexed = 0;
+    for (uint32_t c = 0; c < sh->n_cols; c++)
+        if (cols[c].index_len) {
+            cache_invalidate(p + cols[c].index_off, cols[c].index_len);
+            indexed = 1;
+        }
+    return indexed ? shard_open(sh, cols, s->ncols, p, len, err, errlen) : 0;
+}
+
+int store_shard_check(cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
+                      struct shard_col *cols, int settle, const char *where)
 {
     char err[ERRMSG_MAX];
     const struct pool_shard *l = &s->loc[k];
-    int rc = open_shard(s, g, base, l->len, err, sizeof err);
+    int rc = open_shard(s, g, cols, base, l->len, err, sizeof err);
+    if (rc == CXLP_EFORMAT && strstr(err, "version"))
+        return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (%s): %s: written by a newer "
+                      "build; open it with that build, or re-ingest the source", s->name, k,
+                      where, err);
     if (rc)
         return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (%s): %s", s->name, k, where, err);
-    if (g->n_records != l->n_records || g->data_len != l->data_len || g->checksum != l->checksum)
+    uint64_t data_len, checksum;
+    shard_digest(g, &data_len, &checksum);
+    if (g->n_records != l->n_records || data_len != l->data_len || checksum != l->checksum)
         return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (%s): header holds %" PRIu64
                       " records, %" PRIu64 " bytes, checksum %016" PRIx64 "; the shard table "
                       "%" PRIu64 ", %" PRIu64 ", %016" PRIx64, s->name, k, where, g->n_records,
-                      g->data_len, g->checksum, l->n_records, l->data_len, l->checksum);
-    if ((g->kind == SHARD_KIND_FIXED) != (s->ds.schema.fixed != 0) ||
-        (s->ds.schema.fixed && g->record_size != s->ds.schema.record_size))
-        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (%s): record kind/size "
-                      "differ from the schema", s->name, k, where);
+                      data_len, checksum, l->n_records, l->data_len, l->checksum);
+    if ((rc = shard_matches(s, &s->ds.schema, g, k, settle, err, sizeof err)))
+        return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (%s): %s", s->name, k, where, err);
     return 0;
 }
 
@@ -159,7 +215,8 @@ static int store_validate(cxlp_store *s)
                           "outside the pool's data area", s->name, k, l->off, l->len);
         char where[64];
         snprintf(where, sizeof where, "pool offset %" PRIu64, l->off);
-        rc = store_shard_check(s, k, base + l->off, &s->shards[k], where);
+        rc = store_shard_check(s, k, base + l->off, &s->shards[k], &s->cols[k * s->ncols], 1,
+                               where);
         if (rc)
             return seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
     }
@@ -251,11 +308,16 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
                s->ds.n_shards, s->ds.info.n_shards);
         return open_fail(s, p, CXLP_ECORRUPT);
     }
-    tiers_init(s);
+    /* format 2 shards carry one column per field, format 1 one column; the
+     * room for n_fields covers both (shard_open refuses more) */
+    s->ncols = s->ds.schema.n_fields >= 1 && s->ds.schema.n_fields <= CXLP_MAX_FIELDS
+               ? s->ds.schema.n_fields : 1;
     s->first = malloc((s->n_shards ? s->n_shards : 1) * sizeof *s->first);
     s->shards = malloc((s->n_shards ? s->n_shards : 1) * sizeof *s->shards);
+    s->cols = calloc((s->n_shards ? s->n_shards : 1) * s->ncols, sizeof *s->cols);
     s->ready = calloc(s->n_shards ? s->n_shards : 1, 1);
-    if (!s->first || !s->shards || !s->ready) {
+    tiers_init(s);
+    if (!s->first || !s->shards || !s->cols || !s->ready) {
         seterr(&s->obj, -ENOMEM, "dataset %s: out of memory for %" PRIu64 " shards", s->name, s->n_shards);
         return open_fail(s, p, -ENOMEM);
     }
@@ -294,15 +356,27 @@ const struct cxlp_schema *cxlp_store_schema(const cxlp_store *s)
     return s ? &s->ds.schema : NULL;
 }
 
-__attribute__((cold, noinline)) static int read_corrupt(const cxlp_store *s, const struct shard *sh,
-                                                      uint64_t k, uint64_t idx)
+__attribute__((cold, noinline)) static int read_corrupt_at(const cxlp_store *s,
+                                                         const struct shard *sh, uint64_t k,
+                                                         uint32_t c, uint64_t idx)
 {
     char err[ERRMSG_MAX];
-    shard_explain(sh, idx - s->first[k], err, sizeof err);
-    if (!s->tiered)
-        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64
-                      "): %s", s->name, k, s->loc[k].off, err);
-    return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
+    shard_explain(sh, c, idx - s->first[k], err, sizeof err);
+    if (s->tiered)
+        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
+    return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
+                  s->name, k, s->loc[k].off, err);
+}
+
+static int read_corrupt(const cxlp_store *s, uint64_t k, uint32_t c, uint64_t idx)
+{
+    return read_corrupt_at(s, &s->shards[k], k, c, idx);
+}
+
+__attribute__((cold, noinline)) static int read_range(const cxlp_store *s, uint64_t idx)
+{
+    return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " past the end (%" PRIu64 " records)",
+                  s->name, idx, s->count);
 }
 
 /* Geometry of shard k, validated from the copy at base (slow path, once). */
@@ -315,7 +389,7 @@ __attribute__((cold, noinline)) static int make_ready(const cxlp_store *s, uint6
     if (!at_load_acquire(&m->ready[k])) {
         char where[64];
         snprintf(where, sizeof where, "copy in tier %u", t);
-        rc = store_shard_check(s, k, base, &m->shards[k], where);
+        rc = store_shard_check(m, k, base, &m->shards[k], &m->cols[k * m->ncols], 1, where);
         if (!rc)
             at_store_release(&m->ready[k], 1); /* pairs with the acquire in store_locate */
     }
@@ -323,7 +397,8 @@ __attribute__((cold, noinline)) static int make_ready(const cxlp_store *s, uint6
     return rc;
 }
 
-int store_locate(const cxlp_store *s, uint64_t k, struct shard *sh, uint32_t *tier)
+int store_locate(const cxlp_store *s, uint64_t k, struct shard *sh, struct shard_col *cols,
+                 uint32_t *tier)
 {
     const uint64_t len = s->loc[k].len;
     for (uint32_t i = 0; i < s->n_mem; i++) {
@@ -343,7 +418,7 @@ int store_locate(const cxlp_store *s, uint64_t k, struct shard *sh, uint32_t *ti
             if (rc)
                 return rc;
         }
-        shard_at(&s->shards[k], base, sh);
+        shard_at(&s->shards[k], base, sh, cols);
         *tier = t;
         return 0;
     }
@@ -356,39 +431,60 @@ static int not_resident(const cxlp_store *s, uint64_t k)
                   "tier", s->name, k);
 }
 
-int store_read_pinned(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
+int store_fields_at(const cxlp_store *s, const struct shard *sh, uint64_t k, uint64_t idx,
+                    const uint32_t *fields, uint32_t n, struct cxlp_view *v)
 {
-    if (__builtin_expect(idx >= s->count, 0))
-        return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " past the end (%" PRIu64 " records)",
-                      s->name, idx, s->count);
-    uint64_t k = store_shard_of(s, idx);
-    const struct shard *sp = &s->shards[k];
-    struct shard sh;
-    if (s->tiered) {
-        uint32_t t;
-        int rc = store_locate(s, k, &sh, &t);
-        if (rc)
-            return rc == CXLP_ENOTFOUND ? not_resident(s, k) : rc;
-        sp = &sh;
+    const uint64_t i = idx - s->first[k];
+    if (!fields && s->ncols != 1 && !s->rows)
+        return seterr(NULL, CXLP_EARG, "dataset %s stores its %u fields in columns: read them with "
+                      "cxlp_store_read_field", s->name, s->ncols);
+    for (uint32_t j = 0; j < n; j++) {
+        const uint8_t *p;
+        uint64_t len;
+        uint32_t c = !fields || s->rows ? 0 : fields[j];
+        if (shard_col_record(&sh->col[c], i, &p, &len))
+            return read_corrupt_at(s, sh, k, c, idx);
+        if (fields && s->rows) { /* format 1: the field inside the whole record */
+            const struct cxlp_field *f = &s->ds.schema.fields[fields[j]];
+            uint64_t fs = schema_field_size(f);
+            if (!range_ok(f->offset, fs, len))
+                return read_corrupt_at(s, sh, k, 0, idx);
+            p += f->offset;
+            len = fs;
+        }
+        if (s->tiered && s->nc) /* the copy may be new since our caches saw its lines */
+            cache_invalidate(p, len);
+        v[j].data = p;
+        v[j].len = len;
     }
-    const uint8_t *p;
-    uint64_t len;
-    if (__builtin_expect(shard_record(sp, idx - s->first[k], &p, &len), 0))
-        return read_corrupt(s, sp, k, idx);
-    if (s->tiered && s->nc) /* the copy may be new since our caches saw its lines */
-        cache_invalidate(p, len);
-    v->data = p;
-    v->len = len;
     return 0;
 }
 
-/* Record idx as a view: the read path proper. A tiered dataset's first
- * view pins the epoch for the store's lifetime (views last until close),
- * and a shard with no copy in memory is fetched on demand. */
-__attribute__((always_inline)) static inline int locate(const cxlp_store *s, uint64_t idx,
-                                                      struct cxlp_view *v)
+int store_read_pinned(const cxlp_store *s, uint64_t idx, const uint32_t *fields, uint32_t n,
+                      struct cxlp_view *v)
 {
-    if (__builtin_expect(s->tiered && !at_load_acquire(&s->life_pinned), 0)) {
+    if (__builtin_expect(idx >= s->count, 0))
+        return read_range(s, idx);
+    uint64_t k = store_shard_of(s, idx);
+    if (!s->tiered)
+        return store_fields_at(s, &s->shards[k], k, idx, fields, n, v);
+    struct shard sh;
+    struct shard_col cols[SHARD_MAX_COLS];
+    uint32_t t;
+    int rc = store_locate(s, k, &sh, cols, &t);
+    if (rc)
+        return rc == CXLP_ENOTFOUND ? not_resident(s, k) : rc;
+    return store_fields_at(s, &sh, k, idx, fields, n, v);
+}
+
+/* The read path of a tiered dataset: its first view pins the epoch for the
+ * store's lifetime (views last until close), and a shard with no copy in
+ * memory is fetched on demand. */
+__attribute__((cold, noinline)) static int read_tiered(const cxlp_store *s, uint64_t idx,
+                                                       const uint32_t *fields, uint32_t n,
+                                                       struct cxlp_view *v)
+{
+    if (!at_load_acquire(&s->life_pinned)) {
         cxlp_store *m = (cxlp_store *)s;
         pthread_mutex_lock(&m->mu);
         if (!m->life_pinned) {
@@ -397,33 +493,99 @@ __attribute__((always_inline)) static inline int locate(const cxlp_store *s, uin
         }
         pthread_mutex_unlock(&m->mu);
     }
-    int rc = store_read_pinned(s, idx, v);
-    if (__builtin_expect(rc == CXLP_ENOTFOUND, 0) && idx < s->count) {
+    int rc = store_read_pinned(s, idx, fields, n, v);
+    if (rc == CXLP_ENOTFOUND && idx < s->count) {
         /* fetch on demand, then read under the lifetime pin */
         rc = store_fetch((cxlp_store *)s, store_shard_of(s, idx), FETCH_WAIT);
         if (rc == 0)
-            rc = store_read_pinned(s, idx, v);
+            rc = store_read_pinned(s, idx, fields, n, v);
     }
     return rc;
+}
+
+/* Column c of record idx (< count): the hot path of every read. */
+static inline __attribute__((always_inline)) int read_col(const cxlp_store *s, uint64_t idx,
+                                                          uint32_t c, struct cxlp_view *v)
+{
+    uint64_t k = store_shard_of(s, idx);
+    const uint8_t *p;
+    uint64_t len;
+    if (__builtin_expect(shard_col_record(&s->cols[k * s->ncols + c], idx - s->first[k], &p, &len),
+                         0))
+        return read_corrupt(s, k, c, idx);
+    v->data = p;
+    v->len = len;
+    return 0;
+}
+
+/* Record idx whole (its one column): the read path proper. */
+static inline __attribute__((always_inline)) int read_record(const cxlp_store *s, uint64_t idx,
+                                                             struct cxlp_view *v)
+{
+    if (__builtin_expect(s->tiered, 0))
+        return read_tiered(s, idx, NULL, 1, v);
+    if (__builtin_expect(idx >= s->count, 0))
+        return read_range(s, idx);
+    if (__builtin_expect(s->ncols != 1 && !s->rows, 0))
+        return seterr(NULL, CXLP_EARG, "dataset %s stores its %u fields in columns: read them with "
+                      "cxlp_store_read_field", s->name, s->ncols);
+    return read_col(s, idx, 0, v);
+}
+
+/* Fields fields[0..n) of record idx: the read path proper. */
+static inline __attribute__((always_inline)) int read_fields(const cxlp_store *s, uint64_t idx,
+                                                             const uint32_t *fields, uint32_t n,
+                                                             struct cxlp_view *v)
+{
+    if (__builtin_expect(s->tiered, 0))
+        return read_tiered(s, idx, fields, n, v);
+    if (__builtin_expect(idx >= s->count, 0))
+        return read_range(s, idx);
+    if (n == 1 && !s->rows) /* one column: what the loader reads for one field */
+        return read_col(s, idx, fields[0], v);
+    uint64_t k = store_shard_of(s, idx), i = idx - s->first[k];
+    const struct shard_col *cols = &s->cols[k * s->ncols];
+    for (uint32_t j = 0; j < n; j++) {
+        const uint8_t *p;
+        uint64_t len;
+        uint32_t c = s->rows ? 0 : fields[j];
+        if (__builtin_expect(shard_col_record(&cols[c], i, &p, &len), 0))
+            return read_corrupt(s, k, c, idx);
+        if (s->rows) { /* format 1: the field inside the whole record */
+            const struct cxlp_field *f = &s->ds.schema.fields[fields[j]];
+            uint64_t fs = schema_field_size(f);
+            if (!range_ok(f->offset, fs, len))
+                return read_corrupt(s, k, 0, idx);
+            p += f->offset;
+            len = fs;
+        }
+        v[j].data = p;
+        v[j].len = len;
+    }
+    return 0;
 }
 
 /* The read path's rare cases, out of line so the common one keeps a lean
  * frame; taken whenever read_alarm is raised: the object shrank under the
  * mapping, or the lease was lost (attach_lost says so), or some store of a
  * non-coherent pool is open (if this is one: the record's lines may be stale
- * in our caches, an extent reused since we last read it). */
+ * in our caches, an extent reused since we last read it). fields NULL: the
+ * whole record (n 1). */
 __attribute__((cold, noinline)) static int read_guarded(const cxlp_store *s, uint64_t idx,
+                                                        const uint32_t *fields, uint32_t n,
                                                         struct cxlp_view *v)
 {
     int rc = attach_lost(s->a, NULL);
     if (rc)
         return rc;
-    struct cxlp_view w;
-    if ((rc = locate(s, idx, &w)))
+    struct cxlp_view w[CXLP_MAX_FIELDS];
+    if ((rc = fields ? read_fields(s, idx, fields, n, w) : read_record(s, idx, w)))
         return rc;
-    if (s->nc && !s->tiered) /* a tiered read invalidated its copy's lines */
-        cache_invalidate(w.data, w.len);
-    *v = w;
+    for (uint32_t j = 0; j < n; j++) {
+        if (s->nc)
+            cache_invalidate(w[j].data, w[j].len);
+        v[j] = w[j];
+    }
     return 0;
 }
 
@@ -431,8 +593,16 @@ int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v)
 {
     /* one compare of a global more than a plain read */
     if (__builtin_expect(read_alarm_now() != 0, 0))
-        return read_guarded(s, idx, v);
-    return locate(s, idx, v);
+        return read_guarded(s, idx, NULL, 1, v);
+    return read_record(s, idx, v);
+}
+
+int store_read_fields(const cxlp_store *s, uint64_t idx, const uint32_t *fields, uint32_t n,
+                      struct cxlp_view *v)
+{
+    if (__builtin_expect(read_alarm_now() != 0, 0))
+        return read_guarded(s, idx, fields, n, v);
+    return read_fields(s, idx, fields, n, v);
 }
 
 int store_check(const void *s)
@@ -452,21 +622,25 @@ int cxlp_store_spans(const cxlp_store *s, uint64_t first, uint64_t n, struct cxl
     if (add_overflow_u64(first, n, &end) || end > s->count)
         return seterr(NULL, CXLP_ERANGE, "dataset %s: records [%" PRIu64 ", +%" PRIu64 ") are not "
                       "inside its %" PRIu64 " records", s->name, first, n, s->count);
+    if (s->ncols != 1 && !s->rows)
+        return seterr(NULL, CXLP_EUNSUPPORTED, "dataset %s stores its %u fields in columns: "
+                      "its records are not byte ranges of the pool", s->name, s->ncols);
     size_t k_out = 0;
-    /* records are back to back inside a shard's data area (shard.h), so the
+    /* records are back to back inside a shard's column (shard.h), so the
      * part of the range in one shard is the bytes from its first record's
      * start to its last record's end */
     for (uint64_t idx = first; idx < end;) {
         uint64_t k = store_shard_of(s, idx);
         const struct shard *sh = &s->shards[k];
+        const struct shard_col *col = &s->cols[k];
         uint64_t last = s->first[k] + sh->n_records; /* past the shard's last record */
         uint64_t stop = end < last ? end : last;
         const uint8_t *a, *b;
         uint64_t alen, blen;
-        if (shard_record(sh, idx - s->first[k], &a, &alen))
-            return read_corrupt(s, sh, k, idx);
-        if (shard_record(sh, stop - 1 - s->first[k], &b, &blen) || b < a)
-            return read_corrupt(s, sh, k, stop - 1);
+        if (shard_col_record(col, idx - s->first[k], &a, &alen))
+            return read_corrupt(s, k, 0, idx);
+        if (shard_col_record(col, stop - 1 - s->first[k], &b, &blen) || b < a)
+            return read_corrupt(s, k, 0, stop - 1);
         if (k_out < cap)
             out[k_out] = (struct cxlp_span){
                 .off = s->loc[k].off + (uint64_t)(a - sh->base),
@@ -481,6 +655,99 @@ int cxlp_store_spans(const cxlp_store *s, uint64_t first, uint64_t n, struct cxl
     return 0;
 }
 
+/* Where field j of every record is, when every chosen field is fixed-shape:
+ * column col[j], at byte off[j] of a record of stride[j] bytes, len[j] long. */
+struct fixed_fields {
+    uint32_t col[CXLP_MAX_FIELDS];
+    uint64_t off[CXLP_MAX_FIELDS], len[CXLP_MAX_FIELDS], stride[CXLP_MAX_FIELDS];
+};
+
+/* Fixed-shape fields in equal shards: the shard is one multiply-high away
+ * and each field one multiply into its column; shard_open checked
+ * n_records * record_size == data_len of every fixed column, shard_matches
+ * that every shard's columns have the schema's sizes, and id < count keeps
+ * the in-shard index below the shard's count, so no other check is needed.
+ * The loop has no call and no branch per record but the range check, so
+ * the copies' loads can start early. Inlined with every field constant for
+ * datasets of one column of whole records. */
+static inline __attribute__((always_inline)) int
+resolve_fixed(const cxlp_store *s, const struct fixed_fields *ff, const uint64_t *ids, size_t n,
+              uint32_t nf, uint64_t nc, struct cxlp_view *out, size_t *bad)
+{
+    const uint64_t per = s->per_shard, cnt = s->count;
+    const struct shard_col *cols = s->cols;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id = ids[i];
+        if (__builtin_expect(id >= cnt, 0)) {
+            *bad = i;
+            return read_range(s, id);
+        }
+        uint64_t k = fastdiv(id, s->per_div), r = id - k * per;
+        for (uint32_t j = 0; j < nf; j++) {
+            out[i * nf + j].data = cols[k * nc + ff->col[j]].data + r * ff->stride[j] + ff->off[j];
+            out[i * nf + j].len = ff->len[j];
+        }
+    }
+    return 0;
+}
+
+int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, const uint32_t *fields,
+                  uint32_t nf, struct cxlp_view *out, size_t *bad)
+{
+    /* read_alarm raised: each record through store_read_fields' guarded path */
+    if (__builtin_expect(read_alarm_now() != 0, 0) || s->tiered)
+        goto each;
+    if (s->per_shard && nf == 1 && s->ncols == 1 && !s->rows &&
+        s->cols[0].kind == SHARD_KIND_FIXED) { /* one column of whole records */
+        const uint64_t rs = s->cols[0].record_size;
+        const struct fixed_fields whole = {.stride = {rs}, .len = {rs}}; /* col, off: 0 */
+        return resolve_fixed(s, &whole, ids, n, 1, 1, out, bad);
+    }
+    struct fixed_fields ff;
+    int fixed = s->per_shard != 0 && s->n_shards > 0;
+    for (uint32_t j = 0; fixed && j < nf; j++) {
+        const struct cxlp_field *f = &s->ds.schema.fields[fields[j]];
+        ff.col[j] = s->rows ? 0 : fields[j];
+        ff.stride[j] = s->cols[ff.col[j]].record_size;
+        /* as store_read_fields: a format 1 row cut at the field, else the
+         * column's whole record (the normalized schema keeps fields inside
+         * record_size, which shard_matches checked every shard against) */
+        ff.off[j] = s->rows ? f->offset : 0;
+        ff.len[j] = s->rows ? schema_field_size(f) : ff.stride[j];
+        fixed = s->cols[ff.col[j]].kind == SHARD_KIND_FIXED;
+    }
+    if (fixed)
+        return resolve_fixed(s, &ff, ids, n, nf, s->ncols, out, bad);
+    if (nf == 1 && !s->rows) { /* one column (variable-length records): no call per record */
+        for (size_t i = 0; i < n; i++) {
+            int rc = __builtin_expect(ids[i] >= s->count, 0) ? read_range(s, ids[i])
+                                                              : read_col(s, ids[i], fields[0], &out[i]);
+            if (rc) {
+                *bad = i;
+                return rc;
+            }
+        }
+        return 0;
+    }
+each:
+    for (size_t i = 0; i < n; i++) {
+        int rc = store_read_fields(s, ids[i], fields, nf, &out[i * nf]);
+        if (rc) {
+            *bad = i;
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int cxlp_store_read_field(const cxlp_store *s, uint64_t idx, uint32_t field, struct cxlp_view *v)
+{
+    if (__builtin_expect(field >= s->ds.schema.n_fields, 0))
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: field %u past its %u fields", s->name, field,
+                      s->ds.schema.n_fields);
+    return store_read_fields(s, idx, &field, 1, v);
+}
+
 int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t cap,
                          uint64_t *len)
 {
@@ -489,7 +756,7 @@ int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t 
     struct cxlp_view v;
     int rc = 0;
     if (!s->tiered) {
-        rc = store_read_pinned(s, idx, &v); /* a pool of one tier: nothing moves */
+        rc = store_read_pinned(s, idx, NULL, 1, &v); /* a pool of one tier: nothing moves */
         if (rc)
             return rc;
         *len = v.len;
@@ -502,7 +769,7 @@ int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t 
     /* a copy evicted between the fetch and the read is fetched again */
     for (int tries = 0; tries < 100; tries++) {
         uint64_t pin = attach_pin_epoch(s->a);
-        rc = store_read_pinned(s, idx, &v);
+        rc = store_read_pinned(s, idx, NULL, 1, &v);
         if (rc == 0) {
             *len = v.len;
             if (v.len <= cap)
@@ -560,41 +827,6 @@ int cxlp_store_copies(const cxlp_store *s, uint64_t *copies, size_t cap, size_t 
 int cxlp_store_tiered(const cxlp_store *s)
 {
     return s ? s->tiered : 0;
-}
-
-int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, struct cxlp_view *out,
-                  size_t *bad)
-{
-    /* read_alarm raised: each record through cxlp_store_read's guarded path */
-    if (!s->tiered && s->per_shard && s->ds.schema.fixed && read_alarm_now() == 0) {
-        /* Fixed-size records in equal shards: the shard is one multiply-high
-         * away and the record one multiply into it; shard_open checked
-         * n_records * record_size == data_len, and id < count keeps the
-         * in-shard index below the shard's count, so no other check is
-         * needed. The loop has no call and no branch per record but the
-         * range check, so the copies' loads can start early. */
-        const uint64_t rs = s->ds.schema.record_size, per = s->per_shard, cnt = s->count;
-        const struct shard *sh = s->shards;
-        for (size_t i = 0; i < n; i++) {
-            uint64_t id = ids[i];
-            if (__builtin_expect(id >= cnt, 0)) {
-                *bad = i;
-                return cxlp_store_read(s, id, &out[i]); /* the message */
-            }
-            uint64_t k = fastdiv(id, s->per_div);
-            out[i].data = sh[k].data + (id - k * per) * rs;
-            out[i].len = rs;
-        }
-        return 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int rc = cxlp_store_read(s, ids[i], &out[i]);
-        if (rc) {
-            *bad = i;
-            return rc;
-        }
-    }
-    return 0;
 }
 
 int store_numa_node(const cxlp_store *s)
@@ -711,9 +943,10 @@ static int verify_copy(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, cons
         base = *buf;
     }
     struct shard sh;
+    struct shard_col cols[SHARD_MAX_COLS];
     if (s->nc && (!buf || base != *buf)) /* verify reads the whole copy: fresh lines */
         cache_invalidate(base, len);
-    int rc = store_shard_check(s, k, base, &sh, where);
+    int rc = store_shard_check(s, k, base, &sh, cols, 0, where);
     if (rc)
         return seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
     if ((rc = shard_verify(&sh, err, sizeof err)))

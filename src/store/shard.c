@@ -1,13 +1,15 @@
 /*
- * shard.c - shard header and index: validation, checksums, sealing.
+ * shard.c - shard header, column directory and index: validation,
+ * checksums, sealing.
  *
  * The format is described in shard.h and docs/store-format.md. This file
  * holds the parts that are not on the read hot path: shard_open (every header
- * field and directory entry checked against the extent, in an order where
- * each check only relies on fields checked before it), shard_verify, and the
- * encoder.
+ * field, directory entry and index block checked against the extent, in an
+ * order where each check only relies on fields checked before it),
+ * shard_verify, and the encoders.
  *
- * Invariants a shard that passes shard_open satisfies:
+ * Invariants a column that passes shard_open satisfies (version 1: the one
+ * column the header describes):
  *   SHARD_HDR_BYTES <= data_off,  data_off + data_len <= index_off,
  *   index_off + index_len <= extent_len,  index_off % 8 == 0
  *   fixed: record_size > 0, n_records * record_size == data_len, index_len == 0
@@ -15,8 +17,12 @@
  *          n_blocks * 16 <= every block's delta position,
  *          delta position + count * width <= index_len,
  *          anchors non-decreasing and <= data_len
- * The read path re-checks what it loads from the directory, so these hold
- * for the entries it uses even if the shard changes after open.
+ * (fixed: the index fields are zero, and version 1's index_off is not used)
+ * and in version 2 also: data_off >= SHARD_DATA_OFF, data_off % 64 == 0,
+ * 1 <= n_cols <= SHARD_MAX_COLS, every column inside the bytes the header
+ * says the shard uses. The read path re-checks what it loads from an index
+ * directory, so these hold for the entries it uses even if the shard changes
+ * after open.
  */
 #include <stdio.h>
 #include <inttypes.h>
@@ -27,9 +33,13 @@
 #include "store/shard.h"
 
 #define HDR_SUM_BYTES offsetof(struct shard_hdr, hdr_checksum)
+_Static_assert(offsetof(struct shard_hdr2, hdr_checksum) == HDR_SUM_BYTES,
+               "both versions keep the header checksum at byte 120");
 
-uint64_t shard_layout(void)
+uint64_t shard_layout_v1(void)
 {
+    /* exactly the facts version 1 was written with: shards of earlier
+     * builds carry this value */
     const uint64_t facts[] = {
         sizeof(struct shard_hdr),
         offsetof(struct shard_hdr, n_records),
@@ -40,123 +50,253 @@ uint64_t shard_layout(void)
     return layout_signature(facts, sizeof facts / sizeof facts[0]);
 }
 
+uint64_t shard_layout(void)
+{
+    const uint64_t facts[] = {
+        2 /* version */,
+        sizeof(struct shard_hdr2),
+        offsetof(struct shard_hdr2, n_records),
+        offsetof(struct shard_hdr2, used),
+        offsetof(struct shard_hdr2, hdr_checksum),
+        sizeof(struct shard_dirent2),
+        offsetof(struct shard_dirent2, data_off),
+        offsetof(struct shard_dirent2, checksum),
+        SHARD_DATA_OFF, SHARD_BLOCK, SHARD_DIRENT_BYTES, 56 /* width shift */,
+        SHARD_MAX_COLS, SHARD_COL_ALIGN,
+    };
+    return layout_signature(facts, sizeof facts / sizeof facts[0]);
+}
+
 #define FAIL(rc, ...) (snprintf(err, errlen, __VA_ARGS__), (rc))
 #define HOFF(f) ((unsigned)offsetof(struct shard_hdr, f))
 
-int shard_open(struct shard *s, const void *base, uint64_t extent_len,
-               char *err, size_t errlen)
+/* What a column's description says, before it is trusted. where names the
+ * header (v1) or the directory entry (v2) in messages. */
+struct col_desc {
+    uint32_t kind;
+    uint64_t record_size, data_off, data_len, index_off, index_len;
+    uint64_t n_blocks;        /* v1: from the header; v2: derived */
+    uint64_t checksum;
+};
+
+static int col_open(struct shard_col *c, const uint8_t *base, uint64_t extent_len,
+                    uint64_t n_records, const struct col_desc *d, const char *where,
+                    char *err, size_t errlen)
 {
-    struct shard_hdr h;
-    if (extent_len < sizeof h)
-        return FAIL(CXLP_ECORRUPT, "extent of %" PRIu64 " bytes is shorter than a shard header",
-                    extent_len);
-    memcpy(&h, base, sizeof h); /* one private copy: later checks cannot race */
-    if (memcmp(h.magic, SHARD_MAGIC, 8) != 0)
-        return FAIL(CXLP_EFORMAT, "bad shard magic at offset 0");
-    if (h.version != SHARD_VERSION)
-        return FAIL(CXLP_EFORMAT, "shard format version %u at offset %u, this build reads %u",
-                    h.version, HOFF(version), SHARD_VERSION);
-    if (h.layout != shard_layout())
-        return FAIL(CXLP_ELAYOUT, "shard layout signature %016" PRIx64 " at offset %u, this build has %016" PRIx64,
-                    h.layout, HOFF(layout), shard_layout());
-    uint64_t hs = XXH3_64bits(&h, HDR_SUM_BYTES);
-    if (hs != h.hdr_checksum)
-        return FAIL(CXLP_ECORRUPT, "shard header checksum mismatch at offset %u (stored %016" PRIx64 ", computed %016" PRIx64 ")",
-                    HOFF(hdr_checksum), h.hdr_checksum, hs);
-    if (h.kind != SHARD_KIND_FIXED && h.kind != SHARD_KIND_VAR)
-        return FAIL(CXLP_ECORRUPT, "shard kind %u at offset %u", h.kind, HOFF(kind));
-    if (h.data_off < sizeof h || !range_ok(h.data_off, h.data_len, extent_len))
-        return FAIL(CXLP_ECORRUPT, "shard data [%" PRIu64 ", +%" PRIu64 ") (header offset %u) outside extent of %" PRIu64 " bytes",
-                    h.data_off, h.data_len, HOFF(data_off), extent_len);
-    if (h.index_off % 8 || h.index_off < h.data_off + h.data_len ||
-        !range_ok(h.index_off, h.index_len, extent_len))
-        return FAIL(CXLP_ECORRUPT, "shard index [%" PRIu64 ", +%" PRIu64 ") (header offset %u) outside extent of %" PRIu64 " bytes or overlapping data",
-                    h.index_off, h.index_len, HOFF(index_off), extent_len);
+    if (d->kind != SHARD_KIND_FIXED && d->kind != SHARD_KIND_VAR)
+        return FAIL(CXLP_ECORRUPT, "%s: record kind %u", where, d->kind);
+    if (d->data_off < SHARD_HDR_BYTES || !range_ok(d->data_off, d->data_len, extent_len))
+        return FAIL(CXLP_ECORRUPT, "%s: data [%" PRIu64 ", +%" PRIu64 ") outside extent of %" PRIu64 " bytes",
+                    where, d->data_off, d->data_len, extent_len);
+    /* version 1 places even a fixed-size shard's empty index after the
+     * data; version 2 leaves a fixed column's index fields zero */
+    if ((d->kind == SHARD_KIND_VAR || d->index_off != 0) &&
+        (d->index_off % 8 || d->index_off < d->data_off + d->data_len ||
+         !range_ok(d->index_off, d->index_len, extent_len)))
+        return FAIL(CXLP_ECORRUPT, "%s: index [%" PRIu64 ", +%" PRIu64 ") outside extent of %" PRIu64 " bytes or overlapping data",
+                    where, d->index_off, d->index_len, extent_len);
+    memset(c, 0, sizeof *c);
+    c->kind = d->kind;
+    c->n_records = n_records;
+    c->data = base + d->data_off;
+    c->data_off = d->data_off;
+    c->data_len = d->data_len;
+    /* a fixed column has no index: point at the end of its data, so no
+     * pointer is ever formed outside the extent */
+    c->index = d->kind == SHARD_KIND_VAR ? base + d->index_off : c->data + d->data_len;
+    c->index_off = d->kind == SHARD_KIND_VAR ? d->index_off : d->data_off + d->data_len;
+    c->index_len = d->index_len;
+    c->checksum = d->checksum;
 
-    memset(s, 0, sizeof *s);
-    s->base = base;
-    s->extent_len = extent_len;
-    s->data = (const uint8_t *)base + h.data_off;
-    s->data_len = h.data_len;
-    s->n_records = h.n_records;
-    s->kind = h.kind;
-    s->index = (const uint8_t *)base + h.index_off;
-    s->index_off = h.index_off;
-    s->index_len = h.index_len;
-    s->checksum = h.checksum;
-
-    if (h.kind == SHARD_KIND_FIXED) {
+    if (d->kind == SHARD_KIND_FIXED) {
         uint64_t total;
-        if (h.record_size == 0 || mul_overflow_u64(h.n_records, h.record_size, &total) ||
-            total != h.data_len)
-            return FAIL(CXLP_ECORRUPT, "fixed shard: %" PRIu64 " records of %" PRIu64 " bytes do not make data_len %" PRIu64 " (header offset %u)",
-                        h.n_records, h.record_size, h.data_len, HOFF(record_size));
-        if (h.index_len != 0 || h.n_blocks != 0)
-            return FAIL(CXLP_ECORRUPT, "fixed shard has an index (header offset %u)", HOFF(index_len));
-        s->record_size = h.record_size;
+        if (d->record_size == 0 || mul_overflow_u64(n_records, d->record_size, &total) ||
+            total != d->data_len)
+            return FAIL(CXLP_ECORRUPT, "%s: fixed-size records: %" PRIu64 " records of %" PRIu64 " bytes do not make data_len %" PRIu64,
+                        where, n_records, d->record_size, d->data_len);
+        if (d->index_len != 0 || d->n_blocks != 0)
+            return FAIL(CXLP_ECORRUPT, "%s: fixed-size records with an index", where);
+        c->record_size = d->record_size;
         return 0;
     }
-
-    if (h.block_records != SHARD_BLOCK)
-        return FAIL(CXLP_ECORRUPT, "index block of %" PRIu64 " records at header offset %u, expected %u",
-                    h.block_records, HOFF(block_records), SHARD_BLOCK);
-    uint64_t nb = h.n_records / SHARD_BLOCK + (h.n_records % SHARD_BLOCK != 0);
-    if (h.n_blocks != nb || nb > h.index_len / SHARD_DIRENT_BYTES)
-        return FAIL(CXLP_ECORRUPT, "index of %" PRIu64 " blocks (header offset %u) does not fit %" PRIu64 " records in %" PRIu64 " index bytes",
-                    h.n_blocks, HOFF(n_blocks), h.n_records, h.index_len);
-    if (h.n_records == 0 && h.data_len != 0)
-        return FAIL(CXLP_ECORRUPT, "shard without records has %" PRIu64 " data bytes (header offset %u)",
-                    h.data_len, HOFF(data_len));
-    s->n_blocks = nb;
+    if (d->record_size != 0)
+        return FAIL(CXLP_ECORRUPT, "%s: variable-size records with record_size %" PRIu64,
+                    where, d->record_size);
+    uint64_t nb = n_records / SHARD_BLOCK + (n_records % SHARD_BLOCK != 0);
+    if (d->n_blocks != nb || nb > d->index_len / SHARD_DIRENT_BYTES)
+        return FAIL(CXLP_ECORRUPT, "%s: index of %" PRIu64 " blocks does not fit %" PRIu64 " records in %" PRIu64 " index bytes",
+                    where, d->n_blocks, n_records, d->index_len);
+    if (n_records == 0 && d->data_len != 0)
+        return FAIL(CXLP_ECORRUPT, "%s: no records but %" PRIu64 " data bytes", where, d->data_len);
+    c->n_blocks = nb;
     uint64_t prev = 0;
     for (uint64_t b = 0; b < nb; b++) {
-        const uint8_t *e = s->index + b * SHARD_DIRENT_BYTES;
+        const uint8_t *e = c->index + b * SHARD_DIRENT_BYTES;
         uint64_t anchor, pw;
         memcpy(&anchor, e, 8);
         memcpy(&pw, e + 8, 8);
-        if (!shard_dirent_ok(s, b, anchor, pw) || anchor < prev)
-            return FAIL(CXLP_ECORRUPT, "index block %" PRIu64 " at offset %" PRIu64 ": anchor %" PRIu64 ", deltas at %" PRIu64 " width %u out of bounds",
-                        b, h.index_off + b * SHARD_DIRENT_BYTES, anchor, pw & SHARD_POS_MASK,
+        if (!shard_dirent_ok(c, b, anchor, pw) || anchor < prev)
+            return FAIL(CXLP_ECORRUPT, "%s: index block %" PRIu64 " at offset %" PRIu64 ": anchor %" PRIu64 ", deltas at %" PRIu64 " width %u out of bounds",
+                        where, b, d->index_off + b * SHARD_DIRENT_BYTES, anchor, pw & SHARD_POS_MASK,
                         (unsigned)(pw >> 56));
         prev = anchor;
     }
     return 0;
 }
 
-int shard_verify(const struct shard *s, char *err, size_t errlen)
+static int open_v1(struct shard *s, struct shard_col *cols, const uint8_t *base,
+                   uint64_t extent_len, char *err, size_t errlen)
 {
+    struct shard_hdr h;
+    memcpy(&h, base, sizeof h); /* one private copy: later checks cannot race */
+    if (h.layout != shard_layout_v1())
+        return FAIL(CXLP_ELAYOUT, "shard layout signature %016" PRIx64 " at offset %u, this build has %016" PRIx64 " for version 1",
+                    h.layout, HOFF(layout), shard_layout_v1());
+    uint64_t hs = XXH3_64bits(&h, HDR_SUM_BYTES);
+    if (hs != h.hdr_checksum)
+        return FAIL(CXLP_ECORRUPT, "shard header checksum mismatch at offset %u (stored %016" PRIx64 ", computed %016" PRIx64 ")",
+                    HOFF(hdr_checksum), h.hdr_checksum, hs);
+    if (h.kind == SHARD_KIND_VAR && h.block_records != SHARD_BLOCK)
+        return FAIL(CXLP_ECORRUPT, "index block of %" PRIu64 " records at header offset %u, expected %u",
+                    h.block_records, HOFF(block_records), SHARD_BLOCK);
+    struct col_desc d = {
+        .kind = h.kind, .record_size = h.kind == SHARD_KIND_VAR ? 0 : h.record_size,
+        .data_off = h.data_off, .data_len = h.data_len, .index_off = h.index_off,
+        .index_len = h.index_len, .n_blocks = h.n_blocks, .checksum = h.checksum,
+    };
+    s->n_cols = 1;
+    return col_open(&cols[0], base, extent_len, h.n_records, &d, "shard header", err, errlen);
+}
+
+static int open_v2(struct shard *s, struct shard_col *cols, uint32_t max_cols,
+                   const uint8_t *base, uint64_t extent_len, char *err, size_t errlen)
+{
+    struct shard_hdr2 h;
+    memcpy(&h, base, sizeof h);
+    if (h.layout != shard_layout())
+        return FAIL(CXLP_ELAYOUT, "shard layout signature %016" PRIx64 " at offset %u, this build has %016" PRIx64,
+                    h.layout, (unsigned)offsetof(struct shard_hdr2, layout), shard_layout());
+    if (h.n_cols == 0 || h.n_cols > SHARD_MAX_COLS || h.n_cols > max_cols ||
+        h.dir_off != SHARD_HDR_BYTES)
+        return FAIL(CXLP_ECORRUPT, "shard of %u columns (header offset %u), directory at %" PRIu64 ": at most %u columns, directory at %u",
+                    h.n_cols, (unsigned)offsetof(struct shard_hdr2, n_cols), h.dir_off,
+                    MIN(max_cols, (uint32_t)SHARD_MAX_COLS), SHARD_HDR_BYTES);
+    uint64_t dir_len = (uint64_t)h.n_cols * SHARD_COL_BYTES;
+    if (extent_len < SHARD_HDR_BYTES + dir_len)
+        return FAIL(CXLP_ECORRUPT, "extent of %" PRIu64 " bytes is shorter than the header and a directory of %u columns",
+                    extent_len, h.n_cols);
+    struct shard_dirent2 dir[SHARD_MAX_COLS];
+    memcpy(dir, base + SHARD_HDR_BYTES, (size_t)dir_len);
     XXH3_state_t st;
     XXH3_64bits_reset(&st);
-    XXH3_64bits_update(&st, s->data, s->data_len);
-    XXH3_64bits_update(&st, s->index, s->index_len);
-    uint64_t h = XXH3_64bits_digest(&st);
-    if (h != s->checksum)
-        return FAIL(CXLP_ECORRUPT, "shard checksum mismatch over data [%" PRIu64 ", +%" PRIu64 ") and index [%" PRIu64 ", +%" PRIu64 "): stored %016" PRIx64 ", computed %016" PRIx64,
-                    (uint64_t)(s->data - s->base), s->data_len, s->index_off, s->index_len,
-                    s->checksum, h);
+    XXH3_64bits_update(&st, &h, HDR_SUM_BYTES);
+    XXH3_64bits_update(&st, dir, (size_t)dir_len);
+    uint64_t hs = XXH3_64bits_digest(&st);
+    if (hs != h.hdr_checksum)
+        return FAIL(CXLP_ECORRUPT, "shard header checksum mismatch at offset %u (stored %016" PRIx64 ", computed %016" PRIx64 " over the header and the directory of %u columns)",
+                    (unsigned)HDR_SUM_BYTES, h.hdr_checksum, hs, h.n_cols);
+    if (h.used > extent_len || h.used < SHARD_DATA_OFF)
+        return FAIL(CXLP_ECORRUPT, "shard uses %" PRIu64 " bytes (header offset %u) of an extent of %" PRIu64,
+                    h.used, (unsigned)offsetof(struct shard_hdr2, used), extent_len);
+    s->n_cols = h.n_cols;
+    for (uint32_t c = 0; c < h.n_cols; c++) {
+        const struct shard_dirent2 *e = &dir[c];
+        char where[96];
+        snprintf(where, sizeof where, "column %u (directory entry at offset %" PRIu64 ")", c,
+                 (uint64_t)SHARD_HDR_BYTES + (uint64_t)c * SHARD_COL_BYTES);
+        if (e->data_off < SHARD_DATA_OFF || e->data_off % SHARD_COL_ALIGN)
+            return FAIL(CXLP_ECORRUPT, "%s: data offset %" PRIu64 " is before %u or not %u-byte aligned",
+                        where, e->data_off, SHARD_DATA_OFF, SHARD_COL_ALIGN);
+        if (e->kind == SHARD_KIND_FIXED && (e->index_off != 0 || e->index_len != 0))
+            return FAIL(CXLP_ECORRUPT, "%s: fixed-size records with an index", where);
+        struct col_desc d = {
+            .kind = e->kind, .record_size = e->record_size, .data_off = e->data_off,
+            .data_len = e->data_len,
+            .index_off = e->index_off,
+            .index_len = e->index_len,
+            .n_blocks = e->kind == SHARD_KIND_VAR ? (h.n_records + SHARD_BLOCK - 1) / SHARD_BLOCK : 0,
+            .checksum = e->checksum,
+        };
+        int rc = col_open(&cols[c], base, extent_len, h.n_records, &d, where, err, errlen);
+        if (rc)
+            return rc;
+        if (d.index_off + d.index_len > h.used && e->kind == SHARD_KIND_VAR)
+            return FAIL(CXLP_ECORRUPT, "%s: index ends past the %" PRIu64 " bytes the shard uses", where, h.used);
+        if (e->data_off + e->data_len > h.used)
+            return FAIL(CXLP_ECORRUPT, "%s: data ends past the %" PRIu64 " bytes the shard uses", where, h.used);
+    }
     return 0;
 }
 
-void shard_explain(const struct shard *s, uint64_t i, char *err, size_t errlen)
+int shard_open(struct shard *s, struct shard_col *cols, uint32_t max_cols, const void *base,
+               uint64_t extent_len, char *err, size_t errlen)
 {
-    if (i >= s->n_records) {
-        snprintf(err, errlen, "record %" PRIu64 " past the shard's %" PRIu64, i, s->n_records);
+    char magic[8];
+    uint32_t version;
+    if (extent_len < SHARD_HDR_BYTES)
+        return FAIL(CXLP_ECORRUPT, "extent of %" PRIu64 " bytes is shorter than a shard header",
+                    extent_len);
+    if (max_cols == 0)
+        return FAIL(CXLP_EARG, "no room for columns");
+    memcpy(magic, base, 8);
+    memcpy(&version, (const uint8_t *)base + 8, 4);
+    if (memcmp(magic, SHARD_MAGIC, 8) != 0)
+        return FAIL(CXLP_EFORMAT, "bad shard magic at offset 0");
+    memset(s, 0, sizeof *s);
+    s->base = base;
+    s->extent_len = extent_len;
+    s->col = cols;
+    s->version = version;
+    int rc;
+    if (version == SHARD_VERSION_V1)
+        rc = open_v1(s, cols, base, extent_len, err, errlen);
+    else if (version == SHARD_VERSION)
+        rc = open_v2(s, cols, max_cols, base, extent_len, err, errlen);
+    else
+        return FAIL(CXLP_EFORMAT, "shard format version %u at offset %u, this build reads %u and %u",
+                    version, HOFF(version), SHARD_VERSION_V1, SHARD_VERSION);
+    if (rc == 0)
+        s->n_records = cols[0].n_records;
+    return rc;
+}
+
+int shard_verify(const struct shard *s, char *err, size_t errlen)
+{
+    for (uint32_t k = 0; k < s->n_cols; k++) {
+        const struct shard_col *c = &s->col[k];
+        XXH3_state_t st;
+        XXH3_64bits_reset(&st);
+        XXH3_64bits_update(&st, c->data, c->data_len);
+        XXH3_64bits_update(&st, c->index, c->index_len);
+        uint64_t h = XXH3_64bits_digest(&st);
+        if (h != c->checksum)
+            return FAIL(CXLP_ECORRUPT, "shard checksum mismatch over data [%" PRIu64 ", +%" PRIu64 ") and index [%" PRIu64 ", +%" PRIu64 ") of column %u: stored %016" PRIx64 ", computed %016" PRIx64,
+                        c->data_off, c->data_len, c->index_off, c->index_len, k, c->checksum, h);
+    }
+    return 0;
+}
+
+void shard_explain(const struct shard *s, uint32_t c, uint64_t i, char *err, size_t errlen)
+{
+    const struct shard_col *col = &s->col[c];
+    if (i >= col->n_records) {
+        snprintf(err, errlen, "record %" PRIu64 " past the shard's %" PRIu64, i, col->n_records);
         return;
     }
     uint64_t b = i / SHARD_BLOCK;
-    uint64_t eoff = s->index_off + b * SHARD_DIRENT_BYTES;
+    uint64_t eoff = col->index_off + b * SHARD_DIRENT_BYTES;
     uint64_t anchor, pw;
-    memcpy(&anchor, s->index + b * SHARD_DIRENT_BYTES, 8);
-    memcpy(&pw, s->index + b * SHARD_DIRENT_BYTES + 8, 8);
-    if (!shard_dirent_ok(s, b, anchor, pw)) {
-        snprintf(err, errlen, "record %" PRIu64 ": index block %" PRIu64 " at offset %" PRIu64 " out of bounds (anchor %" PRIu64 ", deltas at %" PRIu64 " width %u)",
-                 i, b, eoff, anchor, pw & SHARD_POS_MASK, (unsigned)(pw >> 56));
+    memcpy(&anchor, col->index + b * SHARD_DIRENT_BYTES, 8);
+    memcpy(&pw, col->index + b * SHARD_DIRENT_BYTES + 8, 8);
+    if (!shard_dirent_ok(col, b, anchor, pw)) {
+        snprintf(err, errlen, "column %u record %" PRIu64 ": index block %" PRIu64 " at offset %" PRIu64 " out of bounds (anchor %" PRIu64 ", deltas at %" PRIu64 " width %u)",
+                 c, i, b, eoff, anchor, pw & SHARD_POS_MASK, (unsigned)(pw >> 56));
         return;
     }
     unsigned w = (unsigned)(pw >> 56);
-    uint64_t doff = s->index_off + (pw & SHARD_POS_MASK) + (i % SHARD_BLOCK) * w;
-    snprintf(err, errlen, "record %" PRIu64 ": offsets from index block %" PRIu64 " (delta at offset %" PRIu64 ") fall outside the data area of %" PRIu64 " bytes",
-             i, b, doff, s->data_len);
+    uint64_t doff = col->index_off + (pw & SHARD_POS_MASK) + (i % SHARD_BLOCK) * w;
+    snprintf(err, errlen, "column %u record %" PRIu64 ": offsets from index block %" PRIu64 " (delta at offset %" PRIu64 ") fall outside the data area of %" PRIu64 " bytes",
+             c, i, b, doff, col->data_len);
 }
 
 uint64_t shard_index_len(const uint64_t *starts, uint64_t n)
@@ -175,40 +315,22 @@ static void store_le(uint8_t *p, uint64_t v, unsigned w)
         p[k] = (uint8_t)(v >> (8 * k));
 }
 
-int shard_seal(uint8_t *base, uint64_t cap, uint32_t kind, uint64_t record_size,
-               uint64_t n_records, uint64_t data_len, const uint64_t *starts,
-               struct XXH3_state_s *data_hash, uint64_t *used)
+/* Checks a var column's starts against its data length. */
+static int starts_ok(const uint64_t *starts, uint64_t n, uint64_t data_len)
 {
-    uint64_t index_len = 0, nb = 0;
-    if (kind == SHARD_KIND_FIXED) {
-        uint64_t total;
-        if (record_size == 0 || mul_overflow_u64(n_records, record_size, &total) ||
-            total != data_len)
-            return CXLP_EARG;
-    } else if (kind == SHARD_KIND_VAR) {
-        for (uint64_t i = 0; i < n_records; i++)
-            if (starts[i] > data_len || (i && starts[i] < starts[i - 1]))
-                return CXLP_EARG;
-        if (n_records && starts[0] != 0)
-            return CXLP_EARG;
-        if (!n_records && data_len)
-            return CXLP_EARG;
-        index_len = shard_index_len(starts, n_records);
-        nb = (n_records + SHARD_BLOCK - 1) / SHARD_BLOCK;
-    } else {
-        return CXLP_EARG;
-    }
-    uint64_t need = shard_extent_need(data_len, index_len);
-    if (data_len > UINT64_MAX / 2 || need > cap)
-        return CXLP_EARG;
-    uint64_t data_end = SHARD_DATA_OFF + data_len;
-    uint64_t index_off = ALIGN_UP(data_end, 8);
-    memset(base + data_end, 0, index_off - data_end);
+    for (uint64_t i = 0; i < n; i++)
+        if (starts[i] > data_len || (i && starts[i] < starts[i - 1]))
+            return 0;
+    return n ? starts[0] == 0 : data_len == 0;
+}
 
-    uint8_t *ix = base + index_off;
+/* Writes the block index of n records at ix (shard_index_len bytes). */
+static void write_index(uint8_t *ix, const uint64_t *starts, uint64_t n)
+{
+    uint64_t nb = (n + SHARD_BLOCK - 1) / SHARD_BLOCK;
     uint64_t pos = nb * SHARD_DIRENT_BYTES;
     for (uint64_t b = 0; b < nb; b++) {
-        uint64_t f = b * SHARD_BLOCK, cnt = MIN(SHARD_BLOCK, n_records - f);
+        uint64_t f = b * SHARD_BLOCK, cnt = MIN(SHARD_BLOCK, n - f);
         unsigned w = shard_width_for(starts[f + cnt - 1] - starts[f]);
         uint64_t pw = pos | ((uint64_t)w << 56);
         memcpy(ix + b * SHARD_DIRENT_BYTES, &starts[f], 8);
@@ -217,22 +339,159 @@ int shard_seal(uint8_t *base, uint64_t cap, uint32_t kind, uint64_t record_size,
             store_le(ix + pos + j * w, starts[f + j] - starts[f], w);
         pos += cnt * w;
     }
+}
 
+/* Finishes a column's checksum: data (unless hash already holds it), then
+ * the index. */
+static uint64_t col_checksum(const uint8_t *data, uint64_t data_len, const uint8_t *ix,
+                             uint64_t index_len, XXH3_state_t *hash)
+{
     XXH3_state_t local;
-    XXH3_state_t *st = data_hash;
+    XXH3_state_t *st = hash;
     if (!st) {
         st = &local;
         XXH3_64bits_reset(st);
-        XXH3_64bits_update(st, base + SHARD_DATA_OFF, data_len);
+        XXH3_64bits_update(st, data, data_len);
     }
     XXH3_64bits_update(st, ix, index_len);
+    return XXH3_64bits_digest(st);
+}
+
+int shard_seal2(uint8_t *base, uint64_t cap, uint64_t n_records,
+                const struct shard_col_in *cols, uint32_t n_cols, uint64_t *used)
+{
+    if (n_cols == 0 || n_cols > SHARD_MAX_COLS)
+        return CXLP_EARG;
+    uint64_t end = SHARD_DATA_OFF;
+    for (uint32_t c = 0; c < n_cols; c++) {
+        const struct shard_col_in *in = &cols[c];
+        uint64_t e;
+        if (in->data_off < SHARD_DATA_OFF || in->data_off % SHARD_COL_ALIGN ||
+            add_overflow_u64(in->data_off, in->data_len, &e) || e > cap)
+            return CXLP_EARG;
+        if (in->kind == SHARD_KIND_FIXED) {
+            uint64_t total;
+            if (in->record_size == 0 || mul_overflow_u64(n_records, in->record_size, &total) ||
+                total != in->data_len)
+                return CXLP_EARG;
+        } else if (in->kind != SHARD_KIND_VAR || !starts_ok(in->starts, n_records, in->data_len)) {
+            return CXLP_EARG;
+        }
+        for (uint32_t o = 0; o < c; o++) /* columns must not overlap */
+            if (in->data_off < cols[o].data_off + cols[o].data_len &&
+                cols[o].data_off < e)
+                return CXLP_EARG;
+        end = MAX(end, e);
+    }
+    struct shard_dirent2 dir[SHARD_MAX_COLS];
+    memset(dir, 0, sizeof dir);
+    uint64_t pos = ALIGN_UP(end, 8);
+    if (pos > cap)
+        return CXLP_EARG;
+    memset(base + end, 0, pos - end);
+    for (uint32_t c = 0; c < n_cols; c++) {
+        const struct shard_col_in *in = &cols[c];
+        uint64_t ilen = 0;
+        struct shard_dirent2 *d = &dir[c];
+        d->kind = in->kind;
+        d->data_off = in->data_off;
+        d->data_len = in->data_len;
+        if (in->kind == SHARD_KIND_VAR) {
+            ilen = shard_index_len(in->starts, n_records);
+            if (ilen > cap - pos)
+                return CXLP_EARG;
+            write_index(base + pos, in->starts, n_records);
+            d->index_off = pos;
+            d->index_len = ilen;
+            uint64_t next = ALIGN_UP(pos + ilen, 8);
+            if (next > cap)
+                return CXLP_EARG;
+            memset(base + pos + ilen, 0, next - pos - ilen);
+            pos = next;
+        } else {
+            d->record_size = in->record_size;
+        }
+        d->checksum = col_checksum(base + in->data_off, in->data_len, base + d->index_off,
+                                   ilen, in->hash);
+    }
+    struct shard_hdr2 h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, SHARD_MAGIC, 8);
+    h.version = SHARD_VERSION;
+    h.n_cols = n_cols;
+    h.layout = shard_layout();
+    h.n_records = n_records;
+    h.dir_off = SHARD_HDR_BYTES;
+    h.used = pos;
+    XXH3_state_t st;
+    XXH3_64bits_reset(&st);
+    XXH3_64bits_update(&st, &h, HDR_SUM_BYTES);
+    XXH3_64bits_update(&st, dir, (size_t)n_cols * SHARD_COL_BYTES);
+    h.hdr_checksum = XXH3_64bits_digest(&st);
+    /* header page last: the directory first, then the header that checks it */
+    memset(base + sizeof h, 0, SHARD_DATA_OFF - sizeof h);
+    memcpy(base + SHARD_HDR_BYTES, dir, (size_t)n_cols * SHARD_COL_BYTES);
+    memcpy(base, &h, sizeof h);
+    *used = pos;
+    return 0;
+}
+
+int shard_build2(uint8_t *buf, uint64_t cap, uint64_t n_records, struct shard_col_in *cols,
+                 const void *const *data, uint32_t n_cols, uint64_t *used)
+{
+    uint64_t off = SHARD_DATA_OFF;
+    if (n_cols == 0 || n_cols > SHARD_MAX_COLS)
+        return CXLP_EARG;
+    for (uint32_t c = 0; c < n_cols; c++) {
+        uint64_t e;
+        if (add_overflow_u64(off, cols[c].data_len, &e) || e > cap)
+            return CXLP_EARG;
+        cols[c].data_off = off;
+        cols[c].hash = NULL;
+        if (cols[c].data_len)
+            memmove(buf + off, data[c], cols[c].data_len);
+        off = ALIGN_UP(e, SHARD_COL_ALIGN);
+    }
+    return shard_seal2(buf, cap, n_records, cols, n_cols, used);
+}
+
+int shard_build(uint8_t *buf, uint64_t cap, uint32_t kind, uint64_t record_size,
+                const void *data, uint64_t data_len, const uint64_t *starts,
+                uint64_t n_records, uint64_t *used)
+{
+    uint64_t index_len = 0, nb = 0;
+    if (data_len > UINT64_MAX / 2 || SHARD_DATA_OFF + data_len > cap)
+        return CXLP_EARG;
+    if (kind == SHARD_KIND_FIXED) {
+        uint64_t total;
+        if (record_size == 0 || mul_overflow_u64(n_records, record_size, &total) ||
+            total != data_len)
+            return CXLP_EARG;
+    } else if (kind == SHARD_KIND_VAR) {
+        if (!starts_ok(starts, n_records, data_len))
+            return CXLP_EARG;
+        index_len = shard_index_len(starts, n_records);
+        nb = (n_records + SHARD_BLOCK - 1) / SHARD_BLOCK;
+    } else {
+        return CXLP_EARG;
+    }
+    uint64_t need = shard_extent_need(data_len, index_len);
+    if (need > cap)
+        return CXLP_EARG;
+    if (data_len)
+        memmove(buf + SHARD_DATA_OFF, data, data_len);
+    uint64_t data_end = SHARD_DATA_OFF + data_len;
+    uint64_t index_off = ALIGN_UP(data_end, 8);
+    memset(buf + data_end, 0, index_off - data_end);
+    if (kind == SHARD_KIND_VAR)
+        write_index(buf + index_off, starts, n_records);
 
     struct shard_hdr h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, SHARD_MAGIC, 8);
-    h.version = SHARD_VERSION;
+    h.version = SHARD_VERSION_V1;
     h.kind = kind;
-    h.layout = shard_layout();
+    h.layout = shard_layout_v1();
     h.record_size = kind == SHARD_KIND_FIXED ? record_size : 0;
     h.n_records = n_records;
     h.data_off = SHARD_DATA_OFF;
@@ -241,21 +500,21 @@ int shard_seal(uint8_t *base, uint64_t cap, uint32_t kind, uint64_t record_size,
     h.index_len = index_len;
     h.block_records = kind == SHARD_KIND_VAR ? SHARD_BLOCK : 0;
     h.n_blocks = nb;
-    h.checksum = XXH3_64bits_digest(st);
+    h.checksum = col_checksum(buf + SHARD_DATA_OFF, data_len, buf + index_off, index_len, NULL);
     h.hdr_checksum = XXH3_64bits(&h, HDR_SUM_BYTES);
-    memset(base + sizeof h, 0, SHARD_DATA_OFF - sizeof h);
-    memcpy(base, &h, sizeof h);
+    memset(buf + sizeof h, 0, SHARD_DATA_OFF - sizeof h);
+    memcpy(buf, &h, sizeof h);
     *used = need;
     return 0;
 }
 
-int shard_build(uint8_t *buf, uint64_t cap, uint32_t kind, uint64_t record_size,
-                const void *data, uint64_t data_len, const uint64_t *starts,
-                uint64_t n_records, uint64_t *used)
+void shard_digest(const struct shard *s, uint64_t *data_len, uint64_t *checksum)
 {
-    if (data_len > UINT64_MAX / 2 || SHARD_DATA_OFF + data_len > cap)
-        return CXLP_EARG;
-    if (data_len)
-        memmove(buf + SHARD_DATA_OFF, data, data_len);
-    return shard_seal(buf, cap, kind, record_size, n_records, data_len, starts, NULL, used);
+    uint64_t bytes = 0, sums[SHARD_MAX_COLS];
+    for (uint32_t c = 0; c < s->n_cols && c < SHARD_MAX_COLS; c++) {
+        bytes += s->col[c].data_len;
+        sums[c] = s->col[c].checksum;
+    }
+    *data_len = bytes;
+    *checksum = s->n_cols == 1 ? sums[0] : XXH3_64bits(sums, s->n_cols * sizeof sums[0]);
 }

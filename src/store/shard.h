@@ -2,18 +2,26 @@
  * shard.h - the store's shard format, encoded and decoded over plain memory.
  *
  * A shard is one pool extent (or any byte buffer: the fuzz target and the
- * importers' tests use plain memory) laid out as
+ * importers' tests use plain memory) holding the records of a run of global
+ * ids, stored column-wise: one column per schema field, so that one field
+ * reads without touching the others (the design's vertical partitioning).
  *
- *   [0, 128)                      struct shard_hdr (little-endian, packed)
+ * Version 2 (what the writer produces):
+ *
+ *   [0, 128)                       struct shard_hdr2
+ *   [128, 128 + 64 * n_cols)       column directory: struct shard_dirent2 each
+ *   [SHARD_DATA_OFF, ...)          each column's data, at a 64-byte aligned
+ *                                  offset, then each variable column's index
+ *
+ * A column is exactly what a whole version-1 shard held: fixed-size records
+ * (record i is [i*record_size, (i+1)*record_size) of the column's data, no
+ * index) or variable-size records with a block index. Version 1 (one column
+ * holding whole records, fields at offsets inside a fixed-size record) is
+ * still read: shard_open turns it into a shard of one column.
+ *
+ *   [0, 128)                      struct shard_hdr (version 1)
  *   [data_off, data_off+data_len) the records, back to back
  *   [index_off, index_off+index_len) the index (variable-size records only)
- *
- * with data_off = SHARD_DATA_OFF (one page: records start page aligned, so a
- * record of a fixed-size dataset is naturally aligned for any dtype) and
- * index_off = ALIGN_UP(data_off + data_len, 8).
- *
- * Fixed-size records: no index; record i is [i*record_size, (i+1)*record_size)
- * of the data and  data_len == n_records * record_size.
  *
  * Variable-size records: blocks of SHARD_BLOCK (64) records. The index opens
  * with a directory of n_blocks = ceil(n_records / 64) entries of 16 bytes
@@ -30,22 +38,27 @@
  * block of short token sequences costs 1-2 bytes per record whatever the
  * shard's size, and no size or offset has a 32-bit limit.
  *
- * Checksums: checksum = XXH3-64 over the data bytes followed by the index
+ * Checksums: per column, XXH3-64 over its data bytes followed by its index
  * bytes (one stream: the writer hashes each chunk of records right after it
- * lands, then the index at seal); hdr_checksum = XXH3-64 of header bytes
- * [0, 120).
+ * lands, then the index at seal). Version 2: hdr_checksum = XXH3-64 of header
+ * bytes [0, 120) followed by the column directory, so one check covers every
+ * offset and column checksum; version 1: XXH3-64 of header bytes [0, 120).
  *
  * Trust: a shard lives in shared memory that another process may scribble
- * on. shard_open copies the header into a private struct shard after checking
- * every field against the extent, and checks every directory entry; the read
- * path re-checks the directory entry and deltas it loads (a few compares), so
- * a corrupt or concurrently modified shard yields CXLP_ECORRUPT, never an
- * access outside [data, data + data_len).
+ * on. shard_open copies the header and directory into private memory after
+ * checking every field against the extent, and checks every index directory
+ * entry; the read path re-checks the directory entry and deltas it loads (a
+ * few compares), so a corrupt or concurrently modified shard yields
+ * CXLP_ECORRUPT, never an access outside a column's [data, data + data_len).
  *
  * Alternatives rejected: a flat u64 offset per record (8 bytes per record:
  * for 10^11 short sequences that is 800 GB of index); Elias-Fano (smaller but
  * a select per read is slower than one unaligned load); one global width per
- * shard (a single long record would widen the whole index).
+ * shard (a single long record would widen the whole index); rows with fields
+ * interleaved for multi-field records (reading one field drags the others
+ * through the cache and the memory bus; version 1 did that for fixed-size
+ * fields only); one shard per field (the catalog would hold a shard list per
+ * field, and the fields of a record could drift apart across shards).
  */
 #ifndef CXLP_SHARD_H
 #define CXLP_SHARD_H
@@ -57,7 +70,8 @@
 #include "common/common.h"
 
 #define SHARD_MAGIC "CXLPSHD1"
-#define SHARD_VERSION 1u
+#define SHARD_VERSION 2u          /* what the writer produces */
+#define SHARD_VERSION_V1 1u       /* still read */
 #define SHARD_KIND_FIXED 0u
 #define SHARD_KIND_VAR 1u
 #define SHARD_HDR_BYTES 128u
@@ -65,12 +79,16 @@
 #define SHARD_BLOCK 64u
 #define SHARD_DIRENT_BYTES 16u
 #define SHARD_POS_MASK ((UINT64_C(1) << 56) - 1)
+#define SHARD_MAX_COLS CXLP_MAX_FIELDS
+#define SHARD_COL_BYTES 64u
+#define SHARD_COL_ALIGN 64u       /* every column's data starts 64-byte aligned */
 
+/* Version 1 header: one column. */
 struct shard_hdr {
     char magic[8];           /* "CXLPSHD1" */
-    uint32_t version;        /* SHARD_VERSION */
+    uint32_t version;        /* SHARD_VERSION_V1 */
     uint32_t kind;           /* SHARD_KIND_FIXED / SHARD_KIND_VAR */
-    uint64_t layout;         /* shard_layout(): ABI facts of this layout */
+    uint64_t layout;         /* shard_layout_v1(): ABI facts of this layout */
     uint64_t record_size;    /* fixed: bytes per record; var: 0 */
     uint64_t n_records;
     uint64_t data_off;
@@ -85,16 +103,43 @@ struct shard_hdr {
 };
 _Static_assert(sizeof(struct shard_hdr) == SHARD_HDR_BYTES, "shard header is 128 bytes");
 
-/* A validated shard: private copies of the header fields plus pointers into
- * the extent. Immutable after shard_open, so any thread may read through it. */
-struct shard {
-    const uint8_t *base;
-    uint64_t extent_len;
-    const uint8_t *data;
+/* Version 2 header: n_cols columns described by the directory after it. */
+struct shard_hdr2 {
+    char magic[8];           /* "CXLPSHD1" (the magic names the family) */
+    uint32_t version;        /* SHARD_VERSION */
+    uint32_t n_cols;         /* 1..SHARD_MAX_COLS, one per schema field */
+    uint64_t layout;         /* shard_layout() */
+    uint64_t n_records;      /* records in this shard (every column has them all) */
+    uint64_t dir_off;        /* SHARD_HDR_BYTES */
+    uint64_t used;           /* bytes of the extent the shard occupies */
+    uint64_t reserved[9];    /* zero */
+    uint64_t hdr_checksum;   /* XXH3-64 of bytes [0, 120) then the directory */
+};
+_Static_assert(sizeof(struct shard_hdr2) == SHARD_HDR_BYTES, "shard header is 128 bytes");
+
+/* One column in the version 2 directory (offsets from the extent start). */
+struct shard_dirent2 {
+    uint32_t kind;           /* SHARD_KIND_FIXED / SHARD_KIND_VAR */
+    uint32_t reserved0;      /* zero */
+    uint64_t record_size;    /* fixed: bytes per record; var: 0 */
+    uint64_t data_off;       /* >= SHARD_DATA_OFF, multiple of SHARD_COL_ALIGN */
     uint64_t data_len;
-    uint64_t n_records;
-    uint64_t record_size;    /* fixed only */
+    uint64_t index_off;      /* var: multiple of 8; fixed: 0 */
+    uint64_t index_len;      /* var: index bytes; fixed: 0 */
+    uint64_t checksum;       /* XXH3-64 of data then index */
+    uint64_t reserved1;      /* zero */
+};
+_Static_assert(sizeof(struct shard_dirent2) == SHARD_COL_BYTES, "column entry is 64 bytes");
+
+/* A validated column: private copies of its description plus pointers into
+ * the extent. Immutable after shard_open, so any thread may read through it. */
+struct shard_col {
     uint32_t kind;
+    uint64_t n_records;      /* the shard's, repeated for the inline checks */
+    const uint8_t *data;
+    uint64_t data_off;
+    uint64_t data_len;
+    uint64_t record_size;    /* fixed only */
     const uint8_t *index;    /* var only */
     uint64_t index_off;
     uint64_t index_len;
@@ -102,22 +147,44 @@ struct shard {
     uint64_t checksum;
 };
 
-/* Signature of this build's shard layout (struct sizes, constants). */
+/* A validated shard: its columns live in storage the caller gave
+ * shard_open (so a reader keeps the columns of all its shards in one flat
+ * array). */
+struct shard {
+    const uint8_t *base;
+    uint64_t extent_len;
+    uint32_t version;
+    uint32_t n_cols;
+    uint64_t n_records;
+    struct shard_col *col;
+};
+
+/* Signatures of this build's shard layouts (struct sizes, constants). */
 uint64_t shard_layout(void);
+uint64_t shard_layout_v1(void);
 
-/* Validates the header and index bounds of the shard at base (extent_len
- * bytes) and fills *s. Returns 0, CXLP_EFORMAT (magic, version),
- * CXLP_ELAYOUT, or CXLP_ECORRUPT, with a message naming the field and its
- * offset inside the extent in err. Does not read the records. */
-int shard_open(struct shard *s, const void *base, uint64_t extent_len,
-               char *err, size_t errlen);
+/* Validates the header, directory and index bounds of the shard at base
+ * (extent_len bytes) and fills *s, with its columns in cols[0..max_cols).
+ * Returns 0, CXLP_EFORMAT (magic, or a version this build does not read),
+ * CXLP_ELAYOUT, or CXLP_ECORRUPT (including more columns than max_cols), with
+ * a message naming the field and its offset inside the extent in err. Does
+ * not read the records. */
+int shard_open(struct shard *s, struct shard_col *cols, uint32_t max_cols, const void *base,
+               uint64_t extent_len, char *err, size_t errlen);
 
-/* Recomputes the checksum over data and index. 0 or CXLP_ECORRUPT. */
+/* Recomputes every column's checksum over data and index. 0 or CXLP_ECORRUPT
+ * naming the column. */
 int shard_verify(const struct shard *s, char *err, size_t errlen);
 
-/* Describes why shard_record(s, i) failed: which index entry, at which
- * offset of the extent. Cold path for messages. */
-void shard_explain(const struct shard *s, uint64_t i, char *err, size_t errlen);
+/* What a pool's shard table keeps of a shard, to check a copy of it without
+ * reading its records: payload bytes (every column's data) and one checksum
+ * (a one-column shard's own; else XXH3-64 of the columns' checksums in
+ * order). Covers data and indexes, as the columns' checksums do. */
+void shard_digest(const struct shard *s, uint64_t *data_len, uint64_t *checksum);
+
+/* Describes why shard_col_record(&s->col[c], i) failed: which index entry, at
+ * which offset of the extent. Cold path for messages. */
+void shard_explain(const struct shard *s, uint32_t c, uint64_t i, char *err, size_t errlen);
 
 static inline uint64_t shard_load_le(const uint8_t *p, unsigned w)
 {
@@ -134,9 +201,9 @@ static inline uint64_t shard_load_le(const uint8_t *p, unsigned w)
     return v;
 }
 
-/* Checks one directory entry (already loaded) of block b against the shard.
- * 1 when usable. */
-static inline int shard_dirent_ok(const struct shard *s, uint64_t b, uint64_t anchor,
+/* Checks one index directory entry (already loaded) of block b against the
+ * column. 1 when usable. */
+static inline int shard_dirent_ok(const struct shard_col *s, uint64_t b, uint64_t anchor,
                                   uint64_t pw)
 {
     unsigned w = (unsigned)(pw >> 56);
@@ -147,8 +214,8 @@ static inline int shard_dirent_ok(const struct shard *s, uint64_t b, uint64_t an
            pos >= s->n_blocks * SHARD_DIRENT_BYTES && range_ok(pos, cnt * w, s->index_len);
 }
 
-/* Start of record i of a var shard; i < n_records. 0 or CXLP_ECORRUPT. */
-static inline int shard_var_start(const struct shard *s, uint64_t i, uint64_t *start)
+/* Start of record i of a var column; i < n_records. 0 or CXLP_ECORRUPT. */
+static inline int shard_var_start(const struct shard_col *s, uint64_t i, uint64_t *start)
 {
     uint64_t b = i / SHARD_BLOCK;
     const uint8_t *e = s->index + b * SHARD_DIRENT_BYTES;
@@ -164,10 +231,12 @@ static inline int shard_var_start(const struct shard *s, uint64_t i, uint64_t *s
     return 0;
 }
 
-/* Record i (< n_records) as a pointer and length inside the data area.
- * The hot path: no allocation, no locks; 0 or CXLP_ECORRUPT. */
-static inline int shard_record(const struct shard *s, uint64_t i, const uint8_t **p,
-                               uint64_t *len)
+/* Record i (< n_records) of a column as a pointer and length inside the
+ * column's data. The hot path: no allocation, no locks; 0 or CXLP_ECORRUPT.
+ * Always inlined: the reader calls it from a few places, and a call per
+ * record costs what the lookup itself does. */
+static inline __attribute__((always_inline)) int
+shard_col_record(const struct shard_col *s, uint64_t i, const uint8_t **p, uint64_t *len)
 {
     if (s->kind == SHARD_KIND_FIXED) {
         *p = s->data + i * s->record_size; /* n*record_size == data_len checked at open */
@@ -188,15 +257,28 @@ static inline int shard_record(const struct shard *s, uint64_t i, const uint8_t 
     return 0;
 }
 
+/* Record i of column 0: the whole record of a one-column shard. */
+static inline int shard_record(const struct shard *s, uint64_t i, const uint8_t **p,
+                               uint64_t *len)
+{
+    return shard_col_record(&s->col[0], i, p, len);
+}
+
 /* The shard g (validated at one copy) as seen at another copy of the same
- * bytes at base: every pointer moved by the same amount. Reads through *out
- * stay inside [base, base + extent_len) as they did in g. */
-static inline void shard_at(const struct shard *g, const uint8_t *base, struct shard *out)
+ * bytes at base, its columns in cols[0..g->n_cols): every pointer moved by
+ * the same amount. Reads through *out stay inside [base, base + extent_len)
+ * as they did in g. */
+static inline void shard_at(const struct shard *g, const uint8_t *base, struct shard *out,
+                            struct shard_col *cols)
 {
     *out = *g;
     out->base = base;
-    out->data = base + (uint64_t)(g->data - g->base);
-    out->index = base + g->index_off;
+    out->col = cols;
+    for (uint32_t c = 0; c < g->n_cols; c++) {
+        cols[c] = g->col[c];
+        cols[c].data = base + g->col[c].data_off;
+        cols[c].index = base + g->col[c].index_off;
+    }
 }
 
 /* ---- encoding ---------------------------------------------------------- */
@@ -219,25 +301,42 @@ static inline uint64_t shard_index_bound(uint64_t n, uint64_t data_cap)
     return nb * SHARD_DIRENT_BYTES + n * shard_width_for(data_cap);
 }
 
-/* Total extent bytes a shard needs: header page, data, index. */
+/* Total extent bytes a one-column shard needs: header page, data, index. */
 static inline uint64_t shard_extent_need(uint64_t data_len, uint64_t index_len)
 {
     return ALIGN_UP((uint64_t)SHARD_DATA_OFF + data_len, 8) + index_len;
 }
 
-/* Seals a shard whose records already lie at base + SHARD_DATA_OFF:
- * writes the index (var: from starts[0..n)) after the data, the checksum
- * (data_hash is the XXH3 streaming state that has absorbed exactly the
- * data bytes, or NULL to hash them here), then the header. cap is the extent
- * size; *used receives the bytes the shard occupies. CXLP_EARG when it does
- * not fit or the input is inconsistent (our bug, or the caller's). */
+/* One column to seal: its records already lie at base + data_off. */
 struct XXH3_state_s;
-int shard_seal(uint8_t *base, uint64_t cap, uint32_t kind, uint64_t record_size,
-               uint64_t n_records, uint64_t data_len, const uint64_t *starts,
-               struct XXH3_state_s *data_hash, uint64_t *used);
+struct shard_col_in {
+    uint32_t kind;           /* SHARD_KIND_FIXED / SHARD_KIND_VAR */
+    uint64_t record_size;    /* fixed: bytes per record */
+    uint64_t data_off;       /* >= SHARD_DATA_OFF + ..., SHARD_COL_ALIGN aligned */
+    uint64_t data_len;
+    const uint64_t *starts;  /* var: n_records record starts (starts[0] == 0) */
+    struct XXH3_state_s *hash; /* state that absorbed exactly the data bytes, or NULL */
+};
 
-/* One-shot encoder for tests, seed generators and small importers: copies
- * data into buf and seals. starts as for shard_seal (ignored when fixed). */
+/* Seals a version 2 shard: writes each var column's index (in column order,
+ * 8-aligned, after the end of the last column's data), finishes each
+ * column's checksum, then the directory and the header. The columns' data
+ * must not overlap. cap is the extent size; *used receives the bytes the
+ * shard occupies. CXLP_EARG when it does not fit or the input is
+ * inconsistent (our bug, or the caller's). */
+int shard_seal2(uint8_t *base, uint64_t cap, uint64_t n_records,
+                const struct shard_col_in *cols, uint32_t n_cols, uint64_t *used);
+
+/* One-shot version 2 encoder for tests and seed generators: copies each
+ * column's data[k] (data_len in cols[k]) to 64-aligned offsets after the
+ * header page, then seals. */
+int shard_build2(uint8_t *buf, uint64_t cap, uint64_t n_records, struct shard_col_in *cols,
+                 const void *const *data, uint32_t n_cols, uint64_t *used);
+
+/* Version 1 encoder (one column), kept so the tests and the fuzz corpus hold
+ * shards as earlier builds wrote them: the reader must go on reading those.
+ * Copies data into buf and seals; starts as for shard_col_in (ignored when
+ * fixed). The writer never produces version 1. */
 int shard_build(uint8_t *buf, uint64_t cap, uint32_t kind, uint64_t record_size,
                 const void *data, uint64_t data_len, const uint64_t *starts,
                 uint64_t n_records, uint64_t *used);

@@ -29,6 +29,10 @@ struct cxlp_store {
     struct fastdiv per_div;   /* that division, by multiplication */
     uint64_t *first;          /* first record of each shard */
     struct shard *shards;     /* validated geometry (tiered: once ready[k]) */
+    struct shard_col *cols;   /* n_shards * ncols, shard-major */
+    uint32_t ncols;           /* columns per shard: n_fields, or 1 (format 1) */
+    int rows;                 /* format 1 with several fields: fields inside the record */
+    uint32_t version;         /* shard format of the first shard validated; 0 none yet */
     struct pool_shard *loc;   /* the shard table, private copy */
     const int64_t *docs;      /* NULL when absent */
     const char *name;         /* ds.info.name */
@@ -58,9 +62,13 @@ static inline uint64_t store_word(const cxlp_store *s, uint64_t k, uint32_t t)
 }
 
 /* Checks a copy of shard k at base against the shard table and the schema
- * and fills g (pointers into that copy); where names it in messages. */
-int store_shard_check(const cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
-                      const char *where);
+ * and fills g with its columns in cols[0..ncols) (pointers into that
+ * copy); where names it in messages. With settle, the first shard checked
+ * fixes the dataset's shard format (s->version, s->rows): callers with
+ * settle serialize (open, or under mu); without, a shard is compared with
+ * the format once it is fixed. */
+int store_shard_check(cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
+                      struct shard_col *cols, int settle, const char *where);
 
 /* Shard of record idx (< count). */
 static inline uint64_t store_shard_of(const cxlp_store *s, uint64_t idx)
@@ -79,13 +87,21 @@ static inline uint64_t store_shard_of(const cxlp_store *s, uint64_t idx)
 }
 
 /* Tiered pools: where shard k can be read now. With a copy in a memory
- * tier, fills *sh with the shard rebased onto it and returns 0 with its
- * tier in *tier; CXLP_ENOTFOUND when no memory tier holds one; CXLP_ECORRUPT
- * for a word or header that does not check out (message in cxlp_errmsg(NULL)).
- * The caller holds a location epoch pin for as long as it uses *sh. */
-int store_locate(const cxlp_store *s, uint64_t k, struct shard *sh, uint32_t *tier);
-/* cxlp_store_read for a caller that holds an epoch pin (any pool). */
-int store_read_pinned(const cxlp_store *s, uint64_t idx, struct cxlp_view *v);
+ * tier, fills *sh (its columns in cols[0..ncols)) with the shard rebased
+ * onto it and returns 0 with its tier in *tier; CXLP_ENOTFOUND when no
+ * memory tier holds one; CXLP_ECORRUPT for a word or header that does not
+ * check out (message in cxlp_errmsg(NULL)). The caller holds a location
+ * epoch pin for as long as it uses *sh. */
+int store_locate(const cxlp_store *s, uint64_t k, struct shard *sh, struct shard_col *cols,
+                 uint32_t *tier);
+/* Fields fields[0..n) (NULL: the whole record, n = 1) of record idx, which
+ * lies in shard k as sh (a validated or rebased geometry) holds it. */
+int store_fields_at(const cxlp_store *s, const struct shard *sh, uint64_t k, uint64_t idx,
+                    const uint32_t *fields, uint32_t n, struct cxlp_view *v);
+/* cxlp_store_read (fields NULL, n = 1) or store_read_fields for a caller
+ * that holds an epoch pin (any pool). */
+int store_read_pinned(const cxlp_store *s, uint64_t idx, const uint32_t *fields, uint32_t n,
+                      struct cxlp_view *v);
 
 /* Checks a dataset name: 1..63 bytes, printable ASCII, no '/'. 0 or
  * CXLP_EARG with a message in err. */
@@ -101,6 +117,20 @@ int schema_normalize(const struct cxlp_schema *in, struct cxlp_schema *out,
 /* Bytes of one element of a variable-size record (the schema's one field),
  * or record_size for fixed. */
 uint64_t schema_unit(const struct cxlp_schema *s);
+
+/* Bytes per record of a fixed-shape field of a normalized schema; 0 for a
+ * variable-length one. */
+uint64_t schema_field_size(const struct cxlp_field *f);
+
+/* Offset of the first byte of p[0..len) that is not valid UTF-8, or len. */
+uint64_t utf8_check(const uint8_t *p, uint64_t len);
+
+/* Fields fields[0..n) of record idx in one lookup of its shard (the gather
+ * engine reads several fields of each record). Thread-safe; as
+ * cxlp_store_read_field, with field numbers trusted (checked by the
+ * caller). */
+int store_read_fields(const cxlp_store *s, uint64_t idx, const uint32_t *fields, uint32_t n,
+                      struct cxlp_view *v);
 
 /* Fixed-size records: bytes that cxlp_writer_direct can hand out without
  * closing the current shard early (a multiple of record_size; 0 when the
@@ -123,12 +153,14 @@ int store_check(const void *store);
 int writer_direct_var(cxlp_writer *w, uint64_t bytes, uint64_t n, void **dst);
 int writer_commit_var(cxlp_writer *w, const uint64_t *lens, uint64_t n);
 
-/* Views of records ids[0..n) into out[] (what cxlp_store_read gives for
- * each, without a call per record where the layout allows: fixed-size
- * records in equal shards). 0, or the first failure's code with *bad its
- * index in ids and the message in cxlp_errmsg(NULL). Thread-safe. */
-int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, struct cxlp_view *out,
-                  size_t *bad);
+/* Fields fields[0..nf) of records ids[0..n), record i's field j into
+ * out[i * nf + j] (what store_read_fields gives for each, without a call
+ * per record where the layout allows: fixed-shape fields in equal shards).
+ * 0, or the first failure's code with *bad its index in ids and the message
+ * in cxlp_errmsg(NULL). Field numbers trusted, as store_read_fields.
+ * Thread-safe. */
+int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, const uint32_t *fields,
+                  uint32_t nf, struct cxlp_view *out, size_t *bad);
 /* NUMA node the dataset's memory is bound to (numa pools; a tiered
  * dataset: its fastest memory tier's), else -1. */
 int store_numa_node(const cxlp_store *s);

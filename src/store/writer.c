@@ -18,17 +18,29 @@
  *
  * Invariants (s = the open shard, r = the last reservation):
  *   s.off + s.cap <= r.off + r.len
- *   SHARD_DATA_OFF + s.len  <= s.cap                      (fixed)
- *   shard_extent_need(s.len, index_bound(s.n, s.cap)) <= s.cap   (var)
- *   s.hashed <= s.len: data [0, hashed) is in the running XXH3 state
+ *   s.len <= s.data_cap  (s.len: bytes of the primary column)
+ *   layout_need(columns so far, s.n) <= s.cap
+ *   s.hashed <= s.len: primary data [0, hashed) is in the running XXH3
+ *   state; a staged column is hashed as each piece lands in its buffer
  *   n_records == sum of sealed shards' n_records + s.n
  * Fixed-size shards hold per_shard = max(1, shard_bytes / record_size)
  * records each, so all but the last have the same count and the reader maps
  * a record to its shard by one division.
  *
+ * Columns. Each schema field is a column of the shard (shard.h). One
+ * column, the primary, is written in place from SHARD_DATA_OFF up, exactly
+ * as a one-field dataset always was; the others collect in private staging
+ * buffers (at most one shard's worth) and are copied after the primary when
+ * the shard is sealed. The primary of each new shard is the field with the
+ * most bytes so far (first shard: the first variable-length field, else the
+ * largest), so the second copy falls on the small columns: labels next to
+ * tokens cost a few bytes per record, not a second pass over the tokens.
+ * A shard is full when its columns and their index bounds would pass the
+ * extent (fixed-size records: at per_shard records, as below).
+ *
  * Copies. append() copies each record once, from the caller into pool
- * memory; direct()/commit_direct() let an importer read() into pool memory
- * with no copy at all. Data is hashed in chunks of HASH_CHUNK right after it
+ * memory (other columns: twice, see Columns); direct()/commit_direct() let
+ * an importer read() into pool memory with no copy at all (one field). Data is hashed in chunks of HASH_CHUNK right after it
  * lands (still in cache), never re-read from memory at seal; a direct chunk
  * is hashed at its commit_direct, so importers that read 256 KiB..1 MiB at a
  * time hash from L2 (with 4 MiB chunks the hash's CPU time doubles).
@@ -65,6 +77,15 @@ struct resv {
     int where;                /* the ingest tier, or POOL_META (docs) */
 };
 
+/* A column of the open shard other than the primary. */
+struct stage {
+    uint8_t *buf;
+    uint64_t len, cap;
+    uint64_t *starts;         /* var: start of each record in buf */
+    uint64_t cap_starts;
+    XXH3_state_t *hash;       /* absorbed buf[0, len) */
+};
+
 struct cxlp_writer {
     struct obj obj;
     cxlp_pool *p;
@@ -73,6 +94,12 @@ struct cxlp_writer {
     char name[CXLP_NAME_MAX];
     struct cxlp_schema schema;
     uint64_t unit;            /* record_size (fixed) or element size (var) */
+    uint32_t nf;              /* fields (columns) */
+    uint64_t fsize[CXLP_MAX_FIELDS];  /* fixed-shape field: bytes per record; var: 0 */
+    uint64_t felem[CXLP_MAX_FIELDS];  /* element size */
+    uint64_t fbytes[CXLP_MAX_FIELDS]; /* bytes written per field, all shards */
+    uint32_t prim;            /* the open shard's primary column */
+    struct stage stage[CXLP_MAX_FIELDS]; /* the other columns (stage[prim] unused) */
     int huge;                 /* reservations on 2 MiB pages where the media allows */
     uint64_t shard_bytes;
     uint64_t expected;
@@ -94,8 +121,9 @@ struct cxlp_writer {
     /* the open shard */
     int open;
     uint64_t s_off, s_cap, s_len, s_n, s_hashed;
-    uint64_t s_data_cap;      /* fixed: per_shard * record_size */
-    uint64_t *starts;         /* var: data offset of each record */
+    uint64_t s_data_cap;      /* fixed: per_shard * field size; var: s_cap - SHARD_DATA_OFF */
+    uint64_t s_rec_cap;       /* fixed: records this shard takes; var: UINT64_MAX */
+    uint64_t *starts;         /* primary var column: data offset of each record */
     uint64_t cap_starts;
     XXH3_state_t *hash;
     uint64_t direct_len;      /* bytes handed out by direct(), not committed */
@@ -126,11 +154,40 @@ static uint64_t per_shard_records(const cxlp_writer *w)
     return n ? n : 1;
 }
 
-/* Extent bytes a fixed shard of n records takes, rounded to the carve
- * alignment. */
-static uint64_t fixed_shard_extent(uint64_t n, uint64_t rs)
+/* Extent bytes a fixed-size shard of n records takes (every column at its
+ * 64-byte aligned start), rounded to the carve alignment. One field: the
+ * header page and n * record_size. */
+static uint64_t fixed_shard_extent(const cxlp_writer *w, uint64_t n)
 {
-    return ALIGN_UP((uint64_t)SHARD_DATA_OFF + n * rs, SHARD_ALIGN);
+    uint64_t end = SHARD_DATA_OFF;
+    for (uint32_t k = 0; k < w->nf; k++)
+        end = ALIGN_UP(end, SHARD_COL_ALIGN) + n * w->fsize[k];
+    return ALIGN_UP(end, SHARD_ALIGN);
+}
+
+/* Bytes the shard's columns take with add[k] more bytes in column k and n
+ * records in all, the index deltas sized for a data area of wcap: the
+ * primary from SHARD_DATA_OFF, the others each at a 64-byte aligned offset
+ * after it, then the index of each variable-length column. fresh: an empty
+ * shard whose primary is not chosen yet (an upper bound for any choice). */
+static uint64_t layout_need(const cxlp_writer *w, int fresh, const uint64_t *add, uint64_t n,
+                            uint64_t wcap)
+{
+    uint64_t end = SHARD_DATA_OFF;
+    if (fresh) {
+        for (uint32_t k = 0; k < w->nf; k++)
+            end += ALIGN_UP(add[k], SHARD_COL_ALIGN);
+    } else {
+        end += w->s_len + add[w->prim];
+        for (uint32_t k = 0; k < w->nf; k++)
+            if (k != w->prim)
+                end = ALIGN_UP(end, SHARD_COL_ALIGN) + w->stage[k].len + add[k];
+    }
+    end = ALIGN_UP(end, 8);
+    for (uint32_t k = 0; k < w->nf; k++)
+        if (!w->fsize[k])
+            end += ALIGN_UP(shard_index_bound(n, wcap), 8);
+    return end;
 }
 
 /* Room for need entries of elsz bytes in *arrp (capacity *cap, doubling). */
@@ -148,6 +205,25 @@ static int grow(cxlp_writer *w, void *arrp, size_t *cap, size_t need, size_t els
     *arr = p;
     *cap = nc;
     return 0;
+}
+
+/* The column written in place: the one with the most bytes so far; before
+ * any, the first variable-length field, else the largest. */
+static uint32_t pick_primary(const cxlp_writer *w)
+{
+    uint32_t best = 0;
+    for (uint32_t k = 1; k < w->nf; k++)
+        if (w->fbytes[k] > w->fbytes[best])
+            best = k;
+    if (w->fbytes[best])
+        return best;
+    for (uint32_t k = 0; k < w->nf; k++)
+        if (!w->fsize[k])
+            return k;
+    for (uint32_t k = 1; k < w->nf; k++)
+        if (w->fsize[k] > w->fsize[best])
+            best = k;
+    return best;
 }
 
 /* Reserves n extents of lens[i] bytes in where's object in one
@@ -255,10 +331,21 @@ static int open_shard(cxlp_writer *w, uint64_t need, uint64_t want)
     w->s_cap = MIN(room, MAX(need, want));
     w->s_len = w->s_n = w->s_hashed = 0;
     r->used = at + w->s_cap; /* provisional; trimmed at seal */
+    w->prim = pick_primary(w);
+    for (uint32_t k = 0; k < w->nf; k++) {
+        w->stage[k].len = 0;
+        if (w->stage[k].hash)
+            XXH3_64bits_reset(w->stage[k].hash);
+    }
     if (w->schema.fixed) {
-        uint64_t fit = (w->s_cap - SHARD_DATA_OFF) / w->unit;
-        w->s_data_cap = MIN(fit, per_shard_records(w)) * w->unit;
+        /* columns after the first may each start up to 63 bytes late */
+        uint64_t slack = w->nf > 1 ? (uint64_t)SHARD_COL_ALIGN * w->nf : 0;
+        uint64_t fit = w->s_cap > SHARD_DATA_OFF + slack
+                       ? (w->s_cap - SHARD_DATA_OFF - slack) / w->unit : 0;
+        w->s_rec_cap = MIN(fit, per_shard_records(w));
+        w->s_data_cap = w->s_rec_cap * w->fsize[w->prim];
     } else {
+        w->s_rec_cap = UINT64_MAX;
         w->s_data_cap = w->s_cap - SHARD_DATA_OFF;
     }
     XXH3_64bits_reset(w->hash);
@@ -289,21 +376,48 @@ static int seal_shard(cxlp_writer *w)
         return 0;
     }
     hash_upto(w, w->s_len);
+    /* the primary lies at SHARD_DATA_OFF; the staged columns follow it */
+    struct shard_col_in cols[CXLP_MAX_FIELDS];
+    uint8_t *sb = w->base + w->s_off;
+    uint64_t end = SHARD_DATA_OFF + w->s_len;
+    for (uint32_t k = 0; k < w->nf; k++) {
+        struct shard_col_in *c = &cols[k];
+        c->kind = w->fsize[k] ? SHARD_KIND_FIXED : SHARD_KIND_VAR;
+        c->record_size = w->fsize[k];
+        if (k == w->prim) {
+            *c = (struct shard_col_in){c->kind, c->record_size, SHARD_DATA_OFF, w->s_len,
+                                       w->starts, w->hash};
+            continue;
+        }
+        struct stage *st = &w->stage[k];
+        uint64_t off = ALIGN_UP(end, SHARD_COL_ALIGN);
+        if (off > w->s_cap || st->len > w->s_cap - off)
+            return fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: shard %zu: column %u does "
+                                  "not fit its extent", w->name, w->n_shards, k));
+        memset(sb + end, 0, off - end);
+        if (st->len)
+            memcpy(sb + off, st->buf, st->len);
+        *c = (struct shard_col_in){c->kind, c->record_size, off, st->len, st->starts, st->hash};
+        end = off + st->len;
+    }
     uint64_t used;
-    int rc = shard_seal(w->base + w->s_off, w->s_cap, w->schema.fixed ? SHARD_KIND_FIXED : SHARD_KIND_VAR,
-                        w->schema.record_size, w->s_n, w->s_len, w->starts, w->hash, &used);
+    int rc = shard_seal2(sb, w->s_cap, w->s_n, cols, w->nf, &used);
     if (rc)
         return fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: shard %zu does not fit its extent "
                               "(%" PRIu64 " records, %" PRIu64 " bytes in %" PRIu64 ")",
-                              w->name, w->n_shards, w->s_n, w->s_len, w->s_cap));
+                              w->name, w->n_shards, w->s_n, end, w->s_cap));
     rc = pool_sync(w->p, w->tier, w->s_off, used);
     if (rc)
         return pool_fail(w, rc, "syncing a shard");
+    /* what the pool's shard table keeps of it: copies are checked by it */
     struct shard sealed;
+    struct shard_col scols[SHARD_MAX_COLS];
     char err[ERRMSG_MAX];
-    if (shard_open(&sealed, w->base + w->s_off, used, err, sizeof err))
+    uint64_t digest_len, digest;
+    if (shard_open(&sealed, scols, SHARD_MAX_COLS, w->base + w->s_off, used, err, sizeof err))
         return fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: shard %zu just sealed does "
                               "not open: %s", w->name, w->n_shards, err));
+    shard_digest(&sealed, &digest_len, &digest);
     if (w->n_shards == w->cap_shards) {
         size_t nc = w->cap_shards ? 2 * w->cap_shards : 16;
         struct pool_shard *s = realloc(w->shards, nc * sizeof *s);
@@ -314,7 +428,7 @@ static int seal_shard(cxlp_writer *w)
     }
     w->shards[w->n_shards++] = (struct pool_shard){
         .off = w->s_off, .len = used, .first_record = w->n_records - w->s_n,
-        .n_records = w->s_n, .data_len = sealed.data_len, .checksum = sealed.checksum,
+        .n_records = w->s_n, .data_len = digest_len, .checksum = digest,
     };
     r->used = w->s_off - r->ext.off + used;
     return 0;
@@ -401,14 +515,22 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
     strlcpy0(w->name, name, sizeof w->name);
     w->schema = norm;
     w->unit = schema_unit(&norm);
+    w->nf = norm.n_fields;
+    for (uint32_t k = 0; k < w->nf; k++) {
+        w->fsize[k] = schema_field_size(&norm.fields[k]);
+        w->felem[k] = (uint64_t)cxlp_dtype_size(norm.fields[k].dtype);
+    }
     w->shard_bytes = opts && opts->shard_bytes ? opts->shard_bytes : DEFAULT_SHARD_BYTES;
     w->huge = !(opts && opts->no_hugepages);
     w->expected = opts ? opts->expected_bytes : 0;
     w->progress = opts ? opts->progress : NULL;
     w->progress_ctx = opts ? opts->progress_ctx : NULL;
     w->hash = XXH3_createState();
-    if (!w->hash) {
-        free(w);
+    int nomem = !w->hash;
+    for (uint32_t k = 0; k < w->nf && w->nf > 1; k++)
+        nomem |= !(w->stage[k].hash = XXH3_createState());
+    if (nomem) {
+        cxlp_writer_abort(w);
         return seterr(pool_obj(p), -ENOMEM, "dataset %s: out of memory", name);
     }
     if (w->shard_bytes > UINT64_MAX / 4 || w->expected > UINT64_MAX / 4) {
@@ -424,11 +546,11 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
         uint64_t n = w->expected / w->unit + (w->expected % w->unit != 0);
         uint64_t per = per_shard_records(w);
         uint64_t full = n / per, last = n % per;
-        uint64_t total = full * fixed_shard_extent(per, w->unit);
+        uint64_t total = full * fixed_shard_extent(w, per);
         if (last)
-            total += fixed_shard_extent(last, w->unit);
+            total += fixed_shard_extent(w, last);
         if (n == 0)
-            total = fixed_shard_extent(0, w->unit);
+            total = fixed_shard_extent(w, 0);
         rc = reserve(w, w->tier, total);
         if (rc == CXLP_EFULL && n > per) {
             w->failed = 0;
@@ -438,16 +560,16 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
                 rc = fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory", name));
             } else {
                 for (uint64_t i = 0; i < k; i++)
-                    lens[i] = fixed_shard_extent(i < full ? per : last, w->unit);
+                    lens[i] = fixed_shard_extent(w, i < full ? per : last);
                 rc = reserve_batch(w, w->tier, lens, k, 1);
                 free(lens);
             }
         }
     }
     if (!rc) {
-        uint64_t want = norm.fixed ? fixed_shard_extent(per_shard_records(w), w->unit)
+        uint64_t want = norm.fixed ? fixed_shard_extent(w, per_shard_records(w))
                                    : ALIGN_UP(SHARD_DATA_OFF + w->shard_bytes, SHARD_ALIGN);
-        rc = open_shard(w, fixed_shard_extent(norm.fixed ? 1 : 0, w->unit), want);
+        rc = open_shard(w, fixed_shard_extent(w, norm.fixed ? 1 : 0), want);
     }
     if (rc) {
         seterr(pool_obj(p), rc, "%s", w->obj.err);
@@ -458,56 +580,208 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
     return 0;
 }
 
-/* Var: do n more records of len bytes in all fit the open shard? */
+/* Var, one field: do n more records of len bytes in all fit the open shard? */
 static int var_fits(const cxlp_writer *w, uint64_t len, uint64_t n)
 {
-    uint64_t end;
+    uint64_t end, add[CXLP_MAX_FIELDS] = {0};
     if (add_overflow_u64(w->s_len, len, &end) || end > w->s_data_cap)
         return 0;
-    return shard_extent_need(end, shard_index_bound(w->s_n + n, w->s_cap)) <= w->s_cap;
+    add[0] = len;
+    return layout_need(w, 0, add, w->s_n + n, w->s_cap) <= w->s_cap;
 }
 
-static int var_next_shard(cxlp_writer *w, uint64_t len, uint64_t n)
+/* Seals the open shard and opens one that takes n records of add[k] bytes
+ * per column (a run larger than shard_bytes gets a shard of its size). */
+static int next_shard(cxlp_writer *w, const uint64_t *add, uint64_t n)
 {
     int rc = seal_shard(w);
     if (rc)
         return rc;
-    if (len > UINT64_MAX / 4 || n > UINT64_MAX / 64)
-        return fail(w, seterr(&w->obj, CXLP_EARG, "dataset %s: %" PRIu64 " records of %" PRIu64 " bytes are too large",
-                              w->name, n, len));
+    uint64_t total = 0;
+    for (uint32_t k = 0; k < w->nf; k++)
+        if (add[k] > UINT64_MAX / 64 || add_overflow_u64(total, add[k], &total))
+            total = UINT64_MAX;
+    if (total > UINT64_MAX / 64 || n > UINT64_MAX / 64)
+        return fail(w, seterr(&w->obj, CXLP_EARG, "dataset %s: %" PRIu64 " records are too large",
+                              w->name, n));
     /* index bound at the widest delta: fits whatever the shard's size */
-    uint64_t need = ALIGN_UP(shard_extent_need(len, shard_index_bound(n, UINT64_MAX)), SHARD_ALIGN);
-    rc = open_shard(w, need, ALIGN_UP(SHARD_DATA_OFF + w->shard_bytes, SHARD_ALIGN));
+    uint64_t need = ALIGN_UP(layout_need(w, 1, add, n, UINT64_MAX), SHARD_ALIGN);
+    return open_shard(w, need, ALIGN_UP(SHARD_DATA_OFF + w->shard_bytes, SHARD_ALIGN));
+}
+
+static int var_next_shard(cxlp_writer *w, uint64_t len, uint64_t n)
+{
+    uint64_t add[CXLP_MAX_FIELDS] = {0};
+    add[0] = len;
+    int rc = next_shard(w, add, n);
     if (!rc && !var_fits(w, len, n))
         rc = fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: %" PRIu64 " bytes do not fit a new shard of %" PRIu64 " bytes",
                             w->name, len, w->s_cap));
     return rc;
 }
 
+/* Room in a starts[] array for need entries. */
+static int grow_u64(cxlp_writer *w, uint64_t **arr, uint64_t *cap, uint64_t need)
+{
+    if (need <= *cap)
+        return 0;
+    uint64_t nc = *cap ? 2 * *cap : 1024;
+    while (nc < need)
+        nc *= 2;
+    uint64_t *s = realloc(*arr, nc * sizeof *s);
+    if (!s)
+        return fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory for the index", w->name));
+    *arr = s;
+    *cap = nc;
+    return 0;
+}
+
 /* Room in starts[] for n more records of the open shard. */
 static int grow_starts(cxlp_writer *w, uint64_t n)
 {
-    if (w->s_n + n <= w->cap_starts)
-        return 0;
-    uint64_t nc = w->cap_starts ? 2 * w->cap_starts : 1024;
-    while (nc < w->s_n + n)
-        nc *= 2;
-    uint64_t *s = realloc(w->starts, nc * sizeof *s);
-    if (!s)
-        return fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory for the index", w->name));
-    w->starts = s;
-    w->cap_starts = nc;
+    return grow_u64(w, &w->starts, &w->cap_starts, w->s_n + n);
+}
+
+/* One column of a batch of records: a fixed-shape field's record i at
+ * data + i * stride; a variable-length field's record i as elements
+ * [offsets[i], offsets[i+1]) of data. */
+struct col_src {
+    const uint8_t *data;
+    uint64_t stride;
+    const int64_t *offsets;
+};
+
+static uint64_t src_bytes(const cxlp_writer *w, uint32_t k, const struct col_src *c,
+                          uint64_t i, uint64_t n)
+{
+    if (w->fsize[k])
+        return n * w->fsize[k];
+    return (uint64_t)(c->offsets[i + n] - c->offsets[i]) * w->felem[k];
+}
+
+/* Copies records [i, i+n) of column k to dst (contiguous); var: their
+ * starts (relative to base_off) to starts[0..n). */
+static void copy_col(const cxlp_writer *w, uint32_t k, const struct col_src *c, uint64_t i,
+                     uint64_t n, uint8_t *dst, uint64_t *starts, uint64_t base_off)
+{
+    uint64_t fs = w->fsize[k];
+    if (fs) {
+        if (c->stride == fs) {
+            memcpy(dst, c->data + i * fs, (size_t)(n * fs));
+        } else {
+            for (uint64_t j = 0; j < n; j++)
+                memcpy(dst + j * fs, c->data + (i + j) * c->stride, (size_t)fs);
+        }
+        return;
+    }
+    uint64_t e = w->felem[k], first = (uint64_t)c->offsets[i];
+    for (uint64_t j = 0; j < n; j++)
+        starts[j] = base_off + ((uint64_t)c->offsets[i + j] - first) * e;
+    uint64_t bytes = ((uint64_t)c->offsets[i + n] - first) * e;
+    if (bytes)
+        memcpy(dst, c->data + first * e, (size_t)bytes);
+}
+
+/* Records [i, i+n) of every column into the open shard, which has room. */
+static int place(cxlp_writer *w, const struct col_src *src, uint64_t i, uint64_t n,
+                 const uint64_t *add)
+{
+    uint64_t total = 0;
+    for (uint32_t k = 0; k < w->nf; k++) {
+        total += add[k];
+        if (k == w->prim) {
+            if (!w->fsize[k] && grow_starts(w, n))
+                return w->failed;
+            copy_col(w, k, &src[k], i, n, shard_data(w) + w->s_len, w->starts + w->s_n, w->s_len);
+            continue;
+        }
+        struct stage *st = &w->stage[k];
+        if (st->len + add[k] > st->cap) {
+            uint64_t nc = MAX(st->cap ? 2 * st->cap : (uint64_t)1 << 20, st->len + add[k]);
+            uint8_t *b = realloc(st->buf, (size_t)nc);
+            if (!b)
+                return fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory staging "
+                                      "column %s (%" PRIu64 " bytes)", w->name,
+                                      w->schema.fields[k].name, nc));
+            st->buf = b;
+            st->cap = nc;
+        }
+        if (!w->fsize[k] && grow_u64(w, &st->starts, &st->cap_starts, w->s_n + n))
+            return w->failed;
+        copy_col(w, k, &src[k], i, n, st->buf + st->len, st->starts + w->s_n, st->len);
+        XXH3_64bits_update(st->hash, st->buf + st->len, (size_t)add[k]); /* while in cache */
+        st->len += add[k];
+        w->fbytes[k] += add[k];
+    }
+    w->fbytes[w->prim] += add[w->prim];
+    w->s_len += add[w->prim];
+    w->s_n += n;
+    written(w, n, total, 0);
+    return 0;
+}
+
+/* The one append path of several columns (and of a single variable-length
+ * field appended record by record): as many records as fit go into the open
+ * shard, then the next shard opens. */
+static int append_cols(cxlp_writer *w, uint64_t n, const struct col_src *src)
+{
+    uint64_t i = 0;
+    while (i < n) {
+        uint64_t k = 0, add[CXLP_MAX_FIELDS] = {0}, one[CXLP_MAX_FIELDS];
+        if (w->open && w->schema.fixed) {
+            k = MIN(n - i, w->s_rec_cap - w->s_n);
+            for (uint32_t f = 0; f < w->nf; f++)
+                add[f] = k * w->fsize[f];
+        } else if (w->open) {
+            while (i + k < n) {
+                uint64_t next[CXLP_MAX_FIELDS];
+                for (uint32_t f = 0; f < w->nf; f++)
+                    next[f] = add[f] + src_bytes(w, f, &src[f], i + k, 1);
+                if (w->s_len + next[w->prim] > w->s_data_cap ||
+                    layout_need(w, 0, next, w->s_n + k + 1, w->s_cap) > w->s_cap)
+                    break;
+                memcpy(add, next, sizeof add);
+                k++;
+            }
+        }
+        if (k == 0) {
+            /* full (or closed): a new shard, sized for this record if it is
+             * larger than a shard */
+            for (uint32_t f = 0; f < w->nf; f++)
+                one[f] = src_bytes(w, f, &src[f], i, 1);
+            int rc = w->schema.fixed ? seal_shard(w) : next_shard(w, one, 1);
+            if (!rc && w->schema.fixed)
+                rc = open_shard(w, fixed_shard_extent(w, 1), fixed_shard_extent(w, per_shard_records(w)));
+            if (rc)
+                return rc;
+            if (w->s_rec_cap == 0 || (!w->schema.fixed && layout_need(w, 0, one, 1, w->s_cap) > w->s_cap))
+                return fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: a record does not fit a new shard of %" PRIu64 " bytes",
+                                      w->name, w->s_cap));
+            continue;
+        }
+        int rc = place(w, src, i, k, add);
+        if (rc)
+            return rc;
+        i += k;
+    }
+    progress(w, 0);
     return 0;
 }
 
 static int append_fixed(cxlp_writer *w, const uint8_t *recs, uint64_t n)
 {
     uint64_t rs = w->unit;
+    if (w->nf > 1) { /* the row form split into its columns */
+        struct col_src src[CXLP_MAX_FIELDS];
+        for (uint32_t k = 0; k < w->nf; k++)
+            src[k] = (struct col_src){recs + w->schema.fields[k].offset, rs, NULL};
+        return append_cols(w, n, src);
+    }
     while (n) {
         if (!w->open || w->s_len == w->s_data_cap) {
             int rc = seal_shard(w);
             if (!rc)
-                rc = open_shard(w, fixed_shard_extent(1, rs), fixed_shard_extent(per_shard_records(w), rs));
+                rc = open_shard(w, fixed_shard_extent(w, 1), fixed_shard_extent(w, per_shard_records(w)));
             if (rc)
                 return rc;
         }
@@ -515,6 +789,7 @@ static int append_fixed(cxlp_writer *w, const uint8_t *recs, uint64_t n)
         memcpy(shard_data(w) + w->s_len, recs, k * rs);
         w->s_len += k * rs;
         w->s_n += k;
+        w->fbytes[0] += k * rs;
         written(w, k, k * rs, 0);
         recs += k * rs;
         n -= k;
@@ -538,24 +813,18 @@ int cxlp_writer_append(cxlp_writer *w, const void *rec, uint64_t len)
                           w->name, len, w->unit);
         return append_fixed(w, rec, 1);
     }
-    if (len % w->unit)
+    if (w->nf > 1)
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: %u fields with variable-length ones: "
+                      "append records with cxlp_writer_append_columns", w->name, w->nf);
+    if (len % w->unit || len > UINT64_MAX / 64)
         return seterr(&w->obj, CXLP_EARG, "dataset %s: record of %" PRIu64 " bytes is not a whole number of %s elements",
                       w->name, len, cxlp_dtype_name(w->schema.fields[0].dtype));
-    if (!w->open || !var_fits(w, len, 1)) {
-        rc = var_next_shard(w, len, 1);
-        if (rc)
-            return rc;
-    }
-    rc = grow_starts(w, 1);
-    if (rc)
-        return rc;
-    if (len)
-        memcpy(shard_data(w) + w->s_len, rec, len);
-    w->starts[w->s_n++] = w->s_len;
-    w->s_len += len;
-    written(w, 1, len, 0);
-    progress(w, 0);
-    return 0;
+    if (w->schema.fields[0].dtype == CXLP_DT_STR && utf8_check(rec, len) != len)
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: field %s: record is not valid UTF-8 "
+                      "(byte %" PRIu64 ")", w->name, w->schema.fields[0].name, utf8_check(rec, len));
+    int64_t offs[2] = {0, (int64_t)(len / w->unit)};
+    struct col_src src = {rec, 0, offs};
+    return append_cols(w, 1, &src);
 }
 
 int cxlp_writer_append_fixed(cxlp_writer *w, const void *recs, uint64_t n)
@@ -574,6 +843,55 @@ int cxlp_writer_append_fixed(cxlp_writer *w, const void *recs, uint64_t n)
     return append_fixed(w, recs, n);
 }
 
+int cxlp_writer_append_columns(cxlp_writer *w, uint64_t n, const struct cxlp_column *cols)
+{
+    int rc = check_usable(w);
+    if (rc)
+        return rc;
+    if (w->direct_len || w->direct_n)
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: append while direct() bytes are outstanding", w->name);
+    if (!cols || n > UINT64_MAX / 64)
+        return seterr(&w->obj, CXLP_EARG, "dataset %s: append_columns: cols NULL or n too large", w->name);
+    struct col_src src[CXLP_MAX_FIELDS];
+    for (uint32_t k = 0; k < w->nf; k++) {
+        const struct cxlp_column *c = &cols[k];
+        const char *fname = w->schema.fields[k].name;
+        if (!c->data && c->len)
+            return seterr(&w->obj, CXLP_EARG, "dataset %s: field %s: data is NULL", w->name, fname);
+        if (w->fsize[k]) {
+            uint64_t need;
+            if (mul_overflow_u64(n, w->fsize[k], &need) || c->len != need)
+                return seterr(&w->obj, CXLP_EARG, "dataset %s: field %s: %" PRIu64 " bytes for %" PRIu64 " records of %" PRIu64 " bytes",
+                              w->name, fname, c->len, n, w->fsize[k]);
+            src[k] = (struct col_src){c->data, w->fsize[k], NULL};
+            continue;
+        }
+        uint64_t e = w->felem[k], elems = c->len / e;
+        if (!c->offsets || c->len % e || c->len > UINT64_MAX / 64)
+            return seterr(&w->obj, CXLP_EARG, "dataset %s: field %s: variable-length values need offsets "
+                          "and a whole number of %s elements (%" PRIu64 " bytes)", w->name, fname,
+                          cxlp_dtype_name(w->schema.fields[k].dtype), c->len);
+        for (uint64_t i = 0; i < n; i++) {
+            if (c->offsets[i] < 0 || c->offsets[i + 1] < c->offsets[i] ||
+                (uint64_t)c->offsets[i + 1] > elems)
+                return seterr(&w->obj, CXLP_EARG, "dataset %s: field %s: record %" PRIu64 ": offsets %" PRId64 "..%" PRId64 " are decreasing or outside the %" PRIu64 " elements given",
+                              w->name, fname, i, c->offsets[i], c->offsets[i + 1], elems);
+        }
+        /* each record on its own: a character must not straddle two */
+        for (uint64_t i = 0; w->schema.fields[k].dtype == CXLP_DT_STR && i < n; i++) {
+            const uint8_t *d = (const uint8_t *)c->data + c->offsets[i];
+            uint64_t len = (uint64_t)(c->offsets[i + 1] - c->offsets[i]), bad = utf8_check(d, len);
+            if (bad != len)
+                return seterr(&w->obj, CXLP_EARG, "dataset %s: field %s: record %" PRIu64 " is not valid UTF-8 (byte %" PRIu64 " of it)",
+                              w->name, fname, i, bad);
+        }
+        src[k] = (struct col_src){c->data, 0, c->offsets};
+    }
+    if (n == 0)
+        return 0;
+    return append_cols(w, n, src);
+}
+
 uint64_t writer_room(const cxlp_writer *w)
 {
     if (!w || w->failed || !w->schema.fixed)
@@ -588,14 +906,14 @@ int cxlp_writer_direct(cxlp_writer *w, uint64_t len, void **dst)
     int rc = check_usable(w);
     if (rc)
         return rc;
-    if (!dst || !w->schema.fixed || len == 0 || len % w->unit)
+    if (!dst || !w->schema.fixed || w->nf != 1 || len == 0 || len % w->unit)
         return seterr(&w->obj, CXLP_EARG, "dataset %s: direct(%" PRIu64 "): needs fixed-size records and a "
                       "nonzero multiple of record_size %" PRIu64, w->name, len, w->unit);
     if (!w->open || w->s_data_cap - w->s_len < len) {
         rc = seal_shard(w);
         if (rc)
             return rc;
-        uint64_t want = fixed_shard_extent(per_shard_records(w), w->unit);
+        uint64_t want = fixed_shard_extent(w, per_shard_records(w));
         if (len > UINT64_MAX / 2)
             return seterr(&w->obj, CXLP_EARG, "dataset %s: direct(%" PRIu64 ") too large", w->name, len);
         uint64_t need = ALIGN_UP(SHARD_DATA_OFF + len, SHARD_ALIGN);
@@ -621,6 +939,7 @@ int cxlp_writer_commit_direct(cxlp_writer *w, uint64_t len)
     w->direct_len = 0;
     w->s_len += len;
     w->s_n += len / w->unit;
+    w->fbytes[0] += len;
     written(w, len / w->unit, len, 1); /* the importer just wrote it: still in cache */
     progress(w, 0);
     return 0;
@@ -631,7 +950,8 @@ int writer_direct_var(cxlp_writer *w, uint64_t bytes, uint64_t n, void **dst)
     int rc = check_usable(w);
     if (rc)
         return rc;
-    if (!dst || w->schema.fixed || n == 0 || bytes % w->unit || w->direct_len || w->direct_n)
+    if (!dst || w->schema.fixed || w->nf != 1 || n == 0 || bytes % w->unit || w->direct_len ||
+        w->direct_n || bytes > UINT64_MAX / 64)
         return seterr(&w->obj, CXLP_EARG, "dataset %s: direct_var(%" PRIu64 " bytes, %" PRIu64 " records): needs "
                       "variable-size records, n > 0, whole %s elements, nothing outstanding", w->name,
                       bytes, n, cxlp_dtype_name(w->schema.fields[0].dtype));
@@ -666,6 +986,7 @@ int writer_commit_var(cxlp_writer *w, const uint64_t *lens, uint64_t n)
         w->s_len += lens[i];
     }
     w->direct_len = w->direct_n = 0;
+    w->fbytes[0] += total;
     written(w, n, total, 1);
     progress(w, 0);
     return 0;
@@ -693,6 +1014,12 @@ static void writer_free(cxlp_writer *w)
 {
     if (w->hash)
         XXH3_freeState(w->hash);
+    for (uint32_t k = 0; k < CXLP_MAX_FIELDS; k++) {
+        if (w->stage[k].hash)
+            XXH3_freeState(w->stage[k].hash);
+        free(w->stage[k].buf);
+        free(w->stage[k].starts);
+    }
     free(w->res);
     free(w->spare);
     free(w->shards);
@@ -833,6 +1160,20 @@ out:
         seterr(NULL, rc, "%s", w->obj.err); /* w is freed: keep them */
     writer_free(w);
     return rc;
+}
+
+int cxlp_pool_concat(cxlp_pool *p, const char *name, const char *const *parts, size_t n_parts)
+{
+    char err[ERRMSG_MAX];
+    if (!p || !parts || n_parts == 0)
+        return seterr(p ? pool_obj(p) : NULL, CXLP_EARG, "pool_concat: %s",
+                      p ? "no parts" : "pool is NULL");
+    int rc = store_name_check(name, err, sizeof err);
+    for (size_t k = 0; !rc && k < n_parts; k++)
+        rc = store_name_check(parts[k], err, sizeof err);
+    if (rc)
+        return seterr(pool_obj(p), rc, "concat: %s", err);
+    return pool_concat(p, name, parts, n_parts);
 }
 
 const char *cxlp_writer_errmsg(const cxlp_writer *w)

@@ -445,6 +445,7 @@ struct bslot {
     uint64_t k;                /* shard + 1; 0 empty */
     uint64_t records;
     struct shard sh;
+    struct shard_col cols[SHARD_MAX_COLS]; /* sh's */
     uint8_t *priv;             /* a private copy (no tier had room), or NULL */
 };
 struct tier_batch {
@@ -619,7 +620,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
                 missing = 1;
                 waited = 1;
                 rc = fetch_now(e, k, io);
-                if (rc == CXLP_EFULL && !(rc = store_read_private(e->s, k, io, &x->priv, &x->sh)))
+                if (rc == CXLP_EFULL && !(rc = store_read_private(e->s, k, io, &x->priv, &x->sh, x->cols)))
                     priv++; /* the tiers are full of copies others hold: ours alone */
                 if (rc) {
                     release_hold(e, b);
@@ -637,7 +638,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
             struct bslot *x = bfind(b, b->keys[i]);
             if (x->priv)
                 continue;
-            rc = store_locate(e->s, b->keys[i], &x->sh, &t);
+            rc = store_locate(e->s, b->keys[i], &x->sh, x->cols, &t);
             if (rc == CXLP_ENOTFOUND)
                 gone = 1; /* evicted since we looked: again */
             else if (rc) {
@@ -701,7 +702,8 @@ int engine_check(const void *ctx)
     return store_check(((const struct tier_engine *)ctx)->s);
 }
 
-int engine_read(const void *ctx, uint64_t id, struct cxlp_view *v)
+int engine_read_fields(const void *ctx, uint64_t id, const uint32_t *f, uint32_t n,
+                       struct cxlp_view *v)
 {
     const struct tier_engine *e = ctx;
     const cxlp_store *s = e->s;
@@ -711,18 +713,8 @@ int engine_read(const void *ctx, uint64_t id, struct cxlp_view *v)
     struct tier_batch *b = cur;
     if (b && b->e == e) {
         struct bslot *x = bfind(b, k);
-        if (x->k) {
-            const uint8_t *p;
-            uint64_t len;
-            if (shard_record(&x->sh, id - s->first[k], &p, &len))
-                return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": record %" PRIu64
-                              " outside its copy", s->name, k, id);
-            if (s->nc) /* the copy may be new since our caches saw its lines */
-                cache_invalidate(p, len);
-            v->data = p;
-            v->len = len;
-            return 0;
-        }
+        if (x->k)
+            return store_fields_at(s, &x->sh, k, id, f, n, v);
     }
     /* outside a batch (the planner reading a length): a pin for the read
      * only; the caller uses v->len, not the bytes */
@@ -731,7 +723,7 @@ int engine_read(const void *ctx, uint64_t id, struct cxlp_view *v)
         return seterr(NULL, -ENOMEM, "staging: out of memory");
     for (int tries = 0; tries < 100; tries++) {
         uint64_t pin = attach_pin_epoch(s->a);
-        int rc = store_read_pinned(s, id, v);
+        int rc = store_read_pinned(s, id, f, n, v);
         attach_unpin_epoch(s->a, pin);
         if (rc != CXLP_ENOTFOUND)
             return rc;

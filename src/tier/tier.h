@@ -14,14 +14,15 @@ int tier_lookup(struct attach *a, const char *tier);
 
 /* The staging engine of a loader on a tiered dataset (engine.c). It wraps
  * the loader's index source: engine_next is the loader's source, and
- * engine_read its record reader (rec_src). */
+ * engine_read_fields its record reader (rec_src). */
 struct tier_engine;
 int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn src,
                   void *src_ctx, struct tier_engine **out);
 /* Stops the stagers and frees the engine; the loader's threads are done. */
 void engine_free(struct tier_engine *e);
 int engine_next(void *ctx, uint64_t *out, size_t max, size_t *n);
-int engine_read(const void *ctx, uint64_t id, struct cxlp_view *v);
+int engine_read_fields(const void *ctx, uint64_t id, const uint32_t *f, uint32_t n,
+                       struct cxlp_view *v);
 /* store_check of the engine's store (the gather's check after a batch
  * during which read_alarm moved). */
 int engine_check(const void *ctx);

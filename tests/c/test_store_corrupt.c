@@ -108,18 +108,19 @@ int main(void)
         uint64_t off, len;
         locate(p, name, 1, &off, &len);
         struct shard sh;
+        struct shard_col cols[SHARD_MAX_COLS];
         char err[512];
-        CHECK_OK(shard_open(&sh, base + off, len, err, sizeof err));
+        CHECK_OK(shard_open(&sh, cols, SHARD_MAX_COLS, base + off, len, err, sizeof err));
 
         /* a data byte */
-        uint64_t at = off + SHARD_DATA_OFF + test_rand(&seed) % sh.data_len;
+        uint64_t at = off + SHARD_DATA_OFF + test_rand(&seed) % cols[0].data_len;
         base[at] ^= 0x40;
         expect_verify_fails(p, name, "shard 1", 0);
         base[at] ^= 0x40;
         CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
 
         /* a header byte */
-        at = off + offsetof(struct shard_hdr, data_len);
+        at = off + offsetof(struct shard_hdr2, used);
         base[at] ^= 0x01;
         expect_verify_fails(p, name, "shard 1", 1);
         base[at] ^= 0x01;
@@ -127,11 +128,11 @@ int main(void)
         if (round == 1) {
             /* an index byte: a delta (read path and checksum) and a
              * directory entry (refused at open) */
-            at = off + sh.index_off + sh.index_len - 1;
+            at = off + cols[0].index_off + cols[0].index_len - 1;
             base[at] ^= 0xff;
             expect_verify_fails(p, name, "shard 1", 0);
             base[at] ^= 0xff;
-            at = off + sh.index_off + 15; /* width byte of block 0 */
+            at = off + cols[0].index_off + 15; /* width byte of block 0 */
             base[at] ^= 0x80;
             expect_verify_fails(p, name, "shard 1", 1);
             base[at] ^= 0x80;

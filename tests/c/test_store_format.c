@@ -1,14 +1,21 @@
-/* Shard format over plain memory: fixed and variable round trips, every delta
- * width, empty records and shards, corruption of each part, and a replay of
- * the fuzz corpus. `test_store_format --write-seeds DIR` writes the fuzz
+/* Shard format over plain memory: fixed and variable round trips (format 1,
+ * as earlier builds wrote it, and format 2 with several columns), every
+ * delta width, empty records and shards, corruption of each part, and a
+ * replay of the fuzz corpus. `test_store_format --write-seeds DIR` writes the fuzz
  * target's seed shards. */
 #include <dirent.h>
 #include <sys/mman.h>
 
 #include "test.h"
+#include <stddef.h>
+#include <xxhash.h>
+
 #include "store/shard.h"
 
 static char err[512];
+/* column storage of the shards the tests open (s, s2) */
+static struct shard_col cols_s[SHARD_MAX_COLS], cols_s2[SHARD_MAX_COLS];
+static struct shard s2_unused;
 
 static uint8_t *alloc_buf(uint64_t cap)
 {
@@ -22,18 +29,152 @@ static uint8_t *alloc_buf(uint64_t cap)
 static int scan(const uint8_t *buf, uint64_t len)
 {
     struct shard s;
-    int rc = shard_open(&s, buf, len, err, sizeof err);
+    int rc = shard_open(&s, cols_s, SHARD_MAX_COLS, buf, len, err, sizeof err);
     if (rc)
         return rc;
-    for (uint64_t i = 0; i < s.n_records; i++) {
-        const uint8_t *p;
-        uint64_t l;
-        rc = shard_record(&s, i, &p, &l);
-        if (rc)
-            return rc;
-        CHECK(p >= s.data && l <= s.data_len && (uint64_t)(p - s.data) <= s.data_len - l);
+    for (uint32_t c = 0; c < s.n_cols; c++) {
+        const struct shard_col *col = &s.col[c];
+        for (uint64_t i = 0; i < s.n_records; i++) {
+            const uint8_t *p;
+            uint64_t l;
+            rc = shard_col_record(col, i, &p, &l);
+            if (rc)
+                return rc;
+            CHECK(p >= col->data && l <= col->data_len && (uint64_t)(p - col->data) <= col->data_len - l);
+        }
     }
     return shard_verify(&s, err, sizeof err);
+}
+
+/* A format 2 shard of n records: a fixed int64 column, a variable column
+ * of 0..300 bytes per record and a fixed 3-byte column. data[c], starts[c]
+ * are what each column holds. */
+struct cols3 {
+    struct shard_col_in in[3];
+    uint8_t *data[3];
+    uint64_t *starts;
+};
+
+static void cols3_make(struct cols3 *t, uint64_t n, uint64_t *seed)
+{
+    memset(t, 0, sizeof *t);
+    t->starts = malloc((n + 1) * sizeof *t->starts);
+    uint64_t off = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        t->starts[i] = off;
+        off += test_rand(seed) % 301;
+    }
+    t->starts[n] = off;
+    uint64_t lens[3] = {8 * n, off, 3 * n};
+    for (int c = 0; c < 3; c++) {
+        t->data[c] = malloc(lens[c] + 1);
+        for (uint64_t i = 0; i < lens[c]; i++)
+            t->data[c][i] = (uint8_t)test_rand(seed);
+    }
+    t->in[0] = (struct shard_col_in){SHARD_KIND_FIXED, 8, 0, lens[0], NULL, NULL};
+    t->in[1] = (struct shard_col_in){SHARD_KIND_VAR, 0, 0, lens[1], t->starts, NULL};
+    t->in[2] = (struct shard_col_in){SHARD_KIND_FIXED, 3, 0, lens[2], NULL, NULL};
+}
+
+static void cols3_free(struct cols3 *t)
+{
+    for (int c = 0; c < 3; c++)
+        free(t->data[c]);
+    free(t->starts);
+}
+
+static uint8_t *cols3_build(struct cols3 *t, uint64_t n, uint64_t *cap, uint64_t *used)
+{
+    *cap = SHARD_DATA_OFF + t->in[0].data_len + t->in[1].data_len + t->in[2].data_len +
+           3 * SHARD_COL_ALIGN + shard_index_bound(n, UINT64_MAX) + 64;
+    uint8_t *buf = alloc_buf(*cap);
+    const void *d[3] = {t->data[0], t->data[1], t->data[2]};
+    CHECK_OK(shard_build2(buf, *cap, n, t->in, d, 3, used));
+    return buf;
+}
+
+/* Rewrites the version 2 header checksum after a test edited the header or
+ * the directory, so the check behind it is reached. */
+static void rehash2(uint8_t *buf)
+{
+    struct shard_hdr2 h;
+    memcpy(&h, buf, sizeof h);
+    uint64_t n = h.n_cols <= SHARD_MAX_COLS ? h.n_cols : SHARD_MAX_COLS;
+    uint8_t tmp[SHARD_HDR_BYTES + SHARD_MAX_COLS * SHARD_COL_BYTES];
+    memcpy(tmp, buf, 120);
+    memcpy(tmp + 120, buf + SHARD_HDR_BYTES, n * SHARD_COL_BYTES);
+    h.hdr_checksum = XXH3_64bits(tmp, 120 + n * SHARD_COL_BYTES);
+    memcpy(buf + 120, &h.hdr_checksum, 8);
+}
+
+static void test_columns(uint64_t *seed)
+{
+    uint64_t n = 1 + test_rand(seed) % 500, cap, used;
+    struct cols3 t;
+    cols3_make(&t, n, seed);
+    uint8_t *buf = cols3_build(&t, n, &cap, &used);
+    struct shard s;
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
+    CHECK(s.version == SHARD_VERSION && s.n_cols == 3 && s.n_records == n);
+    for (int c = 0; c < 3; c++)
+        CHECK((uintptr_t)s.col[c].data % SHARD_COL_ALIGN == (uintptr_t)buf % SHARD_COL_ALIGN);
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *p;
+        uint64_t l;
+        CHECK_OK(shard_col_record(&s.col[0], i, &p, &l));
+        CHECK(l == 8 && memcmp(p, t.data[0] + 8 * i, 8) == 0);
+        CHECK_OK(shard_col_record(&s.col[1], i, &p, &l));
+        CHECK(l == t.starts[i + 1] - t.starts[i] && memcmp(p, t.data[1] + t.starts[i], l) == 0);
+        CHECK_OK(shard_col_record(&s.col[2], i, &p, &l));
+        CHECK(l == 3 && memcmp(p, t.data[2] + 3 * i, 3) == 0);
+    }
+    CHECK_OK(shard_verify(&s, err, sizeof err));
+    /* fewer column slots than the shard has: refused, not overrun */
+    CHECK_RC(shard_open(&s2_unused, cols_s2, 2, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    /* a byte of column 2: structure fine, that column's checksum not */
+    uint64_t at = s.col[2].data_off + test_rand(seed) % s.col[2].data_len;
+    buf[at] ^= 0x21;
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
+    CHECK_RC(shard_verify(&s, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "column 2"));
+    buf[at] ^= 0x21;
+    /* the directory is under the header checksum */
+    uint64_t ent1 = SHARD_HDR_BYTES + SHARD_COL_BYTES;
+    buf[ent1 + offsetof(struct shard_dirent2, data_len) + 5] ^= 1; /* +2^40 */
+    CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "header checksum"));
+    /* with the checksum made right, the structure checks refuse it */
+    rehash2(buf);
+    CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "column 1"));
+    buf[ent1 + offsetof(struct shard_dirent2, data_len) + 5] ^= 1; /* +2^40 */
+    uint64_t doff;
+    memcpy(&doff, buf + ent1 + offsetof(struct shard_dirent2, data_off), 8);
+    doff += 8; /* misaligned */
+    memcpy(buf + ent1 + offsetof(struct shard_dirent2, data_off), &doff, 8);
+    rehash2(buf);
+    CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "aligned"));
+    doff -= 8;
+    memcpy(buf + ent1 + offsetof(struct shard_dirent2, data_off), &doff, 8);
+    rehash2(buf);
+    CHECK_OK(scan(buf, used));
+    /* a column past the bytes the header says the shard uses */
+    CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used - 1, err, sizeof err), CXLP_ECORRUPT);
+    /* an unknown version: EFORMAT naming both it and what is read */
+    uint32_t v9 = 9;
+    memcpy(buf + 8, &v9, 4);
+    CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_EFORMAT);
+    CHECK(strstr(err, "version 9") && strstr(err, "reads 1 and 2"));
+    free(buf);
+    /* the sealer refuses overlapping columns */
+    buf = alloc_buf(cap);
+    t.in[0].data_off = SHARD_DATA_OFF;
+    t.in[1].data_off = SHARD_DATA_OFF;
+    t.in[2].data_off = SHARD_DATA_OFF + ALIGN_UP(t.in[0].data_len + t.in[1].data_len, 64);
+    CHECK_RC(shard_seal2(buf, cap, n, t.in, 3, &used), t.in[1].data_len ? CXLP_EARG : 0);
+    free(buf);
+    cols3_free(&t);
 }
 
 static void test_fixed(uint64_t *seed)
@@ -48,9 +189,9 @@ static void test_fixed(uint64_t *seed)
     CHECK_OK(shard_build(buf, cap, SHARD_KIND_FIXED, rs, ref, rs * n, NULL, n, &used));
     CHECK(used == cap);
     struct shard s;
-    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
-    CHECK(s.n_records == n && s.record_size == rs);
-    CHECK((uintptr_t)s.data % 4096 == (uintptr_t)buf % 4096);
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
+    CHECK(s.n_records == n && s.col[0].record_size == rs);
+    CHECK((uintptr_t)s.col[0].data % 4096 == (uintptr_t)buf % 4096);
     for (int k = 0; k < 5000; k++) {
         uint64_t i = test_rand(seed) % n;
         const uint8_t *p;
@@ -61,11 +202,11 @@ static void test_fixed(uint64_t *seed)
     CHECK_OK(shard_verify(&s, err, sizeof err));
     /* one data byte flipped: structure fine, checksum not */
     buf[SHARD_DATA_OFF + test_rand(seed) % (rs * n)] ^= 0x10;
-    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
     CHECK_RC(shard_verify(&s, err, sizeof err), CXLP_ECORRUPT);
     CHECK(strstr(err, "checksum mismatch"));
     /* truncated extent */
-    CHECK_RC(shard_open(&s, buf, used - 1, err, sizeof err), CXLP_ECORRUPT);
+    CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used - 1, err, sizeof err), CXLP_ECORRUPT);
     free(buf);
     free(ref);
 }
@@ -112,13 +253,13 @@ static uint8_t *var_build(const struct var *v, uint64_t *used)
 
 static void var_check_all(const struct var *v, const struct shard *s)
 {
-    CHECK(s->n_records == v->n && s->data_len == v->len);
+    CHECK(s->n_records == v->n && s->col[0].data_len == v->len);
     for (uint64_t i = 0; i < v->n; i++) {
         const uint8_t *p;
         uint64_t l;
         CHECK_OK(shard_record(s, i, &p, &l));
         CHECK(l == v->starts[i + 1] - v->starts[i]);
-        CHECK(p == s->data + v->starts[i]);
+        CHECK(p == s->col[0].data + v->starts[i]);
         CHECK(l == 0 || memcmp(p, v->data + v->starts[i], l) == 0);
     }
 }
@@ -126,7 +267,7 @@ static void var_check_all(const struct var *v, const struct shard *s)
 static unsigned block_width(const struct shard *s, uint64_t b)
 {
     uint64_t pw;
-    memcpy(&pw, s->index + b * SHARD_DIRENT_BYTES + 8, 8);
+    memcpy(&pw, s->col[0].index + b * SHARD_DIRENT_BYTES + 8, 8);
     return (unsigned)(pw >> 56);
 }
 
@@ -159,20 +300,20 @@ static void test_var(uint64_t *seed)
 
     var_make(&v, 1 + test_rand(seed) % 5000, size_random, seed);
     uint8_t *buf = var_build(&v, &used);
-    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
     var_check_all(&v, &s);
     for (int k = 0; k < 20000; k++) {
         uint64_t i = test_rand(seed) % v.n;
         const uint8_t *p;
         uint64_t l;
         CHECK_OK(shard_record(&s, i, &p, &l));
-        CHECK(l == v.starts[i + 1] - v.starts[i] && p == s.data + v.starts[i]);
+        CHECK(l == v.starts[i + 1] - v.starts[i] && p == s.col[0].data + v.starts[i]);
     }
     CHECK_OK(shard_verify(&s, err, sizeof err));
 
     /* an index byte changed: the checksum covers the index too */
-    uint8_t *ix = buf + s.index_off;
-    uint64_t last_delta = s.index_len - 1;
+    uint8_t *ix = buf + s.col[0].index_off;
+    uint64_t last_delta = s.col[0].index_len - 1;
     ix[last_delta] ^= 1;
     CHECK_RC(shard_verify(&s, err, sizeof err), CXLP_ECORRUPT);
     ix[last_delta] ^= 1;
@@ -181,27 +322,27 @@ static void test_var(uint64_t *seed)
      * read when it changes after open */
     uint64_t pw;
     memcpy(&pw, ix + 8, 8);
-    uint64_t bad = (pw & ~SHARD_POS_MASK) | (s.index_len + 1000);
+    uint64_t bad = (pw & ~SHARD_POS_MASK) | (s.col[0].index_len + 1000);
     memcpy(ix + 8, &bad, 8);
     struct shard s2;
-    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    CHECK_RC(shard_open(&s2, cols_s2, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ECORRUPT);
     CHECK(strstr(err, "index block 0"));
     const uint8_t *p;
     uint64_t l;
     CHECK_RC(shard_record(&s, 0, &p, &l), CXLP_ECORRUPT);
-    shard_explain(&s, 0, err, sizeof err);
+    shard_explain(&s, 0, 0, err, sizeof err);
     CHECK(strstr(err, "index block 0") && strstr(err, "out of bounds"));
     /* width 3 is not a width */
     bad = (pw & SHARD_POS_MASK) | ((uint64_t)3 << 56);
     memcpy(ix + 8, &bad, 8);
-    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    CHECK_RC(shard_open(&s2, cols_s2, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ECORRUPT);
     memcpy(ix + 8, &pw, 8);
-    CHECK_OK(shard_open(&s2, buf, used, err, sizeof err));
+    CHECK_OK(shard_open(&s2, cols_s2, SHARD_MAX_COLS, buf, used, err, sizeof err));
     /* an anchor past the data */
     uint64_t anchor, big = v.len + 1;
     memcpy(&anchor, ix, 8);
     memcpy(ix, &big, 8);
-    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    CHECK_RC(shard_open(&s2, cols_s2, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ECORRUPT);
     memcpy(ix, &anchor, 8);
     /* a delta making a record end before it starts (or past the data) */
     if (v.n >= 2 && block_width(&s, 0) == 1) {
@@ -222,30 +363,30 @@ static void test_var(uint64_t *seed)
     uint8_t keep[SHARD_HDR_BYTES];
     memcpy(keep, buf, sizeof keep);
     buf[offsetof(struct shard_hdr, n_records)] ^= 1;
-    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    CHECK_RC(shard_open(&s2, cols_s2, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ECORRUPT);
     CHECK(strstr(err, "header checksum"));
     memcpy(buf, keep, sizeof keep);
     buf[0] = 'X';
-    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_EFORMAT);
+    CHECK_RC(shard_open(&s2, cols_s2, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_EFORMAT);
     memcpy(buf, keep, sizeof keep);
     buf[offsetof(struct shard_hdr, layout)] ^= 1;
-    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_ELAYOUT);
+    CHECK_RC(shard_open(&s2, cols_s2, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ELAYOUT);
     memcpy(buf, keep, sizeof keep);
     buf[offsetof(struct shard_hdr, version)] = 9;
-    CHECK_RC(shard_open(&s2, buf, used, err, sizeof err), CXLP_EFORMAT);
+    CHECK_RC(shard_open(&s2, cols_s2, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_EFORMAT);
     memcpy(buf, keep, sizeof keep);
     CHECK_OK(scan(buf, used));
     /* every truncation of the extent is refused at open */
     for (uint64_t cut = 0; cut < used; cut += 1 + used / 50)
-        CHECK(shard_open(&s2, buf, cut, err, sizeof err) < 0);
+        CHECK(shard_open(&s2, cols_s2, SHARD_MAX_COLS, buf, cut, err, sizeof err) < 0);
     free(buf);
     var_free(&v);
 
     /* widths 1, 2, 4 and empty records */
     var_make(&v, 256, size_widths, seed);
     buf = var_build(&v, &used);
-    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
-    CHECK(s.n_blocks == 4);
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
+    CHECK(s.col[0].n_blocks == 4);
     CHECK(block_width(&s, 0) == 1 && block_width(&s, 1) == 2 && block_width(&s, 2) == 4);
     CHECK(block_width(&s, 3) == 1);
     var_check_all(&v, &s);
@@ -270,9 +411,10 @@ static void test_width8(void)
     buf[SHARD_DATA_OFF + 10 + big - 1] = 'Z';
     memcpy(buf + SHARD_DATA_OFF + 10 + big, "abc", 3);
     uint64_t used;
-    CHECK_OK(shard_seal(buf, cap, SHARD_KIND_VAR, 0, 3, data_len, starts, NULL, &used));
+    struct shard_col_in col = {SHARD_KIND_VAR, 0, SHARD_DATA_OFF, data_len, starts, NULL};
+    CHECK_OK(shard_seal2(buf, cap, 3, &col, 1, &used));
     struct shard s;
-    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
     CHECK(block_width(&s, 0) == 8);
     const uint8_t *p;
     uint64_t l;
@@ -292,11 +434,11 @@ static void test_empty(void)
     struct shard s;
     CHECK_OK(shard_build(buf, SHARD_DATA_OFF, SHARD_KIND_VAR, 0, NULL, 0, NULL, 0, &used));
     CHECK(used == SHARD_DATA_OFF);
-    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
-    CHECK(s.n_records == 0 && s.data_len == 0);
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
+    CHECK(s.n_records == 0 && s.col[0].data_len == 0);
     CHECK_OK(shard_verify(&s, err, sizeof err));
     CHECK_OK(shard_build(buf, SHARD_DATA_OFF, SHARD_KIND_FIXED, 8, NULL, 0, NULL, 0, &used));
-    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
     CHECK(s.n_records == 0);
     /* all records empty */
     uint64_t starts[100] = {0};
@@ -304,7 +446,7 @@ static void test_empty(void)
     free(buf);
     buf = alloc_buf(8192);
     CHECK_OK(shard_build(buf, 8192, SHARD_KIND_VAR, 0, NULL, 0, starts, 100, &used));
-    CHECK_OK(shard_open(&s, buf, used, err, sizeof err));
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
     for (uint64_t i = 0; i < 100; i++) {
         const uint8_t *p;
         uint64_t l;
@@ -352,6 +494,22 @@ static int write_seeds(const char *dir)
     CHECK_OK(shard_build(buf, 8192, SHARD_KIND_VAR, 0, NULL, 0, NULL, 0, &used));
     write_file(dir, "var-empty", buf, used);
     free(buf);
+    /* format 2 */
+    struct cols3 t;
+    uint64_t cap;
+    cols3_make(&t, 90, &seed);
+    buf = cols3_build(&t, 90, &cap, &used);
+    write_file(dir, "cols-3-mixed", buf, used);
+    free(buf);
+    cols3_free(&t);
+    struct shard_col_in one = {SHARD_KIND_VAR, 0, 0, 96, v.starts, NULL};
+    uint64_t starts[8] = {0, 0, 5, 17, 17, 40, 80, 95};
+    one.starts = starts;
+    const void *d[1] = {recs};
+    buf = alloc_buf(8192);
+    CHECK_OK(shard_build2(buf, 8192, 8, &one, d, 1, &used));
+    write_file(dir, "cols-1-var", buf, used);
+    free(buf);
     return 0;
 }
 
@@ -383,7 +541,8 @@ static void replay_corpus(void)
         CHECK(fread(b, 1, (size_t)len, f) == (size_t)len);
         fclose(f);
         int rc = scan(b, (uint64_t)len);
-        if (strncmp(e->d_name, "var-", 4) == 0 || strncmp(e->d_name, "fixed-", 6) == 0)
+        if (strncmp(e->d_name, "var-", 4) == 0 || strncmp(e->d_name, "fixed-", 6) == 0 ||
+            strncmp(e->d_name, "cols-", 5) == 0)
             CHECK_OK(rc);
         free(b);
         n++;
@@ -400,6 +559,7 @@ int main(int argc, char **argv)
     for (int k = 0; k < 20; k++) {
         test_fixed(&seed);
         test_var(&seed);
+        test_columns(&seed);
     }
     test_empty();
     test_width8();

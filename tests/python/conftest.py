@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import socket
 import struct
 import uuid
 from pathlib import Path
@@ -52,3 +53,33 @@ def tokens(tmp_path: Path) -> tuple[Path, list[np.ndarray]]:
     prefix = tmp_path / "tok_text_document"
     write_megatron(prefix, seqs, list(range(0, 301, 10)))
     return prefix, seqs
+
+
+@pytest.fixture(scope="module")
+def s3_server() -> Iterator[dict]:
+    """A real S3-compatible server on 127.0.0.1 (moto in server mode, an
+    HTTP server speaking the S3 protocol) and the environment that points
+    boto3/s3fs at it (AWS_ENDPOINT_URL and credentials), restored after."""
+    moto_server = pytest.importorskip("moto.server")
+    s3fs = pytest.importorskip("s3fs")
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    srv = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    srv.start()
+    env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    s3fs.S3FileSystem.clear_instance_cache()  # fsspec caches clients with their endpoint
+    try:
+        yield env
+    finally:
+        srv.stop()
+        s3fs.S3FileSystem.clear_instance_cache()
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

@@ -411,11 +411,15 @@ class C:
             f.write(data)
             if fix_header_at >= 0:  # keep the shard header's own checksum right
                 f.seek(fix_header_at)
-                hdr = f.read(120)
+                hdr = f.read(128)
+                # format 2: over header bytes 0..119 and the column directory
+                n_cols = struct.unpack("<I", hdr[12:16])[0]
+                body = hdr[:120] + f.read(64 * n_cols)
                 xxh = ctypes.CDLL("libxxhash.so.0")
                 xxh.XXH3_64bits.restype = ctypes.c_uint64
                 xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
-                f.write(struct.pack("<Q", xxh.XXH3_64bits(hdr, 120)))
+                f.seek(fix_header_at + 120)
+                f.write(struct.pack("<Q", xxh.XXH3_64bits(body, len(body))))
 
 
 VAR = schema(False, (("x", U16, ()),))
@@ -493,23 +497,28 @@ def store_rows(c: C, p, cond: str):
     if cond == "shard magic or version not ours":
         c.poke(shard, b"X")
         return open_fails(c, name)
+    if cond.startswith("shard of a format version this build does not read"):
+        c.poke(shard + 8, b"\x03")
+        return open_fails(c, name)
     if cond == "shard written by another ABI/build":
         c.poke(shard + 16, b"\xff", fix_header_at=shard)
         return open_fails(c, name)
     if cond == "shard header changed":
         c.poke(shard + 100, b"\x01")  # a reserved byte: only the header checksum sees it
         return open_fails(c, name)
+    # format 2 (docs/store-format.md): n_records at header offset 24, column
+    # 0's directory entry at 128 (index_off at +32 of it)
     if cond == "shard fields outside the extent / inconsistent":
-        c.poke(shard + 56, struct.pack("<Q", 1 << 40), fix_header_at=shard)
+        c.poke(shard + 128 + 32, struct.pack("<Q", 1 << 40), fix_header_at=shard)
         return open_fails(c, name)
     if cond == "catalog and shards disagree":
-        n = struct.unpack("<Q", c.path.read_bytes()[shard + 32:shard + 40])[0]
-        c.poke(shard + 32, struct.pack("<Q", n - 1), fix_header_at=shard)
+        n = struct.unpack("<Q", c.path.read_bytes()[shard + 24:shard + 32])[0]
+        c.poke(shard + 24, struct.pack("<Q", n - 1), fix_header_at=shard)
         return open_fails(c, name)
     if cond == "index entry or delta bad at read time":
         shard = c.shards()[0]  # the shard of record 5
-    hdr = c.path.read_bytes()[shard:shard + 128]
-    index_off = struct.unpack("<Q", hdr[56:64])[0]
+    ent = c.path.read_bytes()[shard + 128:shard + 192]
+    index_off = struct.unpack("<Q", ent[32:40])[0]
     if cond == "index directory entry out of bounds (at open)":
         c.poke(shard + index_off + 15, b"\x82")  # width byte of block 0: 130
         return open_fails(c, name)

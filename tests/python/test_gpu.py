@@ -498,6 +498,26 @@ def test_pin_to_cxl_registers_the_datasets_view_in_read_only_chunks(pool, tmp_pa
     gc.collect()
 
 
+def test_pin_to_cxl_over_fields_in_columns_registers_nothing(pool, standin) -> None:
+    # several fields stored in columns: a record is no one byte range of the
+    # pool, so nothing is registered, the reason says why, batches still come
+    from cxl_dataloader import _core
+    n = 400
+    w = _core.Writer(pool._pool, "xy", [("x", "float32", (4,)), ("y", "int64", ())])
+    x = np.arange(n * 4, dtype=np.float32).reshape(n, 4)
+    w.append_columns(n, [x, np.arange(n, dtype=np.int64)])
+    w.commit()
+    ds = CXLDataset(pool, "xy")
+    dl = CXLDataLoader(ds, batch_size=100, device="cuda", pin_to_cxl=True)
+    st = dl.stats()["gpu"]["pool"]
+    assert not st["ok"] and "columns" in st["reason"]
+    assert standin.rt.registered == {}
+    b = next(iter(dl))
+    assert torch.equal(b["x"].cpu(), torch.from_numpy(x[:100]))
+    assert b["y"].cpu().tolist() == list(range(100))
+    dl.close()
+
+
 def test_pin_to_cxl_without_cuda_keeps_its_old_meaning(fixed) -> None:
     ds, _ = fixed
     with pytest.warns(UserWarning, match="pin_to_cxl"):
