@@ -103,13 +103,17 @@ static int shard_matches(cxlp_store *s, const struct cxlp_schema *sc, const stru
 {
     (void)k;
     int v1 = sh->version == SHARD_VERSION_V1;
-    if (s->version == 0 && settle) { /* the first shard validated sets the format */
-        s->version = sh->version;
-        s->rows = v1 && sc->n_fields > 1;
+    /* pairs with the release store below (stagers check copies while a
+     * reader settles the format under mu) */
+    uint32_t have = at_load_acquire(&s->version);
+    if (have == 0 && settle) { /* the first shard validated sets the format */
+        at_store_relaxed(&s->rows, v1 && sc->n_fields > 1);
+        at_store_release(&s->version, sh->version);
+        have = sh->version;
     }
-    if (s->version && sh->version != s->version) {
+    if (have && sh->version != have) {
         snprintf(err, errlen, "format version %u differs from the dataset's other shards' (%u)",
-                 sh->version, s->version);
+                 sh->version, have);
         return CXLP_ECORRUPT;
     }
     if (v1) {
@@ -435,16 +439,17 @@ int store_fields_at(const cxlp_store *s, const struct shard *sh, uint64_t k, uin
                     const uint32_t *fields, uint32_t n, struct cxlp_view *v)
 {
     const uint64_t i = idx - s->first[k];
-    if (!fields && s->ncols != 1 && !s->rows)
+    const int rows = at_load_relaxed(&s->rows); /* settled before any copy was read (store.h) */
+    if (!fields && s->ncols != 1 && !rows)
         return seterr(NULL, CXLP_EARG, "dataset %s stores its %u fields in columns: read them with "
                       "cxlp_store_read_field", s->name, s->ncols);
     for (uint32_t j = 0; j < n; j++) {
         const uint8_t *p;
         uint64_t len;
-        uint32_t c = !fields || s->rows ? 0 : fields[j];
+        uint32_t c = !fields || rows ? 0 : fields[j];
         if (shard_col_record(&sh->col[c], i, &p, &len))
             return read_corrupt_at(s, sh, k, c, idx);
-        if (fields && s->rows) { /* format 1: the field inside the whole record */
+        if (fields && rows) { /* format 1: the field inside the whole record */
             const struct cxlp_field *f = &s->ds.schema.fields[fields[j]];
             uint64_t fs = schema_field_size(f);
             if (!range_ok(f->offset, fs, len))
