@@ -459,6 +459,11 @@ CXLP_API int cxlp_schema_field(const struct cxlp_schema *s, const char *name);
  * afterwards. Thread-safe. */
 CXLP_API int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t cap,
                                   uint64_t *len);
+/* Field `field` of record idx copied into buf, as cxlp_store_read_copy
+ * (the same pin, fetch and CXLP_ERANGE rules); CXLP_ERANGE also for a field
+ * number out of range. Any dataset, rows or columns. */
+CXLP_API int cxlp_store_read_field_copy(const cxlp_store *s, uint64_t idx, uint32_t field,
+                                        void *buf, uint64_t cap, uint64_t *len);
 /* How the dataset is cut into shards: their number, the records of each
  * (0 when they differ: variable-size records), and the largest's bytes
  * (what a copy of it takes in a memory tier). Any argument may be NULL. */

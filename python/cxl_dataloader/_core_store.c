@@ -111,19 +111,58 @@ static void *store_export(StoreObject *self, const void *data, uint64_t len, PyO
     return PyByteArray_AS_STRING(copy);
 }
 
+/* Field k of record i of a tiered dataset copied out into a new bytearray
+ * (*owner; Python's own, writable), under a pin held only for the copy: a
+ * view would pin the epoch until the dataset is closed, holding back the
+ * free of every copy dropped meanwhile (a migration's, an eviction's). */
+static int store_copy_field(StoreObject *self, uint64_t i, uint32_t k, struct cxlp_view *v,
+                            PyObject **owner)
+{
+    uint64_t len = 0;
+    char one;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cxlp_store_read_field_copy(self->s, i, k, &one, 0, &len);
+    Py_END_ALLOW_THREADS
+    if (rc && rc != CXLP_ERANGE) {
+        core_raise(rc, NULL);
+        return -1;
+    }
+    if (len > (uint64_t)PY_SSIZE_T_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "record larger than Py_ssize_t");
+        return -1;
+    }
+    PyObject *copy = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)len);
+    if (!copy)
+        return -1;
+    char *data = PyByteArray_AS_STRING(copy);
+    Py_BEGIN_ALLOW_THREADS
+    rc = cxlp_store_read_field_copy(self->s, i, k, data, len, &len);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        Py_DECREF(copy);
+        core_raise(rc, NULL);
+        return -1;
+    }
+    v->data = data;
+    v->len = len;
+    *owner = copy;
+    return 0;
+}
+
 /* A field of a record as Python sees it: a str field as str (UTF-8,
- * checked when written), any other field as an Array over its bytes where
- * Python may see them (store_export): variable-length 1-D, fixed-shape in
- * its shape. */
+ * checked when written), any other field as an Array over its bytes: those
+ * of owner (a copy) when not NULL, else where Python may see them in the
+ * pool (store_export); variable-length 1-D, fixed-shape in its shape. */
 static PyObject *field_value(StoreObject *self, const struct cxlp_field *f,
-                             const struct cxlp_view *v)
+                             const struct cxlp_view *v, PyObject *owner)
 {
     int64_t shape[ARRAY_MAX_DIMS];
     int ndim = f->ndim;
     if (f->dtype == CXLP_DT_STR)
         return PyUnicode_DecodeUTF8(v->data, (Py_ssize_t)v->len, "strict");
-    PyObject *owner;
-    void *data = store_export(self, v->data, v->len, &owner);
+    PyObject *own = owner ? Py_NewRef(owner) : NULL;
+    void *data = own ? (void *)v->data : store_export(self, v->data, v->len, &own);
     if (!data)
         return NULL;
     if (CXLP_FIELD_VAR(f))
@@ -131,8 +170,8 @@ static PyObject *field_value(StoreObject *self, const struct cxlp_field *f,
     else
         for (int d = 0; d < f->ndim; d++)
             shape[d] = (int64_t)f->shape[d];
-    PyObject *out = array_new(owner, data, f->dtype, ndim, shape);
-    Py_DECREF(owner);
+    PyObject *out = array_new(own, data, f->dtype, ndim, shape);
+    Py_DECREF(own);
     return out;
 }
 
@@ -176,22 +215,39 @@ static PyObject *store_get(StoreObject *self, PyObject *args)
         }
         Py_DECREF(seq);
     }
+    /* a tiered dataset's fields are copied out (store_copy_field), each
+     * into a bytearray of its own; other datasets' are views */
+    const int tiered = cxlp_store_tiered(self->s);
     struct cxlp_view v[CXLP_MAX_FIELDS];
+    PyObject *copies[CXLP_MAX_FIELDS] = {NULL};
+    PyObject *out = NULL;
     for (uint32_t k = 0; k < nf; k++) {
-        int rc = cxlp_store_read_field(self->s, (uint64_t)i, fields[k], &v[k]);
-        if (rc)
-            return core_raise(rc, NULL);
+        if (tiered) {
+            if (store_copy_field(self, (uint64_t)i, fields[k], &v[k], &copies[k]))
+                goto out;
+        } else {
+            int rc = cxlp_store_read_field(self->s, (uint64_t)i, fields[k], &v[k]);
+            if (rc) {
+                core_raise(rc, NULL);
+                goto out;
+            }
+        }
     }
-    if (sc->n_fields == 1 && which == Py_None)
-        return field_value(self, &sc->fields[0], &v[0]);
-    PyObject *out = PyDict_New();
+    if (sc->n_fields == 1 && which == Py_None) {
+        out = field_value(self, &sc->fields[0], &v[0], copies[0]);
+        goto out;
+    }
+    out = PyDict_New();
     for (uint32_t k = 0; out && k < nf; k++) {
         const struct cxlp_field *f = &sc->fields[fields[k]];
-        PyObject *a = field_value(self, f, &v[k]);
+        PyObject *a = field_value(self, f, &v[k], copies[k]);
         if (!a || PyDict_SetItemString(out, f->name, a) < 0)
             Py_CLEAR(out);
         Py_XDECREF(a);
     }
+out:
+    for (uint32_t k = 0; k < nf; k++)
+        Py_XDECREF(copies[k]);
     return out;
 }
 

@@ -39,8 +39,8 @@
  * under is pinned. cxlp_store_read's views are promised until close, so the
  * first of them pins the epoch for the store's lifetime (copies evicted
  * meanwhile are then freed only at close); the gather engine and
- * cxlp_store_read_copy pin per batch or per record instead
- * (store_read_pinned).
+ * cxlp_store_read_copy / cxlp_store_read_field_copy pin per batch or per
+ * record instead (store_read_pinned).
  *
  * Thread safety: after open the handle changes only where noted (the
  * geometry of a shard validated lazily, under mu, published by its ready
@@ -753,28 +753,18 @@ int cxlp_store_read_field(const cxlp_store *s, uint64_t idx, uint32_t field, str
     return store_read_fields(s, idx, &field, 1, v);
 }
 
-int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t cap,
-                         uint64_t *len)
+/* Record idx whole (field NULL) or its field *field copied into buf, as
+ * cxlp_store_read_copy says. */
+static int read_copy(const cxlp_store *s, uint64_t idx, const uint32_t *field, void *buf,
+                     uint64_t cap, uint64_t *len)
 {
-    if (!s || (cap && !buf) || !len)
-        return seterr(NULL, CXLP_EARG, "store_read_copy: NULL argument");
     struct cxlp_view v;
     int rc = 0;
-    if (!s->tiered) {
-        rc = store_read_pinned(s, idx, NULL, 1, &v); /* a pool of one tier: nothing moves */
-        if (rc)
-            return rc;
-        *len = v.len;
-        if (v.len > cap)
-            return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " is %" PRIu64
-                          " bytes, the buffer %" PRIu64, s->name, idx, v.len, cap);
-        memcpy(buf, v.data, v.len);
-        return 0;
-    }
-    /* a copy evicted between the fetch and the read is fetched again */
+    /* a pool of one tier: nothing moves, no pin; else a copy evicted between
+     * the fetch and the read is fetched again */
     for (int tries = 0; tries < 100; tries++) {
-        uint64_t pin = attach_pin_epoch(s->a);
-        rc = store_read_pinned(s, idx, NULL, 1, &v);
+        uint64_t pin = s->tiered ? attach_pin_epoch(s->a) : 0;
+        rc = store_read_pinned(s, idx, field, 1, &v);
         if (rc == 0) {
             *len = v.len;
             if (v.len <= cap)
@@ -783,14 +773,34 @@ int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t 
                 rc = seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " is %" PRIu64
                             " bytes, the buffer %" PRIu64, s->name, idx, v.len, cap);
         }
-        attach_unpin_epoch(s->a, pin);
-        if (rc != CXLP_ENOTFOUND || idx >= s->count)
+        if (s->tiered)
+            attach_unpin_epoch(s->a, pin);
+        if (rc != CXLP_ENOTFOUND || !s->tiered || idx >= s->count)
             return rc;
         if ((rc = store_fetch((cxlp_store *)s, store_shard_of(s, idx), FETCH_WAIT)))
             return rc;
     }
     return seterr(NULL, CXLP_EBUSY, "dataset %s: record %" PRIu64 ": its shard was evicted "
                   "every time it was fetched", s->name, idx);
+}
+
+int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t cap,
+                         uint64_t *len)
+{
+    if (!s || (cap && !buf) || !len)
+        return seterr(NULL, CXLP_EARG, "store_read_copy: NULL argument");
+    return read_copy(s, idx, NULL, buf, cap, len);
+}
+
+int cxlp_store_read_field_copy(const cxlp_store *s, uint64_t idx, uint32_t field, void *buf,
+                               uint64_t cap, uint64_t *len)
+{
+    if (!s || (cap && !buf) || !len)
+        return seterr(NULL, CXLP_EARG, "store_read_field_copy: NULL argument");
+    if (field >= s->ds.schema.n_fields)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: field %u past its %u fields", s->name, field,
+                      s->ds.schema.n_fields);
+    return read_copy(s, idx, &field, buf, cap, len);
 }
 
 int cxlp_store_shards(const cxlp_store *s, uint64_t *n_shards, uint64_t *per_shard,

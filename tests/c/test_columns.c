@@ -136,6 +136,14 @@ static void check_record(const cxlp_store *s, uint64_t idx, uint64_t i)
     CHECK(v.len == nimg(i));
     for (uint64_t j = 0; j < nimg(i); j++)
         CHECK(((const uint8_t *)v.data)[j] == (uint8_t)(i + j));
+    /* the copying read gives the same bytes, and says how many a short
+     * buffer needs */
+    uint64_t len = 0;
+    CHECK(cxlp_store_read_field_copy(s, idx, 2, tmp, 0, &len) == CXLP_ERANGE &&
+          len == (uint64_t)n);
+    CHECK_OK(cxlp_store_read_field_copy(s, idx, 1, tmp, sizeof tmp, &len));
+    CHECK(len == 8 && memcmp(tmp, &(int64_t){(int64_t)i * 7 - 3}, 8) == 0);
+    CHECK(cxlp_store_read_field_copy(s, idx, 4, tmp, sizeof tmp, &len) == CXLP_ERANGE);
 }
 
 static void test_roundtrip(cxlp_pool *p, uint64_t *seed)

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import os
 import uuid
+import warnings
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
+import pyarrow as pa
 import pytest
 import torch
 
@@ -64,6 +66,38 @@ def test_migrate_to_dram_and_back_under_a_reader(tiered) -> None:
     assert torch.equal(ds[123], torch.from_numpy(data[123]))
     with pytest.raises(CXLError, match="tier 'ssd'"):
         ds.migrate_to("ssd")
+
+
+def test_getitem_pins_only_for_its_copy(tiered, tmp_path: Path) -> None:
+    """ds[i] of a tiered dataset copies the record (or each field of a dict)
+    out under a pin held for the copy alone: a copy dropped while the
+    dataset stays open is freed at the next transaction, not at close."""
+    p, name, data = tiered
+    n = 2000
+    t = pa.table({"ids": [list(range(i % 40)) for i in range(n)],
+                  "label": np.arange(n, dtype=np.int64), "caption": [f"c{i}" for i in range(n)]})
+    CXLDataset.ingest(p, "m", t, shard_bytes=SHARD)
+    rec, multi = CXLDataset(p, "d"), CXLDataset(p, "m")
+    tick = np.zeros((1, 8), dtype=np.int64)
+    for k, (ds, ids) in enumerate([(rec, (0, ROWS // 2, ROWS - 1)), (multi, (3, n // 2, n - 1))]):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # nothing says records are copied
+            got = [ds[i] for i in ids]
+        if ds is rec:
+            assert all(torch.equal(g, torch.from_numpy(data[i])) for g, i in zip(got, ids))
+        else:
+            assert [g["caption"] for g in got] == [f"c{i}" for i in ids]
+            assert [g["ids"].tolist() for g in got] == [list(range(i % 40)) for i in ids]
+            assert [g["label"].item() for g in got] == list(ids)
+        assert p.tiers()[0]["copies"] == 3 and p.tiers()[0]["used"] > 0
+        p.migrate(ds.name, "nvme")           # drops the dram copies: deferred frees
+        np.save(tmp_path / "tick.npy", tick)
+        p._pool.import_(f"tick{k}", str(tmp_path / "tick.npy"), format="npy")  # a transaction
+        dram = p.tiers()[0]
+        assert dram["copies"] == 0 and dram["used"] == 0, dram  # freed with ds still open
+    got[0]["label"][...] = -1  # the copies are Python's own
+    assert multi[3]["label"].item() == 3
+    assert p.verify()
 
 
 def epoch(loader: CXLDataLoader, data: np.ndarray) -> int:
