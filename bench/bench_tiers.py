@@ -2,7 +2,8 @@
 """A dataset larger than memory: one epoch per placement policy, side by side.
 
     python3 bench/bench_tiers.py [--gib 8] [--mem 1G] [--dir /var/tmp/tiers]
-                                 [--quick] [--no-mosaic] [--out docs/benchmarks-tiers]
+                                 [--quick] [--no-mosaic] [--demand-only]
+                                 [--out docs/benchmarks-tiers]
 
 An N GiB dataset of 8 KiB records is homed on an nvme tier (a file under
 --dir) of a pool whose one memory tier (dram, shm) holds --mem. Each run
@@ -25,9 +26,15 @@ and the peer built for this case:
               MDSWriter into a "remote" directory on the same disk, a local
               cache limited to the same memory (cache_limit), shuffle=True,
               StreamingDataLoader(num_workers=2)
-and a demand run: lookahead again with a sleep per batch standing in for
-compute, at 80% of min(all-DRAM, seq read) samples/s; its stall (time the
-loop waited for batches) as a share of the epoch.
+and the demand runs: lookahead again with a sleep per batch standing in for
+compute, at 80% of min(all-DRAM, seq read) samples/s, paced per batch
+(batch i's compute ends at t0 + (i + 1) * period + the stall so far: a late
+batch delays the steps after it) and by a fixed schedule (at t0 + (i + 1) *
+period: after a late batch the loop asks faster until back on time); the stall (time the loop waited for
+batches) as a share of the epoch, split into start-up (the first batch: the
+first window's shards, needed by it, staged on demand), the rest of the
+first window and the steady state. --demand-only runs the limits once and
+the demand runs only (OUT-demand.json).
 
 Writes OUT.json and OUT.png (samples/s per policy, with the limits), and
 prints the markdown table docs/benchmarks.md carries. Removes every file
@@ -126,8 +133,21 @@ def machine() -> dict:
 
 
 def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem_tier: int,
-              demand_sps: float = 0.0, seed: int = 7) -> dict:
-    """One epoch through CXLDataLoader; returns figures and checks."""
+              demand_sps: float = 0.0, pacing: str = "batch", seed: int = 7) -> dict:
+    """One epoch through CXLDataLoader; returns figures and checks.
+
+    demand_sps: the loop stands in for compute, BATCH / demand_sps seconds a
+    batch, the batch's check included. pacing "batch": each batch's compute
+    ends at t0 + (i + 1) * period + the loop's stall so far (a training
+    step: a late batch delays the steps after it, it does not shorten them);
+    "schedule": at t0 + (i + 1) * period (a fixed arrival rate: after a late
+    batch the loop runs without compute until it is back on schedule, asking
+    for batches faster than the demand meanwhile).
+
+    The loop's stall (time in next()) is split into the first batch's (the
+    start-up: the first window's shards staged on demand), the rest of the
+    first window (records of the sampler's first window of shards) and the
+    steady state after it."""
     import torch  # noqa: F401
     from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool, RandomCXLSampler
     pool = CXLMemoryPool(spec)
@@ -140,22 +160,32 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
     loader = CXLDataLoader(ds, **kw)
     chk = Checker(n)
     period = BATCH / demand_sps if demand_sps else 0.0
+    first_window = sampler.window * sampler.shard_size  # records
+    stall = [0, 0, 0]  # ns: first batch, rest of the first window, after it
+    seen = 0
     ru0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     for i, b in enumerate(loader):
+        s_now = loader.stall_ns
+        stall[0 if i == 0 else 1 if seen < first_window else 2] += s_now - sum(stall)
+        seen += len(b)
         chk.batch(b.numpy())
         if period:  # compute, standing in: the loop is busy until its slot
-            wait = t0 + (i + 1) * period - time.perf_counter()
+            end = t0 + (i + 1) * period + (s_now / 1e9 if pacing == "batch" else 0.0)
+            wait = end - time.perf_counter()
             if wait > 0:
                 time.sleep(wait)
     dt = time.perf_counter() - t0
     ru1 = resource.getrusage(resource.RUSAGE_SELF)
     st = loader.stats()
     after = pool.tiers()
+    stall[2] += st["stall_ns"] - sum(stall)  # the wait for the end of the stream
     out = {"policy": policy or "all-DRAM", "seconds": dt, "samples_per_s": chk.count / dt,
            "gb_per_s": chk.count * REC / dt / 1e9, "records": chk.count, "complete": chk.complete(),
            "bad": chk.bad, "window": sampler.window, "shard_size": sampler.shard_size,
            "stall_s": st["stall_ns"] / 1e9, "stall_share": st["stall_ns"] / 1e9 / dt,
+           "stall_first_batch_s": stall[0] / 1e9, "stall_first_window_s": stall[1] / 1e9,
+           "stall_steady_s": stall[2] / 1e9, "first_window_records": first_window,
            "cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)}
     if ds.tiered:
         out.update(hits=st["hits"], misses=st["misses"],
@@ -257,6 +287,9 @@ def main() -> int:
     ap.add_argument("--dir", default="/var/tmp/tiers")
     ap.add_argument("--quick", action="store_true", help="512 MiB and 64 MiB: a smoke run")
     ap.add_argument("--no-mosaic", action="store_true")
+    ap.add_argument("--demand-only", action="store_true",
+                    help="the limits (one round) and the 80%% demand runs only: no policy "
+                         "rounds, no MosaicML; writes OUT-demand.json")
     ap.add_argument("--out", default=str(REPO / "docs" / "benchmarks-tiers"))
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--remote", help=argparse.SUPPRESS)
@@ -273,6 +306,8 @@ def main() -> int:
         return child(a)
     if a.quick:
         a.gib, a.mem = 0.5, "64M"
+    if a.demand_only:
+        a.rounds, a.no_mosaic = 1, True
     from cxl_dataloader import CXLMemoryPool
     mem = {"G": 1 << 30, "M": 1 << 20}[a.mem[-1]] * int(a.mem[:-1])
     n = int(a.gib * (1 << 30)) // REC
@@ -323,7 +358,7 @@ def main() -> int:
                          "gb_per_s": sr["gb_per_s"], "o_direct": sr["o_direct"]})
             drop_caches()
             runs.append(cxl_epoch(f"shm:{dname}", "d", n, None, budget, 0))
-            for pol in POLICIES:
+            for pol in [] if a.demand_only else POLICIES:
                 pool.migrate("d", "nvme")  # no copies in memory: every run starts cold
                 drop_caches()
                 log(f"round {rnd}: {pol}")
@@ -339,13 +374,21 @@ def main() -> int:
         dpool.close()
         CXLMemoryPool.destroy(dname)
         bound = min(r["samples_per_s"] for r in res["runs"] if r["policy"] in ("seq read", "all-DRAM"))
-        pool.migrate("d", "nvme")
-        drop_caches()
-        r = cxl_epoch(spec, "d", n, "lookahead", budget, mem_tier, demand_sps=0.8 * bound)
-        r["policy"] = "lookahead @80%"
-        r["demand_sps"] = 0.8 * bound
-        res["demand"] = r
-        log(f"lookahead at 80% of {bound:.0f}: stall {r['stall_share']:.4f} of the epoch")
+        res["demand_runs"] = []
+        for pacing in ("batch", "schedule"):
+            pool.migrate("d", "nvme")
+            drop_caches()
+            r = cxl_epoch(spec, "d", n, "lookahead", budget, mem_tier, demand_sps=0.8 * bound,
+                          pacing=pacing)
+            r["policy"] = "lookahead @80%"
+            r["demand_sps"] = 0.8 * bound
+            r["pacing"] = pacing
+            res["demand_runs"].append(r)
+            log(f"lookahead at 80% of {bound:.0f}, pacing {pacing}: stall "
+                f"{r['stall_share']:.4f} of the epoch (first batch {r['stall_first_batch_s']:.3f} s, "
+                f"rest of the first window {r['stall_first_window_s']:.3f} s, after it "
+                f"{r['stall_steady_s']:.3f} s of {r['seconds']:.2f} s)")
+        res["demand"] = res["demand_runs"][0]
         pool.close()
         if not a.no_mosaic:
             remote, cache = work / "mds", work / "mds_cache"
@@ -378,9 +421,15 @@ def main() -> int:
     res["wall_s"] = time.perf_counter() - t_all
     res["loadavg_end"] = open("/proc/loadavg").read().strip()
     out = Path(a.out)
+    if a.demand_only:
+        out.with_name(out.name + "-demand.json").write_text(json.dumps(res, indent=1))
+        print(demand_table(res))
+        return 0
     out.with_suffix(".json").write_text(json.dumps(res, indent=1))
     chart(res, out.with_suffix(".png"))
     print(table(res))
+    print()
+    print(demand_table(res))
     return 0
 
 
@@ -403,12 +452,26 @@ def table(res: dict) -> str:
                   if "min_samples_per_s" in r else "")
         L.append(f"| {r['policy']} | {r['samples_per_s']:,.0f}{spread} | {r['gb_per_s']:.2f} | "
                  f"{r['samples_per_s'] / bound:.2f} | {nb} | {hr} | {st} | {ss} | {ok} |")
-    d = res.get("demand")
-    if d:
-        L.append(f"| lookahead, demand at 80% of bound | {d['samples_per_s']:,.0f} | "
-                 f"{d['gb_per_s']:.2f} | {d['samples_per_s'] / bound:.2f} | "
-                 f"{d['nvme_bytes'] / (res['records'] * REC):.3f} | {d['hit_rate']:.3f} | "
-                 f"{d['stall_share']:.4f} | {d['stage_stall_s']:.2f} | "
+    return "\n".join(L)
+
+
+def demand_table(res: dict) -> str:
+    """The demand runs (lookahead at 80% of the bound): the loop's stall
+    split into start-up (the first batch), the rest of the first window and
+    the steady state after it, each as a share of the epoch."""
+    by = {r["policy"]: r for r in res["runs"]}
+    bound = min(by["seq read"]["samples_per_s"], by["all-DRAM"]["samples_per_s"])
+    L = ["| pacing | samples/s | vs bound | epoch s | loop stall, share | start-up (first batch) "
+         "| rest of first window | steady state | staging stall s | nvme bytes / dataset | "
+         "complete |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for d in res.get("demand_runs", []):
+        dt = d["seconds"]
+        L.append(f"| {d['pacing']} | {d['samples_per_s']:,.0f} | {d['samples_per_s'] / bound:.2f} | "
+                 f"{dt:.2f} | {d['stall_s']:.3f} s, {d['stall_share']:.4f} | "
+                 f"{d['stall_first_batch_s']:.3f} s, {d['stall_first_batch_s'] / dt:.4f} | "
+                 f"{d['stall_first_window_s']:.3f} s, {d['stall_first_window_s'] / dt:.4f} | "
+                 f"{d['stall_steady_s']:.3f} s, {d['stall_steady_s'] / dt:.4f} | "
+                 f"{d['stage_stall_s']:.2f} | {d['nvme_bytes'] / (res['records'] * REC):.3f} | "
                  f"{'yes' if d['complete'] else 'NO'} |")
     return "\n".join(L)
 
