@@ -120,7 +120,7 @@ static PyObject *pool_stat(PoolObject *self, PyObject *unused)
     if (rc)
         return core_raise(rc, self->p);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s}", "size",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s,s:O,s:s,s:i}", "size",
         (unsigned long long)st.size, "data_bytes", (unsigned long long)st.data_bytes,
         "used_bytes", (unsigned long long)st.used_bytes, "reserved_bytes",
         (unsigned long long)st.reserved_bytes, "deferred_bytes",
@@ -128,7 +128,9 @@ static PyObject *pool_stat(PoolObject *self, PyObject *unused)
         "largest_free", (unsigned long long)st.largest_free, "generation",
         (unsigned long long)st.generation, "n_datasets", st.n_datasets, "live_leases",
         st.live_leases, "lease_slots", st.lease_slots, "media", cxlp_media_name(st.media),
-        "emulated", st.emulated ? Py_True : Py_False, "numa_node", st.numa_node, "path", st.path);
+        "emulated", st.emulated ? Py_True : Py_False, "numa_node", st.numa_node, "path", st.path,
+        "numa_interleave", st.numa_interleave ? Py_True : Py_False, "numa_nodes", st.numa_nodes,
+        "near_node", st.near_node);
 }
 
 static void collect_line(void *ctx, const char *line)
