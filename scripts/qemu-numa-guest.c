@@ -145,6 +145,25 @@ static int check_cxl(void)
     return verdict();
 }
 
+/* Dataset "recs" of p: 1024 records of 4 KiB, record i filled with i & 0xff. */
+static int write_recs(cxlp_pool *p)
+{
+    struct cxlp_schema sc = {.fixed = 1, .record_size = 4096, .n_fields = 1,
+                             .fields = {{.name = "data", .dtype = CXLP_DT_U8, .ndim = 1,
+                                         .shape = {4096}}}};
+    cxlp_writer *w = NULL;
+    static uint8_t rec[4096];
+    int rc = cxlp_writer_begin(p, "recs", &sc, NULL, &w);
+    for (int i = 0; rc == 0 && i < 1024; i++) {
+        memset(rec, i & 0xff, sizeof rec);
+        rc = cxlp_writer_append(w, rec, sizeof rec);
+    }
+    if (rc == 0)
+        return cxlp_writer_commit(w);
+    cxlp_writer_abort(w);
+    return rc;
+}
+
 /* A pool interleaved over node 0 (DRAM, CPUs) and node 1 (memory only):
  * the object's policy is MPOL_INTERLEAVE over both for a second attacher,
  * its record pages alternate between the nodes, and the node with CPUs
@@ -162,20 +181,7 @@ static void check_interleave_pool(void)
     expect(cxlp_pool_stat(p, &st) == 0 && st.numa_interleave && !strcmp(st.numa_nodes, "0-1") &&
                st.numa_node == -1 && st.emulated == 1 && st.near_node == 0,
            "stat: interleaved over nodes 0-1, emulated (node 0 is DRAM), nearest CPU node 0");
-    struct cxlp_schema sc = {.fixed = 1, .record_size = 4096, .n_fields = 1,
-                             .fields = {{.name = "data", .dtype = CXLP_DT_U8, .ndim = 1,
-                                         .shape = {4096}}}};
-    cxlp_writer *w = NULL;
-    static uint8_t rec[4096];
-    rc = cxlp_writer_begin(p, "recs", &sc, NULL, &w);
-    for (int i = 0; rc == 0 && i < 1024; i++) {
-        memset(rec, i & 0xff, sizeof rec);
-        rc = cxlp_writer_append(w, rec, sizeof rec);
-    }
-    if (rc == 0)
-        rc = cxlp_writer_commit(w);
-    else
-        cxlp_writer_abort(w);
+    rc = write_recs(p);
     expect(rc == 0, "ingest 4 MiB of records into the interleaved pool");
     cxlp_pool *q = NULL;
     cxlp_store *s = NULL;
@@ -222,20 +228,7 @@ static void check_numa_pool(void)
     struct cxlp_pool_stat st;
     expect(cxlp_pool_stat(p, &st) == 0 && st.media == CXLP_MEDIA_NUMA && st.numa_node == 1 &&
                st.emulated == 0, "stat: numa media on node 1, not emulated (node has no CPUs)");
-    struct cxlp_schema sc = {.fixed = 1, .record_size = 4096, .n_fields = 1,
-                             .fields = {{.name = "data", .dtype = CXLP_DT_U8, .ndim = 1,
-                                         .shape = {4096}}}};
-    cxlp_writer *w = NULL;
-    static uint8_t rec[4096];
-    rc = cxlp_writer_begin(p, "recs", &sc, NULL, &w);
-    for (int i = 0; rc == 0 && i < 1024; i++) {
-        memset(rec, i & 0xff, sizeof rec);
-        rc = cxlp_writer_append(w, rec, sizeof rec);
-    }
-    if (rc == 0)
-        rc = cxlp_writer_commit(w);
-    else
-        cxlp_writer_abort(w);
+    rc = write_recs(p);
     expect(rc == 0, "ingest 4 MiB of records into the numa pool");
     cxlp_pool *q = NULL;
     cxlp_store *s = NULL;

@@ -28,10 +28,10 @@ of the ring slots, "interleave" or "bind" over the nodes of the pool's
 memory; or a placement policy of a pool of tiers: validated, placement comes
 with the tier layer), pin_to_cxl (ring slots on a numa pool's node(s); with
 CUDA, the dataset's pool view registered too), numa_bind (gather threads on
-a node's CPUs; True: the node nearest the pool's memory), device (device="cuda": each batch copied there
-from its CUDA-registered ring slot on a copy stream, prefetch_to_gpu batches
-ahead: gpu.py), dtype (token batches cast, e.g. to torch.long for
-nn.Embedding).
+a node's CPUs; True: the node nearest the pool's memory), device
+(device="cuda": each batch copied there from its CUDA-registered ring slot on
+a copy stream, prefetch_to_gpu batches ahead: gpu.py), dtype (token batches
+cast, e.g. to torch.long for nn.Embedding).
 
 Passes and epochs (both paths): each iter() that no set_epoch() or
 load_state_dict() came before starts the next epoch, whether the last pass
@@ -52,7 +52,7 @@ import torch
 
 from . import _core, _resume, gpu
 from .dataset import CXLDataset
-from .pool import TIER_POLICIES
+from .pool import TIER_POLICIES, node_exists
 from .samplers import CXLSamplerBase, RandomCXLSampler
 
 MEMORY_POLICIES = TIER_POLICIES
@@ -67,10 +67,6 @@ _from_capsule = torch._C._from_dlpack
 def _warn(msg: str) -> None:
     # Python's default filter shows a warning once per call site
     warnings.warn(msg, UserWarning, stacklevel=3)
-
-
-def _node_exists(node: int) -> bool:
-    return os.path.isdir(f"/sys/devices/system/node/node{node}")
 
 
 def _pool_memory(spec: str) -> dict:
@@ -146,7 +142,7 @@ class CXLDataLoader:
         near = numa_bind is True  # the node nearest the pool's memory (fast path setup)
         if numa_bind is False or near:
             numa_bind = None
-        if numa_bind is not None and (int(numa_bind) < 0 or not _node_exists(int(numa_bind))):
+        if numa_bind is not None and (int(numa_bind) < 0 or not node_exists(int(numa_bind))):
             raise ValueError(f"numa_bind={numa_bind}: no such NUMA node "
                              f"(/sys/devices/system/node/node{numa_bind})")
         if collate not in _COLLATES:

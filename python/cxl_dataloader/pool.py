@@ -29,6 +29,11 @@ def default_pool_name() -> str:
     return os.environ.get("CXLP_POOL") or "default"
 
 
+def node_exists(node: int) -> bool:
+    """Whether this machine has NUMA node `node` (sysfs)."""
+    return os.path.isdir(f"/sys/devices/system/node/node{node}")
+
+
 def numa_nodes_check(name: str, nodes: Any) -> list[int]:
     """A list of distinct NUMA node numbers that exist on this machine, or a
     ValueError (TypeError for a non-list) naming the argument and the node."""
@@ -39,7 +44,7 @@ def numa_nodes_check(name: str, nodes: Any) -> list[int]:
         if isinstance(n, bool) or not hasattr(n, "__index__") or operator.index(n) < 0:
             raise ValueError(f"{name}={list(nodes)!r}: {n!r} is not a NUMA node number")
         n = operator.index(n)
-        if not os.path.isdir(f"/sys/devices/system/node/node{n}"):
+        if not node_exists(n):
             have = sorted(int(d[4:]) for d in os.listdir("/sys/devices/system/node")
                           if d.startswith("node") and d[4:].isdigit())
             raise ValueError(f"{name}={list(nodes)!r}: NUMA node {n} does not exist on this "

@@ -22,12 +22,12 @@
  */
 #include <errno.h>
 #include <numa.h>
+#include <numaif.h>
 #include <sched.h>
 #include <stdio.h>
-#include <sys/mman.h>
-#include <numaif.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "common/common.h"
