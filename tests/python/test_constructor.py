@@ -294,3 +294,11 @@ def test_numa_bind_true_runs_the_threads_on_the_node_nearest_the_pool(shm_datase
 def test_the_package_exports_what_the_design_imports() -> None:
     for name in ("CXLMemoryPool", "CXLDataset", "CXLDataLoader", "DistributedCXLSampler"):
         assert name in cx.__all__
+
+
+def test_a_pool_without_a_name_is_cxlp_pool_else_default(monkeypatch) -> None:
+    from cxl_dataloader.pool import default_pool_name
+    monkeypatch.delenv("CXLP_POOL", raising=False)
+    assert default_pool_name() == "default"
+    monkeypatch.setenv("CXLP_POOL", "job7")
+    assert default_pool_name() == "job7"
