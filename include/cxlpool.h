@@ -130,6 +130,20 @@ enum cxlp_media_kind {
 /* "shm", "file", "numa", "devdax", "pci"; "?" for an unknown value. */
 CXLP_API const char *cxlp_media_name(int kind);
 
+/* What a tier of a pool is (docs/tiers.md). Memory tiers (DRAM, CXL) are
+ * read in place; an NVME tier is never read through a mapping: copies of
+ * its shards are staged into a memory tier. */
+enum cxlp_tier_kind {
+    CXLP_TIER_DRAM = 0,      /* local memory: shm, numa on a node with CPUs */
+    CXLP_TIER_CXL = 1,       /* CXL memory: numa on a memory-only node, devdax */
+    CXLP_TIER_REMOTE = 2,    /* reserved for remote pools; not accepted yet */
+    CXLP_TIER_NVME = 3,      /* a file on storage, read by staged copies */
+};
+/* "dram", "cxl", "remote", "nvme"; "?" for an unknown value. */
+CXLP_API const char *cxlp_tier_name(int kind);
+/* Inverse of cxlp_tier_name; -1 for an unknown name. */
+CXLP_API int cxlp_tier_parse(const char *name);
+
 /* ======================================================================
  * topo: what memory this machine has
  * ====================================================================== */
@@ -198,6 +212,9 @@ struct cxlp_pool_opts {
     uint64_t catalog_bytes;  /* per catalog slot; 0 means 4 MiB */
     uint32_t lease_slots;    /* reader lease table size; 0 means 256 */
     int readonly;            /* open: map read-only (no writes; a lease is still taken) */
+    uint64_t meta_bytes;     /* tiered create: the pool object's area for shard
+                                tables and states (48 bytes a shard with 3 tiers);
+                                0 means 128 MiB */
     int noncoherent;         /* create: the hosts' caches are not coherent over
                                 this memory (docs/hosts.md); 0: coherent */
     uint32_t expiry_ms;      /* create: a lease or lock whose heartbeat stops
@@ -209,6 +226,25 @@ struct cxlp_pool_opts {
  * A sparse file pool of any size creates in O(1) time. opts may be NULL. */
 CXLP_API int cxlp_pool_create(const char *spec, uint64_t size,
                               const struct cxlp_pool_opts *opts, cxlp_pool **out);
+/* Creates a pool made of tiers (docs/tiers.md), fastest first: tiers[i] is
+ * "KIND=MEDIA" with KIND dram, cxl or nvme and MEDIA one of
+ *   shm:SIZE, shm:NAME:SIZE            (/dev/shm/cxlp.NAME; NAME defaults
+ *                                       to POOLNAME.KIND)
+ *   numa:NODE:SIZE, numa:NODE:NAME:SIZE (shm memory bound to NUMA node NODE)
+ *   devdax:/dev/daxX.Y[:SIZE]
+ *   file:PATH:SIZE                     (nvme tiers only)
+ * e.g. {"dram=shm:1G", "cxl=numa:1:8G", "nvme=file:/data/train.tier:2T"}.
+ * spec names the pool object, which holds the metadata (opts->meta_bytes of
+ * room for shard tables). The last nvme tier is the home: ingests write
+ * there and every shard keeps its copy there. Every spec is checked before
+ * anything is created: CXLP_EARG (syntax, order, a size too small, two
+ * tiers on one object), CXLP_EUNSUPPORTED (remote), CXLP_ENODEV (a numa
+ * node or device that is not there), CXLP_EEXIST (an object exists),
+ * CXLP_EFULL (a file larger than its filesystem's free space); the message
+ * names the tier. */
+CXLP_API int cxlp_pool_create_tiered(const char *spec, const char *const *tiers,
+                                     size_t n_tiers, const struct cxlp_pool_opts *opts,
+                                     cxlp_pool **out);
 /* Parses a byte size as the CLI takes it: "4096", "64K", "1.5G", "2GiB"
  * (powers of 1024), "1TB", "500MB" (powers of 1000); units K M G T P in
  * either case; a fraction rounds down to a whole byte. 0, or CXLP_EARG with a
@@ -229,9 +265,10 @@ CXLP_API int cxlp_pool_close(cxlp_pool *p);
  * header. Attached processes keep their mappings until they close. */
 CXLP_API int cxlp_pool_destroy(const char *spec);
 
+/* Sizes are summed over the pool's objects (one, unless it has tiers). */
 struct cxlp_pool_stat {
-    uint64_t size;           /* whole region */
-    uint64_t data_bytes;     /* extent area */
+    uint64_t size;           /* the pool object (metadata; data too with one tier) */
+    uint64_t data_bytes;     /* extent areas */
     uint64_t used_bytes;     /* extents held by datasets */
     uint64_t reserved_bytes; /* extents held by unfinished ingests */
     uint64_t deferred_bytes; /* freed extents still visible to a lease */
@@ -259,6 +296,7 @@ struct cxlp_pool_stat {
     uint64_t host_id;        /* this host's id (docs/hosts.md) */
     char host_id_source[96]; /* where it came from */
     uint32_t hosts;          /* liveness domains in the registry */
+    uint32_t n_tiers;        /* 1 for a pool of one tier (cxlp_pool_tiers) */
 };
 CXLP_API int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st);
 
@@ -285,6 +323,35 @@ CXLP_API int cxlp_pool_leases(cxlp_pool *p, struct cxlp_lease_info *out, size_t 
  * a writable handle. *n_expired gets the count; CXLP_ENOTFOUND when no host
  * matches. */
 CXLP_API int cxlp_pool_expire_host(cxlp_pool *p, const char *host, uint32_t *n_expired);
+
+/* One tier of a pool as cxlp_pool_tiers reports it. Counters are the
+ * pool's since it was created, summed over every process (cxlpool top
+ * shows their rates). */
+struct cxlp_tier_info {
+    int kind;                /* enum cxlp_tier_kind */
+    int media;               /* enum cxlp_media_kind of its object */
+    int emulated;            /* 1: a cxl tier on media that stands in for CXL
+                                memory (shm, file, a numa node of local DRAM) */
+    int numa_node;           /* numa media's node, else -1 */
+    int home;                /* 1: every shard keeps a copy here */
+    int staged;              /* 1: never read in place (nvme) */
+    char path[256];          /* backing object */
+    uint64_t capacity;       /* bytes for copies */
+    uint64_t used;           /* bytes not free (copies, reservations, deferred
+                                frees; metadata too in a pool of one tier) */
+    uint64_t copies;         /* shard copies it holds */
+    uint64_t copy_bytes;     /* their bytes (4 KiB pages) */
+    uint64_t hits;           /* records read from a copy here without waiting */
+    uint64_t misses;         /* records whose shard had to be fetched first */
+    uint64_t bytes_in;       /* bytes copied in (staged, migrated) */
+    uint64_t bytes_out;      /* bytes of copies evicted or migrated away */
+    uint64_t stall_ns;       /* time readers waited for fetches into it */
+    uint64_t fetches;        /* shard copies made here */
+    uint64_t evictions;      /* copies dropped from here */
+};
+/* Fills out[0..min(cap, n)) and *n with the pool's tiers, fastest first. */
+CXLP_API int cxlp_pool_tiers(cxlp_pool *p, struct cxlp_tier_info *out, size_t cap,
+                             size_t *n);
 
 /* Checks the header, both catalog slots' structure, the extent map (no
  * overlap, inside the region), every shard header and every checksum of every
@@ -382,7 +449,10 @@ CXLP_API const struct cxlp_schema *cxlp_store_schema(const cxlp_store *s);
  * shard (checked on every call). Datasets of one field, and fixed-size
  * multi-field datasets written before shard format 2 (rows), give the whole
  * record; a dataset whose fields are stored in columns has no whole-record
- * form: CXLP_EARG, read its fields with cxlp_store_read_field. */
+ * form: CXLP_EARG, read its fields with cxlp_store_read_field. On a pool of
+ * tiers a shard with no copy in a memory tier is fetched first (a miss;
+ * CXLP_EFULL when no memory tier has room), and the view holds its copy
+ * until close (cxlp_store_tiered); so does cxlp_store_read_field's. */
 CXLP_API int cxlp_store_read(const cxlp_store *s, uint64_t idx, struct cxlp_view *v);
 /* Field `field` (0..n_fields-1) of record idx as a borrowed view: for a
  * variable-length field its elements (len a multiple of the dtype size), for
@@ -393,6 +463,26 @@ CXLP_API int cxlp_store_read_field(const cxlp_store *s, uint64_t idx, uint32_t f
                                    struct cxlp_view *v);
 /* Field number of name, or -1. */
 CXLP_API int cxlp_schema_field(const struct cxlp_schema *s, const char *name);
+/* Record idx copied into buf (cap bytes); *len receives its length
+ * (CXLP_ERANGE when cap is shorter, with *len set). Any pool; on a pool of
+ * tiers the copy it reads is pinned only for the call, and a shard with no
+ * copy in a memory tier is fetched first (a miss), so nothing is held
+ * afterwards. Thread-safe. */
+CXLP_API int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t cap,
+                                  uint64_t *len);
+/* How the dataset is cut into shards: their number, the records of each
+ * (0 when they differ: variable-size records), and the largest's bytes
+ * (what a copy of it takes in a memory tier). Any argument may be NULL. */
+CXLP_API int cxlp_store_shards(const cxlp_store *s, uint64_t *n_shards, uint64_t *per_shard,
+                               uint64_t *max_bytes);
+/* Where the dataset's shards are now: copies[t] receives the number of its
+ * shards with a copy in tier t (cap entries at most; the pool's tier count
+ * in *n). A pool of one tier: every shard in tier 0. Any thread. */
+CXLP_API int cxlp_store_copies(const cxlp_store *s, uint64_t *copies, size_t cap, size_t *n);
+/* 1 when the dataset's pool has more than one tier: its shards move, and
+ * each view cxlp_store_read returns keeps the copy it points into (and every
+ * copy dropped after it) until cxlp_store_close. */
+CXLP_API int cxlp_store_tiered(const cxlp_store *s);
 /* Document boundaries of a Megatron import: docs[i] is the first record of
  * document i; n_docs+1 entries (the last is count). NULL/0 when absent. */
 CXLP_API int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs);
@@ -571,6 +661,62 @@ struct cxlp_import_opts {
  * total) is called after each chunk of about 4 MiB, in the calling thread. */
 CXLP_API int cxlp_import(cxlp_pool *p, const char *name, const char *src,
                          const struct cxlp_import_opts *opts);
+
+/* ======================================================================
+ * tier: where copies of a dataset live (docs/tiers.md)
+ * ====================================================================== */
+
+/* Placement policies of the staging engine a loader runs on a tiered
+ * pool (docs/tiers.md defines each). */
+enum cxlp_policy {
+    CXLP_POLICY_DEFAULT = 0,       /* the dataset's (cxlp_pool_set_policy), else LOOKAHEAD */
+    CXLP_POLICY_LOOKAHEAD = 1,     /* stage the next batches of every rank of the host,
+                                      evict what is needed farthest (Belady) */
+    CXLP_POLICY_LRU = 2,           /* fetch on a miss, evict the least recently used */
+    CXLP_POLICY_STREAMING = 3,     /* a window in sampler order, nothing retained */
+    CXLP_POLICY_HOT_FIRST = 4,     /* the hottest 10% in the fastest memory, next 30%
+                                      in the next, by access counts in the pool */
+    CXLP_POLICY_FULL_PREFETCH = 5, /* everything into memory before the first batch */
+};
+/* "default", "lookahead", "lru", "streaming", "hot_first", "full_prefetch";
+ * "?" otherwise. */
+CXLP_API const char *cxlp_policy_name(int policy);
+/* Inverse of cxlp_policy_name; -1 for an unknown name. */
+CXLP_API int cxlp_policy_parse(const char *name);
+/* Sets the default placement policy of dataset name (one catalog flip);
+ * loaders use it unless their options say otherwise. CXLP_EARG for an
+ * unknown policy, CXLP_ENOTFOUND. */
+CXLP_API int cxlp_pool_set_policy(cxlp_pool *p, const char *name, int policy);
+/* The dataset's default placement policy (CXLP_POLICY_DEFAULT: none set). */
+CXLP_API int cxlp_store_policy(const cxlp_store *s);
+
+struct cxlp_migrate_opts {
+    uint32_t threads;        /* shards copied at once; 0 means 1 */
+    /* progress(ctx, shards_done, n_shards) after each shard; may be NULL */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
+};
+struct cxlp_migrate_stat {
+    uint64_t shards;         /* of the dataset */
+    uint64_t copied;         /* shards copied into the tier */
+    uint64_t already;        /* shards that had a copy there already */
+    uint64_t bytes_copied;
+    uint64_t direct_bytes;   /* of them, read with O_DIRECT from an nvme tier */
+    uint64_t bytes_dropped;  /* of copies dropped from other tiers */
+    double seconds;
+};
+/* Moves dataset name to tier ("dram", "cxl", "nvme": the first tier of
+ * that kind, or a tier index) while readers keep reading: to a memory tier,
+ * each shard gets a copy there (kept: placement policies do not evict it)
+ * and loses its copies in other tiers but the home's; to the home tier,
+ * every other copy goes. Each shard is one crash-safe step: a migration
+ * killed at any instant loses nothing and leaks nothing. Copies dropped are
+ * freed once no reader can still see them. CXLP_EARG (bad tier, one-tier
+ * pool), CXLP_EUNSUPPORTED (an nvme tier that is not the home),
+ * CXLP_EFULL (the tier has no room; shards already moved stay moved),
+ * CXLP_ENOTFOUND. Runs in opts->threads threads; the caller waits. */
+CXLP_API int cxlp_migrate(cxlp_pool *p, const char *name, const char *tier,
+                          const struct cxlp_migrate_opts *opts, struct cxlp_migrate_stat *st);
 
 /* ======================================================================
  * sample: orders over dataset ids
@@ -840,12 +986,46 @@ struct cxlp_loader_opts {
                                 (MPOL_INTERLEAVE) */
     int slot_node;           /* the node for bind_slots */
     uint32_t prefetch;       /* with slots 0: batches ahead per gather thread */
+    /* A dataset in a pool of tiers is read through a staging engine
+     * (docs/tiers.md) that copies shards into a memory tier ahead of the
+     * gather threads; these choose what it does (0: defaults). Ignored for
+     * a pool of one tier. */
+    int tier_policy;         /* enum cxlp_policy */
+    uint64_t tier_budget;    /* bytes of staged copies the staging tier may
+                                hold; 0: 3/4 of its capacity */
+    uint32_t tier_horizon;   /* batches of ids held ahead (lookahead, streaming);
+                                0: as many records as half the budget holds,
+                                at least 8 batches */
+    int tier_target;         /* staging tier index; 0 and -1: the fastest memory tier */
+    uint32_t tier_stagers;   /* threads copying shards ahead; 0: 4 */
     uint32_t n_fields;       /* fields to collate, numbers in fields[]; 0: every
                                 field of the dataset, in schema order */
     uint32_t fields[CXLP_MAX_FIELDS];
     uint64_t slot_nodes[16]; /* bind_slots: a node set, bit n % 64 of word n / 64
                                 is node n (nodes 0..1023); all zero: slot_node */
 };
+
+/* What a loader's staging engine did (all zero on a pool of one tier). */
+struct cxlp_loader_stats {
+    int policy;              /* enum cxlp_policy in force */
+    int tier;                /* the staging tier */
+    uint64_t budget;         /* bytes */
+    uint64_t batches, records;
+    uint64_t hits;           /* records whose shard was in memory when their batch began */
+    uint64_t misses;         /* records whose shard had to be fetched first */
+    uint64_t stall_ns;       /* gather threads waiting for those fetches */
+    uint64_t prefetched;     /* shards staged ahead by the engine */
+    uint64_t fetched;        /* shards staged on a miss */
+    uint64_t bytes_staged;   /* bytes of both */
+    uint64_t evictions;      /* copies the engine dropped */
+    uint64_t bytes_evicted;
+    uint64_t placed;         /* shards placed before the first batch (hot_first,
+                                full_prefetch) */
+    uint64_t private_reads;  /* shards a batch read into its own memory because
+                                no memory tier had room for a copy */
+};
+/* Fills st. Any thread. */
+CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);
 
 struct cxlp_batch {          /* borrowed from the ring until cxlp_loader_release */
     uint64_t index;          /* 0, 1, 2... in delivery order */

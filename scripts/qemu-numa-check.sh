@@ -4,7 +4,10 @@
 # how a host with CXL memory in kmem mode looks, and runs a static test
 # program inside (scripts/qemu-numa-guest.c) that calls
 # cxlp_topo_discover(NULL) on the guest's live sysfs, checks the memory-only
-# node and its HMAT figures, and checks that mbind places pages there.
+# node and its HMAT figures, checks that mbind places pages there, and
+# migrates a dataset both ways between a dram tier on node 0 and a cxl tier
+# on node 1 under four verifying readers, checking with move_pages and
+# get_mempolicy that every copy's pages are on its tier's node.
 #
 # With --cxl it then boots a second guest with an emulated CXL type-3 device
 # (q35, pxb-cxl, cxl-rp, cxl-type3; persistent memory on QEMU 7.2), loads
@@ -108,14 +111,14 @@ fi
 echo "kernel: $kernel"
 
 # --- the guest program, static, from the library sources ---
-for lib in libnuma.a libxxhash.a libc.a; do
+for lib in libnuma.a libxxhash.a liburing.a libc.a; do
     [ -n "$(find /usr/lib /usr/lib64 -name "$lib" 2>/dev/null | head -1)" ] ||
         skip "$lib not installed (static build of the guest program)"
 done
 gcc -static -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror \
     -I"$src/include" -I"$src/src" \
     "$src"/src/*/*.c "$here/qemu-numa-guest.c" \
-    -o "$work/guest" -lnuma -lxxhash -lpthread 2>"$work/cc.log" ||
+    -o "$work/guest" -lnuma -lxxhash -luring -lpthread 2>"$work/cc.log" ||
     { cat "$work/cc.log"; fail "static build of the guest program failed"; }
 
 # --- the initramfs ---

@@ -11,6 +11,12 @@
  * asks the kernel where the pages landed: the numa backend's premise; then
  * pools on node 1 and interleaved over nodes 0 and 1.
  *
+ * Then a pool of two tiers, dram on node 0 and cxl on node 1: a dataset
+ * migrates both ways while four reader processes verify every record they
+ * read, and after each migration every copy the shards' location words name
+ * is checked page by page with move_pages (query mode) and get_mempolicy:
+ * the pages are on the node of the tier the word belongs to.
+ *
  * With the argument "cxl" it checks the other guest the script can boot
  * (--cxl): an emulated CXL type-3 device enumerated by the kernel's CXL
  * drivers, whose /sys/bus/cxl/devices must show the memdev with its
@@ -34,16 +40,20 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <numaif.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cxlpool.h"
 #include "load/loader.h"
+#include "pool/loc.h"
+#include "pool/pool.h"
 
 static int fails;
 
@@ -262,6 +272,158 @@ static void check_numa_pool(void)
     expect(cxlp_pool_destroy("numa:1:guest") == 0, "destroy the numa pool");
 }
 
+/* Record i of the tier dataset: 4 KiB of bytes derived from i. */
+static void tier_record(uint8_t *b, uint64_t i)
+{
+    for (int k = 0; k < 4096; k++)
+        b[k] = (uint8_t)(i * 31 + (uint64_t)k * 7);
+}
+
+/* The nodes of the pages of every copy in tier t: n pages counted, how
+ * many move_pages and get_mempolicy both place on want. */
+static void pages_on(cxlp_pool *p, const char *name, uint32_t t, int want, int *n, int *ok)
+{
+    struct pool_dataset ds;
+    struct pool_shard *sh;
+    struct attach *a;
+    uint64_t gen;
+    *n = *ok = 0;
+    if (pool_lookup(p, name, &ds, &sh, &a, &gen) != 0)
+        return;
+    const uint64_t *st = attach_states(a, ds.states_off);
+    const struct attach_tier *at = attach_tier(a, t);
+    uint32_t stride = attach_stride(a);
+    for (uint32_t k = 0; k < ds.n_shards; k++) {
+        uint64_t w = __atomic_load_n(&st[k * stride + 1 + t], __ATOMIC_ACQUIRE);
+        if (!loc_present(w))
+            continue;
+        for (uint64_t off = 0; off < sh[k].len; off += 4096) {
+            void *pg = (void *)(at->base + loc_off(w) + off);
+            int status = -1, where = -1;
+            /* move_pages answers for pages mapped in this process: the copy
+             * was written through another mapping of the tier's object */
+            (void)*(volatile const uint8_t *)pg;
+            move_pages(0, 1, &pg, NULL, &status, 0);
+            get_mempolicy(&where, NULL, 0, pg, MPOL_F_NODE | MPOL_F_ADDR);
+            (*n)++;
+            *ok += status == want && where == want;
+        }
+    }
+    free(sh);
+    attach_unpin(a, gen);
+    attach_unref(a);
+}
+
+static void copies_in(cxlp_pool *p, uint64_t *c0, uint64_t *c1)
+{
+    struct cxlp_tier_info ti[2];
+    size_t nt = 0;
+    *c0 = *c1 = UINT64_MAX;
+    if (cxlp_pool_tiers(p, ti, 2, &nt) == 0 && nt == 2) {
+        *c0 = ti[0].copies;
+        *c1 = ti[1].copies;
+    }
+}
+
+/* A pool of two tiers on the two nodes; a dataset migrated both ways under
+ * four verifying readers; every copy's pages where its tier is. */
+static void check_tier_migration(void)
+{
+    const char *spec = "guesttiers";
+    const char *tiers[] = {"dram=numa:0:48M", "cxl=numa:1:48M"};
+    struct cxlp_pool_opts o = {.meta_bytes = 4ULL << 20};
+    cxlp_pool *p = NULL;
+    int rc = cxlp_pool_create_tiered(spec, tiers, 2, &o, &p);
+    printf("  pool %s (dram=numa:0, cxl=numa:1): %s\n", spec, rc ? cxlp_errmsg(NULL) : "created");
+    expect(rc == 0, "create a pool of two tiers on nodes 0 and 1");
+    if (rc)
+        return;
+    struct cxlp_schema sc = {.fixed = 1, .record_size = 4096, .n_fields = 1,
+                             .fields = {{.name = "data", .dtype = CXLP_DT_U8, .ndim = 1,
+                                         .shape = {4096}}}};
+    struct cxlp_writer_opts wo = {.shard_bytes = 64 << 10};
+    cxlp_writer *w = NULL;
+    static uint8_t rec[4096];
+    const uint64_t n = 2048; /* 8 MiB in 128 shards */
+    rc = cxlp_writer_begin(p, "moving", &sc, &wo, &w);
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        tier_record(rec, i);
+        rc = cxlp_writer_append(w, rec, sizeof rec);
+    }
+    rc = rc ? (cxlp_writer_abort(w), rc) : cxlp_writer_commit(w);
+    expect(rc == 0, "ingest 8 MiB into the slowest tier (cxl, node 1)");
+    uint64_t c0, c1;
+    copies_in(p, &c0, &c1);
+    expect(c0 == 0 && c1 == 128, "128 shard copies, all in the cxl tier");
+    int pn, pok;
+    pages_on(p, "moving", 1, 1, &pn, &pok);
+    printf("  after ingest: %d of %d pages of cxl copies on node 1\n", pok, pn);
+    expect(pn > 0 && pok == pn, "move_pages and get_mempolicy: cxl copies on node 1");
+
+    /* four readers verify records until told to stop */
+    volatile uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    pid_t kid[4];
+    for (int r = 0; r < 4; r++) {
+        kid[r] = fork();
+        if (kid[r] == 0) {
+            cxlp_pool *q;
+            cxlp_store *s;
+            if (cxlp_pool_open(spec, &(struct cxlp_pool_opts){.readonly = 1}, &q) ||
+                cxlp_store_open(q, "moving", &s))
+                _exit(2);
+            uint8_t got[4096], want[4096];
+            uint64_t x = (uint64_t)r + 1;
+            while (!__atomic_load_n(&shared[0], __ATOMIC_ACQUIRE)) {
+                x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+                uint64_t i = (x >> 20) % n, len;
+                if (cxlp_store_read_copy(s, i, got, sizeof got, &len) != 0)
+                    _exit(3);
+                tier_record(want, i);
+                if (len != 4096 || memcmp(got, want, 4096) != 0)
+                    __atomic_fetch_add(&shared[2 + r], 1, __ATOMIC_RELAXED);
+                __atomic_fetch_add(&shared[1], 1, __ATOMIC_RELAXED);
+            }
+            _exit(0);
+        }
+    }
+    int moves_ok = 1;
+    for (int round = 0; round < 2; round++) { /* both ways, twice */
+        struct cxlp_migrate_stat ms;
+        rc = cxlp_migrate(p, "moving", "dram", NULL, &ms);
+        moves_ok &= rc == 0;
+        copies_in(p, &c0, &c1);
+        pages_on(p, "moving", 0, 0, &pn, &pok);
+        printf("  round %d, to dram: %s; copies %llu/%llu; %d of %d pages on node 0\n", round,
+               rc ? cxlp_errmsg(p) : "moved", (unsigned long long)c0, (unsigned long long)c1,
+               pok, pn);
+        moves_ok &= c0 == 128 && c1 == 0 && pn > 0 && pok == pn;
+        rc = cxlp_migrate(p, "moving", "cxl", NULL, &ms);
+        moves_ok &= rc == 0;
+        copies_in(p, &c0, &c1);
+        pages_on(p, "moving", 1, 1, &pn, &pok);
+        printf("  round %d, to cxl: %s; copies %llu/%llu; %d of %d pages on node 1\n", round,
+               rc ? cxlp_errmsg(p) : "moved", (unsigned long long)c0, (unsigned long long)c1,
+               pok, pn);
+        moves_ok &= c0 == 0 && c1 == 128 && pn > 0 && pok == pn;
+    }
+    __atomic_store_n(&shared[0], 1, __ATOMIC_RELEASE);
+    int readers_ok = 1;
+    for (int r = 0; r < 4; r++) {
+        int status;
+        readers_ok &= waitpid(kid[r], &status, 0) == kid[r] && WIFEXITED(status) &&
+                      WEXITSTATUS(status) == 0;
+    }
+    uint64_t bad = shared[2] + shared[3] + shared[4] + shared[5];
+    printf("  4 readers verified %llu records during the migrations, %llu mismatches\n",
+           (unsigned long long)shared[1], (unsigned long long)bad);
+    expect(moves_ok, "migrate both ways twice; every copy's pages on its tier's node");
+    expect(readers_ok && bad == 0 && shared[1] > 0, "4 readers: no error, no mismatch");
+    expect(cxlp_pool_verify(p, NULL, NULL) == 0, "cxlp_pool_verify passes");
+    cxlp_pool_close(p);
+    expect(cxlp_pool_destroy(spec) == 0, "destroy the tiered pool");
+}
+
 /* ------------------------------------------------ two hosts, one memory */
 
 #define HOSTS_RECORDS 4096u
@@ -468,7 +630,9 @@ int main(int argc, char **argv)
     printf("  mbind to node 1: page on node %d\n", where);
     expect(where == 1, "mbind places pages on node 1");
     cxlp_topo_free(t);
-    if (n1)
+    if (n1) {
         check_numa_pool();
+        check_tier_migration();
+    }
     return verdict();
 }

@@ -3,14 +3,17 @@
 #   1. normal build (RelWithDebInfo): ctest
 #   2. ASan+UBSan build (Debug): ctest
 #   3. clang-14 libFuzzer build: replays each committed corpus, then fuzzes
-#      each target for FUZZ_SECONDS (default 10; CI uses 30)
+#      each target for FUZZ_SECONDS (default 10; CI uses 30); a clang-14
+#      ThreadSanitizer build runs the migration soak as threads for 10 s
 #   4. scripts/qemu-numa-check.sh --cxl --hosts: topology discovery and a
-#      numa-backed pool on a real kernel with a CPU-less NUMA node, then a CXL
-#      device, then two kernels sharing one pool (two guests, one memory)
+#      numa-backed pool on a real kernel with a CPU-less NUMA node (with a
+#      pool of two tiers migrated between its nodes), then a CXL device, then
+#      two kernels sharing one pool (two guests, one memory)
 #   5. the Python package: pip install . and pytest tests/python
 #   6. the lifetime, dataset and loader tests under ASan (scripts/pytest-asan.sh)
 # Every step runs even when an earlier one failed; the exit code is 0 only if
-# all passed. Build dirs: build/, build-asan/, build-fuzz/ (BUILD_PREFIX).
+# all passed. Build dirs: build/, build-asan/, build-fuzz/, build-tsan/
+# (BUILD_PREFIX).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -73,6 +76,19 @@ else
       tail -40 "$B-fuzz/$t.fuzz.log"; failed+=("fuzz $t")
     fi
   done
+fi
+
+step "ThreadSanitizer ($B-tsan): migration under four readers, as threads, 10 s"
+if ! command -v clang-14 >/dev/null; then
+  echo "clang-14 missing (run scripts/setup.sh)"; failed+=("tsan build")
+elif ! { mkdir -p "$B-tsan" && CC=clang-14 cmake -S . -B "$B-tsan" -G Ninja -DCXLP_TSAN=ON \
+           -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$B-tsan/configure.log" 2>&1 \
+           || { cat "$B-tsan/configure.log"; false; }; } \
+     || ! ninja -C "$B-tsan" -j"$JOBS" test_tier_soak; then
+  failed+=("tsan build")
+elif ! CXLP_SOAK_SECONDS=10 TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/tests/tsan.supp" \
+       "$B-tsan/test_tier_soak" --threads; then
+  failed+=("tsan soak")
 fi
 
 step "a real kernel under QEMU: CPU-less NUMA node with HMAT, a pool on it; CXL type-3 device; two kernels on one pool"

@@ -100,6 +100,12 @@ int cli_cmd_rm(int argc, char **argv);
 int cli_cmd_destroy(int argc, char **argv);
 int cli_cmd_bench(int argc, char **argv);
 int cli_cmd_order(int argc, char **argv);
+int cli_cmd_migrate(int argc, char **argv);
+int cli_cmd_top(int argc, char **argv);
+int cli_cmd_policy(int argc, char **argv);
+
+/* The pool's tiers: a table (pools of more than one tier), or a JSON array. */
+void cli_print_tiers(cxlp_pool *p, int json);
 
 /* Progress bar on stderr for ingest (only drawn on a terminal). */
 struct progress {

@@ -56,11 +56,15 @@ int cli_cmd_create(int argc, char **argv)
         {"mode", required_argument, 0, 'm'},
         {"catalog-bytes", required_argument, 0, 'c'},
         {"lease-slots", required_argument, 0, 'l'},
+        {"tier", required_argument, 0, 't'},
+        {"meta-bytes", required_argument, 0, 'M'},
         {"coherent", required_argument, 0, 'C'},
         {"expiry", required_argument, 0, 'e'},
         {0, 0, 0, 0},
     };
     struct cxlp_pool_opts o = {0};
+    const char *tiers[16];
+    size_t n_tiers = 0;
     int c;
     uint64_t v;
     while ((c = cli_next_opt(argc, argv, lo)) != -1) {
@@ -83,6 +87,15 @@ int cli_cmd_create(int argc, char **argv)
                 return cli_usage_error("--lease-slots: '%s' is not a count", optarg);
             o.lease_slots = (uint32_t)v;
             break;
+        case 't':
+            if (n_tiers == sizeof tiers / sizeof tiers[0])
+                return cli_usage_error("--tier: at most %zu", sizeof tiers / sizeof tiers[0]);
+            tiers[n_tiers++] = optarg;
+            break;
+        case 'M':
+            if (cli_parse_size(optarg, &o.meta_bytes) || !o.meta_bytes)
+                return cli_usage_error("--meta-bytes: '%s' is not a size", optarg);
+            break;
         case 'C':
             if (strcmp(optarg, "yes") && strcmp(optarg, "no"))
                 return cli_usage_error("--coherent: '%s' is not yes or no", optarg);
@@ -96,14 +109,18 @@ int cli_cmd_create(int argc, char **argv)
             break;
         }
     }
-    if (!cli_npos_ok(argc, argv, 2, 2))
+    if (!cli_npos_ok(argc, argv, n_tiers ? 1 : 2, n_tiers ? 1 : 2))
         return EXIT_USAGE;
     const char *spec = argv[optind];
-    uint64_t size;
-    if (cli_parse_size(argv[optind + 1], &size) || size == 0)
+    uint64_t size = 0;
+    if (!n_tiers && (cli_parse_size(argv[optind + 1], &size) || size == 0))
         return cli_usage_error("SIZE: '%s' is not a size (e.g. 4G, 512MiB)", argv[optind + 1]);
+    if (!n_tiers && o.meta_bytes)
+        return cli_usage_error("--meta-bytes: only with --tier (a pool of one tier holds its "
+                               "metadata in SIZE)");
     cxlp_pool *p;
-    int rc = cxlp_pool_create(spec, size, &o, &p);
+    int rc = n_tiers ? cxlp_pool_create_tiered(spec, tiers, n_tiers, &o, &p)
+                     : cxlp_pool_create(spec, size, &o, &p);
     if (rc)
         return cli_report_error(rc, NULL, spec);
     struct cxlp_pool_stat st;
@@ -115,6 +132,8 @@ int cli_cmd_create(int argc, char **argv)
                st.coherent ? "" : "non-", st.expiry_ms / 1000.0);
     else
         printf("created pool %s\n", spec);
+    if (n_tiers)
+        cli_print_tiers(p, 0);
     cxlp_pool_close(p);
     return EXIT_OKAY;
 }
@@ -603,12 +622,15 @@ int cli_cmd_stat(int argc, char **argv)
         cxlp_pool_close(p);
         return ex;
     }
-    uint64_t *pg = calloc(2 * (nds ? nds : 1), sizeof *pg);
+    uint64_t *pg = calloc(3 * (nds ? nds : 1), sizeof *pg); /* bytes, huge, tiered */
     for (size_t i = 0; pg && i < nds && !rc; i++) {
         cxlp_store *s;
         rc = cxlp_store_open(p, ds[i].name, &s);
         if (!rc) {
-            rc = cxlp_store_pages(s, &pg[2 * i], &pg[2 * i + 1]);
+            /* a tiered dataset's copies move: the tier table says where */
+            pg[2 * nds + i] = (uint64_t)cxlp_store_tiered(s);
+            if (!pg[2 * nds + i])
+                rc = cxlp_store_pages(s, &pg[2 * i], &pg[2 * i + 1]);
             cxlp_store_close(s);
         }
         if (rc)
@@ -645,13 +667,17 @@ int cli_cmd_stat(int argc, char **argv)
                st.hosts, st.host_id);
         cli_json_str(stdout, st.host_id_source);
         printf(", \"pages\": [");
-        for (size_t i = 0; i < nds; i++) {
-            printf("%s{\"dataset\": ", i ? ", " : "");
+        for (size_t i = 0, n = 0; i < nds; i++) {
+            if (pg[2 * nds + i])
+                continue;
+            printf("%s{\"dataset\": ", n++ ? ", " : "");
             cli_json_str(stdout, ds[i].name);
             printf(", \"bytes\": %" PRIu64 ", \"huge_bytes\": %" PRIu64 "}", pg[2 * i],
                    pg[2 * i + 1]);
         }
-        printf("]}\n");
+        printf("], \"tiers\": ");
+        cli_print_tiers(p, 1);
+        printf("}\n");
     } else {
         char b[8][32];
         printf("pool:       %s\npath:       %s\nmedia:      %s\n", spec, st.path, md);
@@ -670,9 +696,12 @@ int cli_cmd_stat(int argc, char **argv)
                st.coherent ? "coherent" : "non-coherent (written back and invalidated)");
         printf("this host:  id %016" PRIx64 " from %s\n", st.host_id, st.host_id_source);
         for (size_t i = 0; i < nds; i++) {
+            if (pg[2 * nds + i])
+                continue;
             printf("pages:      %s: ", ds[i].name);
             print_pages(pg[2 * i], pg[2 * i + 1]);
         }
+        cli_print_tiers(p, 0);
     }
     free(pg);
     free(ds);

@@ -32,16 +32,22 @@ static const struct cli_cmd cmds[] = {
      "  each node would use. --sysfs-root reads a captured sysfs tree instead\n"
      "  of /sys.\n",
      cli_cmd_topo},
-    {"create", "create a pool",
+    {"create", "create a pool (of one tier, or of tiers: dram, cxl, nvme)",
      "cxlpool create POOL SIZE [--mode MODE] [--catalog-bytes N] [--lease-slots N]\n"
      "                [--coherent yes|no] [--expiry DURATION]\n"
+     "cxlpool create POOL --tier KIND=MEDIA [--tier ...] [--meta-bytes N] [...]\n"
      "  Creates POOL of SIZE bytes (suffixes K M G T, KiB.., KB..). POOL is NAME\n"
      "  or shm:NAME (/dev/shm, emulated CXL: local DRAM), file:PATH,\n"
      "  numa:NODE:NAME, devdax:/dev/daxX.Y or pci:PATH (a device memory region\n"
      "  such as /sys/bus/pci/devices/D/resource2). --mode is octal (default\n"
      "  0600). --coherent no: the hosts that share this memory do not keep\n"
      "  their caches coherent (docs/hosts.md); default yes. --expiry: how long\n"
-     "  a lease or the writer lock lives without a heartbeat (default 30s).\n",
+     "  a lease or the writer lock lives without a heartbeat (default 30s).\n"
+     "  With --tier, POOL holds the metadata (--meta-bytes, default 128M) and\n"
+     "  each tier, fastest first, is an object of its own: dram=shm:SIZE,\n"
+     "  cxl=numa:NODE:SIZE, cxl=devdax:/dev/daxX.Y, nvme=file:PATH:SIZE (shm\n"
+     "  and numa take an optional NAME before SIZE). The last nvme tier is the\n"
+     "  home: ingests write there, memory tiers hold copies (docs/tiers.md).\n",
      cli_cmd_create},
     {"ingest", "import raw, .npy, Megatron, Arrow, Parquet, WebDataset or JSONL as a dataset",
      "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|arrow|parquet|webdataset|jsonl|auto]\n"
@@ -90,6 +96,28 @@ static const struct cli_cmd cmds[] = {
      "  on a terminal); json: the same values as JSON.\n",
      cli_cmd_cat},
     {"rm", "remove a dataset", "cxlpool rm POOL NAME\n", cli_cmd_rm},
+    {"migrate", "move a dataset's shards to one tier while readers read",
+     "cxlpool migrate POOL NAME TIER [--threads N] [--json] [--no-progress]\n"
+     "  TIER is dram, cxl, nvme (the first tier of that kind) or a tier index.\n"
+     "  To a memory tier: every shard gets a copy there, kept until the next\n"
+     "  migration, and loses its other copies but the home's. To the home\n"
+     "  tier: every other copy is dropped. Each shard moves in one crash-safe\n"
+     "  step; readers never wait.\n",
+     cli_cmd_migrate},
+    {"top", "watch a pool's tiers: what each holds, hit rate, MB/s in and out",
+     "cxlpool top POOL [--interval SECONDS] [--count N]\n"
+     "  Every interval (default 1 s), until interrupted or N tables: per tier\n"
+     "  its capacity, bytes used, shard copies, the hit rate, misses, MB/s\n"
+     "  copied in and evicted out, and the share of time readers waited for\n"
+     "  fetches, over the interval, counted by every process on the pool;\n"
+     "  then per dataset how many of its shards each tier holds.\n",
+     cli_cmd_top},
+    {"policy", "show or set a dataset's default placement policy",
+     "cxlpool policy POOL NAME [POLICY]\n"
+     "  POLICY: lookahead, lru, streaming, hot_first, full_prefetch, or default\n"
+     "  (lookahead). Loaders on a pool of tiers use it unless told otherwise\n"
+     "  (docs/tiers.md defines each).\n",
+     cli_cmd_policy},
     {"destroy", "remove a pool and everything in it",
      "cxlpool destroy POOL [--yes]\n"
      "  Asks on a terminal; elsewhere needs --yes.\n",

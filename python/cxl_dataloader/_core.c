@@ -245,6 +245,15 @@ static PyObject *mod_dtype_size(PyObject *self, PyObject *arg)
     return PyLong_FromLong(cxlp_dtype_size(d));
 }
 
+static PyObject *mod_policy_parse(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name)
+        return NULL;
+    return PyLong_FromLong(cxlp_policy_parse(name));
+}
+
 static PyObject *mod_size_parse(PyObject *self, PyObject *arg)
 {
     (void)self;
@@ -260,6 +269,8 @@ static PyObject *mod_size_parse(PyObject *self, PyObject *arg)
 }
 
 static PyMethodDef mod_methods[] = {
+    {"policy_parse", mod_policy_parse, METH_O,
+     "policy_parse(name): the cxlp_policy number of a placement policy; -1 unknown."},
     {"size_parse", mod_size_parse, METH_O,
      "size_parse(text): bytes of a size as the CLI takes it (\"512G\", \"1.5GiB\", \"1TB\")."},
     {"destroy", mod_destroy, METH_O, "destroy(spec): remove a pool's backing object."},

@@ -41,19 +41,22 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     static char *kwlist[] = {"store", "order", "batch_size", "threads", "slots", "collate",
                              "seq_len", "pad_value", "drop_last", "numa_node", "first_offset",
                              "bind_slots", "slot_node", "tensor", "segments", "prefetch",
-                             "fields", "slot_nodes", NULL};
+                             "tier_policy", "tier_budget", "tier_horizon", "tier_target",
+                             "tier_stagers", "fields", "slot_nodes", NULL};
     StoreObject *store;
     PyObject *order, *tensor = Py_None, *fields = Py_None, *slot_nodes = Py_None;
     unsigned int batch_size, threads = 0, slots = 0, prefetch = 0;
     int collate = CXLP_COLLATE_STACK, drop_last = 0, numa_node = -1, bind_slots = 0,
-        slot_node = 0, segments = 0;
-    unsigned long long seq_len = 0, first_offset = 0;
+        slot_node = 0, segments = 0, tier_policy = 0, tier_target = -1;
+    unsigned long long seq_len = 0, first_offset = 0, tier_budget = 0;
+    unsigned int tier_horizon = 0, tier_stagers = 0;
     long long pad_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKiiOpIOO", kwlist, &StoreType,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKiiOpIiKIiIOO", kwlist, &StoreType,
                                      &store, &order, &batch_size, &threads, &slots, &collate,
                                      &seq_len, &pad_value, &drop_last, &numa_node, &first_offset,
                                      &bind_slots, &slot_node, &tensor, &segments, &prefetch,
-                                     &fields, &slot_nodes))
+                                     &tier_policy, &tier_budget, &tier_horizon, &tier_target,
+                                     &tier_stagers, &fields, &slot_nodes))
         return -1;
     uint64_t node_mask[16] = {0};
     if (slot_nodes != Py_None) {
@@ -178,11 +181,16 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                                  .drop_last = drop_last, .numa_node = numa_node,
                                  .first_offset = first_offset, .bind_slots = bind_slots,
                                  .slot_node = slot_node, .prefetch = prefetch,
-                                 .n_fields = self->nfields};
+                                 .tier_policy = tier_policy, .tier_budget = tier_budget,
+                                 .tier_horizon = tier_horizon, .tier_target = tier_target,
+                                 .tier_stagers = tier_stagers, .n_fields = self->nfields};
     memcpy(o.fields, self->fields, sizeof o.fields);
     memcpy(o.slot_nodes, node_mask, sizeof o.slot_nodes);
-    int rc = cxlp_loader_create(store->s, &o, self->sampler ? sampler_fn : order_fn, self,
-                                &self->l);
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* a placement policy copies before the first batch */
+    rc = cxlp_loader_create(store->s, &o, self->sampler ? sampler_fn : order_fn, self,
+                            &self->l);
+    Py_END_ALLOW_THREADS
     if (rc) {
         core_raise(rc, NULL);
         return -1;
@@ -449,6 +457,34 @@ static PyObject *loader_get_stall_ns(LoaderObject *self, void *c)
     return PyLong_FromUnsignedLongLong(self->stall_ns);
 }
 
+/* The staging engine's counters (all zero on a pool of one tier). */
+static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->l) {
+        PyErr_SetString(PyExc_ValueError, "loader not initialized");
+        return NULL;
+    }
+    struct cxlp_loader_stats st;
+    int rc = cxlp_loader_stats(self->l, &st);
+    if (rc)
+        return core_raise(rc, self->l);
+    return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "policy",
+                         cxlp_policy_name(st.policy), "tier", st.tier, "budget",
+                         (unsigned long long)st.budget, "batches",
+                         (unsigned long long)st.batches, "records",
+                         (unsigned long long)st.records, "hits", (unsigned long long)st.hits,
+                         "misses", (unsigned long long)st.misses, "stage_stall_ns",
+                         (unsigned long long)st.stall_ns, "prefetched",
+                         (unsigned long long)st.prefetched, "fetched",
+                         (unsigned long long)st.fetched, "bytes_staged",
+                         (unsigned long long)st.bytes_staged, "evictions",
+                         (unsigned long long)st.evictions, "bytes_evicted",
+                         (unsigned long long)st.bytes_evicted, "placed",
+                         (unsigned long long)st.placed, "private_reads",
+                         (unsigned long long)st.private_reads);
+}
+
 static PyObject *loader_get_u64(LoaderObject *self, void *c)
 {
     switch ((int)(intptr_t)c) {
@@ -459,6 +495,8 @@ static PyObject *loader_get_u64(LoaderObject *self, void *c)
 }
 
 static PyMethodDef loader_methods[] = {
+    {"stats", (PyCFunction)loader_stats, METH_NOARGS,
+     "The staging engine's counters (hits, misses, bytes staged and evicted, ...)."},
     {"take", (PyCFunction)loader_take, METH_NOARGS,
      "take() -> the next batch: a tensor (stacked records of one field) or a dict of tensors "
      "by field name (several fields, or fields= given; PAD and PACK add lengths, and seg_* "
@@ -490,7 +528,8 @@ PyTypeObject LoaderType = {
               "(from the topology), slots=0 (from prefetch and the batch size), prefetch=0, "
               "collate=COLLATE_STACK, seq_len=0, pad_value=0, drop_last=False, numa_node=-1, "
               "first_offset=0, bind_slots=0 (1: bound to slot_node, 2: interleaved over "
-              "slot_nodes), slot_node=0, tensor=None, segments=False, fields=None, "
+              "slot_nodes), slot_node=0, tensor=None, segments=False, tier_policy=0, "
+              "tier_budget=0, tier_horizon=0, tier_target=-1, tier_stagers=0, fields=None, "
               "slot_nodes=None)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)loader_init,

@@ -6,23 +6,40 @@
 
 static int pool_init(PoolObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"spec", "create", "size", "mode", "readonly", "catalog_bytes", NULL};
+    static char *kwlist[] = {"spec", "create", "size", "mode", "readonly", "catalog_bytes",
+                             "tiers", "meta_bytes", NULL};
     const char *spec;
     int create = 0, readonly = 0;
-    uint64_t size = 0, catalog_bytes = 0;
+    uint64_t size = 0, catalog_bytes = 0, meta_bytes = 0;
     uint32_t mode = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$pO&O&pO&", kwlist, &spec, &create, core_u64,
-                                     &size, core_u32, &mode, &readonly, core_u64, &catalog_bytes))
+    PyObject *tiers = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$pO&O&pO&OO&", kwlist, &spec, &create, core_u64,
+                                     &size, core_u32, &mode, &readonly, core_u64, &catalog_bytes,
+                                     &tiers, core_u64, &meta_bytes))
         return -1;
     if (self->p) {
         PyErr_SetString(PyExc_RuntimeError, "Pool already initialized");
         return -1;
     }
-    struct cxlp_pool_opts o = {.mode = mode, .catalog_bytes = catalog_bytes, .readonly = readonly};
+    const char *tv[16];
+    Py_ssize_t nt = 0;
+    if (tiers != Py_None) {
+        if (!PyList_Check(tiers) || (nt = PyList_GET_SIZE(tiers)) == 0 || nt > 16) {
+            PyErr_SetString(PyExc_TypeError, "tiers must be a list of 1 to 16 'KIND=MEDIA' strings");
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < nt; i++)
+            if (!(tv[i] = PyUnicode_AsUTF8(PyList_GET_ITEM(tiers, i))))
+                return -1;
+    }
+    struct cxlp_pool_opts o = {.mode = mode, .catalog_bytes = catalog_bytes, .readonly = readonly,
+                               .meta_bytes = meta_bytes};
     int rc;
     cxlp_pool *p = NULL;
     Py_BEGIN_ALLOW_THREADS
-    rc = create ? cxlp_pool_create(spec, size, &o, &p) : cxlp_pool_open(spec, &o, &p);
+    rc = !create ? cxlp_pool_open(spec, &o, &p)
+         : nt    ? cxlp_pool_create_tiered(spec, tv, (size_t)nt, &o, &p)
+                 : cxlp_pool_create(spec, size, &o, &p);
     Py_END_ALLOW_THREADS
     if (rc) {
         core_raise(rc, NULL);
@@ -120,7 +137,7 @@ static PyObject *pool_stat(PoolObject *self, PyObject *unused)
     if (rc)
         return core_raise(rc, self->p);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s,s:O,s:s,s:i}", "size",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s,s:I,s:O,s:s,s:i}", "size",
         (unsigned long long)st.size, "data_bytes", (unsigned long long)st.data_bytes,
         "used_bytes", (unsigned long long)st.used_bytes, "reserved_bytes",
         (unsigned long long)st.reserved_bytes, "deferred_bytes",
@@ -129,6 +146,7 @@ static PyObject *pool_stat(PoolObject *self, PyObject *unused)
         (unsigned long long)st.generation, "n_datasets", st.n_datasets, "live_leases",
         st.live_leases, "lease_slots", st.lease_slots, "media", cxlp_media_name(st.media),
         "emulated", st.emulated ? Py_True : Py_False, "numa_node", st.numa_node, "path", st.path,
+        "n_tiers", st.n_tiers,
         "numa_interleave", st.numa_interleave ? Py_True : Py_False, "numa_nodes", st.numa_nodes,
         "near_node", st.near_node);
 }
@@ -266,6 +284,63 @@ static PyObject *pool_import(PoolObject *self, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
+static PyObject *pool_tiers(PoolObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!pool_ok(self))
+        return NULL;
+    struct cxlp_tier_info t[16];
+    size_t n;
+    int rc = cxlp_pool_tiers(self->p, t, 16, &n);
+    if (rc)
+        return core_raise(rc, self->p);
+    PyObject *out = PyList_New(0);
+    for (size_t i = 0; out && i < n && i < 16; i++) {
+        PyObject *d = Py_BuildValue(
+            "{s:n,s:s,s:s,s:O,s:i,s:O,s:O,s:s,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}",
+            "tier", (Py_ssize_t)i, "kind", cxlp_tier_name(t[i].kind), "media",
+            cxlp_media_name(t[i].media), "emulated", t[i].emulated ? Py_True : Py_False,
+            "numa_node", t[i].numa_node, "home", t[i].home ? Py_True : Py_False, "staged",
+            t[i].staged ? Py_True : Py_False, "path", t[i].path, "capacity",
+            (unsigned long long)t[i].capacity, "used", (unsigned long long)t[i].used, "copies",
+            (unsigned long long)t[i].copies, "copy_bytes", (unsigned long long)t[i].copy_bytes,
+            "hits", (unsigned long long)t[i].hits, "misses", (unsigned long long)t[i].misses,
+            "bytes_in", (unsigned long long)t[i].bytes_in, "bytes_out",
+            (unsigned long long)t[i].bytes_out, "stall_ns", (unsigned long long)t[i].stall_ns,
+            "fetches", (unsigned long long)t[i].fetches, "evictions",
+            (unsigned long long)t[i].evictions);
+        if (!d || PyList_Append(out, d) < 0)
+            Py_CLEAR(out);
+        Py_XDECREF(d);
+    }
+    return out;
+}
+
+static PyObject *pool_migrate(PoolObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"name", "tier", "threads", NULL};
+    const char *name, *tier;
+    unsigned int threads = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$I", kwlist, &name, &tier, &threads))
+        return NULL;
+    if (!pool_ok(self))
+        return NULL;
+    struct cxlp_migrate_opts o = {.threads = threads};
+    struct cxlp_migrate_stat st;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cxlp_migrate(self->p, name, tier, &o, &st);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return core_raise(rc, self->p);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:K,s:d}", "shards",
+                         (unsigned long long)st.shards, "copied", (unsigned long long)st.copied,
+                         "already", (unsigned long long)st.already, "bytes_copied",
+                         (unsigned long long)st.bytes_copied, "direct_bytes",
+                         (unsigned long long)st.direct_bytes, "bytes_dropped",
+                         (unsigned long long)st.bytes_dropped, "seconds", st.seconds);
+}
+
 static PyObject *pool_get_spec(PoolObject *self, void *closure)
 {
     (void)closure;
@@ -284,6 +359,9 @@ static PyMethodDef pool_methods[] = {
     {"stat", (PyCFunction)pool_stat, METH_NOARGS, "Space, leases, media, as a dict."},
     {"verify", (PyCFunction)pool_verify, METH_NOARGS, "Check structure and every checksum."},
     {"remove", (PyCFunction)pool_remove, METH_O, "remove(name): drop a dataset."},
+    {"tiers", (PyCFunction)pool_tiers, METH_NOARGS, "The pool's tiers and their counters."},
+    {"migrate", (PyCFunction)(void (*)(void))pool_migrate, METH_VARARGS | METH_KEYWORDS,
+     "migrate(name, tier, *, threads=1): move a dataset to a tier; stats as a dict."},
     {"concat", (PyCFunction)pool_concat, METH_VARARGS,
      "concat(name, parts): publish name as the parts' records in order and remove the parts, "
      "in one catalog flip (no copy)."},
@@ -305,7 +383,8 @@ PyTypeObject PoolType = {
     .tp_name = "cxl_dataloader._core.Pool",
     .tp_basicsize = sizeof(PoolObject),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Pool(spec, *, create=False, size=0, mode=0, readonly=False, catalog_bytes=0)",
+    .tp_doc = "Pool(spec, *, create=False, size=0, mode=0, readonly=False, catalog_bytes=0, "
+              "tiers=None, meta_bytes=0)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)pool_init,
     .tp_dealloc = (destructor)pool_dealloc,

@@ -236,6 +236,27 @@ static PyObject *store_info(StoreObject *self, PyObject *unused)
     return core_info_dict(&d);
 }
 
+static PyObject *store_shards(StoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!store_ok(self))
+        return NULL;
+    uint64_t n, per, max;
+    int rc = cxlp_store_shards(self->s, &n, &per, &max);
+    if (rc)
+        return core_raise(rc, self->s);
+    return Py_BuildValue("{s:K,s:K,s:K}", "n_shards", (unsigned long long)n, "per_shard",
+                         (unsigned long long)per, "max_bytes", (unsigned long long)max);
+}
+
+static PyObject *store_get_tiered(StoreObject *self, void *closure)
+{
+    (void)closure;
+    if (!store_ok(self))
+        return NULL;
+    return PyBool_FromLong(cxlp_store_tiered(self->s));
+}
+
 static PyObject *store_docs(StoreObject *self, PyObject *unused)
 {
     (void)unused;
@@ -469,7 +490,15 @@ static PyMethodDef store_methods[] = {
      "spans(first, count): [(pool offset, bytes, first record, records, address of the "
      "bytes in get()'s view or 0)] per shard crossed."},
     {"close", (PyCFunction)store_close, METH_NOARGS, "No more get(); views stay valid."},
+    {"shards", (PyCFunction)store_shards, METH_NOARGS,
+     "n_shards, per_shard (records each; 0 when they differ), max_bytes of one."},
     {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef store_getset[] = {
+    {"tiered", (getter)store_get_tiered, NULL,
+     "True when the pool has tiers: get() then copies records out", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 static PySequenceMethods store_as_seq = {.sq_length = (lenfunc)store_len};
@@ -484,5 +513,6 @@ PyTypeObject StoreType = {
     .tp_init = (initproc)store_init,
     .tp_dealloc = (destructor)store_dealloc,
     .tp_methods = store_methods,
+    .tp_getset = store_getset,
     .tp_as_sequence = &store_as_seq,
 };

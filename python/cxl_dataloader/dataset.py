@@ -51,7 +51,8 @@ def ingest_once(pool: Union[CXLMemoryPool, str], name: str, source: Any,
 
 
 class CXLDataset(torch.utils.data.Dataset):
-    """``ds[i]`` is a tensor viewing record i in pool memory (no copy).
+    """``ds[i]`` is a tensor viewing record i in pool memory (no copy); in a
+    pool of tiers, a tensor holding a copy of the record (``tiered``).
 
     A dataset of several fields gives a dict by field name: each numeric or
     bytes (uint8) field a tensor viewing pool memory (a variable-length
@@ -221,6 +222,31 @@ class CXLDataset(torch.utils.data.Dataset):
     def info(self) -> dict:
         """Catalog facts, with the keys of ``cxlpool ls --json``."""
         return self._store.info()
+
+    def shards(self) -> dict:
+        """How the records are cut into shards: n_shards, per_shard (records
+        in each; 0 when they differ) and max_bytes (what a copy of one takes
+        in a memory tier)."""
+        return self._store.shards()
+
+    @property
+    def tiered(self) -> bool:
+        """True when the pool has tiers: records are then copied out by
+        ``ds[i]`` (a copy of a shard may move or be evicted while a view of
+        it would live), and the loader stages shards by its memory_policy."""
+        return bool(self._store.tiered)
+
+    def migrate_to(self, tier: str, *, threads: int = 1) -> dict:
+        """Moves this dataset's shards to tier ("dram", "cxl", "nvme", or a
+        tier index) while every reader keeps reading: a copy in a memory
+        tier (kept until the next migration), the other copies dropped but
+        the home's; to the home tier, every other copy dropped. Returns the
+        counts (shards, copied, bytes_copied, bytes_dropped, seconds)."""
+        pool = _core.Pool(self.spec)  # a writer: the dataset's own handle is read-only
+        try:
+            return pool.migrate(self.name, str(tier), threads=int(threads))
+        finally:
+            pool.close()
 
     def __getstate__(self) -> dict:
         return {"spec": self.spec, "name": self.name, "columns": self.columns,

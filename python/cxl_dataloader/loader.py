@@ -25,13 +25,14 @@ General path (anything else): torch's DataLoader with the same arguments.
 
 Arguments beyond torch's (docs/python.md): memory_policy (a NUMA page policy
 of the ring slots, "interleave" or "bind" over the nodes of the pool's
-memory; or a placement policy of a pool of tiers: validated, placement comes
-with the tier layer), pin_to_cxl (ring slots on a numa pool's node(s); with
-CUDA, the dataset's pool view registered too), numa_bind (gather threads on
-a node's CPUs; True: the node nearest the pool's memory), device
-(device="cuda": each batch copied there from its CUDA-registered ring slot on
-a copy stream, prefetch_to_gpu batches ahead: gpu.py), dtype (token batches
-cast, e.g. to torch.long for nn.Embedding).
+memory; or, on a pool of tiers, how the staging engine places shards,
+docs/tiers.md; memory_budget and lookahead set its budget and horizon),
+pin_to_cxl (ring slots on a numa pool's node(s); with CUDA, the dataset's
+pool view registered too), numa_bind (gather threads on a node's CPUs; True:
+the node nearest the pool's memory), device (device="cuda": each batch copied
+there from its CUDA-registered ring slot on a copy stream, prefetch_to_gpu
+batches ahead: gpu.py), dtype (token batches cast, e.g. to torch.long for
+nn.Embedding).
 
 Passes and epochs (both paths): each iter() that no set_epoch() or
 load_state_dict() came before starts the next epoch, whether the last pass
@@ -127,18 +128,31 @@ class CXLDataLoader:
                  seq_len: Optional[int] = None, collate: str = "auto", pad_value: int = 0,
                  threads: Optional[int] = None, seed: Optional[int] = None,
                  dtype: Optional[torch.dtype] = None, return_segments: bool = False,
-                 columns: Optional[list[str]] = None, prefetch_to_gpu: int = 2) -> None:
+                 columns: Optional[list[str]] = None, prefetch_to_gpu: int = 2,
+                 memory_budget: Optional[int] = None, lookahead: Optional[int] = None) -> None:
         # memory_policy names a NUMA page policy of the loader's memory, or a
         # placement policy of a pool of tiers
         numa_policy = memory_policy if memory_policy in NUMA_POLICIES else None
         tier_policy = None if numa_policy else memory_policy
-        if tier_policy is not None:
-            if tier_policy not in MEMORY_POLICIES:
-                raise ValueError(f"memory_policy {memory_policy!r}: expected None, a NUMA page "
-                                 f"policy ({', '.join(NUMA_POLICIES)}) or a placement policy "
-                                 f"of a pool of tiers ({', '.join(MEMORY_POLICIES)})")
-            _warn(f"memory_policy={memory_policy!r} is accepted but tiered "
-                       "placement is not implemented yet: records are read where they lie")
+        if tier_policy is not None and tier_policy not in MEMORY_POLICIES:
+            raise ValueError(f"memory_policy {memory_policy!r}: expected None, a NUMA page "
+                             f"policy ({', '.join(NUMA_POLICIES)}) or a placement policy "
+                             f"of a pool of tiers ({', '.join(MEMORY_POLICIES)})")
+        if memory_budget is not None and int(memory_budget) <= 0:
+            raise ValueError(f"memory_budget={memory_budget}: bytes, > 0")
+        if lookahead is not None and int(lookahead) <= 0:
+            raise ValueError(f"lookahead={lookahead}: batches, > 0")
+        tiered = isinstance(dataset, CXLDataset) and dataset.tiered
+        if (tier_policy is not None or memory_budget or lookahead) and not tiered:
+            _warn(f"memory_policy={memory_policy!r}: the dataset's pool has one tier, so "
+                  "there is nothing to place: records are read where they lie")
+        # the dataset's tier_policy and prefetch_depth (batches ahead) are the
+        # staging engine's policy and horizon unless given here
+        policy = tier_policy or (getattr(dataset, "tier_policy", None) if tiered else None)
+        horizon = lookahead or (getattr(dataset, "prefetch_depth", None) if tiered else None)
+        self._tier = {"tier_policy": _core.policy_parse(policy) if policy else 0,
+                      "tier_budget": int(memory_budget or 0),
+                      "tier_horizon": int(horizon or 0)}
         near = numa_bind is True  # the node nearest the pool's memory (fast path setup)
         if numa_bind is False or near:
             numa_bind = None
@@ -221,6 +235,7 @@ class CXLDataLoader:
         self._batches = 0          # batches delivered in this pass (counted where needed)
         self._stall_ns = 0        # engine waits of finished epochs
         self._engine: Any = None  # the running epoch's engine
+        self._last_engine: Any = None  # the last epoch's, for stats()
         self._gpu: Optional[gpu.LoaderGPU] = None  # the CUDA side (fast path), see gpu.py
         self._at: Optional[tuple[int, int]] = None  # engine resume point of the batch handed
         #                                             out, where the GPU copies run ahead
@@ -273,8 +288,10 @@ class CXLDataLoader:
         # None: the engine's default, which is 2 and more slots for small
         # batches (fewer wake-ups per batch)
         # the dataset's prefetch_depth: on a pool of one tier the gather
-        # ring's depth, the only read-ahead there is
-        self.prefetch = prefetch_factor or dataset.prefetch_depth or 0
+        # ring's depth, the only read-ahead there is (on a pool of tiers the
+        # staging horizon, above)
+        self.prefetch = prefetch_factor or (None if dataset.tiered else
+                                            dataset.prefetch_depth) or 0
         mem = _pool_memory(dataset.spec) if near or pin_to_cxl or numa_policy else {}
         if near and mem["near_node"] < 0:
             _warn(f"numa_bind=True: no NUMA node is known for the memory of pool "
@@ -601,7 +618,8 @@ class CXLDataLoader:
                            seq_len=self.seq_len, pad_value=self.pad_value,
                            drop_last=self.drop_last, numa_node=self.numa_node,
                            first_offset=off, tensor=_from_capsule,
-                           segments=self.return_segments, fields=self._fields, **self._slots)
+                           segments=self.return_segments, fields=self._fields, **self._slots,
+                           **self._tier)
         self._engine = eng
         self.threads = eng.threads
         # The per-batch loop is the Python cost of the fast path: one C call
@@ -627,6 +645,7 @@ class CXLDataLoader:
             self._at = None
             self._stall_ns += eng.stall_ns
             self._engine = None
+            self._last_engine = eng
             if cxl:
                 self.sampler._finish()
             self._end_pass(token)
@@ -653,25 +672,38 @@ class CXLDataLoader:
             return {k: v.to(self.device, non_blocking=non_blocking) for k, v in out.items()}
         return out.to(self.device, non_blocking=non_blocking)
 
+    def close(self) -> None:
+        """Lets go of what the loader holds beyond a pass: the CUDA
+        registration of the dataset's pool view (pin_to_cxl with CUDA)."""
+        if self._gpu is not None:
+            self._gpu.close()
+
     def stats(self) -> dict:
-        """Figures of the loader as a dict of sections. "gpu" (fast path with
-        CUDA: device="cuda", or pin_memory=True): the copy path that ran
+        """Figures of the loader as one dict. On a pool of tiers, what the
+        running (or last) epoch's staging engine did (policy, staging tier,
+        budget, hits, misses, prefetched and fetched shards, bytes staged and
+        evicted, stage_stall_ns: gather threads waiting for fetches) and the
+        pool's tiers with their counters ("tiers", as cxlpool stat --json);
+        always the loop's own stall_ns. "gpu" (fast path with CUDA:
+        device="cuda", or pin_memory=True): the copy path that ran
         ("registered": DMA from registered ring slots; "staging": through a
         pinned staging buffer, where registration failed; "mixed"), batches
         and bytes per path, the last pass's slot registrations ("slots":
         chunks, bytes, register/unregister calls, failures and the last
         failure), and with pin_to_cxl the dataset's pool registration
         ("pool")."""
-        out: dict[str, Any] = {}
+        eng = self._engine if self._engine is not None else self._last_engine
+        st: dict[str, Any] = dict(eng.stats()) if eng is not None else {}
+        st["stall_ns"] = self.stall_ns
+        if isinstance(self.dataset, CXLDataset):
+            pool = _core.Pool(self.dataset.spec, readonly=True)
+            try:
+                st["tiers"] = pool.tiers()
+            finally:
+                pool.close()
         if self._gpu is not None:
-            out["gpu"] = self._gpu.stats()
-        return out
-
-    def close(self) -> None:
-        """Lets go of what the loader holds beyond a pass: the CUDA
-        registration of the dataset's pool view (pin_to_cxl with CUDA)."""
-        if self._gpu is not None:
-            self._gpu.close()
+            st["gpu"] = self._gpu.stats()
+        return st
 
     @property
     def stall_ns(self) -> int:

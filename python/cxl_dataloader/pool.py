@@ -13,12 +13,13 @@ _BACKENDS = ("shm", "file", "numa", "devdax")
 
 # The placement policies of a pool of tiers (a dataset's tier_policy, the
 # pool-wide default for its datasets, and a loader's memory_policy).
-TIER_POLICIES = ("hot_first", "streaming", "full_prefetch", "lookahead", "adaptive")
+TIER_POLICIES = ("lookahead", "lru", "streaming", "hot_first", "full_prefetch")
 
 
 def tier_policy_check(name: str, policy: Optional[str]) -> Optional[str]:
-    """policy, or ValueError naming argument name and the policies there are."""
-    if policy is not None and policy not in TIER_POLICIES:
+    """policy, or ValueError naming argument name and the policies there are
+    (cxlp_policy_parse, the names the C library and the CLI take)."""
+    if policy is not None and (not isinstance(policy, str) or _core.policy_parse(policy) <= 0):
         raise ValueError(f"{name}={policy!r}: expected None or one of {', '.join(TIER_POLICIES)}")
     return policy
 
@@ -116,6 +117,13 @@ class CXLMemoryPool:
     after ``close()``. Failures raise CXLError subclasses (FileNotFoundError,
     FileExistsError, PermissionError, ...) whose str() names the file.
 
+    ``tiers=["dram=shm:1G", "cxl=numa:1:8G", "nvme=file:/data/train.tier:2T"]``
+    makes a pool of tiers, fastest first (the strings of ``cxlpool create
+    --tier``; docs/tiers.md): datasets are ingested into the nvme tier (their
+    home) and read from copies in the memory tiers, which ``migrate`` and the
+    loader's ``memory_policy`` place (``meta_bytes``: room for the shard
+    tables, bytes or text).
+
     The design's keywords (docs/python.md, "The design's constructor"):
     ``pool_size=S`` is ``create=True, size=S, exist_ok=True`` (every rank
     runs the same line: the first creates, the others attach);
@@ -129,7 +137,8 @@ class CXLMemoryPool:
     def __init__(self, name: Optional[str] = None, backend: str = "shm", *,
                  create: bool = False, size: Union[int, str] = 0, mode: int = 0o600,
                  readonly: bool = False, numa_node: Optional[int] = None,
-                 exist_ok: bool = False, pool_size: Union[int, str, None] = None,
+                 exist_ok: bool = False, tiers: Optional[list[str]] = None,
+                 meta_bytes: Union[int, str] = 0, pool_size: Union[int, str, None] = None,
                  numa_nodes: Optional[list[int]] = None,
                  tier_policy: Optional[str] = None) -> None:
         if pool_size is not None:  # the design's keyword: create, or attach the existing one
@@ -141,16 +150,20 @@ class CXLMemoryPool:
         self.spec = make_spec(default_pool_name() if name is None else name, backend, numa_node,
                               nodes)
         self.readonly = readonly
+        if tiers is not None and not create:
+            raise ValueError("tiers= is for create=True (an existing pool keeps its tiers)")
         if create:
             nbytes = parse_size("size", size)
             try:
-                self._pool = _core.Pool(self.spec, create=True, size=nbytes, mode=mode)
+                self._pool = _core.Pool(self.spec, create=True, size=nbytes, mode=mode,
+                                        tiers=list(tiers) if tiers is not None else None,
+                                        meta_bytes=parse_size("meta_bytes", meta_bytes))
             except _core.CXLExistsError:
                 if not exist_ok:
                     raise
                 self._pool = _core.Pool(self.spec, readonly=readonly)
                 have = self._pool.stat()["size"]
-                if have != nbytes:
+                if tiers is None and have != nbytes:
                     warnings.warn(f"{self.spec}: exists with {have} bytes, not the {nbytes} "
                                   f"asked (size={size!r}); attached as it is", UserWarning,
                                   stacklevel=2)
@@ -202,6 +215,17 @@ class CXLMemoryPool:
         open keep reading it). CXLDatasetNotFoundError (a KeyError) when it
         is not there."""
         self._pool.remove(name)
+
+    def tiers(self) -> list[dict]:
+        """The pool's tiers, fastest first: kind, media, capacity, used,
+        copies held, and the counters every process adds to (hits, misses,
+        bytes_in, bytes_out, stall_ns, fetches, evictions)."""
+        return self._pool.tiers()
+
+    def migrate(self, name: str, tier: str, *, threads: int = 1) -> dict:
+        """Moves dataset name to tier ("dram", "cxl", "nvme" or an index)
+        while readers keep reading (see cxlp_migrate); returns what moved."""
+        return self._pool.migrate(name, str(tier), threads=int(threads))
 
     def ingest(self, name: str, source: Any, *, format: str = "auto",
                record_size: Union[int, str] = 0, dtype: Optional[str] = None,

@@ -103,6 +103,35 @@ def torch_seed() -> int:
     return int(torch.empty((), dtype=torch.int64).random_().item())
 
 
+def auto_window(dataset: Any, shard_size: Optional[int], memory_budget: Optional[int]) -> tuple[int, int]:
+    """(shard_size, window) for a block order that a staging engine can keep
+    ahead of: the window's shards take at most half of the memory budget
+    (the other half holds the next window while this one is read). The
+    budget defaults to what a loader's engine uses, 3/4 of the fastest memory
+    tier; the shard size to the dataset's own shards. On a pool of one tier
+    everything is in memory already: the window is every shard (a full
+    shuffle of the shards' order and of the records inside)."""
+    if not (hasattr(dataset, "shards") and hasattr(dataset, "spec")):
+        raise ValueError('window="auto" needs a CXLDataset (its shards and its pool\'s tiers)')
+    sh = dataset.shards()
+    per = int(shard_size or sh["per_shard"])
+    if per <= 0:
+        raise ValueError('window="auto": the dataset\'s shards hold different numbers of '
+                         "records; give shard_size")
+    n_shards = -(-len(dataset) // per)
+    if not getattr(dataset, "tiered", False):
+        return per, max(1, n_shards)
+    shard_bytes = max(1, sh["max_bytes"] * per // max(1, sh["per_shard"] or per))
+    if memory_budget is None:
+        pool = _core.Pool(dataset.spec, readonly=True)
+        try:
+            mem = [t for t in pool.tiers() if not t["staged"]]
+        finally:
+            pool.close()
+        memory_budget = mem[0]["capacity"] // 4 * 3 if mem else shard_bytes * 2
+    return per, max(1, min(n_shards, int(memory_budget) // (2 * shard_bytes)))
+
+
 class CXLSamplerBase(torch.utils.data.Sampler):
     """What every order shares: epoch, split over ranks, state and resume.
 
@@ -299,6 +328,9 @@ class RandomCXLSampler(CXLSamplerBase):
     windows of ``window`` shards, so at most ``window`` shards are read at
     once (the working set a fast tier keeps). ``window`` is the quality knob:
     1 reads shard after shard, >= the number of shards is a full shuffle.
+    ``window="auto"`` (a CXLDataset) takes the window from the memory budget
+    (``memory_budget``, else 3/4 of the pool's fastest memory tier) and the
+    shard size from the dataset's shards (see ``auto_window``).
 
     ``order="sequential"`` gives 0..N-1 (with the same split and state).
 
@@ -308,11 +340,17 @@ class RandomCXLSampler(CXLSamplerBase):
     """
 
     def __init__(self, data_source_or_n: Any, seed: Optional[int] = 0, *,
-                 shard_size: Optional[int] = None, window: Optional[int] = None,
+                 shard_size: Optional[int] = None, window: Union[int, str, None] = None,
                  order: Optional[str] = None, num_replicas: int = 1, rank: int = 0,
-                 drop_last: bool = False) -> None:
+                 drop_last: bool = False, memory_budget: Optional[int] = None) -> None:
         super().__init__(seed, num_replicas, rank, drop_last)
         self.n = _size(data_source_or_n)
+        if window == "auto":
+            if order not in (None, "block"):
+                raise ValueError('window="auto" is for the block order')
+            shard_size, window = auto_window(data_source_or_n, shard_size, memory_budget)
+        elif isinstance(window, str):
+            raise ValueError(f"window={window!r}: a number of shards or \"auto\"")
         if order is None:
             order = "block" if shard_size else "random"
         if order not in ("random", "block", "sequential"):
@@ -350,7 +388,8 @@ class DistributedCXLSampler(CXLSamplerBase):
     def __init__(self, dataset: Any, num_replicas: Optional[int] = None,
                  rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, *, order: Union[str, CXLSamplerBase] = "random",
-                 shard_size: Optional[int] = None, window: Optional[int] = None) -> None:
+                 shard_size: Optional[int] = None, window: Union[int, str, None] = None,
+                 memory_budget: Optional[int] = None) -> None:
         world, r = _dist_world_rank(num_replicas, rank)
         if isinstance(order, CXLSamplerBase):
             base = order
@@ -361,8 +400,10 @@ class DistributedCXLSampler(CXLSamplerBase):
         else:
             if not shuffle:
                 order = "sequential"
+            if window == "auto" and order == "random":
+                order = "block"
             base = RandomCXLSampler(dataset, seed, shard_size=shard_size, window=window,
-                                    order=order)
+                                    order=order, memory_budget=memory_budget)
         super().__init__(seed, world, r, drop_last)
         self.base = base
         self.shuffle = shuffle

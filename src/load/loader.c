@@ -90,6 +90,7 @@
 #include "load/loader.h"
 #include "media/media.h"
 #include "store/store.h"
+#include "tier/tier.h"
 
 #define DELIVER 4096u             /* D: batches in flight at most; a power of two */
 #define NONE UINT64_MAX
@@ -178,6 +179,7 @@ struct cxlp_loader {
     uint32_t nslots, cap_slots;
     struct slot **slots;     /* each slot its own allocation: the array grows */
     uint64_t slot_bytes;
+    struct tier_engine *tier;/* tiered datasets: the staging engine (tier/engine.c) */
     uint8_t *arena;          /* the first slots' memory when they are small */
     uint64_t arena_bytes, arena_used;
     struct gthread *gt;      /* nthreads of them */
@@ -739,7 +741,14 @@ static void *worker(void *arg)
         __atomic_store_n(&l->next_plan, k + 1, __ATOMIC_SEQ_CST);
         pthread_mutex_unlock(&l->plan_mu);
 
-        switch (l->o.collate) {
+        /* tiered: the batch's shards in memory and pinned while we copy */
+        if (l->tier)
+            rc = engine_batch_begin(l->tier, s->ids,
+                                    l->o.collate == CXLP_COLLATE_PACK ? s->b.n_segments : rows);
+        if (rc)
+            rc = seterr(&l->obj, rc, "staging batch %llu: %s", (unsigned long long)k,
+                        cxlp_errmsg(NULL));
+        else switch (l->o.collate) {
         case CXLP_COLLATE_STACK: rc = gather_stack(l, s); break;
         case CXLP_COLLATE_PAD: rc = gather_pad(l, s); break;
         default: rc = gather_pack(l, s); break;
@@ -754,6 +763,8 @@ static void *worker(void *arg)
                 rc = seterr(&l->obj, crc, "batch %llu: %s", (unsigned long long)k,
                             cxlp_errmsg(NULL));
         }
+        if (l->tier)
+            engine_batch_end(l->tier, rows);
         s->err = rc;
         publish(l, s, k);
     }
@@ -1057,6 +1068,8 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
 {
     if (!src || !opts || !index_fn || !out || (src->read_fields && !src->schema))
         return seterr(NULL, CXLP_EARG, "loader: NULL argument");
+    if (opts->tier_policy < 0 || opts->tier_policy > CXLP_POLICY_FULL_PREFETCH)
+        return seterr(NULL, CXLP_EARG, "loader: tier_policy %d is not a policy", opts->tier_policy);
     cxlp_loader *l = calloc(1, sizeof *l);
     if (!l)
         return -ENOMEM;
@@ -1069,6 +1082,7 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     }
     obj_init(&l->obj);
     l->src = *src;
+    l->tier = src->tier; /* before any thread starts */
     l->o = *opts;
     l->index_fn = index_fn;
     l->index_ctx = index_ctx;
@@ -1209,7 +1223,34 @@ int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
         .check = store_check,
         .node = store_numa_node(s),
     };
-    return loader_create_src(&src, opts, index_fn, index_ctx, out);
+    struct tier_engine *eng = NULL;
+    if (cxlp_store_tiered(s) && opts) {
+        /* the engine sits between the index source and the gather */
+        int rc = engine_create(s, opts, index_fn, index_ctx, &eng);
+        if (rc)
+            return rc;
+        src.read_fields = engine_read_fields; /* records through the batch's map */
+        src.check = engine_check;
+        src.resolve = NULL;
+        src.ctx = eng;
+        src.tier = eng;
+        index_fn = engine_next;
+        index_ctx = eng;
+    }
+    int rc = loader_create_src(&src, opts, index_fn, index_ctx, out);
+    if (rc)
+        engine_free(eng);
+    return rc;
+}
+
+int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st)
+{
+    if (!l || !st)
+        return seterr(NULL, CXLP_EARG, "cxlp_loader_stats: NULL argument");
+    memset(st, 0, sizeof *st);
+    if (l->tier)
+        engine_stats(l->tier, st);
+    return 0;
 }
 
 /* Batch k if it is in deliver[]; NULL otherwise. */
@@ -1362,5 +1403,7 @@ void cxlp_loader_free(cxlp_loader *l)
     wake_gatherers(l, UINT32_MAX);
     for (uint32_t i = 0; i < l->nthreads; i++)
         pthread_join(l->gt[i].tid, NULL);
+    engine_free(l->tier); /* no gather thread uses it now */
+    l->tier = NULL;
     unref(l);
 }

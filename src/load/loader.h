@@ -33,6 +33,8 @@ struct rec_src {
      * still intact, else the code (thread's message says why). May be NULL. */
     int (*check)(const void *ctx);
     int node;                /* NUMA node the records live on; -1 unknown */
+    struct tier_engine *tier;/* tiered datasets: batches are made resident and
+                                pinned by it (tier/engine.c); the loader owns it */
 };
 
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/vfs.h>
 #include <unistd.h>
 
@@ -569,4 +570,58 @@ int media_fallocate(struct media *m, uint64_t off, uint64_t len)
         (void)fallocate(m->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
                         (off_t)len);
     return rc;
+}
+
+int media_probe(struct media *m, uint64_t size, char *err, size_t errlen)
+{
+    struct stat st;
+    int rc;
+    switch (m->kind) {
+    case CXLP_MEDIA_NUMA:
+        if ((rc = media_numa_check(m, err, errlen)))
+            return rc;
+        /* fall through */
+    case CXLP_MEDIA_SHM:
+        if (stat(m->path, &st) == 0)
+            return errbuf_set(err, errlen, CXLP_EEXIST, "%s: already exists", m->path);
+        return 0;
+    case CXLP_MEDIA_FILE: {
+        if (stat(m->path, &st) == 0)
+            return errbuf_set(err, errlen, CXLP_EEXIST, "%s: already exists", m->path);
+        char dir[MEDIA_PATH_MAX];
+        strlcpy0(dir, m->path, sizeof dir);
+        char *slash = strrchr(dir, '/');
+        if (!slash)
+            strlcpy0(dir, ".", sizeof dir);
+        else if (slash == dir)
+            dir[1] = 0;
+        else
+            *slash = 0;
+        struct statvfs vs;
+        if (statvfs(dir, &vs) < 0)
+            return errbuf_set(err, errlen, errno == ENOENT ? CXLP_ENOTFOUND : -errno,
+                              "%s: directory %s: %s", m->path, dir, strerror(errno));
+        uint64_t avail = (uint64_t)vs.f_bavail * (uint64_t)vs.f_frsize;
+        if (avail < size)
+            return errbuf_set(err, errlen, CXLP_EFULL,
+                              "%s: %llu bytes do not fit the %llu bytes free on its filesystem",
+                              m->path, (unsigned long long)size, (unsigned long long)avail);
+        return 0;
+    }
+    case CXLP_MEDIA_DEVDAX: {
+        struct media t = *m;
+        t.writable = 0;
+        rc = t.ops->open(&t, err, errlen);
+        uint64_t have = t.size;
+        media_close(&t);
+        if (rc)
+            return rc;
+        if (size && have < size)
+            return errbuf_set(err, errlen, CXLP_EARG, "%s: device holds %llu bytes, %llu wanted",
+                              m->path, (unsigned long long)have, (unsigned long long)size);
+        return 0;
+    }
+    default:
+        return errbuf_set(err, errlen, CXLP_EARG, "%s: unknown media", m->path);
+    }
 }

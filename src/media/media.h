@@ -72,6 +72,13 @@ struct media_ops {
  * Returns 0 or CXLP_EARG with a message in err. */
 int media_parse(struct media *m, const char *spec, char *err, size_t errlen);
 
+/* Says, without creating anything, whether media_create(spec, size) of
+ * this parsed media could succeed: the object must not exist (CXLP_EEXIST),
+ * a numa node must exist and hold memory and a devdax device must exist and
+ * hold size bytes (CXLP_ENODEV), a file's filesystem must have size bytes
+ * free (CXLP_EFULL: files are sparse, so a tier larger than the disk would
+ * fail later, at an ingest). Message in err names the path. */
+int media_probe(struct media *m, uint64_t size, char *err, size_t errlen);
 /* Creates the backing object exclusively (O_EXCL; CXLP_EEXIST if present)
  * with mode (0 -> 0600), sizes it, and maps it writable. devdax: checks the
  * device is at least size bytes (CXLP_ENODEV when absent). On failure nothing
@@ -166,6 +173,18 @@ int media_nearest_cpu_node(const uint32_t *weight);
 /* "0-3,5": the nodes of mask as a list in buf (cap bytes; "" when none). */
 void media_nodes_text(const unsigned long *mask, char *buf, size_t cap);
 
+/* Reads of a staged tier's file (io.c): io_uring, O_DIRECT where aligned.
+ * A reader is used by one thread at a time. */
+struct media_reader;
+int media_reader_open(struct media_reader **r, const char *path, char *err, size_t errlen);
+void media_reader_close(struct media_reader *r);
+/* 1 when the file accepted O_DIRECT. */
+int media_reader_direct(const struct media_reader *r);
+/* Reads [off, off+len) of the file into dst; O_DIRECT (bypassing the page
+ * cache) when off, len and dst are 4 KiB aligned and the filesystem allows
+ * it, *direct says which (may be NULL). 0, -EIO when the file ends first,
+ * or -errno. */
+int media_read(struct media_reader *r, uint64_t off, uint64_t len, void *dst, int *direct);
 /* Shrink guard (guard.c): every mapping made by media_map_fd is registered,
  * and a SIGBUS inside one (the object was truncated under it) maps zero
  * pages over the lost range instead of killing the process, and bumps

@@ -39,6 +39,10 @@ int media_wipe_header(struct media *m, uint64_t maplen, int only_pool, char *err
 /* msync of [off, off+len) rounded out to pages. */
 int media_msync(struct media *m, uint64_t off, uint64_t len);
 
+/* numa: every node of the pool's set exists and has memory; sets
+ * m->emulated (one has CPUs). CXLP_ENODEV naming the node otherwise. */
+int media_numa_check(struct media *m, char *err, size_t errlen);
+
 /* The shm object steps that the numa backend reuses (media_shm.c). */
 int shm_create_common(struct media *m, uint64_t size, uint32_t mode, char *err, size_t errlen);
 int shm_open_common(struct media *m, char *err, size_t errlen);

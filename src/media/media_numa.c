@@ -53,7 +53,7 @@ static int cpus_of(int node)
 }
 
 /* Every node of the set exists and has memory; emulated when one has CPUs. */
-static int node_check(struct media *m, char *err, size_t errlen)
+int media_numa_check(struct media *m, char *err, size_t errlen)
 {
     if (numa_available() < 0)
         return errbuf_set(err, errlen, CXLP_ENODEV,
@@ -127,7 +127,7 @@ static int size_check(struct media *m, uint64_t size, char *err, size_t errlen)
 
 static int numa_create(struct media *m, uint64_t size, uint32_t mode, char *err, size_t errlen)
 {
-    int rc = node_check(m, err, errlen);
+    int rc = media_numa_check(m, err, errlen);
     if (!rc)
         rc = size_check(m, size, err, errlen);
     if (rc)
@@ -143,7 +143,7 @@ static int numa_create(struct media *m, uint64_t size, uint32_t mode, char *err,
 
 static int numa_open(struct media *m, char *err, size_t errlen)
 {
-    int rc = node_check(m, err, errlen);
+    int rc = media_numa_check(m, err, errlen);
     if (rc)
         return rc;
     rc = shm_open_common(m, err, errlen);

@@ -22,6 +22,7 @@
  *
  * Pins: an attachment counts pins per generation in private memory; the
  * slot's min_gen is the smallest pinned generation (UINT64_MAX if none).
+ * Location epoch pins (loc.h) work the same way in min_epoch.
  * Publishing a pin is store; seq_cst fence; reload the gen word
  * (catalog.c): the writer does CAS of the gen word; ...; seq_cst fence;
  * scan. One of the two sees the other (Dekker), so a pin that survives the
@@ -47,60 +48,100 @@
 
 #define PID_MASK 0xffffffffull
 
-static void publish_min(struct attach *a)
+/* Smallest pinned value of a pin list; UINT64_MAX when none. */
+static uint64_t pins_min(const struct pins *ps)
+{
+    uint64_t m = UINT64_MAX;
+    for (size_t i = 0; i < ps->n; i++)
+        m = MIN(m, ps->v[i].gen);
+    return m;
+}
+
+static void publish_min(struct attach *a, struct pins *ps, uint64_t *slot_word)
 {
     if (!a->lease)
         return;
-    uint64_t m = UINT64_MAX;
-    for (size_t i = 0; i < a->n_pins; i++)
-        m = MIN(m, a->pins[i].gen);
-    /* pairs with the acquire load of min_gen in lease_scan */
-    host_store(a, &a->lease->min_gen, m);
+    /* pairs with the acquire loads of min_gen / min_epoch in lease_scan */
+    host_store(a, slot_word, pins_min(ps));
     at_fence_seq_cst();
+}
+
+/* Adds one pin of v to ps and republishes the slot's word (under a->mu). */
+static void pins_add(struct attach *a, struct pins *ps, uint64_t *slot_word, uint64_t v)
+{
+    size_t i;
+    for (i = 0; i < ps->n && ps->v[i].gen != v; i++)
+        ;
+    if (i == ps->n) {
+        if (ps->n == ps->cap) {
+            size_t nc = ps->cap ? ps->cap * 2 : 8;
+            struct pin *p = realloc(ps->v, nc * sizeof *p);
+            if (!p) {
+                /* cannot record it: pin the slot at the lowest value we can
+                 * express so nothing is freed under the caller */
+                if (a->lease)
+                    host_store(a, slot_word, 0);
+                at_fence_seq_cst();
+                return;
+            }
+            ps->v = p;
+            ps->cap = nc;
+        }
+        ps->v[i].gen = v;
+        ps->v[i].count = 0;
+        ps->n++;
+    }
+    ps->v[i].count++;
+    publish_min(a, ps, slot_word);
+}
+
+static void pins_del(struct attach *a, struct pins *ps, uint64_t *slot_word, uint64_t v)
+{
+    for (size_t i = 0; i < ps->n; i++) {
+        if (ps->v[i].gen == v) {
+            if (--ps->v[i].count == 0)
+                ps->v[i] = ps->v[--ps->n];
+            break;
+        }
+    }
+    publish_min(a, ps, slot_word);
 }
 
 void attach_pin(struct attach *a, uint64_t gen)
 {
     pthread_mutex_lock(&a->mu);
-    size_t i;
-    for (i = 0; i < a->n_pins && a->pins[i].gen != gen; i++)
-        ;
-    if (i == a->n_pins) {
-        if (a->n_pins == a->cap_pins) {
-            size_t nc = a->cap_pins ? a->cap_pins * 2 : 8;
-            struct pin *p = realloc(a->pins, nc * sizeof *p);
-            if (!p) {
-                /* cannot record it: pin the slot at the lowest gen we can
-                 * express so nothing is freed under the caller */
-                if (a->lease)
-                    host_store(a, &a->lease->min_gen, 0);
-                at_fence_seq_cst();
-                pthread_mutex_unlock(&a->mu);
-                return;
-            }
-            a->pins = p;
-            a->cap_pins = nc;
-        }
-        a->pins[i].gen = gen;
-        a->pins[i].count = 0;
-        a->n_pins++;
-    }
-    a->pins[i].count++;
-    publish_min(a);
+    pins_add(a, &a->gens, a->lease ? &a->lease->min_gen : NULL, gen);
     pthread_mutex_unlock(&a->mu);
 }
 
 void attach_unpin(struct attach *a, uint64_t gen)
 {
     pthread_mutex_lock(&a->mu);
-    for (size_t i = 0; i < a->n_pins; i++) {
-        if (a->pins[i].gen == gen) {
-            if (--a->pins[i].count == 0)
-                a->pins[i] = a->pins[--a->n_pins];
-            break;
-        }
-    }
-    publish_min(a);
+    pins_del(a, &a->gens, a->lease ? &a->lease->min_gen : NULL, gen);
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* The handshake of the generation pins, for the location epoch: the pin is
+ * published (store; seq_cst fence) before the caller loads any location
+ * word, and a writer that changes a word stores it, grows the epoch, fences
+ * and then scans the pins (place.c). A pin of an epoch older than the
+ * current one only protects more, so no re-check is needed: a reader that
+ * loaded epoch e and pinned it either is seen by the scan, or (Dekker)
+ * loads its words after the writer's stores and sees the new words. */
+uint64_t attach_pin_epoch(struct attach *a)
+{
+    pthread_mutex_lock(&a->mu);
+    /* pairs with the release store of hdr->loc_epoch in place.c */
+    uint64_t e = host_load(a, &a->hdr->loc_epoch);
+    pins_add(a, &a->epochs, a->lease ? &a->lease->min_epoch : NULL, e);
+    pthread_mutex_unlock(&a->mu);
+    return e;
+}
+
+void attach_unpin_epoch(struct attach *a, uint64_t e)
+{
+    pthread_mutex_lock(&a->mu);
+    pins_del(a, &a->epochs, a->lease ? &a->lease->min_epoch : NULL, e);
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -114,6 +155,7 @@ static void lease_release(struct attach *a)
     if (!a->lease)
         return;
     host_store(a, &a->lease->min_gen, UINT64_MAX);
+    host_store(a, &a->lease->min_epoch, UINT64_MAX);
     uint64_t mine = (a->lease_seq << 32) | (uint64_t)getpid();
     /* fails when a scanner judged us dead (a forked child; expired while
      * stopped): the slot is not ours any more, leave it */
@@ -129,9 +171,63 @@ void attach_unref(struct attach *a)
     lease_release(a);
     media_close(&a->lm);
     media_close(&a->m);
+    for (uint32_t i = 1; i < POOL_MAX_OBJECTS; i++)
+        media_close(&a->om[i]);
     pthread_mutex_destroy(&a->mu);
-    free(a->pins);
+    free(a->gens.v);
+    free(a->epochs.v);
     free(a);
+}
+
+struct media *attach_media(struct attach *a, uint32_t i)
+{
+    return i == 0 ? &a->m : &a->om[i];
+}
+
+uint64_t attach_domain(const struct attach *a)
+{
+    return a->self.key;
+}
+
+uint32_t attach_n_tiers(const struct attach *a)
+{
+    return a->L.n_tiers;
+}
+
+const struct attach_tier *attach_tier(const struct attach *a, uint32_t t)
+{
+    return t < a->L.n_tiers ? &a->t[t] : NULL;
+}
+
+uint32_t attach_home(const struct attach *a)
+{
+    return a->L.home;
+}
+
+uint64_t *attach_states(const struct attach *a, uint64_t states_off)
+{
+    return (uint64_t *)((uint8_t *)a->m.base + states_off);
+}
+
+uint32_t attach_stride(const struct attach *a)
+{
+    return states_stride(a->L.n_tiers);
+}
+
+uint8_t *attach_stage(const struct attach *a, uint64_t *bytes)
+{
+    uint8_t *b = (uint8_t *)a->whdr;
+    *bytes = a->L.stage_bytes;
+    return b && a->L.stage_bytes ? b + a->L.stage_off : NULL;
+}
+
+struct pool_tier_ctr *attach_ctr(const struct attach *a, uint32_t t)
+{
+    if (t >= a->L.n_tiers)
+        return NULL;
+    /* counters are written by everyone who reads: through the writable
+     * mapping a read-only handle keeps for its lease, when it has one */
+    return a->whdr ? &a->whdr->ctr[t] : NULL;
 }
 
 const uint8_t *attach_base(const struct attach *a)
@@ -177,14 +273,10 @@ int attach_collapse(struct attach *a, uint64_t off, uint64_t len)
     return media_collapse(&a->m, off, len);
 }
 
-const struct media *attach_media(const struct attach *a)
+void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint64_t *min_epoch,
+                uint32_t *live)
 {
-    return &a->m;
-}
-
-void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint32_t *live)
-{
-    uint64_t mg = UINT64_MAX, clock = host_clock(a);
+    uint64_t mg = UINT64_MAX, me = UINT64_MAX, clock = host_clock(a);
     uint32_t n = 0;
     /* the writer side of the pin handshake (see top): after the gen CAS */
     at_fence_seq_cst();
@@ -196,14 +288,17 @@ void lease_scan(struct attach *a, int reclaim, uint64_t *min_gen, uint32_t *live
             continue;
         if (host_lease_live(a, l, o, clock)) {
             n++;
-            /* pairs with the release store of min_gen in publish_min */
+            /* pairs with the release stores of the slot words in publish_min */
             mg = MIN(mg, host_load(a, &l->min_gen));
+            me = MIN(me, host_load(a, &l->min_epoch));
         } else if (reclaim) {
             host_cas(a, &l->owner, &o, o & ~PID_MASK);
         }
     }
     if (min_gen)
         *min_gen = mg;
+    if (min_epoch)
+        *min_epoch = me;
     if (live)
         *live = n;
 }
@@ -222,6 +317,7 @@ static int try_claim(struct attach *a, uint64_t starttime, uint64_t clock)
         if (!host_cas(a, &l->owner, &o, (seq << 32) | pid))
             continue;
         host_store(a, &l->min_gen, UINT64_MAX);
+        host_store(a, &l->min_epoch, UINT64_MAX);
         host_store(a, &l->host, a->self.key);
         host_store(a, &l->starttime, starttime);
         /* pairs with the acquire load of st_seq in host_lease_live */
@@ -239,7 +335,7 @@ int attach_lease_claim(struct attach *a, struct obj *o)
     if (try_claim(a, st, clock) == 0)
         return 0;
     uint32_t live;
-    lease_scan(a, 1, NULL, &live);
+    lease_scan(a, 1, NULL, NULL, &live);
     if (try_claim(a, st, clock) == 0)
         return 0;
     return seterr(o, CXLP_EBUSY, "%s: lease table full: %u live holders in %llu slots",

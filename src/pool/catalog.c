@@ -17,14 +17,17 @@
  * a concurrent (or hostile) writer cannot change bytes after the check.
  *
  * Invariants of a valid blob (cat_decode):
- *   bytes = sizeof(cat_hdr) + n_ds*|cat_ds| + n_sh*|pool_shard|
- *           + n_free*|pool_extent| + n_resv*|cat_resv| + n_def*|cat_def|
+ *   bytes = sizeof(cat_hdr) + n_ds*|cat_ds| + n_free*|cat_free|
+ *           + n_resv*|cat_resv| + n_def*|cat_def|
  *   gen(blob) = gen(header) that selected the slot
- *   every extent lies inside [data_off, data_off + data_len)
- *   dataset i's shards are sh[first_shard_i .. first_shard_i + n_shards_i)
+ *   every extent lies inside the data area of the object it names
+ *   (n_objects of them); metadata extents (docs, shard table, states) in
+ *   object 0; a dataset's table holds n_shards entries and its states
+ *   n_shards * (1 + n_tiers) words
  *   names are NUL-terminated and non-empty
  * Overlaps between extents are a pool_check matter (check.c), not a decode
- * one: decoding is on every lookup and stays O(n).
+ * one: decoding is on every lookup and stays O(n) in the catalog's size,
+ * which no longer grows with the number of shards.
  */
 #include <errno.h>
 #include <sched.h>
@@ -43,7 +46,6 @@
 void cat_free(struct cat *c)
 {
     free(c->ds);
-    free(c->sh);
     free(c->fr);
     free(c->resv);
     free(c->def);
@@ -85,8 +87,8 @@ static uint64_t cat_checksum(const struct cat_hdr *h, const uint8_t *body, uint6
 uint64_t cat_encoded_size(const struct cat *c)
 {
     return sizeof(struct cat_hdr) + c->n_ds * sizeof(struct cat_ds) +
-           c->n_sh * sizeof(struct pool_shard) + c->n_fr * sizeof(struct pool_extent) +
-           c->n_resv * sizeof(struct cat_resv) + c->n_def * sizeof(struct cat_def);
+           c->n_fr * sizeof(struct cat_free) + c->n_resv * sizeof(struct cat_resv) +
+           c->n_def * sizeof(struct cat_def);
 }
 
 static uint8_t *put(uint8_t *p, const void *src, uint64_t n)
@@ -100,12 +102,11 @@ void cat_encode(const struct cat *c, uint8_t *buf)
 {
     struct cat_hdr h = {
         .magic = CAT_MAGIC, .gen = c->gen, .bytes = cat_encoded_size(c),
-        .n_ds = c->n_ds, .n_sh = c->n_sh, .n_free = c->n_fr,
+        .n_ds = c->n_ds, .n_free = c->n_fr,
         .n_resv = c->n_resv, .n_def = c->n_def,
     };
     uint8_t *body = buf + sizeof h, *p = body;
     p = put(p, c->ds, c->n_ds * sizeof *c->ds);
-    p = put(p, c->sh, c->n_sh * sizeof *c->sh);
     p = put(p, c->fr, c->n_fr * sizeof *c->fr);
     p = put(p, c->resv, c->n_resv * sizeof *c->resv);
     p = put(p, c->def, c->n_def * sizeof *c->def);
@@ -113,9 +114,10 @@ void cat_encode(const struct cat *c, uint8_t *buf)
     memcpy(buf, &h, sizeof h);
 }
 
-static int in_data(const struct pool_layout *L, uint64_t off, uint64_t len)
+static int in_data(const struct pool_layout *L, uint32_t object, uint64_t off, uint64_t len)
 {
-    return off >= L->data_off && range_ok(off - L->data_off, len, L->data_len);
+    return object < L->n_objects && off >= L->obj[object].data_off &&
+           range_ok(off - L->obj[object].data_off, len, L->obj[object].data_len);
 }
 
 /* Copies n records of size elsz from *p into a fresh array. */
@@ -151,12 +153,11 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
                       (unsigned long long)(gen & 1), (unsigned long long)h.gen,
                       (unsigned long long)gen);
     /* counts must add up to the length without overflow */
-    const uint64_t cnt[5] = {h.n_ds, h.n_sh, h.n_free, h.n_resv, h.n_def};
-    const uint64_t sz[5] = {sizeof(struct cat_ds), sizeof(struct pool_shard),
-                            sizeof(struct pool_extent), sizeof(struct cat_resv),
-                            sizeof(struct cat_def)};
+    const uint64_t cnt[4] = {h.n_ds, h.n_free, h.n_resv, h.n_def};
+    const uint64_t sz[4] = {sizeof(struct cat_ds), sizeof(struct cat_free),
+                            sizeof(struct cat_resv), sizeof(struct cat_def)};
     uint64_t total = sizeof h;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 4; i++) {
         uint64_t b;
         if (mul_overflow_u64(cnt[i], sz[i], &b) || add_overflow_u64(total, b, &total))
             return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: record counts overflow",
@@ -172,12 +173,11 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
         return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: checksum mismatch",
                       (unsigned long long)gen);
 
-    struct cat c = {.gen = gen, .n_ds = h.n_ds, .n_sh = h.n_sh, .n_fr = h.n_free,
-                    .n_resv = h.n_resv, .n_def = h.n_def};
+    struct cat c = {.gen = gen, .n_ds = h.n_ds, .n_fr = h.n_free, .n_resv = h.n_resv,
+                    .n_def = h.n_def};
     const uint8_t *p = body;
     int rc = 0;
     if ((rc = take(&p, c.n_ds, sizeof *c.ds, &c.ds, &c.cap_ds)) ||
-        (rc = take(&p, c.n_sh, sizeof *c.sh, &c.sh, &c.cap_sh)) ||
         (rc = take(&p, c.n_fr, sizeof *c.fr, &c.fr, &c.cap_fr)) ||
         (rc = take(&p, c.n_resv, sizeof *c.resv, &c.resv, &c.cap_resv)) ||
         (rc = take(&p, c.n_def, sizeof *c.def, &c.def, &c.cap_def))) {
@@ -185,21 +185,30 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
         return seterr(o, rc, "catalog gen %llu: out of memory", (unsigned long long)gen);
     }
 
+    const uint64_t stride = states_stride(L->n_tiers);
     for (uint64_t i = 0; i < c.n_ds; i++) {
         const struct cat_ds *d = &c.ds[i];
         const char *nm = d->d.info.name;
-        uint64_t end;
+        uint64_t want_t, want_s;
         if (memchr(nm, 0, sizeof d->d.info.name) == NULL || nm[0] == 0) {
             rc = seterr(o, CXLP_ECORRUPT, "catalog gen %llu: dataset %llu: name not terminated or empty",
                         (unsigned long long)gen, (unsigned long long)i);
             goto bad;
         }
-        if (add_overflow_u64(d->first_shard, d->d.n_shards, &end) || end > c.n_sh ||
-            d->d.info.n_shards != d->d.n_shards) {
+        int none = d->d.n_shards == 0; /* an empty dataset owns no table */
+        if (d->d.info.n_shards != d->d.n_shards ||
+            mul_overflow_u64(d->d.n_shards, sizeof(struct pool_shent), &want_t) ||
+            mul_overflow_u64(d->d.n_shards, stride * 8, &want_s) || d->table.len != want_t ||
+            d->states.len != want_s ||
+            (!none && (!in_data(L, 0, d->table.off, d->table.len) ||
+                       !in_data(L, 0, d->states.off, d->states.len) || d->states.off % 8)) ||
+            (none && (d->table.off || d->states.off))) {
             rc = seterr(o, CXLP_ECORRUPT,
-                        "catalog gen %llu: dataset '%s': shards %llu+%u outside %llu shard records",
-                        (unsigned long long)gen, nm, (unsigned long long)d->first_shard,
-                        d->d.n_shards, (unsigned long long)c.n_sh);
+                        "catalog gen %llu: dataset '%s': shard table %#llx+%llu or states "
+                        "%#llx+%llu do not hold its %u shards inside object 0's data area",
+                        (unsigned long long)gen, nm, (unsigned long long)d->table.off,
+                        (unsigned long long)d->table.len, (unsigned long long)d->states.off,
+                        (unsigned long long)d->states.len, d->d.n_shards);
             goto bad;
         }
         if (d->d.schema.n_fields > CXLP_MAX_FIELDS) {
@@ -207,7 +216,7 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
                         (unsigned long long)gen, nm, d->d.schema.n_fields);
             goto bad;
         }
-        if (d->d.docs.len && !in_data(L, d->d.docs.off, d->d.docs.len)) {
+        if (d->d.docs.len && !in_data(L, 0, d->d.docs.off, d->d.docs.len)) {
             rc = seterr(o, CXLP_ECORRUPT,
                         "catalog gen %llu: dataset '%s': docs extent %#llx+%llu outside the data area",
                         (unsigned long long)gen, nm, (unsigned long long)d->d.docs.off,
@@ -215,41 +224,47 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
             goto bad;
         }
     }
-    for (uint64_t i = 0; i < c.n_sh; i++) {
-        if (!in_data(L, c.sh[i].off, c.sh[i].len) || c.sh[i].len == 0) {
-            rc = seterr(o, CXLP_ECORRUPT,
-                        "catalog gen %llu: shard record %llu: extent %#llx+%llu outside the data area",
-                        (unsigned long long)gen, (unsigned long long)i,
-                        (unsigned long long)c.sh[i].off, (unsigned long long)c.sh[i].len);
-            goto bad;
-        }
-    }
     for (uint64_t i = 0; i < c.n_fr + c.n_resv + c.n_def; i++) {
         const char *what;
         uint64_t off, len, k;
+        uint32_t obj;
         if (i < c.n_fr) {
-            what = "free extent", k = i, off = c.fr[k].off, len = c.fr[k].len;
+            what = "free extent", k = i, off = c.fr[k].off, len = c.fr[k].len, obj = c.fr[k].object;
         } else if (i < c.n_fr + c.n_resv) {
             what = "reservation", k = i - c.n_fr, off = c.resv[k].off, len = c.resv[k].len;
+            obj = c.resv[k].object;
         } else {
             what = "deferred free", k = i - c.n_fr - c.n_resv;
-            off = c.def[k].off, len = c.def[k].len;
+            off = c.def[k].off, len = c.def[k].len, obj = c.def[k].object;
+            if (c.def[k].kind == DEF_COPIES) {
+                /* names a removed dataset's states and table: checked where
+                 * they are walked (extent.c) */
+                if (c.def[k].clock != CLOCK_GEN || !in_data(L, 0, off, 8) || off % 8)
+                    goto bad_ext;
+                continue;
+            }
+            if (c.def[k].kind != DEF_EXTENT || c.def[k].clock > CLOCK_EPOCH)
+                goto bad_ext;
         }
-        if (!in_data(L, off, len) || len == 0 || off % POOL_EXTENT_ALIGN || len % POOL_EXTENT_ALIGN) {
+        if (!in_data(L, obj, off, len) || len == 0 || off % POOL_EXTENT_ALIGN ||
+            len % POOL_EXTENT_ALIGN) {
+        bad_ext:
             rc = seterr(o, CXLP_ECORRUPT,
-                        "catalog gen %llu: %s %llu: extent %#llx+%llu outside the data area or unaligned",
+                        "catalog gen %llu: %s %llu: extent %#llx+%llu of object %u outside its "
+                        "data area, unaligned or of an unknown kind",
                         (unsigned long long)gen, what, (unsigned long long)k,
-                        (unsigned long long)off, (unsigned long long)len);
+                        (unsigned long long)off, (unsigned long long)len, obj);
             goto bad;
         }
     }
     /* the allocator relies on a sorted, coalesced free list */
     for (uint64_t i = 1; i < c.n_fr; i++) {
-        if (c.fr[i - 1].off + c.fr[i - 1].len >= c.fr[i].off) {
+        const struct cat_free *x = &c.fr[i - 1], *y = &c.fr[i];
+        if (x->object > y->object || (x->object == y->object && x->off + x->len >= y->off)) {
             rc = seterr(o, CXLP_ECORRUPT,
                         "catalog gen %llu: free list not sorted/coalesced at entry %llu (%#llx)",
                         (unsigned long long)gen, (unsigned long long)i,
-                        (unsigned long long)c.fr[i].off);
+                        (unsigned long long)y->off);
             goto bad;
         }
     }
@@ -371,6 +386,14 @@ int64_t cat_find(const struct cat *c, const char *name)
 {
     for (uint64_t i = 0; i < c->n_ds; i++)
         if (strncmp(c->ds[i].d.info.name, name, sizeof c->ds[i].d.info.name) == 0)
+            return (int64_t)i;
+    return -1;
+}
+
+int64_t cat_find_states(const struct cat *c, uint64_t off)
+{
+    for (uint64_t i = 0; i < c->n_ds; i++)
+        if (c->ds[i].states.off == off)
             return (int64_t)i;
     return -1;
 }

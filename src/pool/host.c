@@ -500,7 +500,13 @@ int host_lock(struct attach *a, struct wlock *l, struct obj *o)
         }
         struct timespec ts = {0, (long)nap_us * 1000};
         nanosleep(&ts, NULL);
-        nap_us = MIN(nap_us * 2, 5000);
+        /* the lock is held for a catalog write (microseconds): naps stay
+         * short while a wait is that short, so the stagers and fetchers of a
+         * tiered pool, which take it for every copy, are not held back a
+         * whole nap each (naps of up to 5 ms made copies late enough that
+         * lookahead evicted shards it had staged and fetched them again);
+         * a wait past 50 ms means a stuck or stopped holder: back off */
+        nap_us = MIN(nap_us * 2, now_ns() - start < 50000000ull ? 200 : 5000);
     }
     pthread_mutex_lock(&a->mu);
     a->wlock_word = mine;

@@ -47,17 +47,22 @@ uint64_t pool_layout_signature(void)
 {
     const uint64_t facts[] = {
         sizeof(struct pool_hdr), offsetof(struct pool_hdr, checksum),
+        offsetof(struct pool_hdr, tiers), offsetof(struct pool_hdr, objects),
         offsetof(struct pool_hdr, gen), offsetof(struct pool_hdr, wlock),
-        offsetof(struct pool_hdr, clock), sizeof(struct pool_host), POOL_HOST_OFF, POOL_HOSTS,
-        POOL_EPOCH_BITS, POOL_TICK_MS, offsetof(struct pool_lease, host),
-        offsetof(struct pool_lease, beat),
+        offsetof(struct pool_hdr, clock), offsetof(struct pool_hdr, loc_epoch),
+        offsetof(struct pool_hdr, ctr), sizeof(struct pool_tier), sizeof(struct pool_object),
+        sizeof(struct pool_tier_ctr), sizeof(struct pool_objhdr), POOL_MAX_TIERS,
+        POOL_MAX_OBJECTS, sizeof(struct pool_host), POOL_HOST_OFF, POOL_HOSTS,
+        POOL_EPOCH_BITS, POOL_TICK_MS, offsetof(struct pool_lease, min_epoch),
+        offsetof(struct pool_lease, host), offsetof(struct pool_lease, beat),
         sizeof(struct pool_lease), sizeof(struct cat_hdr), sizeof(struct cat_ds),
         sizeof(struct pool_dataset), offsetof(struct pool_dataset, schema),
         offsetof(struct pool_dataset, docs), offsetof(struct pool_dataset, n_shards),
         sizeof(struct cxlp_dataset_info), sizeof(struct cxlp_schema),
         sizeof(struct cxlp_field), CXLP_MAX_FIELDS, CXLP_MAX_DIMS, CXLP_NAME_MAX,
-        sizeof(struct pool_shard), sizeof(struct pool_extent), sizeof(struct cat_resv),
-        sizeof(struct cat_def), POOL_EXTENT_ALIGN, POOL_DATA_ALIGN,
+        sizeof(struct pool_shent), sizeof(struct pool_extent), sizeof(struct cat_free),
+        sizeof(struct cat_resv), sizeof(struct cat_def), POOL_EXTENT_ALIGN, POOL_DATA_ALIGN,
+        LOC_VER_SHIFT, LOC_PAGE_SHIFT,
     };
     return layout_signature(facts, sizeof facts / sizeof facts[0]);
 }
@@ -67,14 +72,48 @@ static uint64_t hdr_checksum(const struct pool_hdr *h)
     return XXH3_64bits(h, offsetof(struct pool_hdr, checksum));
 }
 
-int hdr_validate(const struct pool_hdr *hp, uint64_t media_size, struct pool_layout *L,
-                 struct obj *o, const char *path)
+/* The tier and object tables of a header whose geometry is valid. */
+static int tiers_validate(const struct pool_hdr *h, struct pool_layout *L, struct obj *o,
+                          const char *path)
 {
-    return hdr_validate_ex(hp, media_size, L, NULL, NULL, o, path);
+    if (h->n_tiers == 0 || h->n_tiers > POOL_MAX_TIERS || h->n_objects == 0 ||
+        h->n_objects > POOL_MAX_OBJECTS || (h->home != POOL_NO_HOME && h->home >= h->n_tiers))
+        return seterr(o, CXLP_ECORRUPT, "%s: %u tiers, %u objects, home tier %u: invalid", path,
+                      h->n_tiers, h->n_objects, h->home);
+    L->n_tiers = h->n_tiers;
+    L->n_objects = h->n_objects;
+    L->home = h->home;
+    L->obj[0].size = L->size;
+    for (uint32_t i = 1; i < h->n_objects; i++) {
+        const struct pool_object *ob = &h->objects[i];
+        uint64_t end;
+        if (memchr(ob->spec, 0, sizeof ob->spec) == NULL || !ob->spec[0] ||
+            ob->data_off % POOL_DATA_ALIGN || ob->data_off < POOL_EXTENT_ALIGN ||
+            ob->data_len == 0 || ob->data_len % POOL_EXTENT_ALIGN ||
+            add_overflow_u64(ob->data_off, ob->data_len, &end) || end > ob->size)
+            return seterr(o, CXLP_ECORRUPT, "%s: object %u (%.64s): geometry invalid", path, i,
+                          ob->spec);
+        L->obj[i].size = ob->size;
+        L->obj[i].data_off = ob->data_off;
+        L->obj[i].data_len = ob->data_len;
+    }
+    for (uint32_t t = 0; t < h->n_tiers; t++) {
+        const struct pool_tier *ti = &h->tiers[t];
+        if (ti->object >= h->n_objects || ti->kind > CXLP_TIER_NVME ||
+            ti->flags & ~(uint32_t)(TIER_PERSISTENT | TIER_STAGED) || ti->capacity == 0 ||
+            ti->capacity > L->obj[ti->object].data_len)
+            return seterr(o, CXLP_ECORRUPT, "%s: tier %u: object %u, kind %u, flags %#x, capacity "
+                          "%llu: invalid", path, t, ti->object, ti->kind, ti->flags,
+                          (unsigned long long)ti->capacity);
+        L->tiers[t] = *ti;
+    }
+    if (L->home != POOL_NO_HOME && !(L->tiers[L->home].flags & TIER_PERSISTENT))
+        return seterr(o, CXLP_ECORRUPT, "%s: home tier %u is not persistent", path, L->home);
+    return 0;
 }
 
-int hdr_validate_ex(const struct pool_hdr *hp, uint64_t media_size, struct pool_layout *L,
-                    uint32_t *flags, uint64_t *expiry_ms, struct obj *o, const char *path)
+int hdr_validate(const struct pool_hdr *hp, uint64_t media_size, struct pool_layout *L,
+                 struct obj *o, const char *path)
 {
     struct pool_hdr h;
     if (media_size < POOL_HDR_SIZE)
@@ -83,6 +122,15 @@ int hdr_validate_ex(const struct pool_hdr *hp, uint64_t media_size, struct pool_
     memcpy(&h, hp, offsetof(struct pool_hdr, gen));
     if (memcmp(h.magic, POOL_MAGIC, sizeof h.magic) != 0)
         return seterr(o, CXLP_EFORMAT, "%s: bad magic (not a cxlpool pool)", path);
+    if (h.version == 1 || h.version == 2)
+        return seterr(o, CXLP_EFORMAT,
+                      "%s: format version %u (%s, a catalog that lists every shard), this "
+                      "build reads format version %u (hosts and tiers: shard tables and "
+                      "location words); no converter exists: recreate the pool with this build "
+                      "and ingest the datasets again (cxlpool create, cxlpool ingest; "
+                      "docs/pool-format.md)",
+                      path, h.version, h.version == 1 ? "one host, one tier" : "hosts, one tier",
+                      POOL_FORMAT_VERSION);
     if (h.version != POOL_FORMAT_VERSION)
         return seterr(o, CXLP_EFORMAT, "%s: format version %u, this build reads %u",
                       path, h.version, POOL_FORMAT_VERSION);
@@ -96,7 +144,7 @@ int hdr_validate_ex(const struct pool_hdr *hp, uint64_t media_size, struct pool_
                       path, (unsigned long long)h.layout_sig, (unsigned long long)sig);
     if (hdr_checksum(&h) != h.checksum)
         return seterr(o, CXLP_ECORRUPT, "%s: header checksum mismatch", path);
-    uint64_t lease_end, cat_end, data_end, t;
+    uint64_t lease_end, stage_end, cat_end, data_end, t;
     if (h.size > media_size || h.size < POOL_HDR_SIZE)
         return seterr(o, CXLP_ECORRUPT, "%s: header size field %llu, media has %llu bytes",
                       path, (unsigned long long)h.size, (unsigned long long)media_size);
@@ -104,7 +152,11 @@ int hdr_validate_ex(const struct pool_hdr *hp, uint64_t media_size, struct pool_
         add_overflow_u64(h.lease_off, h.lease_slots * POOL_LEASE_SIZE, &lease_end))
         return seterr(o, CXLP_ECORRUPT, "%s: lease table at %#llx with %llu slots is invalid",
                       path, (unsigned long long)h.lease_off, (unsigned long long)h.lease_slots);
-    if (h.cat_off < lease_end || h.cat_off % POOL_EXTENT_ALIGN ||
+    if (h.stage_off != ALIGN_UP(lease_end, POOL_EXTENT_ALIGN) || h.stage_bytes % POOL_EXTENT_ALIGN ||
+        h.stage_bytes > POOL_MAX_CAT_BYTES || add_overflow_u64(h.stage_off, h.stage_bytes, &stage_end))
+        return seterr(o, CXLP_ECORRUPT, "%s: staging registry at %#llx of %llu bytes is invalid",
+                      path, (unsigned long long)h.stage_off, (unsigned long long)h.stage_bytes);
+    if (h.cat_off < stage_end || h.cat_off % POOL_EXTENT_ALIGN ||
         h.cat_bytes < POOL_MIN_CAT_BYTES || h.cat_bytes > POOL_MAX_CAT_BYTES ||
         h.cat_bytes % POOL_EXTENT_ALIGN || mul_overflow_u64(h.cat_bytes, 2, &t) ||
         add_overflow_u64(h.cat_off, t, &cat_end) || cat_end > h.size)
@@ -120,19 +172,32 @@ int hdr_validate_ex(const struct pool_hdr *hp, uint64_t media_size, struct pool_
         h.expiry_ms > POOL_MAX_EXPIRY_MS)
         return seterr(o, CXLP_ECORRUPT, "%s: flags %#x or expiry %llu ms invalid", path,
                       h.flags, (unsigned long long)h.expiry_ms);
-    if (flags)
-        *flags = h.flags;
-    if (expiry_ms)
-        *expiry_ms = h.expiry_ms;
-    *L = (struct pool_layout){.size = h.size, .lease_off = h.lease_off,
-                              .lease_slots = h.lease_slots, .cat_off = h.cat_off,
-                              .cat_bytes = h.cat_bytes, .data_off = h.data_off,
-                              .data_len = h.data_len};
-    return 0;
+    memset(L, 0, sizeof *L);
+    L->size = h.size;
+    L->lease_off = h.lease_off;
+    L->lease_slots = h.lease_slots;
+    L->stage_off = h.stage_off;
+    L->stage_bytes = h.stage_bytes;
+    L->cat_off = h.cat_off;
+    L->cat_bytes = h.cat_bytes;
+    L->obj[0].data_off = h.data_off;
+    L->obj[0].data_len = h.data_len;
+    L->flags = h.flags;
+    L->expiry_ms = h.expiry_ms;
+    return tiers_validate(&h, L, o, path);
 }
 
-static int compute_layout(uint64_t size, const struct cxlp_pool_opts *opts,
-                          struct pool_layout *L, const char *spec)
+int where_object(const struct pool_layout *L, int where)
+{
+    if (where == POOL_META)
+        return 0;
+    if (where < 0 || (uint32_t)where >= L->n_tiers)
+        return -1;
+    return (int)L->tiers[where].object;
+}
+
+int compute_layout_staged(uint64_t size, const struct cxlp_pool_opts *opts,
+                          struct pool_layout *L, const char *spec, uint64_t stage_bytes)
 {
     uint64_t slots = opts && opts->lease_slots ? opts->lease_slots : POOL_DEF_LEASES;
     uint64_t cb = opts && opts->catalog_bytes ? opts->catalog_bytes : POOL_DEF_CAT_BYTES;
@@ -143,26 +208,53 @@ static int compute_layout(uint64_t size, const struct cxlp_pool_opts *opts,
         return seterr(NULL, CXLP_EARG, "%s: catalog_bytes %llu outside [%llu, %llu]", spec,
                       (unsigned long long)cb, POOL_MIN_CAT_BYTES, POOL_MAX_CAT_BYTES);
     cb = ALIGN_UP(cb, POOL_EXTENT_ALIGN);
+    uint64_t expiry = opts && opts->expiry_ms ? opts->expiry_ms : POOL_DEF_EXPIRY_MS;
+    if (expiry < POOL_MIN_EXPIRY_MS || expiry > POOL_MAX_EXPIRY_MS)
+        return seterr(NULL, CXLP_EARG, "%s: expiry_ms %llu outside [%u, %u]", spec,
+                      (unsigned long long)expiry, POOL_MIN_EXPIRY_MS, POOL_MAX_EXPIRY_MS);
+    uint32_t flags = opts && opts->noncoherent ? POOL_F_NONCOHERENT : 0;
+    if (flags && !cache_available())
+        return seterr(NULL, CXLP_EUNSUPPORTED, "%s: a non-coherent pool needs cache write-back "
+                      "instructions (x86-64 clflush) this CPU or build lacks", spec);
+    memset(L, 0, sizeof *L);
+    L->flags = flags;
+    L->expiry_ms = expiry;
     L->lease_off = POOL_HDR_SIZE;
     L->lease_slots = slots;
-    L->cat_off = ALIGN_UP(L->lease_off + slots * POOL_LEASE_SIZE, POOL_EXTENT_ALIGN);
+    L->stage_off = ALIGN_UP(L->lease_off + slots * POOL_LEASE_SIZE, POOL_EXTENT_ALIGN);
+    L->stage_bytes = stage_bytes;
+    L->cat_off = L->stage_off + L->stage_bytes;
     L->cat_bytes = cb;
-    L->data_off = ALIGN_UP(L->cat_off + 2 * cb, POOL_DATA_ALIGN);
+    L->obj[0].data_off = ALIGN_UP(L->cat_off + 2 * cb, POOL_DATA_ALIGN);
     L->size = size;
-    if (size < L->data_off + POOL_EXTENT_ALIGN || size > (UINT64_MAX >> 1))
+    L->obj[0].size = size;
+    if (size < L->obj[0].data_off + POOL_EXTENT_ALIGN || size > (UINT64_MAX >> 1))
         return seterr(NULL, CXLP_EARG,
                       "%s: size %llu too small: metadata needs %llu bytes plus at least one "
                       "%u-byte extent", spec, (unsigned long long)size,
-                      (unsigned long long)L->data_off, POOL_EXTENT_ALIGN);
-    L->data_len = (size - L->data_off) & ~(uint64_t)(POOL_EXTENT_ALIGN - 1);
+                      (unsigned long long)L->obj[0].data_off, POOL_EXTENT_ALIGN);
+    L->obj[0].data_len = (size - L->obj[0].data_off) & ~(uint64_t)(POOL_EXTENT_ALIGN - 1);
+    L->n_objects = 1;
     return 0;
 }
 
-/* Writes every metadata structure of a new pool into m; magic last. The
+void pool_make_uuid(uint8_t uuid[16])
+{
+    if (getrandom(uuid, 16, 0) != 16) {
+        /* getrandom fails only without entropy at early boot; time+pid still
+         * distinguishes pools on one machine */
+        uint64_t x[2] = {(uint64_t)time(NULL), (uint64_t)getpid()};
+        XXH128_hash_t r = XXH3_128bits(x, sizeof x);
+        memcpy(uuid, &r, 16);
+    }
+}
+
+/* Writes every metadata structure of a new pool into object 0 (m); magic
+ * last. objs[i] describes object i (objs[0]: the pool object itself). The
  * mutable words start at zero (clock, writer lock, registry) except the
- * generation: 1, epoch 0. */
-static int format_pool(struct media *m, const struct pool_layout *L, uint32_t flags,
-                       uint64_t expiry_ms)
+ * generation (1, epoch 0) and the location epoch (1). */
+int pool_format(struct media *m, const struct pool_layout *L, const struct pool_object *objs,
+                const uint8_t uuid[16])
 {
     uint8_t *base = m->base;
     struct pool_hdr *h = (struct pool_hdr *)base;
@@ -171,49 +263,61 @@ static int format_pool(struct media *m, const struct pool_layout *L, uint32_t fl
         return seterr(NULL, rc, "%s: cannot back pool metadata: %s", m->path, cxlp_strerror(rc));
     /* devdax memory is not zeroed for us; a fresh file or shm object is */
     memset(h, 0, POOL_HDR_SIZE);
-    memset(base + L->lease_off, 0, L->lease_slots * POOL_LEASE_SIZE);
+    memset(base + L->lease_off, 0, L->stage_off + L->stage_bytes - L->lease_off);
     struct pool_lease *l = (struct pool_lease *)(base + L->lease_off);
-    for (uint64_t i = 0; i < L->lease_slots; i++)
+    for (uint64_t i = 0; i < L->lease_slots; i++) {
         l[i].min_gen = UINT64_MAX;
+        l[i].min_epoch = UINT64_MAX;
+    }
 
-    struct pool_extent all = {L->data_off, L->data_len};
-    struct cat c = {.gen = 1, .fr = &all, .n_fr = 1};
+    struct cat_free all[POOL_MAX_OBJECTS];
+    for (uint32_t i = 0; i < L->n_objects; i++)
+        all[i] = (struct cat_free){.off = L->obj[i].data_off, .len = L->obj[i].data_len, .object = i};
+    struct cat c = {.gen = 1, .fr = all, .n_fr = L->n_objects};
     uint8_t *slot = base + L->cat_off + (c.gen & 1) * L->cat_bytes;
     cat_encode(&c, slot);
 
     h->version = POOL_FORMAT_VERSION;
     h->hdr_size = POOL_HDR_SIZE;
     h->layout_sig = pool_layout_signature();
-    if (getrandom(h->uuid, sizeof h->uuid, 0) != (ssize_t)sizeof h->uuid) {
-        /* getrandom fails only without entropy at early boot; time+pid still
-         * distinguishes pools on one machine */
-        uint64_t x[2] = {(uint64_t)time(NULL), (uint64_t)getpid()};
-        XXH128_hash_t r = XXH3_128bits(x, sizeof x);
-        memcpy(h->uuid, &r, sizeof h->uuid);
-    }
+    memcpy(h->uuid, uuid, sizeof h->uuid);
     h->size = L->size;
     h->lease_off = L->lease_off;
     h->lease_slots = L->lease_slots;
+    h->stage_off = L->stage_off;
+    h->stage_bytes = L->stage_bytes;
     h->cat_off = L->cat_off;
     h->cat_bytes = L->cat_bytes;
-    h->data_off = L->data_off;
-    h->data_len = L->data_len;
+    h->data_off = L->obj[0].data_off;
+    h->data_len = L->obj[0].data_len;
     h->extent_align = POOL_EXTENT_ALIGN;
     h->created_unix = (uint64_t)time(NULL);
     h->media_kind = (uint32_t)m->kind;
-    h->flags = flags;
-    h->expiry_ms = expiry_ms;
+    h->flags = L->flags;
+    h->expiry_ms = L->expiry_ms;
+    h->n_tiers = L->n_tiers;
+    h->n_objects = L->n_objects;
+    h->home = L->home;
+    for (uint32_t t = 0; t < L->n_tiers; t++)
+        h->tiers[t] = L->tiers[t];
+    for (uint32_t i = 0; i < L->n_objects; i++) {
+        h->objects[i] = objs[i];
+        h->objects[i].size = L->obj[i].size;
+        h->objects[i].data_off = L->obj[i].data_off;
+        h->objects[i].data_len = L->obj[i].data_len;
+    }
     memcpy(h->magic, POOL_MAGIC, sizeof h->magic);
     h->checksum = hdr_checksum(h);
     memset(h->magic, 0, sizeof h->magic);
     h->gen = UINT64_C(1) << POOL_EPOCH_BITS;
-    if (flags & POOL_F_NONCOHERENT)
+    h->loc_epoch = 1;
+    if (L->flags & POOL_F_NONCOHERENT)
         cache_writeback(base, L->cat_off + 2 * L->cat_bytes);
     rc = media_sync(m, 0, L->cat_off + 2 * L->cat_bytes);
     if (rc)
         return seterr(NULL, rc, "%s: sync of pool metadata: %s", m->path, cxlp_strerror(rc));
     memcpy(h->magic, POOL_MAGIC, sizeof h->magic);
-    if (flags & POOL_F_NONCOHERENT)
+    if (L->flags & POOL_F_NONCOHERENT)
         cache_writeback(h->magic, sizeof h->magic);
     rc = media_sync(m, 0, POOL_HDR_SIZE);
     if (rc)
@@ -221,19 +325,33 @@ static int format_pool(struct media *m, const struct pool_layout *L, uint32_t fl
     return 0;
 }
 
-/* Second half of create and open: validate, map the lease, take it. On
- * failure a is freed (with its media). */
+/* Fills a->t from the layout and the mapped objects. */
+static void tiers_view(struct attach *a)
+{
+    for (uint32_t t = 0; t < a->L.n_tiers; t++) {
+        const struct pool_tier *ti = &a->L.tiers[t];
+        const struct media *m = attach_media(a, ti->object);
+        a->t[t] = (struct attach_tier){
+            .base = m->base, .size = a->L.obj[ti->object].size,
+            .data_off = a->L.obj[ti->object].data_off,
+            .data_len = a->L.obj[ti->object].data_len, .kind = (int)ti->kind,
+            .node = ti->node, .flags = ti->flags, .object = ti->object, .fd = m->fd,
+            .media = m->kind, .path = m->path,
+        };
+    }
+}
+
+/* Second half of create and open: validate, map the tier objects and the
+ * lease, take it. On failure a is freed (with its media). */
 static int attach_finish(struct attach *a, int want_lease, cxlp_pool **out)
 {
     struct obj tmp;
     obj_init(&tmp);
-    uint32_t flags;
-    uint64_t expiry_ms;
-    int rc = hdr_validate_ex(a->m.base, a->m.size, &a->L, &flags, &expiry_ms, &tmp, a->m.path);
+    int rc = hdr_validate(a->m.base, a->m.size, &a->L, &tmp, a->m.path);
     if (rc)
         goto fail;
-    a->noncoherent = (flags & POOL_F_NONCOHERENT) != 0;
-    a->expiry_ticks = (expiry_ms + POOL_TICK_MS - 1) / POOL_TICK_MS;
+    a->noncoherent = (a->L.flags & POOL_F_NONCOHERENT) != 0;
+    a->expiry_ticks = (a->L.expiry_ms + POOL_TICK_MS - 1) / POOL_TICK_MS;
     if (a->noncoherent && !cache_available()) {
         rc = seterr(&tmp, CXLP_EUNSUPPORTED, "%s: pool is non-coherent and this CPU has no "
                     "cache write-back instructions this build uses (x86-64 clflush)", a->m.path);
@@ -241,6 +359,10 @@ static int attach_finish(struct attach *a, int want_lease, cxlp_pool **out)
     }
     a->hdr = a->m.base;
     a->whdr = a->m.writable ? a->m.base : NULL;
+    rc = pool_objects_open(a, &tmp);
+    if (rc)
+        goto fail;
+    tiers_view(a);
     a->leases = (struct pool_lease *)((uint8_t *)a->m.base + a->L.lease_off);
     if (!a->m.writable && a->lm.base) {
         if (a->lm.size < a->L.size) {
@@ -290,48 +412,41 @@ static struct attach *attach_alloc(void)
     a->refs = 1;
     a->m.fd = -1;
     a->lm.fd = -1;
+    for (int i = 0; i < POOL_MAX_OBJECTS; i++)
+        a->om[i].fd = -1;
     a->host_idx = POOL_HOSTS;
     return a;
 }
 
-int cxlp_pool_create(const char *spec, uint64_t size, const struct cxlp_pool_opts *opts,
-                     cxlp_pool **out)
+int pool_create_object0(const char *spec, struct pool_layout *L, struct pool_object *objs,
+                        const uint8_t uuid[16], uint32_t mode, cxlp_pool **out)
 {
     char err[ERRLEN] = "";
-    struct pool_layout L = {0};
-    if (!out)
-        return seterr(NULL, CXLP_EARG, "cxlp_pool_create: out is NULL");
-    if (!spec)
-        return seterr(NULL, CXLP_EARG, "cxlp_pool_create: spec is NULL");
-    struct media probe;
-    int rc = media_parse(&probe, spec, err, sizeof err);
-    if (rc)
-        return seterr(NULL, rc, "%s", err);
-    rc = compute_layout(size, opts, &L, spec);
-    if (rc)
-        return rc;
-    uint64_t expiry = opts && opts->expiry_ms ? opts->expiry_ms : POOL_DEF_EXPIRY_MS;
-    if (expiry < POOL_MIN_EXPIRY_MS || expiry > POOL_MAX_EXPIRY_MS)
-        return seterr(NULL, CXLP_EARG, "%s: expiry_ms %llu outside [%u, %u]", spec,
-                      (unsigned long long)expiry, POOL_MIN_EXPIRY_MS, POOL_MAX_EXPIRY_MS);
-    uint32_t flags = opts && opts->noncoherent ? POOL_F_NONCOHERENT : 0;
-    if (flags && !cache_available())
-        return seterr(NULL, CXLP_EUNSUPPORTED, "%s: a non-coherent pool needs cache write-back "
-                      "instructions (x86-64 clflush) this CPU or build lacks", spec);
     struct attach *a = attach_alloc();
     if (!a)
         return seterr(NULL, -ENOMEM, "%s: out of memory", spec);
-    rc = media_create(&a->m, spec, size, opts ? opts->mode : 0, err, sizeof err);
+    int rc = media_create(&a->m, spec, L->size, mode, err, sizeof err);
     if (rc) {
         attach_unref(a);
         return seterr(NULL, rc, "%s", err);
     }
-    if (a->m.size < size) {
+    if (a->m.size < L->size) {
         rc = seterr(NULL, CXLP_EARG, "%s: media has %llu bytes, %llu requested", a->m.path,
-                    (unsigned long long)a->m.size, (unsigned long long)size);
+                    (unsigned long long)a->m.size, (unsigned long long)L->size);
         goto undo;
     }
-    rc = format_pool(&a->m, &L, flags, expiry);
+    if (L->n_tiers == 0) {
+        /* one tier: the pool object itself, ingested into and read in place */
+        L->n_tiers = 1;
+        L->tiers[0] = (struct pool_tier){
+            .kind = (uint32_t)tier_kind_of(&a->m), .object = 0, .node = a->m.numa_node,
+            .flags = a->m.kind == CXLP_MEDIA_FILE ? TIER_PERSISTENT : 0,
+            .capacity = L->obj[0].data_len};
+        L->home = L->tiers[0].flags & TIER_PERSISTENT ? 0 : POOL_NO_HOME;
+    }
+    strlcpy0(objs[0].spec, spec, sizeof objs[0].spec);
+    objs[0].media_kind = (uint32_t)a->m.kind;
+    rc = pool_format(&a->m, L, objs, uuid);
     if (rc)
         goto undo;
     rc = attach_finish(a, 1, out);
@@ -342,6 +457,29 @@ undo:
     attach_unref(a);
     media_destroy(spec, err, sizeof err);
     return rc;
+}
+
+int cxlp_pool_create(const char *spec, uint64_t size, const struct cxlp_pool_opts *opts,
+                     cxlp_pool **out)
+{
+    char err[ERRLEN] = "";
+    struct pool_layout L;
+    if (!out)
+        return seterr(NULL, CXLP_EARG, "cxlp_pool_create: out is NULL");
+    if (!spec)
+        return seterr(NULL, CXLP_EARG, "cxlp_pool_create: spec is NULL");
+    struct media probe;
+    int rc = media_parse(&probe, spec, err, sizeof err);
+    if (rc)
+        return seterr(NULL, rc, "%s", err);
+    rc = compute_layout_staged(size, opts, &L, spec, 0);
+    if (rc)
+        return rc;
+    struct pool_object objs[1];
+    memset(objs, 0, sizeof objs);
+    uint8_t uuid[16];
+    pool_make_uuid(uuid);
+    return pool_create_object0(spec, &L, objs, uuid, opts ? opts->mode : 0, out);
 }
 
 int cxlp_pool_open(const char *spec, const struct cxlp_pool_opts *opts, cxlp_pool **out)
@@ -391,6 +529,7 @@ int cxlp_pool_destroy(const char *spec)
     char err[ERRLEN] = "";
     if (!spec)
         return seterr(NULL, CXLP_EARG, "cxlp_pool_destroy: spec is NULL");
+    pool_destroy_objects(spec);
     int rc = media_destroy(spec, err, sizeof err);
     if (rc)
         return seterr(NULL, rc, "%s", err);
@@ -412,9 +551,16 @@ int pool_writable(const cxlp_pool *p)
     return p->writable;
 }
 
-uint8_t *pool_base_rw(cxlp_pool *p)
+uint8_t *pool_base_rw(cxlp_pool *p, int where)
 {
-    return p->writable ? p->a->m.base : NULL;
+    int o = where_object(&p->a->L, where);
+    return p->writable && o >= 0 ? attach_media(p->a, (uint32_t)o)->base : NULL;
+}
+
+int pool_ingest_tier(const cxlp_pool *p)
+{
+    const struct pool_layout *L = &p->a->L;
+    return L->home != POOL_NO_HOME ? (int)L->home : (int)L->n_tiers - 1;
 }
 
 uint64_t pool_size(const cxlp_pool *p)
@@ -422,9 +568,10 @@ uint64_t pool_size(const cxlp_pool *p)
     return p->a->L.size;
 }
 
-int pool_write_fd(cxlp_pool *p)
+int pool_write_fd(cxlp_pool *p, int where)
 {
-    return p->writable ? media_write_fd(&p->a->m) : -1;
+    int o = where_object(&p->a->L, where);
+    return p->writable && o >= 0 ? media_write_fd(attach_media(p->a, (uint32_t)o)) : -1;
 }
 
 static int check_handle(cxlp_pool *p)
@@ -434,6 +581,26 @@ static int check_handle(cxlp_pool *p)
     if (p->obj.panic)
         return seterr(&p->obj, CXLP_EPANIC, "pool handle poisoned: %s", p->obj.err);
     return 0;
+}
+
+/* Bytes the copies of a removed dataset still hold (DEF_COPIES), by walking
+ * its states like the reclaim will. */
+static uint64_t copies_bytes(const struct attach *a, const struct cat_def *d)
+{
+    const struct pool_layout *L = &a->L;
+    uint64_t n = d->len, stride = states_stride(L->n_tiers), tb, sb, sum = 0;
+    if (mul_overflow_u64(n, sizeof(struct pool_shent), &tb) || mul_overflow_u64(n, stride * 8, &sb) ||
+        d->target_shard < L->obj[0].data_off || d->off < L->obj[0].data_off ||
+        !range_ok(d->target_shard - L->obj[0].data_off, tb, L->obj[0].data_len) ||
+        !range_ok(d->off - L->obj[0].data_off, sb, L->obj[0].data_len))
+        return 0;
+    const struct pool_shent *tab = (const struct pool_shent *)(attach_base(a) + d->target_shard);
+    const uint64_t *st = attach_states(a, d->off);
+    for (uint64_t k = 0; k < n; k++)
+        for (uint32_t t = 0; t < L->n_tiers; t++)
+            if (loc_present(at_load_acquire(&st[k * stride + 1 + t]))) /* pairs with place.c */
+                sum += ALIGN_UP(tab[k].len, POOL_EXTENT_ALIGN);
+    return sum;
 }
 
 int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
@@ -452,24 +619,21 @@ int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
     struct cxlp_pool_stat s;
     memset(&s, 0, sizeof s);
     s.size = a->L.size;
-    s.data_bytes = a->L.data_len;
-    for (uint64_t i = 0; i < c.n_ds; i++) {
-        struct pool_extent *fp;
-        uint64_t n;
-        if (ds_footprint(&c, i, &fp, &n) == 0) {
-            for (uint64_t k = 0; k < n; k++)
-                s.used_bytes += fp[k].len;
-            free(fp);
-        }
+    for (uint32_t i = 0; i < a->L.n_objects; i++) {
+        uint64_t big;
+        s.data_bytes += a->L.obj[i].data_len;
+        s.free_bytes += ext_free_bytes(&c, i, &big, NULL);
+        s.largest_free = MAX(s.largest_free, big);
     }
     for (uint64_t i = 0; i < c.n_resv; i++)
         s.reserved_bytes += c.resv[i].len;
     for (uint64_t i = 0; i < c.n_def; i++)
-        s.deferred_bytes += c.def[i].len;
-    s.free_bytes = ext_free_bytes(&c, &s.largest_free);
+        s.deferred_bytes += c.def[i].kind == DEF_COPIES ? copies_bytes(a, &c.def[i]) : c.def[i].len;
+    uint64_t other = s.free_bytes + s.reserved_bytes + s.deferred_bytes;
+    s.used_bytes = s.data_bytes > other ? s.data_bytes - other : 0;
     s.generation = gen;
     s.n_datasets = (uint32_t)MIN(c.n_ds, UINT32_MAX);
-    lease_scan(a, 0, NULL, &s.live_leases);
+    lease_scan(a, 0, NULL, NULL, &s.live_leases);
     s.lease_slots = (uint32_t)a->L.lease_slots;
     s.media = a->m.kind;
     s.emulated = a->m.emulated;
@@ -486,6 +650,7 @@ int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
         s.near_node = media_nearest_cpu_node(w);
     }
     s.format_version = POOL_FORMAT_VERSION;
+    s.n_tiers = a->L.n_tiers;
     memcpy(s.uuid, a->hdr->uuid, sizeof s.uuid);
     strlcpy0(s.path, a->m.path, sizeof s.path);
     s.coherent = !a->noncoherent;
@@ -516,6 +681,62 @@ int cxlp_pool_list(cxlp_pool *p, struct cxlp_dataset_info *infos, size_t cap, si
     return 0;
 }
 
+/* The dataset's shard table, copied to private memory and checked against
+ * its checksum in the record; first_record filled in, off from the ingest
+ * tier's word. */
+static int read_table(cxlp_pool *p, const struct cat_ds *d, struct pool_shard **out)
+{
+    struct attach *a = p->a;
+    const uint64_t n = d->d.n_shards;
+    struct pool_shard *sh = malloc((n ? n : 1) * sizeof *sh);
+    struct pool_shent *tab = malloc(n ? d->table.len : 1);
+    if (!sh || !tab) {
+        free(sh);
+        free(tab);
+        return seterr(&p->obj, -ENOMEM, "dataset '%s': out of memory for %llu shards",
+                      d->d.info.name, (unsigned long long)n);
+    }
+    if (n) {
+        memcpy(tab, attach_base(a) + d->table.off, d->table.len);
+        if (XXH3_64bits(tab, d->table.len) != d->table_checksum) {
+            free(sh);
+            free(tab);
+            return seterr(&p->obj, CXLP_ECORRUPT, "%s: dataset '%s': shard table at %#llx: "
+                          "checksum mismatch", a->m.path, d->d.info.name,
+                          (unsigned long long)d->table.off);
+        }
+    }
+    const uint32_t ingest = (uint32_t)pool_ingest_tier(p), stride = attach_stride(a);
+    const uint64_t *st = attach_states(a, d->states.off);
+    uint64_t first = 0;
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t w = at_load_acquire(&st[k * stride + 1 + ingest]); /* pairs with place.c */
+        const struct attach_tier *it = &a->t[ingest];
+        if (loc_present(w) && (loc_off(w) < it->data_off ||
+                               !range_ok(loc_off(w) - it->data_off, tab[k].len, it->data_len))) {
+            uint64_t len = tab[k].len;
+            free(sh);
+            free(tab);
+            return seterr(&p->obj, CXLP_ECORRUPT, "%s: dataset '%s' shard %llu: copy at %#llx+%llu "
+                          "outside tier %u", a->m.path, d->d.info.name, (unsigned long long)k,
+                          (unsigned long long)loc_off(w), (unsigned long long)len, ingest);
+        }
+        sh[k] = (struct pool_shard){.off = loc_present(w) ? loc_off(w) : 0, .len = tab[k].len,
+                                    .first_record = first, .n_records = tab[k].n_records,
+                                    .data_len = tab[k].data_len, .checksum = tab[k].checksum};
+        if (add_overflow_u64(first, tab[k].n_records, &first)) {
+            free(sh);
+            free(tab);
+            return seterr(&p->obj, CXLP_ECORRUPT, "%s: dataset '%s': shard table: record "
+                          "counts overflow at shard %llu", a->m.path, d->d.info.name,
+                          (unsigned long long)k);
+        }
+    }
+    free(tab);
+    *out = sh;
+    return 0;
+}
+
 int pool_lookup(cxlp_pool *p, const char *name, struct pool_dataset *ds,
                 struct pool_shard **shards, struct attach **ap, uint64_t *genp)
 {
@@ -536,19 +757,38 @@ int pool_lookup(cxlp_pool *p, const char *name, struct pool_dataset *ds,
         return seterr(&p->obj, CXLP_ENOTFOUND, "%s: no dataset '%s'", p->a->m.path, name);
     }
     const struct cat_ds *d = &c.ds[i];
-    struct pool_shard *sh = malloc((d->d.n_shards ? d->d.n_shards : 1) * sizeof *sh);
-    if (!sh) {
+    struct pool_shard *sh = NULL;
+    rc = read_table(p, d, &sh);
+    if (rc) {
         cat_free(&c);
         attach_unpin(p->a, gen);
-        return seterr(&p->obj, -ENOMEM, "pool_lookup '%s': out of memory", name);
+        return rc;
     }
-    if (d->d.n_shards)
-        memcpy(sh, &c.sh[d->first_shard], d->d.n_shards * sizeof *sh);
     *ds = d->d;
+    ds->states_off = d->states.off;
     *shards = sh;
     attach_ref(p->a);
     *ap = p->a;
     *genp = gen;
     cat_free(&c);
     return 0;
+}
+
+int pool_open_writable(struct attach *a, cxlp_pool **out)
+{
+    const struct media *m = &a->m;
+    char spec[MEDIA_PATH_MAX + 32];
+    const char *name = strncmp(m->path, "/dev/shm/cxlp.", 14) == 0 ? m->path + 14 : m->path;
+    switch (m->kind) {
+    case CXLP_MEDIA_SHM: snprintf(spec, sizeof spec, "shm:%s", name); break;
+    case CXLP_MEDIA_NUMA: snprintf(spec, sizeof spec, "numa:%d:%s", m->numa_node, name); break;
+    case CXLP_MEDIA_FILE: snprintf(spec, sizeof spec, "file:%s", m->path); break;
+    default: snprintf(spec, sizeof spec, "devdax:%s", m->path); break;
+    }
+    int rc = cxlp_pool_open(spec, NULL, out);
+    if (rc == 0 && memcmp((*out)->a->hdr->uuid, a->hdr->uuid, 16) != 0) {
+        cxlp_pool_close(*out);
+        return seterr(NULL, CXLP_ENOTFOUND, "%s: the pool at this path is another pool now", spec);
+    }
+    return rc;
 }

@@ -23,28 +23,43 @@
  *                                            or is told its lease is gone)
  *   reservation of a dead or expired owner -> free (its ingest can never
  *                                            publish: its lease is gone or
- *                                            its process is)
- *   deferred free with freed_gen <= min over live leases of min_gen
- *                                        -> free (no live reader holds a
- *                                           catalog where it was in use)
+ *                                            its process is), unless the
+ *                                            location word it was taken for
+ *                                            names it: then it is that copy
+ *                                            (its owner died between the
+ *                                            word and the flip)
+ *   deferred copy whose word still names it
+ *                                        -> dropped, not freed (its owner
+ *                                           died between the flip and the
+ *                                           word: the copy is still live)
+ *   deferred free with freed <= min over live leases of the pin of its
+ *   clock (generation or location epoch) -> free (no live reader can still
+ *                                           reach it); a removed dataset's
+ *                                           copies are walked from its states
  *
- * Conservation across a transaction (checked by pool_check):
+ * Conservation across a transaction (checked by pool_check), per object:
  *   free + used + reserved + deferred = data_len
  * reserve moves free -> reserved; publish moves reserved -> used (and the
- * unused rest of the publishing reservations -> free); remove moves used ->
- * deferred; concat moves used extents from its parts to the new dataset;
- * reclaim moves reserved/deferred -> free.
+ * unused rest of the publishing reservations -> free; the shard table and
+ * states are carved from free space of object 0); remove moves used ->
+ * deferred; concat moves a dataset's copies to the new dataset (its table
+ * and states are written anew; the parts' go to deferred); reclaim moves
+ * reserved/deferred -> free. Placement (place.c) moves reserved -> used (a
+ * copy) and used -> deferred (a dropped copy).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <xxhash.h>
 
 #include "common/atomic.h"
 #include "common/flush.h"
 #include "pool/host.h"
 
-static int writable_handle(cxlp_pool *p, const char *what)
+int writable_handle(cxlp_pool *p, const char *what)
 {
     if (!p || p->obj.magic != OBJ_MAGIC)
         return seterr(NULL, CXLP_EARG, "%s: not a pool handle", what);
@@ -84,28 +99,78 @@ static int owner_alive(struct attach *a, struct judged *j, const struct cat_resv
     return alive;
 }
 
+/* Frees every copy a removed dataset's states name (DEF_COPIES). Words or
+ * table entries that do not check out are skipped: pool_check reports the
+ * space they hold. */
+static void free_copies(struct attach *a, struct cat *c, const struct cat_def *d)
+{
+    const struct pool_layout *L = &a->L;
+    uint64_t n = d->len, stride = attach_stride(a), tb, sb;
+    uint64_t toff = d->target_shard, soff = d->off;
+    if (mul_overflow_u64(n, sizeof(struct pool_shent), &tb) || mul_overflow_u64(n, stride * 8, &sb) ||
+        toff < L->obj[0].data_off || !range_ok(toff - L->obj[0].data_off, tb, L->obj[0].data_len) ||
+        !range_ok(soff - L->obj[0].data_off, sb, L->obj[0].data_len))
+        return;
+    const struct pool_shent *tab = (const struct pool_shent *)(attach_base(a) + toff);
+    const uint64_t *st = attach_states(a, soff);
+    for (uint64_t k = 0; k < n; k++) {
+        uint64_t len = ALIGN_UP(tab[k].len, POOL_EXTENT_ALIGN);
+        for (uint32_t t = 0; t < L->n_tiers; t++) {
+            uint64_t w = at_load_acquire(&st[k * stride + 1 + t]); /* pairs with place.c */
+            uint32_t obj = L->tiers[t].object;
+            uint64_t off = loc_off(w);
+            if (loc_present(w) && off >= L->obj[obj].data_off &&
+                range_ok(off - L->obj[obj].data_off, len, L->obj[obj].data_len))
+                (void)ext_free(c, obj, off, len);
+        }
+    }
+}
+
 static void reclaim(struct txn *t)
 {
     struct cat *c = &t->c;
     struct attach *a = t->p->a;
-    uint64_t min_gen, clock = host_clock(a);
+    uint64_t min_gen, min_epoch, clock = host_clock(a);
     struct judged j = {.n = 0};
-    lease_scan(a, 1, &min_gen, NULL);
+    lease_scan(a, 1, &min_gen, &min_epoch, NULL);
     for (uint64_t i = 0, w = 0, n = c->n_resv; i < n; i++) {
         struct cat_resv r = c->resv[i];
-        if (!owner_alive(a, &j, &r, clock) && ext_free(c, r.off, r.len) == 0) {
+        if (!owner_alive(a, &j, &r, clock) &&
+            ((r.target_states &&
+              word_names(a, c, r.target_states, r.target_shard, r.tier, r.off)) ||
+             ext_free(c, r.object, r.off, r.len) == 0)) {
             c->n_resv--;
             continue;
         }
         c->resv[w++] = r;
     }
-    for (uint64_t i = 0; i < c->n_def;) {
-        struct cat_def d = c->def[i];
-        if (d.freed_gen <= min_gen && ext_free(c, d.off, d.len) == 0) {
-            arr_del(c->def, &c->n_def, sizeof *c->def, i);
-            continue;
+    /* copies first: they are read from states and tables freed in this pass */
+    for (int pass = 0; pass < 2; pass++) {
+        for (uint64_t i = 0; i < c->n_def;) {
+            struct cat_def d = c->def[i];
+            if ((d.kind == DEF_COPIES) != (pass == 0)) {
+                i++;
+                continue;
+            }
+            if (d.kind == DEF_EXTENT && d.target_states &&
+                word_names(a, c, d.target_states, d.target_shard, d.tier, d.off)) {
+                arr_del(c->def, &c->n_def, sizeof *c->def, i); /* still that copy */
+                continue;
+            }
+            uint64_t pin = d.clock == CLOCK_EPOCH ? min_epoch : min_gen;
+            if (d.freed <= pin) {
+                int ok = 1;
+                if (d.kind == DEF_COPIES)
+                    free_copies(a, c, &d);
+                else
+                    ok = ext_free(c, d.object, d.off, d.len) == 0;
+                if (ok) {
+                    arr_del(c->def, &c->n_def, sizeof *c->def, i);
+                    continue;
+                }
+            }
+            i++;
         }
-        i++;
     }
 }
 
@@ -149,12 +214,11 @@ int txn_commit(struct txn *t, int faults)
     uint64_t sz = cat_encoded_size(&t->c);
     if (sz > a->L.cat_bytes)
         return seterr(&t->p->obj, CXLP_ECATFULL,
-                      "%s: catalog needs %llu bytes (%llu datasets, %llu shards, %llu free, "
-                      "%llu reserved, %llu deferred), slot holds %llu",
+                      "%s: catalog needs %llu bytes (%llu datasets, %llu free, %llu reserved, "
+                      "%llu deferred), slot holds %llu",
                       a->m.path, (unsigned long long)sz, (unsigned long long)t->c.n_ds,
-                      (unsigned long long)t->c.n_sh, (unsigned long long)t->c.n_fr,
-                      (unsigned long long)t->c.n_resv, (unsigned long long)t->c.n_def,
-                      (unsigned long long)a->L.cat_bytes);
+                      (unsigned long long)t->c.n_fr, (unsigned long long)t->c.n_resv,
+                      (unsigned long long)t->c.n_def, (unsigned long long)a->L.cat_bytes);
     uint8_t *buf = malloc(sz);
     if (!buf)
         return seterr(&t->p->obj, -ENOMEM, "%s: catalog of %llu bytes: out of memory",
@@ -194,26 +258,61 @@ int txn_commit(struct txn *t, int faults)
     if (rc)
         return seterr(&t->p->obj, rc, "%s: sync of catalog generation: %s", a->m.path,
                       cxlp_strerror(rc));
+    t->gen = t->c.gen;
     return 0;
 }
 
-int pool_reserve_many(cxlp_pool *p, const uint64_t *lens, uint64_t n, int huge,
+/* where (a tier or POOL_META) as an object index, with a message if bad. */
+static int where_checked(cxlp_pool *p, int where, const char *what)
+{
+    int o = where_object(&p->a->L, where);
+    if (o < 0)
+        return seterr(&p->obj, CXLP_EARG, "%s: tier %d: the pool has %u tiers", what, where,
+                      p->a->L.n_tiers);
+    return o;
+}
+
+int pool_back(cxlp_pool *p, struct media *m, uint64_t off, uint64_t len, int huge)
+{
+    /* gives the range back on failure */
+    int rc = huge ? media_prepare_huge(m, off, len) : media_prepare(m, off, len);
+    if (rc)
+        return seterr(&p->obj, rc, "%s: cannot back %llu bytes at %#llx: %s", m->path,
+                      (unsigned long long)len, (unsigned long long)off, cxlp_strerror(rc));
+    return 0;
+}
+
+struct cat_resv resv_mine(const struct attach *a, uint64_t off, uint64_t len, uint32_t object,
+                          uint32_t tier)
+{
+    pid_t pid = getpid();
+    return (struct cat_resv){.off = off, .len = len, .pid = (uint64_t)pid,
+                             .starttime = proc_starttime(pid), .host = a->self.key,
+                             .lease = ((uint64_t)(a->lease - a->leases) << 32) | a->lease_seq,
+                             .object = object, .tier = tier};
+}
+
+int pool_reserve_many(cxlp_pool *p, int where, const uint64_t *lens, uint64_t n, int huge,
                       struct pool_extent *out)
 {
     int rc = writable_handle(p, "pool_reserve");
     if (rc)
         return rc;
+    int obj = where_checked(p, where, "pool_reserve");
+    if (obj < 0)
+        return obj;
     if (n == 0)
         return 0;
     if (!lens || !out)
         return seterr(&p->obj, CXLP_EARG, "pool_reserve: lens or out is NULL");
+    const uint64_t dlen = p->a->L.obj[obj].data_len;
     uint64_t total = 0;
     for (uint64_t i = 0; i < n; i++) {
-        if (lens[i] == 0 || lens[i] > p->a->L.data_len ||
+        if (lens[i] == 0 || lens[i] > dlen ||
             add_overflow_u64(total, ALIGN_UP(lens[i], POOL_EXTENT_ALIGN), &total))
             return seterr(&p->obj, CXLP_EARG,
                           "pool_reserve: length %llu invalid (data area %llu)",
-                          (unsigned long long)lens[i], (unsigned long long)p->a->L.data_len);
+                          (unsigned long long)lens[i], (unsigned long long)dlen);
     }
     struct pool_extent *e = malloc(n * sizeof *e);
     if (!e)
@@ -223,32 +322,31 @@ int pool_reserve_many(cxlp_pool *p, const uint64_t *lens, uint64_t n, int huge,
         free(e);
         return rc;
     }
-    pid_t pid = getpid();
-    uint64_t st = proc_starttime(pid);
     struct attach *a = p->a;
-    uint64_t lease = ((uint64_t)(a->lease - a->leases) << 32) | a->lease_seq;
+    struct media *m = attach_media(a, (uint32_t)obj);
     for (uint64_t i = 0; i < n; i++) {
         e[i].len = ALIGN_UP(lens[i], POOL_EXTENT_ALIGN);
-        if (ext_alloc(&t.c, e[i].len, &e[i].off)) {
+        if (ext_alloc(&t.c, (uint32_t)obj, e[i].len, &e[i].off)) {
             /* all or nothing: the private copy is dropped, the pool unchanged */
-            uint64_t largest, fr = ext_free_bytes(&t.c, &largest);
+            uint64_t largest, n_fr, fr = ext_free_bytes(&t.c, (uint32_t)obj, &largest, &n_fr);
             if (n == 1)
                 rc = seterr(&p->obj, CXLP_EFULL,
                             "%s: no free extent of %llu bytes (free %llu in %llu extents, "
-                            "largest %llu)", p->a->m.path, (unsigned long long)e[i].len,
-                            (unsigned long long)fr, (unsigned long long)t.c.n_fr,
+                            "largest %llu)", m->path, (unsigned long long)e[i].len,
+                            (unsigned long long)fr, (unsigned long long)n_fr,
                             (unsigned long long)largest);
             else
                 rc = seterr(&p->obj, CXLP_EFULL,
                             "%s: no room for %llu extents of %llu bytes in all: extent %llu "
                             "of %llu bytes does not fit (free %llu in %llu extents, largest "
-                            "%llu)", p->a->m.path, (unsigned long long)n,
+                            "%llu)", m->path, (unsigned long long)n,
                             (unsigned long long)total, (unsigned long long)i,
                             (unsigned long long)e[i].len, (unsigned long long)fr,
-                            (unsigned long long)t.c.n_fr, (unsigned long long)largest);
+                            (unsigned long long)n_fr, (unsigned long long)largest);
             goto out;
         }
-        struct cat_resv r = {e[i].off, e[i].len, (uint64_t)pid, st, a->self.key, lease};
+        struct cat_resv r = resv_mine(a, e[i].off, e[i].len, (uint32_t)obj,
+                                      where < 0 ? UINT32_MAX : (uint32_t)where);
         if (arr_push(&t.c.resv, &t.c.n_resv, &t.c.cap_resv, sizeof r, &r)) {
             rc = seterr(&p->obj, -ENOMEM, "pool_reserve: out of memory");
             goto out;
@@ -268,16 +366,11 @@ out:
      * extents are reservations of this process, so nothing else touches
      * them meanwhile; a failure gives them all back. */
     for (uint64_t i = 0; rc == 0 && i < n; i++) {
-        /* each gives its range back on failure */
-        int prc = huge ? media_prepare_huge(&p->a->m, e[i].off, e[i].len)
-                       : media_prepare(&p->a->m, e[i].off, e[i].len);
-        if (prc) {
-            rc = seterr(&p->obj, prc, "%s: cannot back %llu bytes at %#llx: %s", p->a->m.path,
-                        (unsigned long long)e[i].len, (unsigned long long)e[i].off,
-                        cxlp_strerror(prc));
+        rc = pool_back(p, m, e[i].off, e[i].len, huge);
+        if (rc) {
             char msg[ERRMSG_MAX];
             strlcpy0(msg, p->obj.err, sizeof msg);
-            (void)pool_unreserve_many(p, e, n);
+            (void)pool_unreserve_many(p, where, e, n);
             seterr(&p->obj, rc, "%s", msg);
         }
     }
@@ -287,43 +380,44 @@ out:
     return rc;
 }
 
-int pool_reserve_pages(cxlp_pool *p, uint64_t len, int huge, struct pool_extent *out)
+int pool_reserve_pages(cxlp_pool *p, int where, uint64_t len, int huge, struct pool_extent *out)
 {
-    return pool_reserve_many(p, &len, 1, huge, out);
+    return pool_reserve_many(p, where, &len, 1, huge, out);
 }
 
-int pool_reserve(cxlp_pool *p, uint64_t len, struct pool_extent *out)
+int pool_reserve(cxlp_pool *p, int where, uint64_t len, struct pool_extent *out)
 {
-    return pool_reserve_pages(p, len, 0, out);
+    return pool_reserve_pages(p, where, len, 0, out);
 }
 
-/* Index of this process's reservation containing [off, off+len), or -1.
- * A process is its pid in its domain: the same pid in another PID
+/* Index of this process's reservation in obj containing [off, off+len), or
+ * -1. A process is its pid in its domain: the same pid in another PID
  * namespace or on another host is someone else. */
-static int64_t find_own_resv(const struct attach *a, const struct cat *c, uint64_t off,
-                             uint64_t len)
+static int64_t find_own_resv(const struct attach *a, const struct cat *c, uint32_t obj,
+                             uint64_t off, uint64_t len)
 {
     uint64_t pid = (uint64_t)getpid(), end;
     if (add_overflow_u64(off, len, &end))
         return -1;
     for (uint64_t i = 0; i < c->n_resv; i++) {
         const struct cat_resv *r = &c->resv[i];
-        if (r->pid == pid && r->host == a->self.key && off >= r->off && end <= r->off + r->len)
+        if (r->pid == pid && r->host == a->self.key && r->object == obj && off >= r->off &&
+            end <= r->off + r->len)
             return (int64_t)i;
     }
     return -1;
 }
 
 /* Moves [ext.off, ext.off + len) of one of this process's reservations in
- * the private catalog back to free space, keeping what of the reservation
- * lies before and after it reserved. */
-static int unreserve_one(cxlp_pool *p, struct cat *c, struct pool_extent ext)
+ * obj in the private catalog back to free space, keeping what of the
+ * reservation lies before and after it reserved. */
+static int unreserve_one(cxlp_pool *p, struct cat *c, uint32_t obj, struct pool_extent ext)
 {
     if (ext.off % POOL_EXTENT_ALIGN)
         return seterr(&p->obj, CXLP_EARG, "pool_unreserve: offset %#llx not %u-aligned",
                       (unsigned long long)ext.off, POOL_EXTENT_ALIGN);
     uint64_t len = ALIGN_UP(ext.len, POOL_EXTENT_ALIGN);
-    int64_t i = find_own_resv(p->a, c, ext.off, len);
+    int64_t i = find_own_resv(p->a, c, obj, ext.off, len);
     if (i < 0)
         return seterr(&p->obj, CXLP_EARG,
                       "pool_unreserve: %#llx+%llu is not inside a reservation of this process",
@@ -337,17 +431,20 @@ static int unreserve_one(cxlp_pool *p, struct cat *c, struct pool_extent ext)
     if ((head.len && arr_push(&c->resv, &c->n_resv, &c->cap_resv, sizeof head, &head)) ||
         (tail.len && arr_push(&c->resv, &c->n_resv, &c->cap_resv, sizeof tail, &tail)))
         return seterr(&p->obj, -ENOMEM, "pool_unreserve: out of memory");
-    if (ext_free(c, ext.off, len))
+    if (ext_free(c, obj, ext.off, len))
         return seterr(&p->obj, CXLP_ECORRUPT, "%s: reservation %#llx+%llu overlaps free space",
                       p->a->m.path, (unsigned long long)ext.off, (unsigned long long)len);
     return 0;
 }
 
-int pool_unreserve_many(cxlp_pool *p, const struct pool_extent *ext, uint64_t n)
+int pool_unreserve_many(cxlp_pool *p, int where, const struct pool_extent *ext, uint64_t n)
 {
     int rc = writable_handle(p, "pool_unreserve");
     if (rc)
         return rc;
+    int obj = where_checked(p, where, "pool_unreserve");
+    if (obj < 0)
+        return obj;
     uint64_t k = 0;
     for (uint64_t i = 0; i < n; i++)
         k += ext[i].len != 0;
@@ -358,24 +455,24 @@ int pool_unreserve_many(cxlp_pool *p, const struct pool_extent *ext, uint64_t n)
         return rc;
     for (uint64_t i = 0; i < n && rc == 0; i++)
         if (ext[i].len)
-            rc = unreserve_one(p, &t.c, ext[i]);
+            rc = unreserve_one(p, &t.c, (uint32_t)obj, ext[i]);
     if (rc == 0)
         rc = txn_commit(&t, 0);
     txn_end(&t);
     return rc;
 }
 
-int pool_unreserve(cxlp_pool *p, struct pool_extent ext)
+int pool_unreserve(cxlp_pool *p, int where, struct pool_extent ext)
 {
-    return pool_unreserve_many(p, &ext, 1);
+    return pool_unreserve_many(p, where, &ext, 1);
 }
 
 /* Checks one extent of the dataset being published; marks its reservation. */
-static int check_ds_extent(cxlp_pool *p, const struct cat *c, uint8_t *used_resv,
+static int check_ds_extent(cxlp_pool *p, const struct cat *c, uint8_t *used_resv, uint32_t obj,
                            const char *name, const char *what, uint64_t k,
                            uint64_t off, uint64_t len)
 {
-    int64_t i = len ? find_own_resv(p->a, c, off, len) : -1;
+    int64_t i = len ? find_own_resv(p->a, c, obj, off, len) : -1;
     if (i < 0)
         return seterr(&p->obj, CXLP_EARG,
                       "pool_publish '%s': %s %llu at %#llx+%llu is not inside a reservation "
@@ -383,6 +480,82 @@ static int check_ds_extent(cxlp_pool *p, const struct cat *c, uint8_t *used_resv
                       (unsigned long long)off, (unsigned long long)len);
     used_resv[i] = 1;
     return 0;
+}
+
+/* Writes the shard table and the states of a new dataset into extents
+ * carved from object 0 (free in the committed catalog, so nobody reads them
+ * before the flip, and a crash before it leaves them free). */
+static int meta_alloc(struct txn *t, const struct cat_ds *rec, struct pool_shent **tabp,
+                      uint64_t **stp)
+{
+    cxlp_pool *p = t->p;
+    struct attach *a = p->a;
+    const uint64_t n = rec->d.n_shards, stride = attach_stride(a);
+    uint64_t tl = n * sizeof(struct pool_shent), sl = n * stride * 8;
+    uint64_t toff, soff;
+    if (ext_alloc(&t->c, 0, ALIGN_UP(tl, POOL_EXTENT_ALIGN), &toff))
+        return seterr(&p->obj, CXLP_EFULL, "%s: no room for the shard table of '%s' (%llu bytes)",
+                      a->m.path, rec->d.info.name, (unsigned long long)tl);
+    if (ext_alloc(&t->c, 0, ALIGN_UP(sl, POOL_EXTENT_ALIGN), &soff))
+        return seterr(&p->obj, CXLP_EFULL, "%s: no room for the shard states of '%s' (%llu bytes)",
+                      a->m.path, rec->d.info.name, (unsigned long long)sl);
+    int rc = media_prepare(&a->m, toff, ALIGN_UP(tl, POOL_EXTENT_ALIGN));
+    if (!rc)
+        rc = media_prepare(&a->m, soff, ALIGN_UP(sl, POOL_EXTENT_ALIGN));
+    if (rc)
+        return seterr(&p->obj, rc, "%s: cannot back the shard table and states of '%s': %s",
+                      a->m.path, rec->d.info.name, cxlp_strerror(rc));
+    uint8_t *base = a->m.base;
+    *tabp = (struct pool_shent *)(base + toff);
+    *stp = (uint64_t *)(base + soff);
+    memset(*stp, 0, sl);
+    return 0;
+}
+
+/* Makes the table and states meta_alloc gave (now filled) durable and, on a
+ * non-coherent pool, written back, and names them in rec. */
+static int meta_seal(struct txn *t, struct cat_ds *rec, struct pool_shent *tab, uint64_t *st)
+{
+    cxlp_pool *p = t->p;
+    struct attach *a = p->a;
+    const uint64_t n = rec->d.n_shards, stride = attach_stride(a);
+    uint64_t tl = n * sizeof(struct pool_shent), sl = n * stride * 8;
+    const uint8_t *base = a->m.base;
+    uint64_t toff = (uint64_t)((const uint8_t *)tab - base), soff = (uint64_t)((uint8_t *)st - base);
+    int rc = media_sync(&a->m, toff, tl);
+    if (!rc)
+        rc = media_sync(&a->m, soff, sl);
+    if (rc)
+        return seterr(&p->obj, rc, "%s: sync of the shard table of '%s': %s", a->m.path,
+                      rec->d.info.name, cxlp_strerror(rc));
+    if (a->noncoherent) { /* in memory before the commit's fence and flip */
+        cache_writeback(tab, tl);
+        cache_writeback(st, sl);
+    }
+    rec->table = (struct pool_extent){toff, tl};
+    rec->table_checksum = XXH3_64bits(tab, tl);
+    rec->states = (struct pool_extent){soff, sl};
+    return 0;
+}
+
+static int write_meta(struct txn *t, struct cat_ds *rec, const struct pool_shard *shards,
+                      uint32_t ingest)
+{
+    const uint64_t n = rec->d.n_shards, stride = attach_stride(t->p->a);
+    if (n == 0)
+        return 0;
+    struct pool_shent *tab;
+    uint64_t *st;
+    int rc = meta_alloc(t, rec, &tab, &st);
+    if (rc)
+        return rc;
+    for (uint64_t k = 0; k < n; k++) {
+        tab[k] = (struct pool_shent){.len = shards[k].len, .n_records = shards[k].n_records,
+                                     .data_len = shards[k].data_len,
+                                     .checksum = shards[k].checksum};
+        st[k * stride + 1 + ingest] = loc_next_present(0, shards[k].off, 0);
+    }
+    return meta_seal(t, rec, tab, st);
 }
 
 int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards)
@@ -397,11 +570,22 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
     if (nl == 0 || nl == sizeof ds->info.name)
         return seterr(&p->obj, CXLP_EARG, "pool_publish: dataset name empty or longer than %zu",
                       sizeof ds->info.name - 1);
+    const uint32_t ingest = (uint32_t)pool_ingest_tier(p);
+    const uint32_t iobj = p->a->L.tiers[ingest].object;
+    for (uint32_t s = 0; s < ds->n_shards; s++)
+        if (shards[s].off % POOL_EXTENT_ALIGN || shards[s].len == 0 || shards[s].off > LOC_MAX_OFF)
+            return seterr(&p->obj, CXLP_EARG,
+                          "pool_publish '%s': shard %u at %#llx+%llu: a shard starts on a %u-byte "
+                          "boundary and is not empty", name, s,
+                          (unsigned long long)shards[s].off, (unsigned long long)shards[s].len,
+                          POOL_EXTENT_ALIGN);
     struct txn t;
     if ((rc = txn_begin(&t, p)))
         return rc;
     struct cat *c = &t.c;
     uint8_t *used = NULL;
+    struct oext *fp = NULL;
+    uint64_t nfp = 0, cfp = 0;
     if (cat_find(c, name) >= 0) {
         rc = seterr(&p->obj, CXLP_EEXIST, "%s: dataset '%s' already published", p->a->m.path, name);
         goto out;
@@ -412,78 +596,100 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
         goto out;
     }
     for (uint64_t s = 0; s < ds->n_shards; s++)
-        if ((rc = check_ds_extent(p, c, used, name, "shard", s, shards[s].off, shards[s].len)))
+        if ((rc = check_ds_extent(p, c, used, iobj, name, "shard", s, shards[s].off, shards[s].len)))
             goto out;
     if (ds->docs.len &&
-        (rc = check_ds_extent(p, c, used, name, "docs extent", 0, ds->docs.off, ds->docs.len)))
+        (rc = check_ds_extent(p, c, used, 0, name, "docs extent", 0, ds->docs.off, ds->docs.len)))
         goto out;
 
-    /* append the dataset; its footprint tells what of the reservations it keeps */
+    /* the pages the dataset keeps: each copy and the docs, which must not
+     * share a page (a copy is freed alone when it moves) */
+    for (uint64_t s = 0; s < ds->n_shards; s++) {
+        struct oext e = {shards[s].off, ALIGN_UP(shards[s].len, POOL_EXTENT_ALIGN), iobj};
+        if (arr_push(&fp, &nfp, &cfp, sizeof e, &e))
+            goto nomem;
+    }
+    if (ds->docs.len) {
+        uint64_t s0 = ds->docs.off & ~(uint64_t)(POOL_EXTENT_ALIGN - 1);
+        struct oext e = {s0, ALIGN_UP(ds->docs.off + ds->docs.len, POOL_EXTENT_ALIGN) - s0, 0};
+        if (arr_push(&fp, &nfp, &cfp, sizeof e, &e))
+            goto nomem;
+    }
+    uint64_t nraw = nfp;
+    oext_merge(fp, &nfp);
+    uint64_t sum = 0;
+    for (uint64_t k = 0; k < nfp; k++)
+        sum += fp[k].len;
+    if (nfp != nraw) {
+        /* merging joined touching extents too: only overlap is an error */
+        uint64_t want = 0;
+        for (uint64_t s = 0; s < ds->n_shards; s++)
+            want += ALIGN_UP(shards[s].len, POOL_EXTENT_ALIGN);
+        if (ds->docs.len)
+            want += ALIGN_UP(ds->docs.off + ds->docs.len, POOL_EXTENT_ALIGN) -
+                    (ds->docs.off & ~(uint64_t)(POOL_EXTENT_ALIGN - 1));
+        if (want != sum) {
+            rc = seterr(&p->obj, CXLP_EARG,
+                        "pool_publish '%s': two of its shards (or a shard and the docs) share "
+                        "a %u-byte page", name, POOL_EXTENT_ALIGN);
+            goto out;
+        }
+    }
+
     struct cat_ds rec;
     memset(&rec, 0, sizeof rec);
     rec.d = *ds;
     rec.d.info.n_shards = ds->n_shards;
     rec.d.info.version = t.gen + 1;
-    rec.first_shard = c->n_sh;
-    for (uint64_t s = 0; s < ds->n_shards; s++)
-        if (arr_push(&c->sh, &c->n_sh, &c->cap_sh, sizeof shards[s], &shards[s]))
-            goto nomem;
-    if (arr_push(&c->ds, &c->n_ds, &c->cap_ds, sizeof rec, &rec))
-        goto nomem;
-    struct pool_extent *fp;
-    uint64_t nfp;
-    if (ds_footprint(c, c->n_ds - 1, &fp, &nfp))
-        goto nomem;
+    rec.d.states_off = 0;
+    if ((rc = write_meta(&t, &rec, shards, ingest)))
+        goto out;
     /* footprint pieces are disjoint and sorted; within one reservation they
      * leave gaps that go back to free space */
     for (uint64_t i = 0; i < c->n_resv; i++) {
         if (!used[i])
             continue;
+        const uint32_t obj = c->resv[i].object;
         uint64_t pos = c->resv[i].off, end = c->resv[i].off + c->resv[i].len;
         for (uint64_t k = 0; k < nfp && rc == 0; k++) {
+            if (fp[k].object != obj)
+                continue;
             uint64_t fs = MAX(fp[k].off, pos), fe = MIN(fp[k].off + fp[k].len, end);
             if (fs >= fe)
                 continue;
             if (fs > pos)
-                rc = ext_free(c, pos, fs - pos);
+                rc = ext_free(c, obj, pos, fs - pos);
             pos = fe;
         }
         if (rc == 0 && pos < end)
-            rc = ext_free(c, pos, end - pos);
+            rc = ext_free(c, obj, pos, end - pos);
         if (rc) {
-            free(fp);
             rc = seterr(&p->obj, CXLP_ECORRUPT, "%s: reservation %#llx overlaps free space",
                         p->a->m.path, (unsigned long long)c->resv[i].off);
             goto out;
         }
     }
-    free(fp);
     for (uint64_t i = c->n_resv; i-- > 0;)
         if (used[i])
             arr_del(c->resv, &c->n_resv, sizeof *c->resv, i);
+    if (arr_push(&c->ds, &c->n_ds, &c->cap_ds, sizeof rec, &rec))
+        goto nomem;
     rc = txn_commit(&t, 1);
     if (rc == 0)
-        ds->info.version = t.gen + 1;
+        ds->info.version = t.gen;
     goto out;
 nomem:
     rc = seterr(&p->obj, -ENOMEM, "pool_publish: out of memory");
 out:
     free(used);
+    free(fp);
     txn_end(&t);
     return rc;
 }
 
-/* Drops dataset i and its shard records from c (its extents are the
- * caller's to account); later datasets' shard indexes shift down. */
-static void drop_ds(struct cat *c, uint64_t i)
+static int push_def(struct cat *c, struct cat_def d)
 {
-    uint64_t first = c->ds[i].first_shard, n = c->ds[i].d.n_shards;
-    memmove(&c->sh[first], &c->sh[first + n], (c->n_sh - first - n) * sizeof *c->sh);
-    c->n_sh -= n;
-    for (uint64_t k = 0; k < c->n_ds; k++)
-        if (c->ds[k].first_shard > first)
-            c->ds[k].first_shard -= n;
-    arr_del(c->ds, &c->n_ds, sizeof *c->ds, i);
+    return arr_push(&c->def, &c->n_def, &c->cap_def, sizeof d, &d);
 }
 
 int cxlp_pool_remove(cxlp_pool *p, const char *name)
@@ -502,43 +708,78 @@ int cxlp_pool_remove(cxlp_pool *p, const char *name)
         rc = seterr(&p->obj, CXLP_ENOTFOUND, "%s: no dataset '%s'", p->a->m.path, name);
         goto out;
     }
-    struct pool_extent *fp;
-    uint64_t nfp;
-    if (ds_footprint(c, (uint64_t)i, &fp, &nfp)) {
-        rc = seterr(&p->obj, -ENOMEM, "cxlp_pool_remove: out of memory");
-        goto out;
+    /* what a lease pinning an older generation may still read: deferred to
+     * the next generation; the copies are walked from the states when
+     * freed, so a dataset of any size costs the catalog one record */
+    const struct cat_ds *d = &c->ds[i];
+    const uint64_t g = t.gen + 1;
+    struct cat_def meta[3] = {
+        {.off = d->d.docs.off, .len = d->d.docs.len},
+        {.off = d->table.off, .len = d->table.len},
+        {.off = d->states.off, .len = d->states.len},
+    };
+    if (d->d.n_shards &&
+        push_def(c, (struct cat_def){.off = d->states.off, .len = d->d.n_shards, .freed = g,
+                                     .kind = DEF_COPIES, .clock = CLOCK_GEN,
+                                     .target_shard = d->table.off}))
+        goto nomem;
+    for (int k = 0; k < 3; k++) {
+        if (meta[k].len == 0)
+            continue;
+        uint64_t s0 = meta[k].off & ~(uint64_t)(POOL_EXTENT_ALIGN - 1);
+        struct cat_def e = {.off = s0, .len = ALIGN_UP(meta[k].off + meta[k].len, POOL_EXTENT_ALIGN) - s0,
+                            .freed = g, .kind = DEF_EXTENT, .clock = CLOCK_GEN};
+        if (push_def(c, e))
+            goto nomem;
     }
-    for (uint64_t k = 0; k < nfp; k++) {
-        struct cat_def d = {fp[k].off, fp[k].len, t.gen + 1};
-        if (arr_push(&c->def, &c->n_def, &c->cap_def, sizeof d, &d)) {
-            free(fp);
-            rc = seterr(&p->obj, -ENOMEM, "cxlp_pool_remove: out of memory");
-            goto out;
-        }
-    }
-    free(fp);
-    drop_ds(c, (uint64_t)i);
+    arr_del(c->ds, &c->n_ds, sizeof *c->ds, (uint64_t)i);
     rc = txn_commit(&t, 0);
+    goto out;
+nomem:
+    rc = seterr(&p->obj, -ENOMEM, "cxlp_pool_remove: out of memory");
 out:
     txn_end(&t);
     return rc;
 }
 
-int pool_sync(cxlp_pool *p, uint64_t off, uint64_t len)
+int pool_set_policy(cxlp_pool *p, const char *name, uint32_t policy)
+{
+    int rc = writable_handle(p, "pool_set_policy");
+    if (rc)
+        return rc;
+    struct txn t;
+    if ((rc = txn_begin(&t, p)))
+        return rc;
+    int64_t i = cat_find(&t.c, name);
+    if (i < 0)
+        rc = seterr(&p->obj, CXLP_ENOTFOUND, "%s: no dataset '%s'", p->a->m.path, name);
+    else if (t.c.ds[i].d.policy != policy) {
+        t.c.ds[i].d.policy = policy;
+        rc = txn_commit(&t, 0);
+    }
+    txn_end(&t);
+    return rc;
+}
+
+int pool_sync(cxlp_pool *p, int where, uint64_t off, uint64_t len)
 {
     if (!p || !p->writable)
         return 0;
-    if (!range_ok(off, len, p->a->L.size))
-        return seterr(&p->obj, CXLP_ERANGE, "pool_sync: %#llx+%llu outside the pool",
-                      (unsigned long long)off, (unsigned long long)len);
-    int rc = media_sync(&p->a->m, off, len);
+    int obj = where_object(&p->a->L, where);
+    if (obj < 0)
+        return seterr(&p->obj, CXLP_EARG, "pool_sync: tier %d does not exist", where);
+    struct media *m = attach_media(p->a, (uint32_t)obj);
+    if (!range_ok(off, len, m->size))
+        return seterr(&p->obj, CXLP_ERANGE, "pool_sync: %#llx+%llu outside %s",
+                      (unsigned long long)off, (unsigned long long)len, m->path);
+    int rc = media_sync(m, off, len);
     if (rc)
-        return seterr(&p->obj, rc, "%s: sync %#llx+%llu: %s", p->a->m.path,
+        return seterr(&p->obj, rc, "%s: sync %#llx+%llu: %s", m->path,
                       (unsigned long long)off, (unsigned long long)len, cxlp_strerror(rc));
     /* non-coherent: the bytes reach memory before any generation names
      * them (the commit's fence orders these write-backs before its CAS) */
     if (p->a->noncoherent)
-        cache_writeback((uint8_t *)p->a->m.base + off, len);
+        cache_writeback((uint8_t *)m->base + off, len);
     return 0;
 }
 
@@ -549,16 +790,21 @@ int pool_concat(cxlp_pool *p, const char *name, const char *const *parts, size_t
         return rc;
     if (!name || !parts || n_parts == 0 || n_parts > UINT32_MAX)
         return seterr(&p->obj, CXLP_EARG, "pool_concat: no name or no parts");
+    size_t nl = strnlen(name, CXLP_NAME_MAX);
+    if (nl == 0 || nl == CXLP_NAME_MAX)
+        return seterr(&p->obj, CXLP_EARG, "pool_concat: name empty or longer than %d",
+                      CXLP_NAME_MAX - 1);
     int64_t *idx = calloc(n_parts, sizeof *idx);
     if (!idx)
         return seterr(&p->obj, -ENOMEM, "pool_concat: out of memory");
-    struct pool_shard *sh = NULL;
+    struct attach *a = p->a;
     struct txn t;
     if ((rc = txn_begin(&t, p))) {
         free(idx);
         return rc;
     }
     struct cat *c = &t.c;
+    uint64_t *old_states = NULL, *old_n = NULL;
     if (cat_find(c, name) >= 0) {
         rc = seterr(&p->obj, CXLP_EEXIST, "%s: dataset '%s' already published", p->a->m.path, name);
         goto out;
@@ -590,57 +836,95 @@ int pool_concat(cxlp_pool *p, const char *name, const char *const *parts, size_t
         n_sh += d->n_shards;
     }
     if (n_sh > UINT32_MAX) {
-        rc = seterr(&p->obj, CXLP_EUNSUPPORTED, "concat '%s': %llu shards, the catalog holds at most %u",
-                    name, (unsigned long long)n_sh, UINT32_MAX);
+        rc = seterr(&p->obj, CXLP_EUNSUPPORTED, "concat '%s': %llu shards, a dataset holds at "
+                    "most %u", name, (unsigned long long)n_sh, UINT32_MAX);
         goto out;
     }
-    sh = malloc((n_sh ? n_sh : 1) * sizeof *sh);
-    if (!sh)
-        goto nomem;
-    /* the new record: the parts' shards in order, records renumbered */
+    /* the new record: the parts' shard tables and states (every copy's
+     * location, read under the writer lock, which every location change
+     * holds) back to back in extents of its own */
     struct cat_ds rec;
     memset(&rec, 0, sizeof rec);
-    rec.d.schema = c->ds[idx[0]].d.schema;
-    rec.d.info.fixed = c->ds[idx[0]].d.info.fixed;
-    rec.d.info.record_size = c->ds[idx[0]].d.info.record_size;
-    uint64_t at = 0, first = 0;
-    for (size_t k = 0; k < n_parts; k++) {
-        const struct cat_ds *d = &c->ds[idx[k]];
-        for (uint64_t s = 0; s < d->d.n_shards; s++) {
-            sh[at] = c->sh[d->first_shard + s];
-            sh[at++].first_record = first + c->sh[d->first_shard + s].first_record;
-        }
-        first += d->d.info.n_records;
-        rec.d.info.data_bytes += d->d.info.data_bytes;
-        rec.d.info.stored_bytes += d->d.info.stored_bytes;
-    }
+    const struct pool_dataset *d0 = &c->ds[idx[0]].d;
+    rec.d.schema = d0->schema;
+    rec.d.policy = d0->policy;
+    rec.d.info.fixed = d0->info.fixed;
+    rec.d.info.record_size = d0->info.record_size;
     strlcpy0(rec.d.info.name, name, sizeof rec.d.info.name);
-    rec.d.info.n_records = first;
-    rec.d.info.n_shards = (uint32_t)n_sh;
     rec.d.n_shards = (uint32_t)n_sh;
+    rec.d.info.n_shards = (uint32_t)n_sh;
     rec.d.info.created_unix = (uint64_t)time(NULL);
     rec.d.info.version = t.gen + 1;
-    /* drop the parts, highest index first so the others stay put */
+    const uint64_t stride = attach_stride(a);
+    old_states = calloc(n_parts, sizeof *old_states);
+    old_n = calloc(n_parts, sizeof *old_n);
+    if (!old_states || !old_n)
+        goto nomem;
+    if (n_sh) {
+        struct pool_shent *tab;
+        uint64_t *st;
+        if ((rc = meta_alloc(&t, &rec, &tab, &st)))
+            goto out;
+        uint64_t at = 0;
+        for (size_t k = 0; k < n_parts; k++) {
+            const struct cat_ds *d = &c->ds[idx[k]];
+            const uint64_t n = d->d.n_shards;
+            if (!n)
+                continue;
+            memcpy(tab + at, attach_base(a) + d->table.off, n * sizeof *tab);
+            const uint64_t *ost = attach_states(a, d->states.off);
+            for (uint64_t w = 0; w < n * stride; w++)
+                st[at * stride + w] = host_load(a, &ost[w]);
+            at += n;
+        }
+        if ((rc = meta_seal(&t, &rec, tab, st)))
+            goto out;
+    }
+    for (size_t k = 0; k < n_parts; k++) {
+        const struct cat_ds *d = &c->ds[idx[k]];
+        rec.d.info.n_records += d->d.info.n_records;
+        rec.d.info.data_bytes += d->d.info.data_bytes;
+        rec.d.info.stored_bytes += d->d.info.stored_bytes;
+        old_states[k] = d->states.off;
+        old_n[k] = d->d.n_shards;
+    }
+    /* the parts go; their copies are the new dataset's now, their tables
+     * and states wait for the readers of older generations */
+    const uint64_t g = t.gen + 1;
     for (size_t done = 0; done < n_parts; done++) {
         size_t hi = 0;
         for (size_t k = 1; k < n_parts; k++)
             if (idx[k] > idx[hi])
                 hi = k;
-        drop_ds(c, (uint64_t)idx[hi]);
+        const struct cat_ds *d = &c->ds[idx[hi]];
+        struct pool_extent meta[2] = {d->table, d->states};
+        for (int m = 0; m < 2; m++) {
+            if (meta[m].len == 0)
+                continue;
+            struct cat_def e = {.off = meta[m].off, .len = ALIGN_UP(meta[m].len, POOL_EXTENT_ALIGN),
+                                .freed = g, .kind = DEF_EXTENT, .clock = CLOCK_GEN};
+            if (push_def(c, e))
+                goto nomem;
+        }
+        arr_del(c->ds, &c->n_ds, sizeof *c->ds, (uint64_t)idx[hi]);
         idx[hi] = -1;
     }
-    rec.first_shard = c->n_sh;
-    for (uint64_t s = 0; s < n_sh; s++)
-        if (arr_push(&c->sh, &c->n_sh, &c->cap_sh, sizeof sh[s], &sh[s]))
-            goto nomem;
     if (arr_push(&c->ds, &c->n_ds, &c->cap_ds, sizeof rec, &rec))
         goto nomem;
-    rc = txn_commit(&t, 0);
+    if ((rc = txn_commit(&t, 0)))
+        goto out;
+    /* stores of the parts opened before (in any process) still load their
+     * old words; those would go stale as the new dataset's copies move, so
+     * they stop naming memory copies now (their readers fetch, and are told
+     * the dataset is gone) */
+    for (size_t k = 0; k < n_parts && a->L.n_tiers > 1; k++)
+        pool_words_retire(&t, old_states[k], old_n[k]);
     goto out;
 nomem:
     rc = seterr(&p->obj, -ENOMEM, "pool_concat: out of memory");
 out:
-    free(sh);
+    free(old_states);
+    free(old_n);
     free(idx);
     txn_end(&t);
     return rc;

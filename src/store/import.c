@@ -218,8 +218,9 @@ struct sink {
 static void sink_open(cxlp_pool *p, struct sink *k)
 {
     k->pipe[0] = k->pipe[1] = -1;
-    k->base = pool_base_rw(p);
-    k->fd = k->base ? pool_write_fd(p) : -1;
+    int t = pool_ingest_tier(p); /* where the writer's shards are */
+    k->base = pool_base_rw(p, t);
+    k->fd = k->base ? pool_write_fd(p, t) : -1;
     k->mode = k->fd >= 0 ? SINK_COPY : SINK_READ;
 }
 

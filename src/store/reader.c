@@ -24,12 +24,33 @@
  * their offsets (rows = 1); cxlp_store_read_field cuts the field out of the
  * record there. Every shard of a dataset has the same format.
  *
- * Thread safety: after open the handle is immutable; reads touch only it and
- * the pool. Errors on the read path go to the calling thread's message
+ * Where a shard is. In a pool of one tier a shard never moves: every shard
+ * header is validated at open and the read path touches nothing else. In a
+ * tiered pool the read path loads the shard's location words (pool/loc.h)
+ * under a location epoch pin, fastest memory tier first, and reads the copy
+ * it finds. Every copy holds the same bytes (a copy is verified against the
+ * shard's digest before its word is published), so the shard's geometry is
+ * validated once, from the first copy read, and rebased onto the copy at
+ * hand (shard_at): every access stays inside that copy's extent whatever
+ * its bytes. A shard with no copy in a memory tier is fetched on demand
+ * (fetch.c) by the callers that may wait.
+ *
+ * Pins. A view of a tiered dataset is valid while the epoch it was read
+ * under is pinned. cxlp_store_read's views are promised until close, so the
+ * first of them pins the epoch for the store's lifetime (copies evicted
+ * meanwhile are then freed only at close); the gather engine and
+ * cxlp_store_read_copy pin per batch or per record instead
+ * (store_read_pinned).
+ *
+ * Thread safety: after open the handle changes only where noted (the
+ * geometry of a shard validated lazily, under mu, published by its ready
+ * flag; the lifetime pin, under mu); reads touch only it and the pool.
+ * Errors on the read path go to the calling thread's message
  * (cxlp_errmsg(NULL)), not to the shared handle.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,41 +59,30 @@
 #include "common/atomic.h"
 #include "common/fastdiv.h"
 #include "common/flush.h"
+#include "pool/loc.h"
 #include "pool/pool.h"
+#include "pool/pool_format.h"
+#include "store/fetch.h"
 #include "store/shard.h"
 #include "store/store.h"
-
-struct cxlp_store {
-    struct obj obj;
-    struct attach *a;
-    uint64_t gen;
-    struct pool_dataset ds;
-    uint64_t count;
-    uint64_t n_shards;
-    uint64_t per_shard;       /* nonzero: shard = idx / per_shard */
-    struct fastdiv per_div;   /* that division, by multiplication */
-    uint64_t *first;          /* first record of each shard */
-    struct shard *shards;
-    struct shard_col *cols;   /* n_shards * ncols, shard-major */
-    uint32_t ncols;           /* columns per shard: n_fields, or 1 (format 1) */
-    int rows;                 /* format 1 with several fields: fields inside the record */
-    struct pool_shard *loc;   /* catalog locations, for messages and verify */
-    const int64_t *docs;      /* NULL when absent */
-    const char *name;         /* ds.info.name */
-    int nc;                   /* non-coherent pool: invalidate before reading */
-};
 
 static void store_free(cxlp_store *s)
 {
     if (s->nc) /* the read path's closer look is for us no longer */
         at_fetch_sub_acq_rel(&read_alarm, 1);
+    if (s->life_pinned)
+        attach_unpin_epoch(s->a, s->life_pin);
+    cxlp_pool_close(s->wp);
     if (s->a) {
         attach_unpin(s->a, s->gen);
         attach_unref(s->a);
     }
+    if (s->mu_init)
+        pthread_mutex_destroy(&s->mu);
     free(s->first);
     free(s->shards);
     free(s->cols);
+    free(s->ready);
     free(s->loc);
     s->obj.magic = 0;
     free(s);
@@ -89,13 +99,21 @@ static int open_fail(cxlp_store *s, cxlp_pool *p, int rc)
  * field of the field's kind and size; format 1, one column of whole records
  * (the first shard fixes which; every shard must agree). */
 static int shard_matches(cxlp_store *s, const struct cxlp_schema *sc, const struct shard *sh,
-                         uint64_t k, char *err, size_t errlen)
+                         uint64_t k, int settle, char *err, size_t errlen)
 {
+    (void)k;
     int v1 = sh->version == SHARD_VERSION_V1;
-    if (k == 0)
-        s->rows = v1 && sc->n_fields > 1;
-    if (v1 != (k == 0 ? v1 : s->shards[0].version == SHARD_VERSION_V1)) {
-        snprintf(err, errlen, "format version %u differs from shard 0's", sh->version);
+    /* pairs with the release store below (stagers check copies while a
+     * reader settles the format under mu) */
+    uint32_t have = at_load_acquire(&s->version);
+    if (have == 0 && settle) { /* the first shard validated sets the format */
+        at_store_relaxed(&s->rows, v1 && sc->n_fields > 1);
+        at_store_release(&s->version, sh->version);
+        have = sh->version;
+    }
+    if (have && sh->version != have) {
+        snprintf(err, errlen, "format version %u differs from the dataset's other shards' (%u)",
+                 sh->version, have);
         return CXLP_ECORRUPT;
     }
     if (v1) {
@@ -145,7 +163,32 @@ static int open_shard(const cxlp_store *s, struct shard *sh, struct shard_col *c
     return indexed ? shard_open(sh, cols, s->ncols, p, len, err, errlen) : 0;
 }
 
-/* Checks the catalog record and every shard against the mapping. */
+int store_shard_check(cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
+                      struct shard_col *cols, int settle, const char *where)
+{
+    char err[ERRMSG_MAX];
+    const struct pool_shard *l = &s->loc[k];
+    int rc = open_shard(s, g, cols, base, l->len, err, sizeof err);
+    if (rc == CXLP_EFORMAT && strstr(err, "version"))
+        return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (%s): %s: written by a newer "
+                      "build; open it with that build, or re-ingest the source", s->name, k,
+                      where, err);
+    if (rc)
+        return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (%s): %s", s->name, k, where, err);
+    uint64_t data_len, checksum;
+    shard_digest(g, &data_len, &checksum);
+    if (g->n_records != l->n_records || data_len != l->data_len || checksum != l->checksum)
+        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (%s): header holds %" PRIu64
+                      " records, %" PRIu64 " bytes, checksum %016" PRIx64 "; the shard table "
+                      "%" PRIu64 ", %" PRIu64 ", %016" PRIx64, s->name, k, where, g->n_records,
+                      data_len, checksum, l->n_records, l->data_len, l->checksum);
+    if ((rc = shard_matches(s, &s->ds.schema, g, k, settle, err, sizeof err)))
+        return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (%s): %s", s->name, k, where, err);
+    return 0;
+}
+
+/* Checks the catalog record and the shard table; in a pool of one tier
+ * also every shard header. */
 static int store_validate(cxlp_store *s)
 {
     const uint8_t *base = attach_base(s->a);
@@ -161,40 +204,25 @@ static int store_validate(cxlp_store *s)
     uint64_t next = 0, bytes = 0;
     for (uint64_t k = 0; k < s->n_shards; k++) {
         const struct pool_shard *l = &s->loc[k];
-        /* a pool has one media, its own (index 0): any other value is a
-         * catalog no writer of this format produces */
-        if (l->media != 0)
-            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": media %u does not "
-                          "exist (the pool's only media is 0)", s->name, k, l->media);
-        if (!range_ok(l->off, l->len, size) || l->off % 8)
-            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": extent [%" PRIu64 ", +%" PRIu64 ") "
-                          "outside the pool of %" PRIu64 " bytes or misaligned", s->name, k, l->off, l->len, size);
-        rc = open_shard(s, &s->shards[k], &s->cols[k * s->ncols], base + l->off, l->len, err,
-                        sizeof err);
-        if (rc == CXLP_EFORMAT && strstr(err, "version"))
-            return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s: "
-                          "written by a newer build; open it with that build, or re-ingest "
-                          "the source", s->name, k, l->off, err);
-        if (rc)
-            return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
-                          s->name, k, l->off, err);
-        const struct shard *sh = &s->shards[k];
-        if (l->first_record != next || l->n_records != sh->n_records)
-            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): "
-                          "catalog says records [%" PRIu64 ", +%" PRIu64 "), shard header holds %" PRIu64 " and %" PRIu64 " precede it",
-                          s->name, k, l->off, l->first_record, l->n_records, sh->n_records, next);
-        if ((rc = shard_matches(s, &norm, sh, k, err, sizeof err)))
-            return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
-                          s->name, k, l->off, err);
         s->first[k] = next;
-        /* a hostile catalog may list one extent many times: check the sums */
-        uint64_t sb = 0;
-        for (uint32_t c = 0; c < sh->n_cols; c++)
-            if (add_overflow_u64(sb, sh->col[c].data_len, &sb))
-                sb = UINT64_MAX;
-        if (add_overflow_u64(next, sh->n_records, &next) || add_overflow_u64(bytes, sb, &bytes))
-            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": record or byte count overflows",
-                          s->name, k);
+        /* a hostile table may hold anything: check the sums */
+        if (l->len == 0 || add_overflow_u64(next, l->n_records, &next) ||
+            add_overflow_u64(bytes, l->data_len, &bytes))
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": empty, or record "
+                          "or byte count overflows", s->name, k);
+        if (s->tiered)
+            continue;
+        const struct attach_tier *t = attach_tier(s->a, 0);
+        if (l->off < t->data_off || !range_ok(l->off - t->data_off, l->len, t->data_len) ||
+            !range_ok(l->off, l->len, size))
+            return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": extent [%" PRIu64 ", +%" PRIu64 ") "
+                          "outside the pool's data area", s->name, k, l->off, l->len);
+        char where[64];
+        snprintf(where, sizeof where, "pool offset %" PRIu64, l->off);
+        rc = store_shard_check(s, k, base + l->off, &s->shards[k], &s->cols[k * s->ncols], 1,
+                               where);
+        if (rc)
+            return seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
     }
     if (next != ds->info.n_records || bytes != ds->info.data_bytes)
         return seterr(&s->obj, CXLP_ECORRUPT, "dataset %s: shards hold %" PRIu64 " records / %" PRIu64 " bytes, "
@@ -204,12 +232,12 @@ static int store_validate(cxlp_store *s)
 
     /* shard = idx / per_shard when the writer's equal-shard layout holds */
     if (s->n_shards > 0) {
-        uint64_t per = s->shards[0].n_records;
+        uint64_t per = s->loc[0].n_records;
         int equal = per > 0;
         for (uint64_t k = 0; equal && k + 1 < s->n_shards; k++)
-            equal = s->shards[k].n_records == per;
-        if (equal && s->shards[s->n_shards - 1].n_records <= per &&
-            s->shards[s->n_shards - 1].n_records > 0) {
+            equal = s->loc[k].n_records == per;
+        if (equal && s->loc[s->n_shards - 1].n_records <= per &&
+            s->loc[s->n_shards - 1].n_records > 0) {
             s->per_shard = per;
             s->per_div = fastdiv_init(per);
         }
@@ -240,6 +268,20 @@ static int store_validate(cxlp_store *s)
     return 0;
 }
 
+/* Tiered pools: the memory tiers to look in, fastest first. */
+static void tiers_init(cxlp_store *s)
+{
+    struct attach *a = s->a;
+    s->tiered = attach_n_tiers(a) > 1;
+    if (!s->tiered)
+        return;
+    s->states = attach_states(a, s->ds.states_off);
+    s->stride = attach_stride(a);
+    for (uint32_t t = 0; t < attach_n_tiers(a); t++)
+        if (!(attach_tier(a, t)->flags & TIER_STAGED))
+            s->mem[s->n_mem++] = t;
+}
+
 int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
 {
     char err[ERRMSG_MAX];
@@ -257,6 +299,8 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
         free(s);
         return rc; /* the pool layer's message names the dataset */
     }
+    pthread_mutex_init(&s->mu, NULL);
+    s->mu_init = 1;
     s->name = s->ds.info.name;
     s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';
     s->nc = attach_noncoherent(s->a);
@@ -275,7 +319,9 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
     s->first = malloc((s->n_shards ? s->n_shards : 1) * sizeof *s->first);
     s->shards = malloc((s->n_shards ? s->n_shards : 1) * sizeof *s->shards);
     s->cols = calloc((s->n_shards ? s->n_shards : 1) * s->ncols, sizeof *s->cols);
-    if (!s->first || !s->shards || !s->cols) {
+    s->ready = calloc(s->n_shards ? s->n_shards : 1, 1);
+    tiers_init(s);
+    if (!s->first || !s->shards || !s->cols || !s->ready) {
         seterr(&s->obj, -ENOMEM, "dataset %s: out of memory for %" PRIu64 " shards", s->name, s->n_shards);
         return open_fail(s, p, -ENOMEM);
     }
@@ -314,13 +360,21 @@ const struct cxlp_schema *cxlp_store_schema(const cxlp_store *s)
     return s ? &s->ds.schema : NULL;
 }
 
-__attribute__((cold, noinline)) static int read_corrupt(const cxlp_store *s, uint64_t k, uint32_t c,
-                                                      uint64_t idx)
+__attribute__((cold, noinline)) static int read_corrupt_at(const cxlp_store *s,
+                                                         const struct shard *sh, uint64_t k,
+                                                         uint32_t c, uint64_t idx)
 {
     char err[ERRMSG_MAX];
-    shard_explain(&s->shards[k], c, idx - s->first[k], err, sizeof err);
+    shard_explain(sh, c, idx - s->first[k], err, sizeof err);
+    if (s->tiered)
+        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
     return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 "): %s",
                   s->name, k, s->loc[k].off, err);
+}
+
+static int read_corrupt(const cxlp_store *s, uint64_t k, uint32_t c, uint64_t idx)
+{
+    return read_corrupt_at(s, &s->shards[k], k, c, idx);
 }
 
 __attribute__((cold, noinline)) static int read_range(const cxlp_store *s, uint64_t idx)
@@ -329,27 +383,136 @@ __attribute__((cold, noinline)) static int read_range(const cxlp_store *s, uint6
                   s->name, idx, s->count);
 }
 
-/* The shard holding record idx (< count): see the lookup at the top. */
-static inline uint64_t shard_of(const cxlp_store *s, uint64_t idx)
+/* Geometry of shard k, validated from the copy at base (slow path, once). */
+__attribute__((cold, noinline)) static int make_ready(const cxlp_store *s, uint64_t k,
+                                                     const uint8_t *base, uint32_t t)
 {
-    if (s->per_shard)
-        return fastdiv(idx, s->per_div);
-    uint64_t lo = 0, hi = s->n_shards; /* first[lo] <= idx < first[hi] (first[n] = count) */
-    while (hi - lo > 1) {
-        uint64_t mid = lo + (hi - lo) / 2;
-        if (s->first[mid] <= idx)
-            lo = mid;
-        else
-            hi = mid;
+    cxlp_store *m = (cxlp_store *)s; /* the lazily filled part: under mu */
+    pthread_mutex_lock(&m->mu);
+    int rc = 0;
+    if (!at_load_acquire(&m->ready[k])) {
+        char where[64];
+        snprintf(where, sizeof where, "copy in tier %u", t);
+        rc = store_shard_check(m, k, base, &m->shards[k], &m->cols[k * m->ncols], 1, where);
+        if (!rc)
+            at_store_release(&m->ready[k], 1); /* pairs with the acquire in store_locate */
     }
-    return lo;
+    pthread_mutex_unlock(&m->mu);
+    return rc;
+}
+
+int store_locate(const cxlp_store *s, uint64_t k, struct shard *sh, struct shard_col *cols,
+                 uint32_t *tier)
+{
+    const uint64_t len = s->loc[k].len;
+    for (uint32_t i = 0; i < s->n_mem; i++) {
+        uint32_t t = s->mem[i];
+        uint64_t w = store_word(s, k, t);
+        if (!loc_present(w))
+            continue;
+        const struct attach_tier *at = attach_tier(s->a, t);
+        uint64_t off = loc_off(w);
+        if (off < at->data_off || !range_ok(off - at->data_off, len, at->data_len))
+            return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": tier %u word names "
+                          "%#" PRIx64 "+%" PRIu64 ", outside the tier", s->name, k, t, off, len);
+        const uint8_t *base = at->base + off;
+        /* pairs with at_store_release(&ready[k]) in make_ready */
+        if (!at_load_acquire(&s->ready[k])) {
+            int rc = make_ready(s, k, base, t);
+            if (rc)
+                return rc;
+        }
+        shard_at(&s->shards[k], base, sh, cols);
+        *tier = t;
+        return 0;
+    }
+    return CXLP_ENOTFOUND;
+}
+
+static int not_resident(const cxlp_store *s, uint64_t k)
+{
+    return seterr(NULL, CXLP_ENOTFOUND, "dataset %s shard %" PRIu64 ": no copy in a memory "
+                  "tier", s->name, k);
+}
+
+int store_fields_at(const cxlp_store *s, const struct shard *sh, uint64_t k, uint64_t idx,
+                    const uint32_t *fields, uint32_t n, struct cxlp_view *v)
+{
+    const uint64_t i = idx - s->first[k];
+    const int rows = at_load_relaxed(&s->rows); /* settled before any copy was read (store.h) */
+    if (!fields && s->ncols != 1 && !rows)
+        return seterr(NULL, CXLP_EARG, "dataset %s stores its %u fields in columns: read them with "
+                      "cxlp_store_read_field", s->name, s->ncols);
+    for (uint32_t j = 0; j < n; j++) {
+        const uint8_t *p;
+        uint64_t len;
+        uint32_t c = !fields || rows ? 0 : fields[j];
+        if (shard_col_record(&sh->col[c], i, &p, &len))
+            return read_corrupt_at(s, sh, k, c, idx);
+        if (fields && rows) { /* format 1: the field inside the whole record */
+            const struct cxlp_field *f = &s->ds.schema.fields[fields[j]];
+            uint64_t fs = schema_field_size(f);
+            if (!range_ok(f->offset, fs, len))
+                return read_corrupt_at(s, sh, k, 0, idx);
+            p += f->offset;
+            len = fs;
+        }
+        if (s->tiered && s->nc) /* the copy may be new since our caches saw its lines */
+            cache_invalidate(p, len);
+        v[j].data = p;
+        v[j].len = len;
+    }
+    return 0;
+}
+
+int store_read_pinned(const cxlp_store *s, uint64_t idx, const uint32_t *fields, uint32_t n,
+                      struct cxlp_view *v)
+{
+    if (__builtin_expect(idx >= s->count, 0))
+        return read_range(s, idx);
+    uint64_t k = store_shard_of(s, idx);
+    if (!s->tiered)
+        return store_fields_at(s, &s->shards[k], k, idx, fields, n, v);
+    struct shard sh;
+    struct shard_col cols[SHARD_MAX_COLS];
+    uint32_t t;
+    int rc = store_locate(s, k, &sh, cols, &t);
+    if (rc)
+        return rc == CXLP_ENOTFOUND ? not_resident(s, k) : rc;
+    return store_fields_at(s, &sh, k, idx, fields, n, v);
+}
+
+/* The read path of a tiered dataset: its first view pins the epoch for the
+ * store's lifetime (views last until close), and a shard with no copy in
+ * memory is fetched on demand. */
+__attribute__((cold, noinline)) static int read_tiered(const cxlp_store *s, uint64_t idx,
+                                                       const uint32_t *fields, uint32_t n,
+                                                       struct cxlp_view *v)
+{
+    if (!at_load_acquire(&s->life_pinned)) {
+        cxlp_store *m = (cxlp_store *)s;
+        pthread_mutex_lock(&m->mu);
+        if (!m->life_pinned) {
+            m->life_pin = attach_pin_epoch(m->a);
+            at_store_release(&m->life_pinned, 1); /* pairs with the acquire above */
+        }
+        pthread_mutex_unlock(&m->mu);
+    }
+    int rc = store_read_pinned(s, idx, fields, n, v);
+    if (rc == CXLP_ENOTFOUND && idx < s->count) {
+        /* fetch on demand, then read under the lifetime pin */
+        rc = store_fetch((cxlp_store *)s, store_shard_of(s, idx), FETCH_WAIT);
+        if (rc == 0)
+            rc = store_read_pinned(s, idx, fields, n, v);
+    }
+    return rc;
 }
 
 /* Column c of record idx (< count): the hot path of every read. */
 static inline __attribute__((always_inline)) int read_col(const cxlp_store *s, uint64_t idx,
                                                           uint32_t c, struct cxlp_view *v)
 {
-    uint64_t k = shard_of(s, idx);
+    uint64_t k = store_shard_of(s, idx);
     const uint8_t *p;
     uint64_t len;
     if (__builtin_expect(shard_col_record(&s->cols[k * s->ncols + c], idx - s->first[k], &p, &len),
@@ -364,6 +527,8 @@ static inline __attribute__((always_inline)) int read_col(const cxlp_store *s, u
 static inline __attribute__((always_inline)) int read_record(const cxlp_store *s, uint64_t idx,
                                                              struct cxlp_view *v)
 {
+    if (__builtin_expect(s->tiered, 0))
+        return read_tiered(s, idx, NULL, 1, v);
     if (__builtin_expect(idx >= s->count, 0))
         return read_range(s, idx);
     if (__builtin_expect(s->ncols != 1 && !s->rows, 0))
@@ -377,11 +542,13 @@ static inline __attribute__((always_inline)) int read_fields(const cxlp_store *s
                                                              const uint32_t *fields, uint32_t n,
                                                              struct cxlp_view *v)
 {
+    if (__builtin_expect(s->tiered, 0))
+        return read_tiered(s, idx, fields, n, v);
     if (__builtin_expect(idx >= s->count, 0))
         return read_range(s, idx);
     if (n == 1 && !s->rows) /* one column: what the loader reads for one field */
         return read_col(s, idx, fields[0], v);
-    uint64_t k = shard_of(s, idx), i = idx - s->first[k];
+    uint64_t k = store_shard_of(s, idx), i = idx - s->first[k];
     const struct shard_col *cols = &s->cols[k * s->ncols];
     for (uint32_t j = 0; j < n; j++) {
         const uint8_t *p;
@@ -453,6 +620,9 @@ int cxlp_store_spans(const cxlp_store *s, uint64_t first, uint64_t n, struct cxl
 {
     if (!s || s->obj.magic != OBJ_MAGIC || !n_out || (cap && !out))
         return seterr(NULL, CXLP_EARG, "store_spans: NULL argument or not a store handle");
+    if (s->tiered)
+        return seterr(NULL, CXLP_EUNSUPPORTED, "dataset %s: its copies move between tiers; "
+                      "spans (pool offsets) are for datasets of a pool of one tier", s->name);
     uint64_t end;
     if (add_overflow_u64(first, n, &end) || end > s->count)
         return seterr(NULL, CXLP_ERANGE, "dataset %s: records [%" PRIu64 ", +%" PRIu64 ") are not "
@@ -465,7 +635,7 @@ int cxlp_store_spans(const cxlp_store *s, uint64_t first, uint64_t n, struct cxl
      * part of the range in one shard is the bytes from its first record's
      * start to its last record's end */
     for (uint64_t idx = first; idx < end;) {
-        uint64_t k = shard_of(s, idx);
+        uint64_t k = store_shard_of(s, idx);
         const struct shard *sh = &s->shards[k];
         const struct shard_col *col = &s->cols[k];
         uint64_t last = s->first[k] + sh->n_records; /* past the shard's last record */
@@ -530,7 +700,7 @@ int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, const uint
                   uint32_t nf, struct cxlp_view *out, size_t *bad)
 {
     /* read_alarm raised: each record through store_read_fields' guarded path */
-    if (__builtin_expect(read_alarm_now() != 0, 0))
+    if (__builtin_expect(read_alarm_now() != 0, 0) || s->tiered)
         goto each;
     if (s->per_shard && nf == 1 && s->ncols == 1 && !s->rows &&
         s->cols[0].kind == SHARD_KIND_FIXED) { /* one column of whole records */
@@ -583,15 +753,102 @@ int cxlp_store_read_field(const cxlp_store *s, uint64_t idx, uint32_t field, str
     return store_read_fields(s, idx, &field, 1, v);
 }
 
+int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t cap,
+                         uint64_t *len)
+{
+    if (!s || (cap && !buf) || !len)
+        return seterr(NULL, CXLP_EARG, "store_read_copy: NULL argument");
+    struct cxlp_view v;
+    int rc = 0;
+    if (!s->tiered) {
+        rc = store_read_pinned(s, idx, NULL, 1, &v); /* a pool of one tier: nothing moves */
+        if (rc)
+            return rc;
+        *len = v.len;
+        if (v.len > cap)
+            return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " is %" PRIu64
+                          " bytes, the buffer %" PRIu64, s->name, idx, v.len, cap);
+        memcpy(buf, v.data, v.len);
+        return 0;
+    }
+    /* a copy evicted between the fetch and the read is fetched again */
+    for (int tries = 0; tries < 100; tries++) {
+        uint64_t pin = attach_pin_epoch(s->a);
+        rc = store_read_pinned(s, idx, NULL, 1, &v);
+        if (rc == 0) {
+            *len = v.len;
+            if (v.len <= cap)
+                memcpy(buf, v.data, v.len);
+            else
+                rc = seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " is %" PRIu64
+                            " bytes, the buffer %" PRIu64, s->name, idx, v.len, cap);
+        }
+        attach_unpin_epoch(s->a, pin);
+        if (rc != CXLP_ENOTFOUND || idx >= s->count)
+            return rc;
+        if ((rc = store_fetch((cxlp_store *)s, store_shard_of(s, idx), FETCH_WAIT)))
+            return rc;
+    }
+    return seterr(NULL, CXLP_EBUSY, "dataset %s: record %" PRIu64 ": its shard was evicted "
+                  "every time it was fetched", s->name, idx);
+}
+
+int cxlp_store_shards(const cxlp_store *s, uint64_t *n_shards, uint64_t *per_shard,
+                      uint64_t *max_bytes)
+{
+    if (!s)
+        return seterr(NULL, CXLP_EARG, "store_shards: store is NULL");
+    uint64_t m = 0;
+    for (uint64_t k = 0; k < s->n_shards; k++)
+        m = MAX(m, ALIGN_UP(s->loc[k].len, 4096));
+    if (n_shards)
+        *n_shards = s->n_shards;
+    if (per_shard)
+        *per_shard = s->per_shard;
+    if (max_bytes)
+        *max_bytes = m;
+    return 0;
+}
+
+int cxlp_store_copies(const cxlp_store *s, uint64_t *copies, size_t cap, size_t *n)
+{
+    if (!s || !n || (cap && !copies))
+        return seterr(NULL, CXLP_EARG, "store_copies: NULL argument");
+    uint32_t nt = attach_n_tiers(s->a);
+    for (size_t t = 0; t < cap; t++)
+        copies[t] = 0;
+    if (!s->tiered) {
+        if (cap)
+            copies[0] = s->n_shards;
+    } else {
+        for (uint64_t k = 0; k < s->n_shards; k++)
+            for (uint32_t t = 0; t < nt && t < cap; t++)
+                copies[t] += loc_present(store_word(s, k, t));
+    }
+    *n = nt;
+    return 0;
+}
+
+int cxlp_store_tiered(const cxlp_store *s)
+{
+    return s ? s->tiered : 0;
+}
+
 int store_numa_node(const cxlp_store *s)
 {
-    return attach_media(s->a)->numa_node;
+    /* a tiered dataset is read from its fastest memory tier */
+    if (s->tiered)
+        return s->n_mem ? attach_tier(s->a, s->mem[0])->node : -1;
+    return attach_media(s->a, 0)->numa_node;
 }
 
 int cxlp_store_hugepages(cxlp_store *s)
 {
     if (!s || s->obj.magic != OBJ_MAGIC)
         return seterr(NULL, CXLP_EARG, "store_hugepages: not a store handle");
+    if (s->tiered)
+        return seterr(NULL, CXLP_EUNSUPPORTED, "dataset %s: its copies move between tiers; "
+                      "2 MiB pages are for datasets of a pool of one tier", s->name);
     int first = 0;
     uint64_t failed_at = 0;
     for (uint64_t k = 0; k < s->n_shards; k++) {
@@ -615,6 +872,9 @@ int cxlp_store_pages(const cxlp_store *s, uint64_t *bytes, uint64_t *huge_bytes)
 {
     if (!s || s->obj.magic != OBJ_MAGIC || !bytes || !huge_bytes)
         return seterr(NULL, CXLP_EARG, "store_pages: NULL argument or not a store handle");
+    if (s->tiered)
+        return seterr(NULL, CXLP_EUNSUPPORTED, "dataset %s: its copies move between tiers; "
+                      "page sizes are reported for datasets of a pool of one tier", s->name);
     struct media_range *r = malloc((s->n_shards ? s->n_shards : 1) * sizeof *r);
     if (!r)
         return seterr(NULL, -ENOMEM, "dataset %s: out of memory", s->name);
@@ -623,7 +883,7 @@ int cxlp_store_pages(const cxlp_store *s, uint64_t *bytes, uint64_t *huge_bytes)
         r[k] = (struct media_range){s->loc[k].off, s->loc[k].len};
         total += s->loc[k].len;
     }
-    int rc = media_huge_bytes(attach_media(s->a), r, s->n_shards, &whole, huge_bytes);
+    int rc = media_huge_bytes(attach_media(s->a, 0), r, s->n_shards, &whole, huge_bytes);
     free(r);
     if (!rc)
         *bytes = total;
@@ -637,6 +897,9 @@ int cxlp_store_private(const cxlp_store *s, const void *data, uint64_t len, void
 {
     if (!s || s->obj.magic != OBJ_MAGIC || !out)
         return seterr(NULL, CXLP_EARG, "store_private: %s", out ? "not a store handle" : "out is NULL");
+    if (s->tiered)
+        return seterr(NULL, CXLP_EUNSUPPORTED, "dataset %s: its copies move between tiers; "
+                      "read a record with cxlp_store_read_copy", s->name);
     const uint8_t *base = attach_base(s->a);
     uint64_t off = (uint64_t)((uintptr_t)data - (uintptr_t)base);
     if ((uintptr_t)data < (uintptr_t)base || !range_ok(off, len, attach_size(s->a)))
@@ -661,37 +924,90 @@ int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs)
     return 0;
 }
 
+/* Verifies one copy: header against the table, checksum. A staged tier's
+ * copy (base NULL) is read into *buf (the caller's, 4 KiB aligned, room for
+ * the longest shard) through the tier's reader. */
+static int verify_copy(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, const uint8_t *base,
+                       uint8_t **buf, struct store_io *io)
+{
+    const uint64_t len = s->loc[k].len;
+    char where[96], err[ERRMSG_MAX];
+    if (s->tiered)
+        snprintf(where, sizeof where, "tier %u copy at %#" PRIx64, t, off);
+    else
+        snprintf(where, sizeof where, "pool offset %" PRIu64, off);
+    if (!base) {
+        const struct attach_tier *at = attach_tier(s->a, t);
+        uint64_t al = ALIGN_UP(len, 4096);
+        int rc = io->r[t] ? 0 : media_reader_open(&io->r[t], at->path, err, sizeof err);
+        if (!rc)
+            rc = media_read(io->r[t], off, al, *buf, NULL);
+        if (rc)
+            return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (%s): read: %s", s->name, k,
+                          where, rc < 0 && rc > -4096 ? strerror(-rc) : err);
+        base = *buf;
+    }
+    struct shard sh;
+    struct shard_col cols[SHARD_MAX_COLS];
+    if (s->nc && (!buf || base != *buf)) /* verify reads the whole copy: fresh lines */
+        cache_invalidate(base, len);
+    int rc = store_shard_check(s, k, base, &sh, cols, 0, where);
+    if (rc)
+        return seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
+    if ((rc = shard_verify(&sh, err, sizeof err)))
+        return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (%s, %" PRIu64 " bytes): %s",
+                      s->name, k, where, len, err);
+    return 0;
+}
+
 int cxlp_store_verify(cxlp_store *s)
 {
-    char err[ERRMSG_MAX];
     if (!s || s->obj.magic != OBJ_MAGIC)
         return seterr(NULL, CXLP_EARG, "store_verify: not a store handle");
-    int lost = attach_lost(s->a, &s->obj);
-    if (lost)
-        return lost;
-    const uint8_t *base = attach_base(s->a);
-    for (uint64_t k = 0; k < s->n_shards; k++) {
-        const struct pool_shard *l = &s->loc[k];
-        struct shard sh;
-        struct shard_col cols[SHARD_MAX_COLS];
-        /* re-open: the header may have changed since cxlp_store_open */
-        if (s->nc)
-            cache_invalidate(base + l->off, l->len);
-        int rc = shard_open(&sh, cols, s->ncols, base + l->off, l->len, err, sizeof err);
-        int same = !rc && sh.n_records == s->shards[k].n_records && sh.n_cols == s->shards[k].n_cols;
-        for (uint32_t c = 0; same && c < sh.n_cols; c++)
-            same = cols[c].data_len == s->shards[k].col[c].data_len &&
-                   cols[c].data_off == s->shards[k].col[c].data_off;
-        if (!rc && !same) {
-            rc = CXLP_ECORRUPT;
-            snprintf(err, sizeof err, "shard header changed since the dataset was opened");
+    int rc = attach_lost(s->a, &s->obj);
+    if (rc)
+        return rc;
+    if (!s->tiered) {
+        const uint8_t *base = attach_base(s->a);
+        for (uint64_t k = 0; k < s->n_shards && !rc; k++)
+            rc = verify_copy(s, k, 0, s->loc[k].off, base + s->loc[k].off, NULL, NULL);
+    } else {
+        /* every copy in every tier, each shard's under a pin so none is
+         * freed meanwhile (a pin per shard: one held for the whole run
+         * would hold back the frees of every copy dropped meanwhile) */
+        uint8_t *buf = NULL;
+        uint64_t maxlen = 0;
+        for (uint64_t k = 0; k < s->n_shards; k++)
+            maxlen = MAX(maxlen, s->loc[k].len);
+        struct store_io io = {0};
+        for (uint64_t k = 0; k < s->n_shards && !rc; k++) {
+            uint64_t pin = attach_pin_epoch(s->a);
+            for (uint32_t t = 0; t < attach_n_tiers(s->a) && !rc; t++) {
+                uint64_t w = store_word(s, k, t);
+                if (!loc_present(w))
+                    continue;
+                const struct attach_tier *at = attach_tier(s->a, t);
+                uint64_t off = loc_off(w);
+                if (off < at->data_off || !range_ok(off - at->data_off, s->loc[k].len, at->data_len)) {
+                    rc = seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": tier %u "
+                                "copy at %#" PRIx64 " outside the tier", s->name, k, t, off);
+                    break;
+                }
+                if (!buf && (at->flags & TIER_STAGED) &&
+                    posix_memalign((void **)&buf, 4096, ALIGN_UP(maxlen, 4096))) {
+                    rc = seterr(&s->obj, -ENOMEM, "dataset %s: out of memory", s->name);
+                    break;
+                }
+                rc = verify_copy(s, k, t, off, at->flags & TIER_STAGED ? NULL : at->base + off,
+                                 &buf, &io);
+            }
+            attach_unpin_epoch(s->a, pin);
         }
-        if (!rc)
-            rc = shard_verify(&sh, err, sizeof err);
-        if (rc)
-            return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (pool offset %" PRIu64 ", %" PRIu64 " bytes): %s",
-                          s->name, k, l->off, l->len, err);
+        store_io_close(&io);
+        free(buf);
     }
+    if (rc)
+        return rc;
     if (s->docs) {
         if (s->nc)
             cache_invalidate(s->docs, s->ds.docs.len);
@@ -703,4 +1019,3 @@ int cxlp_store_verify(cxlp_store *s)
     }
     return 0;
 }
-

@@ -507,3 +507,14 @@ int shard_build(uint8_t *buf, uint64_t cap, uint32_t kind, uint64_t record_size,
     *used = need;
     return 0;
 }
+
+void shard_digest(const struct shard *s, uint64_t *data_len, uint64_t *checksum)
+{
+    uint64_t bytes = 0, sums[SHARD_MAX_COLS];
+    for (uint32_t c = 0; c < s->n_cols && c < SHARD_MAX_COLS; c++) {
+        bytes += s->col[c].data_len;
+        sums[c] = s->col[c].checksum;
+    }
+    *data_len = bytes;
+    *checksum = s->n_cols == 1 ? sums[0] : XXH3_64bits(sums, s->n_cols * sizeof sums[0]);
+}

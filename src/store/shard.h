@@ -176,6 +176,12 @@ int shard_open(struct shard *s, struct shard_col *cols, uint32_t max_cols, const
  * naming the column. */
 int shard_verify(const struct shard *s, char *err, size_t errlen);
 
+/* What a pool's shard table keeps of a shard, to check a copy of it without
+ * reading its records: payload bytes (every column's data) and one checksum
+ * (a one-column shard's own; else XXH3-64 of the columns' checksums in
+ * order). Covers data and indexes, as the columns' checksums do. */
+void shard_digest(const struct shard *s, uint64_t *data_len, uint64_t *checksum);
+
 /* Describes why shard_col_record(&s->col[c], i) failed: which index entry, at
  * which offset of the extent. Cold path for messages. */
 void shard_explain(const struct shard *s, uint32_t c, uint64_t i, char *err, size_t errlen);
@@ -256,6 +262,23 @@ static inline int shard_record(const struct shard *s, uint64_t i, const uint8_t 
                                uint64_t *len)
 {
     return shard_col_record(&s->col[0], i, p, len);
+}
+
+/* The shard g (validated at one copy) as seen at another copy of the same
+ * bytes at base, its columns in cols[0..g->n_cols): every pointer moved by
+ * the same amount. Reads through *out stay inside [base, base + extent_len)
+ * as they did in g. */
+static inline void shard_at(const struct shard *g, const uint8_t *base, struct shard *out,
+                            struct shard_col *cols)
+{
+    *out = *g;
+    out->base = base;
+    out->col = cols;
+    for (uint32_t c = 0; c < g->n_cols; c++) {
+        cols[c] = g->col[c];
+        cols[c].data = base + g->col[c].data_off;
+        cols[c].index = base + g->col[c].index_off;
+    }
 }
 
 /* ---- encoding ---------------------------------------------------------- */

@@ -6,10 +6,102 @@
 #ifndef CXLP_STORE_H
 #define CXLP_STORE_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/atomic.h"
 #include "common/common.h"
+#include "common/fastdiv.h"
+#include "common/flush.h"
+#include "pool/pool.h"
+#include "store/shard.h"
+
+/* An open dataset (reader.c): immutable after open except where noted. */
+struct cxlp_store {
+    struct obj obj;
+    struct attach *a;
+    uint64_t gen;             /* catalog generation pinned for the lifetime */
+    struct pool_dataset ds;
+    uint64_t count;
+    uint64_t n_shards;
+    uint64_t per_shard;       /* nonzero: shard = idx / per_shard */
+    struct fastdiv per_div;   /* that division, by multiplication */
+    uint64_t *first;          /* first record of each shard */
+    struct shard *shards;     /* validated geometry (tiered: once ready[k]) */
+    struct shard_col *cols;   /* n_shards * ncols, shard-major */
+    uint32_t ncols;           /* columns per shard: n_fields, or 1 (format 1) */
+    int rows;                 /* format 1 with several fields: fields inside the record */
+    uint32_t version;         /* shard format of the first shard validated; 0 none yet */
+    struct pool_shard *loc;   /* the shard table, private copy */
+    const int64_t *docs;      /* NULL when absent */
+    const char *name;         /* ds.info.name */
+    /* tiered pools */
+    int tiered;               /* more than one tier: shards move */
+    const uint64_t *states;   /* shard k's words at states[k * stride] */
+    uint32_t stride;
+    uint32_t n_mem;           /* memory tiers (read in place), fastest first */
+    uint32_t mem[POOL_MAX_TIERS];
+    uint8_t *ready;           /* per shard, atomic: shards[k] is valid */
+    pthread_mutex_t mu;       /* validating geometry; the lifetime pin */
+    int mu_init;
+    int life_pinned;          /* cxlp_store_read views: epoch pinned until close */
+    uint64_t life_pin;
+    cxlp_pool *wp;            /* writable handle for copies (fetch.c), under mu */
+    int nc;                   /* non-coherent pool: invalidate before reading */
+};
+
+/* Shard k's location word in tier t, its line invalidated first on a
+ * non-coherent pool; pairs with the release stores of pool/place.c. */
+static inline uint64_t store_word(const cxlp_store *s, uint64_t k, uint32_t t)
+{
+    const uint64_t *w = &s->states[k * s->stride + 1 + t];
+    if (s->nc)
+        cache_invalidate(w, sizeof *w);
+    return at_load_acquire(w);
+}
+
+/* Checks a copy of shard k at base against the shard table and the schema
+ * and fills g with its columns in cols[0..ncols) (pointers into that
+ * copy); where names it in messages. With settle, the first shard checked
+ * fixes the dataset's shard format (s->version, s->rows): callers with
+ * settle serialize (open, or under mu); without, a shard is compared with
+ * the format once it is fixed. */
+int store_shard_check(cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
+                      struct shard_col *cols, int settle, const char *where);
+
+/* Shard of record idx (< count). */
+static inline uint64_t store_shard_of(const cxlp_store *s, uint64_t idx)
+{
+    if (s->per_shard)
+        return fastdiv(idx, s->per_div);
+    uint64_t lo = 0, hi = s->n_shards; /* first[lo] <= idx < first[hi] (first[n] = count) */
+    while (hi - lo > 1) {
+        uint64_t mid = lo + (hi - lo) / 2;
+        if (s->first[mid] <= idx)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Tiered pools: where shard k can be read now. With a copy in a memory
+ * tier, fills *sh (its columns in cols[0..ncols)) with the shard rebased
+ * onto it and returns 0 with its tier in *tier; CXLP_ENOTFOUND when no
+ * memory tier holds one; CXLP_ECORRUPT for a word or header that does not
+ * check out (message in cxlp_errmsg(NULL)). The caller holds a location
+ * epoch pin for as long as it uses *sh. */
+int store_locate(const cxlp_store *s, uint64_t k, struct shard *sh, struct shard_col *cols,
+                 uint32_t *tier);
+/* Fields fields[0..n) (NULL: the whole record, n = 1) of record idx, which
+ * lies in shard k as sh (a validated or rebased geometry) holds it. */
+int store_fields_at(const cxlp_store *s, const struct shard *sh, uint64_t k, uint64_t idx,
+                    const uint32_t *fields, uint32_t n, struct cxlp_view *v);
+/* cxlp_store_read (fields NULL, n = 1) or store_read_fields for a caller
+ * that holds an epoch pin (any pool). */
+int store_read_pinned(const cxlp_store *s, uint64_t idx, const uint32_t *fields, uint32_t n,
+                      struct cxlp_view *v);
 
 /* Checks a dataset name: 1..63 bytes, printable ASCII, no '/'. 0 or
  * CXLP_EARG with a message in err. */
@@ -69,7 +161,8 @@ int writer_commit_var(cxlp_writer *w, const uint64_t *lens, uint64_t n);
  * Thread-safe. */
 int store_resolve(const cxlp_store *s, const uint64_t *ids, size_t n, const uint32_t *fields,
                   uint32_t nf, struct cxlp_view *out, size_t *bad);
-/* NUMA node the dataset's memory is bound to (numa pools), else -1. */
+/* NUMA node the dataset's memory is bound to (numa pools; a tiered
+ * dataset: its fastest memory tier's), else -1. */
 int store_numa_node(const cxlp_store *s);
 
 #endif

@@ -74,6 +74,7 @@
 struct resv {
     struct pool_extent ext;
     uint64_t used;            /* bytes from ext.off taken by shards/docs */
+    int where;                /* the ingest tier, or POOL_META (docs) */
 };
 
 /* A column of the open shard other than the primary. */
@@ -88,7 +89,8 @@ struct stage {
 struct cxlp_writer {
     struct obj obj;
     cxlp_pool *p;
-    uint8_t *base;            /* writable pool mapping */
+    int tier;                 /* the ingest tier: where shards (and spares) go */
+    uint8_t *base;            /* its writable mapping */
     char name[CXLP_NAME_MAX];
     struct cxlp_schema schema;
     uint64_t unit;            /* record_size (fixed) or element size (var) */
@@ -224,14 +226,16 @@ static uint32_t pick_primary(const cxlp_writer *w)
     return best;
 }
 
-/* Reserves n extents of lens[i] bytes in one transaction: the first becomes
- * the current reservation unless to_spares, the rest spares. */
-static int reserve_batch(cxlp_writer *w, const uint64_t *lens, uint64_t n, int to_spares)
+/* Reserves n extents of lens[i] bytes in where's object in one
+ * transaction: the first becomes the current reservation unless to_spares,
+ * the rest spares (of the ingest tier only). */
+static int reserve_batch(cxlp_writer *w, int where, const uint64_t *lens, uint64_t n,
+                         int to_spares)
 {
     if (grow(w, &w->spare, &w->cap_spare, w->n_spare + n, sizeof *w->spare) ||
         grow(w, &w->res, &w->cap_res, w->n_res + 1, sizeof *w->res))
         return w->failed;
-    int rc = pool_reserve_many(w->p, lens, n, w->huge, w->spare + w->n_spare);
+    int rc = pool_reserve_many(w->p, where, lens, n, w->huge, w->spare + w->n_spare);
     if (rc == CXLP_EARG) /* our lengths are nonzero: one exceeds the whole data area */
         rc = CXLP_EFULL;
     if (rc)
@@ -241,15 +245,15 @@ static int reserve_batch(cxlp_writer *w, const uint64_t *lens, uint64_t n, int t
         w->n_spare += n;
         return 0;
     }
-    w->res[w->n_res++] = (struct resv){.ext = got[0], .used = 0};
+    w->res[w->n_res++] = (struct resv){.ext = got[0], .used = 0, .where = where};
     memmove(got, got + 1, (n - 1) * sizeof *got);
     w->n_spare += n - 1;
     return 0;
 }
 
-static int reserve(cxlp_writer *w, uint64_t len)
+static int reserve(cxlp_writer *w, int where, uint64_t len)
 {
-    return reserve_batch(w, &len, 1, 0);
+    return reserve_batch(w, where, &len, 1, 0);
 }
 
 /* Makes the next spare of at least need bytes the current reservation;
@@ -264,7 +268,7 @@ static int take_spare(cxlp_writer *w, uint64_t need)
         struct pool_extent e = w->spare[i];
         w->spare[i] = w->spare[w->spare_next];
         w->spare[w->spare_next++] = e;
-        w->res[w->n_res++] = (struct resv){.ext = e, .used = 0};
+        w->res[w->n_res++] = (struct resv){.ext = e, .used = 0, .where = w->tier};
         return 1;
     }
     return 0;
@@ -306,7 +310,7 @@ static int open_shard(cxlp_writer *w, uint64_t need, uint64_t want)
             uint64_t lens[SPARE_MAX];
             for (uint64_t i = 0; i < k; i++)
                 lens[i] = len;
-            rc = reserve_batch(w, lens, k, 0);
+            rc = reserve_batch(w, w->tier, lens, k, 0);
             if (rc != CXLP_EFULL || (len == need && k == 1))
                 break;
             w->failed = 0;
@@ -402,9 +406,18 @@ static int seal_shard(cxlp_writer *w)
         return fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: shard %zu does not fit its extent "
                               "(%" PRIu64 " records, %" PRIu64 " bytes in %" PRIu64 ")",
                               w->name, w->n_shards, w->s_n, end, w->s_cap));
-    rc = pool_sync(w->p, w->s_off, used);
+    rc = pool_sync(w->p, w->tier, w->s_off, used);
     if (rc)
         return pool_fail(w, rc, "syncing a shard");
+    /* what the pool's shard table keeps of it: copies are checked by it */
+    struct shard sealed;
+    struct shard_col scols[SHARD_MAX_COLS];
+    char err[ERRMSG_MAX];
+    uint64_t digest_len, digest;
+    if (shard_open(&sealed, scols, SHARD_MAX_COLS, w->base + w->s_off, used, err, sizeof err))
+        return fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: shard %zu just sealed does "
+                              "not open: %s", w->name, w->n_shards, err));
+    shard_digest(&sealed, &digest_len, &digest);
     if (w->n_shards == w->cap_shards) {
         size_t nc = w->cap_shards ? 2 * w->cap_shards : 16;
         struct pool_shard *s = realloc(w->shards, nc * sizeof *s);
@@ -415,7 +428,7 @@ static int seal_shard(cxlp_writer *w)
     }
     w->shards[w->n_shards++] = (struct pool_shard){
         .off = w->s_off, .len = used, .first_record = w->n_records - w->s_n,
-        .n_records = w->s_n, .version = 0, .media = 0,
+        .n_records = w->s_n, .data_len = digest_len, .checksum = digest,
     };
     r->used = w->s_off - r->ext.off + used;
     return 0;
@@ -474,7 +487,7 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
     rc = schema_normalize(schema, &norm, err, sizeof err);
     if (rc)
         return seterr(pool_obj(p), rc, "dataset %s: %s", name, err);
-    if (!pool_writable(p) || !pool_base_rw(p))
+    if (!pool_writable(p) || !pool_base_rw(p, pool_ingest_tier(p)))
         return seterr(pool_obj(p), CXLP_EREADONLY, "dataset %s: pool handle is read-only", name);
 
     struct pool_dataset ds;
@@ -497,7 +510,8 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
         return seterr(pool_obj(p), -ENOMEM, "dataset %s: out of memory", name);
     obj_init(&w->obj);
     w->p = p;
-    w->base = pool_base_rw(p);
+    w->tier = pool_ingest_tier(p);
+    w->base = pool_base_rw(p, w->tier);
     strlcpy0(w->name, name, sizeof w->name);
     w->schema = norm;
     w->unit = schema_unit(&norm);
@@ -537,7 +551,7 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
             total += fixed_shard_extent(w, last);
         if (n == 0)
             total = fixed_shard_extent(w, 0);
-        rc = reserve(w, total);
+        rc = reserve(w, w->tier, total);
         if (rc == CXLP_EFULL && n > per) {
             w->failed = 0;
             uint64_t k = full + (last != 0);
@@ -547,7 +561,7 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
             } else {
                 for (uint64_t i = 0; i < k; i++)
                     lens[i] = fixed_shard_extent(w, i < full ? per : last);
-                rc = reserve_batch(w, lens, k, 1);
+                rc = reserve_batch(w, w->tier, lens, k, 1);
                 free(lens);
             }
         }
@@ -1015,32 +1029,40 @@ static void writer_free(cxlp_writer *w)
     free(w);
 }
 
-/* Gives back, in one transaction, the unused spares and the reservations
- * that hold nothing (all of them with all = 1); the rest stay listed. */
+/* Gives back the unused spares and the reservations that hold nothing (all
+ * of them with all = 1), one transaction per object they are in; the rest
+ * stay listed. */
 static void unreserve_unused(cxlp_writer *w, int all)
 {
     size_t n = 0, keep = 0;
     struct pool_extent *back = malloc((w->n_res + w->n_spare + 1) * sizeof *back);
-    for (size_t i = 0; i < w->n_res; i++) {
-        if (all || w->res[i].used == 0) {
+    for (int pass = 0; pass < 2; pass++) {
+        /* pass 0: the ingest tier's (spares among them), pass 1: the docs' */
+        int where = pass == 0 ? w->tier : POOL_META;
+        n = 0;
+        for (size_t i = 0; i < w->n_res; i++) {
+            if (w->res[i].where != where || !(all || w->res[i].used == 0))
+                continue;
             if (back)
                 back[n++] = w->res[i].ext;
             else
-                pool_unreserve(w->p, w->res[i].ext);
-        } else {
-            w->res[keep++] = w->res[i];
+                pool_unreserve(w->p, where, w->res[i].ext);
+            w->res[i].ext.len = 0; /* given back */
         }
+        for (size_t i = w->spare_next; pass == 0 && i < w->n_spare; i++) {
+            if (back)
+                back[n++] = w->spare[i];
+            else
+                pool_unreserve(w->p, where, w->spare[i]);
+        }
+        if (back && n)
+            pool_unreserve_many(w->p, where, back, n);
     }
+    for (size_t i = 0; i < w->n_res; i++)
+        if (w->res[i].ext.len)
+            w->res[keep++] = w->res[i];
     w->n_res = keep;
-    for (size_t i = w->spare_next; i < w->n_spare; i++) {
-        if (back)
-            back[n++] = w->spare[i];
-        else
-            pool_unreserve(w->p, w->spare[i]);
-    }
     w->n_spare = w->spare_next = 0;
-    if (back && n)
-        pool_unreserve_many(w->p, back, n);
     free(back);
 }
 
@@ -1057,8 +1079,10 @@ void cxlp_writer_abort(cxlp_writer *w)
     writer_free(w);
 }
 
-/* Copies the document index after the last shard and checks it against the
- * records: docs[0] == 0, non-decreasing, docs[n_docs] == n_records. */
+/* Copies the document index into an extent of the pool object's metadata
+ * area (readers map it whole, whatever tier the shards are on) and checks it
+ * against the records: docs[0] == 0, non-decreasing, docs[n_docs] ==
+ * n_records. */
 static int write_docs(cxlp_writer *w, struct pool_dataset *ds)
 {
     uint64_t bytes = (w->n_docs + 1) * sizeof(int64_t);
@@ -1069,17 +1093,17 @@ static int write_docs(cxlp_writer *w, struct pool_dataset *ds)
         if (w->docs[i + 1] < w->docs[i])
             return fail(w, seterr(&w->obj, CXLP_EARG, "dataset %s: document index decreases at entry %" PRIu64,
                                   w->name, i + 1));
-    int rc = open_shard(w, ALIGN_UP(bytes, SHARD_ALIGN), ALIGN_UP(bytes, SHARD_ALIGN));
+    int rc = reserve(w, POOL_META, bytes);
     if (rc)
         return rc;
-    w->open = 0;
-    memcpy(w->base + w->s_off, w->docs, bytes);
-    ds->docs = (struct pool_extent){.off = w->s_off, .len = bytes};
-    ds->docs_checksum = XXH3_64bits(w->base + w->s_off, bytes);
-    ds->info.n_docs = w->n_docs;
     struct resv *r = &w->res[w->n_res - 1];
-    r->used = w->s_off - r->ext.off + bytes;
-    rc = pool_sync(w->p, w->s_off, bytes);
+    uint8_t *meta = pool_base_rw(w->p, POOL_META);
+    memcpy(meta + r->ext.off, w->docs, bytes);
+    ds->docs = (struct pool_extent){.off = r->ext.off, .len = bytes};
+    ds->docs_checksum = XXH3_64bits(meta + r->ext.off, bytes);
+    ds->info.n_docs = w->n_docs;
+    r->used = bytes;
+    rc = pool_sync(w->p, POOL_META, r->ext.off, bytes);
     return rc ? pool_fail(w, rc, "syncing the document index") : 0;
 }
 

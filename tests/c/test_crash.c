@@ -119,25 +119,25 @@ static void cross_host(uint64_t seed, const char *forced[], int n_forced)
         /* at once: A's pid means nothing here, its holdings are live */
         setenv("CXLP_LOCK_TIMEOUT_MS", "200", 1);
         struct pool_extent e;
-        int rc = pool_reserve(p, 4096, &e);
+        int rc = pool_reserve(p, 0, 4096, &e);
         unsetenv("CXLP_LOCK_TIMEOUT_MS");
         struct cxlp_pool_stat st;
         if (rc == 0) {
-            CHECK_OK(pool_unreserve(p, e));
+            CHECK_OK(pool_unreserve(p, 0, e));
             CHECK_OK(cxlp_pool_stat(p, &st));
             CHECK(st.reserved_bytes > 0 || strcmp(forced[f], "publish-after-flip") == 0);
         } else {
             CHECK(rc == CXLP_EBUSY && strstr(cxlp_errmsg(pool_obj(p)), "host hostA"));
         }
         /* after the expiry host B gets everything back */
-        CHECK_OK(pool_reserve(p, 4096, &e));
-        CHECK_OK(pool_unreserve(p, e));
+        CHECK_OK(pool_reserve(p, 0, 4096, &e));
+        CHECK_OK(pool_unreserve(p, 0, e));
         double took = now_s() - t0;
         CHECK_OK(cxlp_pool_stat(p, &st));
         while (st.reserved_bytes) { /* the expiry has not passed yet */
             usleep(100000);
-            CHECK_OK(pool_reserve(p, 4096, &e));
-            CHECK_OK(pool_unreserve(p, e));
+            CHECK_OK(pool_reserve(p, 0, 4096, &e));
+            CHECK_OK(pool_unreserve(p, 0, e));
             CHECK_OK(cxlp_pool_stat(p, &st));
             took = now_s() - t0;
             CHECK(took < 60);

@@ -13,7 +13,11 @@
  *    A and its pid until the expiry, then B takes over; A, continued, fails
  *    to publish ("writer lock lost"), nothing of it is visible, its space
  *    comes back, the pool verifies. Again with A stopped before it writes
- *    its slot (publish-before-slot): continued, it does not write it.
+ *    its slot (publish-before-slot): continued, it does not write it. And
+ *    with A's migration of a pool of tiers stopped right before it stores a
+ *    shard's location word (place-before-word): B migrates the dataset
+ *    itself; A, continued, changes no word (a location change is fenced
+ *    like a publish); one copy per tier, nothing leaks, the pool verifies.
  * 3. Containers: two PID namespaces on one host (same boot id and host id)
  *    do not judge each other by pid: B's transactions keep the lease of A's
  *    reader (pid 3 there, no pid 3 here) and the reservations of A's
@@ -382,8 +386,8 @@ static void phase2(struct emu_host *A, struct emu_host *B)
         CHECK(strcmp(inf[i].name, "a-stopped") != 0 && strcmp(inf[i].name, "a-data") != 0);
     /* A's reservations come back once a transaction reclaims them */
     struct pool_extent e;
-    CHECK_OK(pool_reserve(p, 4096, &e));
-    CHECK_OK(pool_unreserve(p, e));
+    CHECK_OK(pool_reserve(p, 0, 4096, &e));
+    CHECK_OK(pool_unreserve(p, 0, e));
     struct cxlp_pool_stat st;
     CHECK_OK(cxlp_pool_stat(p, &st));
     CHECK(st.reserved_bytes == 0);
@@ -429,6 +433,92 @@ static void phase2b(struct emu_host *A, struct emu_host *B)
     CHECK_OK(cxlp_pool_close(p));
     CHECK_OK(cxlp_pool_destroy(spec));
     snprintf(spec, sizeof spec, "%s", saved);
+}
+
+/* 2c: a location change is fenced like a publish. A's migration stops
+ * holding the writer lock right before it stores a shard's location word;
+ * B takes the lock over after the expiry and migrates the dataset itself;
+ * A, continued, must change no word. */
+static int stopped_migration_a(void *arg)
+{
+    (void)arg;
+    setenv("CXLP_FAULT", "place-before-word:stop", 1);
+    cxlp_pool *p;
+    if (cxlp_pool_open(spec, NULL, &p))
+        return 2;
+    struct cxlp_migrate_stat ms;
+    int rc = cxlp_migrate(p, "m", "dram", NULL, &ms);
+    char msg[1024];
+    strlcpy_t(msg, cxlp_errmsg(p), sizeof msg);
+    printf("A (continued): migrate returned %d: %s\n", rc, msg);
+    cxlp_pool_close(p);
+    return rc == CXLP_EBUSY && (strstr(msg, "writer lock lost") || strstr(msg, "lease")) ? 0 : 1;
+}
+
+static int migration_b(void *arg)
+{
+    (void)arg;
+    cxlp_pool *p;
+    if (cxlp_pool_open(spec, NULL, &p))
+        return 2;
+    struct cxlp_migrate_stat ms;
+    int rc = cxlp_migrate(p, "m", "dram", NULL, &ms); /* waits out the expiry */
+    if (rc)
+        fprintf(stderr, "B: migrate: %s\n", cxlp_errmsg(p));
+    cxlp_pool_close(p);
+    return rc;
+}
+
+static void phase2c(struct emu_host *A, struct emu_host *B)
+{
+    printf("phase 2c: host A's migration stops before it stores a location word (expiry 1 s)\n");
+    char saved[128], dram[300], nvme[300];
+    snprintf(saved, sizeof saved, "%s", spec);
+    snprintf(spec, sizeof spec, "%s", test_name("fence"));
+    snprintf(dram, sizeof dram, "dram=shm:%s.d:8M", spec);
+    snprintf(nvme, sizeof nvme, "nvme=file:%s/fence.tier:16M", dir);
+    const char *tiers[] = {dram, nvme};
+    struct cxlp_pool_opts o = {.lease_slots = 16, .catalog_bytes = 256 << 10,
+                               .expiry_ms = 1000, .meta_bytes = 4 << 20};
+    cxlp_pool *p;
+    uint64_t n;
+    CHECK_OK(cxlp_pool_create_tiered(spec, tiers, 2, &o, &p));
+    CHECK_OK(rec_ingest(p, "m", 1, 109, 1 << 20, 64 << 10, &n, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+    pid_t a = emu_spawn(A, stopped_migration_a, NULL);
+    pid_t role = emu_role(a);
+    CHECK(role > 0 && emu_wait_stopped(role));
+    CHECK(emu_wait(emu_spawn(B, migration_b, NULL)) == 0);
+    CHECK(kill(role, SIGCONT) == 0);
+    CHECK(emu_wait(a) == 0);
+    CHECK_OK(cxlp_pool_open(spec, NULL, &p));
+    /* B's copies, as B left them: counted and checked before any read
+     * (a read would fetch a copy A had taken away) */
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, "m", &s));
+    uint64_t shards;
+    CHECK_OK(cxlp_store_shards(s, &shards, NULL, NULL));
+    struct cxlp_tier_info ti[2];
+    size_t nt;
+    CHECK_OK(cxlp_pool_tiers(p, ti, 2, &nt));
+    printf("phase 2c: %llu shards; copies: dram %llu, nvme %llu\n", (unsigned long long)shards,
+           (unsigned long long)ti[0].copies, (unsigned long long)ti[1].copies);
+    CHECK(nt == 2 && ti[0].copies == shards && ti[1].copies == shards);
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK(verify_ds(s, 109));
+    CHECK_OK(cxlp_store_close(s));
+    /* A's reservation (its lease expired) comes back at the next transaction */
+    struct pool_extent e;
+    CHECK_OK(pool_reserve(p, 0, 4096, &e));
+    CHECK_OK(pool_unreserve(p, 0, e));
+    struct cxlp_pool_stat st;
+    CHECK_OK(cxlp_pool_stat(p, &st));
+    CHECK(st.reserved_bytes == 0);
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+    CHECK_OK(cxlp_pool_destroy(spec));
+    snprintf(spec, sizeof spec, "%s", saved);
+    printf("phase 2c: A changed no location word; one copy per tier; the pool verifies\n");
 }
 
 /* ---------------------------------------------------------------- 3 */
@@ -565,7 +655,7 @@ static int doomed_host(void *arg)
     /* a lease pinning r-data; a reservation; and a stop holding the writer
      * lock, right after that reservation's commit */
     setenv("CXLP_FAULT", "reserve-locked:stop", 1);
-    pool_reserve(p, 1 << 20, &e);
+    pool_reserve(p, 0, 1 << 20, &e);
     return 3; /* killed before */
 }
 
@@ -712,6 +802,7 @@ int main(void)
     phase1(&A, &B);
     phase2(&A, &B);
     phase2b(&A, &B);
+    phase2c(&A, &B);
     CHECK_OK(cxlp_pool_open(spec, NULL, &p));
     CHECK_OK(rec_ingest(p, "c-data", 1, 104, 1 << 20, 256 << 10, &n, NULL));
     CHECK_OK(cxlp_pool_close(p));

@@ -21,7 +21,7 @@ static void roundtrip(void)
     CHECK(st.live_leases == 1);
     CHECK(st.lease_slots == 256);
     CHECK(st.media == CXLP_MEDIA_SHM && st.emulated == 1 && st.numa_node == -1);
-    CHECK(st.format_version == 2);
+    CHECK(st.format_version == 3 && st.n_tiers == 1);
     CHECK(strstr(st.path, name) != NULL);
     uint8_t zero[16] = {0};
     CHECK(memcmp(st.uuid, zero, 16) != 0);
@@ -34,7 +34,7 @@ static void roundtrip(void)
     CHECK(memcmp(st.uuid, st2.uuid, 16) == 0);
     CHECK(st2.live_leases == 2);
     CHECK(pool_size(q) == 16 * MiB);
-    CHECK(pool_writable(q) && pool_base_rw(q) != NULL);
+    CHECK(pool_writable(q) && pool_base_rw(q, 0) != NULL);
     CHECK_OK(cxlp_pool_close(q));
     CHECK_OK(cxlp_pool_stat(p, &st2));
     CHECK(st2.live_leases == 1);
@@ -43,9 +43,9 @@ static void roundtrip(void)
     /* read-only handle: reads work, writes refused */
     struct cxlp_pool_opts ro = {.readonly = 1};
     CHECK_OK(cxlp_pool_open(name, &ro, &q));
-    CHECK(!pool_writable(q) && pool_base_rw(q) == NULL);
+    CHECK(!pool_writable(q) && pool_base_rw(q, 0) == NULL);
     struct pool_extent e;
-    CHECK_RC(pool_reserve(q, 4096, &e), CXLP_EREADONLY);
+    CHECK_RC(pool_reserve(q, 0, 4096, &e), CXLP_EREADONLY);
     CHECK_RC(cxlp_pool_remove(q, "x"), CXLP_EREADONLY);
     CHECK_OK(cxlp_pool_stat(q, &st2));
     CHECK(st2.live_leases == 2); /* root may write the object: ro still leases */
@@ -94,8 +94,8 @@ static void cycle(void)
 
     /* a reservation is durable and accounted as reserved */
     struct pool_extent e;
-    CHECK_RC(pool_reserve(p, 0, &e), CXLP_EARG);
-    CHECK_OK(pool_reserve(p, 5000, &e));
+    CHECK_RC(pool_reserve(p, 0, 0, &e), CXLP_EARG);
+    CHECK_OK(pool_reserve(p, 0, 5000, &e));
     CHECK(e.len == 8192 && e.off % 4096 == 0);
     CHECK_OK(cxlp_pool_stat(p, &st));
     CHECK(st.reserved_bytes == 8192 && st.free_bytes == st0.free_bytes - 8192);
@@ -103,14 +103,14 @@ static void cycle(void)
     tp_check(p);
     /* unreserve the tail, then the rest */
     struct pool_extent tail = {e.off + 4096, 4096};
-    CHECK_OK(pool_unreserve(p, tail));
+    CHECK_OK(pool_unreserve(p, 0, tail));
     CHECK_OK(cxlp_pool_stat(p, &st));
     CHECK(st.reserved_bytes == 4096);
-    CHECK_RC(pool_unreserve(p, tail), CXLP_EARG); /* no longer ours */
+    CHECK_RC(pool_unreserve(p, 0, tail), CXLP_EARG); /* no longer ours */
     struct pool_extent odd = {e.off + 1, 10};
-    CHECK_RC(pool_unreserve(p, odd), CXLP_EARG);
+    CHECK_RC(pool_unreserve(p, 0, odd), CXLP_EARG);
     struct pool_extent head = {e.off, 4096};
-    CHECK_OK(pool_unreserve(p, head));
+    CHECK_OK(pool_unreserve(p, 0, head));
     CHECK_OK(cxlp_pool_stat(p, &st));
     CHECK(st.reserved_bytes == 0 && st.free_bytes == st0.free_bytes);
     CHECK(st.largest_free == st0.largest_free); /* coalesced back */
@@ -125,7 +125,7 @@ static void cycle(void)
     CHECK_OK(cxlp_pool_stat(p, &st));
     CHECK(st.n_datasets == 2 && st.reserved_bytes == 0);
     /* 100000 bytes occupy 25 pages */
-    CHECK(st.used_bytes == 3 * 102400 + 2 * 4096);
+    CHECK(st.used_bytes == 3 * 102400 + 2 * 4096 + tp_meta(3) + tp_meta(2));
     CHECK(st.free_bytes + st.used_bytes == st.data_bytes);
     tp_check(p);
 
@@ -157,21 +157,21 @@ static void cycle(void)
     CHECK_RC(cxlp_pool_remove(p, "alpha"), CXLP_ENOTFOUND);
     CHECK_OK(cxlp_pool_stat(p, &st));
     CHECK(st.n_datasets == 1);
-    CHECK(st.deferred_bytes == 3 * 102400);
-    CHECK(st.used_bytes == 2 * 4096);
+    CHECK(st.deferred_bytes == 3 * 102400 + tp_meta(3));
+    CHECK(st.used_bytes == 2 * 4096 + tp_meta(2));
     tp_check(p);
     /* writes by others do not reclaim it while pinned */
     struct pool_extent e2;
-    CHECK_OK(pool_reserve(p, 4096, &e2));
-    CHECK_OK(pool_unreserve(p, e2));
+    CHECK_OK(pool_reserve(p, 0, 4096, &e2));
+    CHECK_OK(pool_unreserve(p, 0, e2));
     CHECK_OK(cxlp_pool_stat(p, &st));
-    CHECK(st.deferred_bytes == 3 * 102400);
+    CHECK(st.deferred_bytes == 3 * 102400 + tp_meta(3));
     CHECK(tp_verify(a, &got, sh) == 0); /* the snapshot still reads fine */
 
     /* the lookup's attachment outlives the pool handle */
     attach_unpin(a, gen);
-    CHECK_OK(pool_reserve(p, 4096, &e2)); /* reclaims */
-    CHECK_OK(pool_unreserve(p, e2));
+    CHECK_OK(pool_reserve(p, 0, 4096, &e2)); /* reclaims */
+    CHECK_OK(pool_unreserve(p, 0, e2));
     CHECK_OK(cxlp_pool_stat(p, &st));
     CHECK(st.deferred_bytes == 0);
     CHECK(st.free_bytes + st.used_bytes == st.data_bytes);
@@ -190,8 +190,8 @@ static void cycle(void)
 
     CHECK_OK(cxlp_pool_open(name, NULL, &p));
     CHECK_OK(cxlp_pool_remove(p, "beta"));
-    CHECK_OK(pool_reserve(p, 4096, &e2));
-    CHECK_OK(pool_unreserve(p, e2));
+    CHECK_OK(pool_reserve(p, 0, 4096, &e2));
+    CHECK_OK(pool_unreserve(p, 0, e2));
     CHECK_OK(cxlp_pool_stat(p, &st));
     CHECK(st.free_bytes == st.data_bytes && st.largest_free == st.data_bytes);
     CHECK(st.n_datasets == 0);

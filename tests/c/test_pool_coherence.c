@@ -138,7 +138,7 @@ static void writer_side(void)
 
     /* the publish: the last write-back of the gen word's line */
     struct attach *a = pool_attach(p);
-    uintptr_t base = (uintptr_t)pool_base_rw(p), genp = (uintptr_t)&a->hdr->gen;
+    uintptr_t base = (uintptr_t)pool_base_rw(p, POOL_META), genp = (uintptr_t)&a->hdr->gen;
     size_t flip = SIZE_MAX, fence = SIZE_MAX;
     for (size_t i = 0; i < n_ev; i++)
         if (evs[i].op == CACHE_WRITEBACK && evs[i].p <= genp && genp < evs[i].p + evs[i].len)

@@ -12,22 +12,22 @@
 
 #define MiB (1ull << 20)
 
-/* the metadata image of a pool file, trailing zeros cut (the fuzzer pads
- * them back) */
+/* the fuzz input for a pool file: its first FUZZ_META bytes (header,
+ * leases, catalog) and the start of its data area (shard tables, states,
+ * shards), trailing zeros cut (the fuzzer pads them back), then the flags */
 static uint8_t *image(const char *path, size_t *len)
 {
     int fd = open(path, O_RDONLY);
     CHECK(fd >= 0);
-    uint8_t *b = malloc(FUZZ_IMG);
+    uint8_t *b = calloc(1, FUZZ_IMG);
     CHECK(b);
-    CHECK(pread(fd, b, FUZZ_IMG, 0) == (ssize_t)FUZZ_IMG);
+    CHECK(pread(fd, b, FUZZ_META, 0) == (ssize_t)FUZZ_META);
+    CHECK(pread(fd, b + FUZZ_META, FUZZ_META, POOL_DATA_ALIGN) == (ssize_t)FUZZ_META);
     close(fd);
-    /* metadata only: the data area's bytes mean nothing to the pool layer */
-    size_t n = POOL_DATA_ALIGN;
-    memset(b + n, 0, FUZZ_IMG - n);
-    while (n > 4096 && b[n - 1] == 0)
+    size_t n = 2 * FUZZ_META;
+    while (n > FUZZ_META && b[n - 1] == 0)
         n--;
-    b[n] = 3; /* fuzz flags: re-sign header and catalog after mutation */
+    b[n] = 7; /* fuzz flags: re-sign header, tables and catalog after mutation */
     *len = n + 1;
     return b;
 }
@@ -47,9 +47,9 @@ static void seed(int kind, const char *outdir)
         CHECK_OK(tp_publish(p, "tokens", 2, 4096, NULL));
         /* docs extent in its own reservation */
         struct pool_extent e;
-        CHECK_OK(pool_reserve(p, 4096, &e));
+        CHECK_OK(pool_reserve(p, 0, 4096, &e));
         struct pool_extent s;
-        CHECK_OK(pool_reserve(p, 4096, &s));
+        CHECK_OK(pool_reserve(p, 0, 4096, &s));
         struct pool_dataset ds;
         memset(&ds, 0, sizeof ds);
         snprintf(ds.info.name, sizeof ds.info.name, "docs");
@@ -61,7 +61,7 @@ static void seed(int kind, const char *outdir)
     }
     if (kind >= 2) {
         struct pool_extent e;
-        CHECK_OK(pool_reserve(p, 8192, &e)); /* an ingest in progress */
+        CHECK_OK(pool_reserve(p, 0, 8192, &e)); /* an ingest in progress */
         CHECK_OK(pool_lookup(p, "tokens", &d, &sh, &a, &gen));
         CHECK_OK(cxlp_pool_remove(p, "tokens")); /* deferred: we pin it */
     }
@@ -76,7 +76,7 @@ static void seed(int kind, const char *outdir)
     CHECK_OK(cxlp_pool_close(p));
     CHECK_OK(cxlp_pool_destroy(spec));
     printf("seed %d: %zu bytes\n", kind, len);
-    CHECK(len < 64 * 1024);
+    CHECK(len < 2 * FUZZ_META);
     unsigned before = fuzz_opens;
     CHECK(LLVMFuzzerTestOneInput(img, len) == 0);
     CHECK(fuzz_opens == before + 2); /* read-only and writable */
@@ -91,7 +91,7 @@ static void seed(int kind, const char *outdir)
     CHECK(LLVMFuzzerTestOneInput(img, len) == 0);
     CHECK(fuzz_opens == before);
     img[at] ^= 0x40;
-    img[len - 1] = 3;
+    img[len - 1] = 7;
     if (outdir) {
         char path[512];
         snprintf(path, sizeof path, "%s/seed-%d", outdir, kind);

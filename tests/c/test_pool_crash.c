@@ -20,7 +20,7 @@ static int run_child(const char *spec, const char *fault, int what)
         setenv("CXLP_FAULT", fault, 1);
         struct pool_extent e;
         if (what == 0)
-            pool_reserve(p, 1 * MiB, &e);
+            pool_reserve(p, 0, 1 * MiB, &e);
         else
             tp_publish(p, "crashy", 3, 64 * 1024, NULL);
         _exit(3); /* the fault point did not fire */
@@ -42,8 +42,8 @@ static void settle(cxlp_pool *p)
     /* any write transaction reclaims; this one must not block on the dead
      * holder's lock */
     struct pool_extent e;
-    CHECK_OK(pool_reserve(p, 4096, &e));
-    CHECK_OK(pool_unreserve(p, e));
+    CHECK_OK(pool_reserve(p, 0, 4096, &e));
+    CHECK_OK(pool_unreserve(p, 0, e));
 }
 
 static void fixed_points(void)
@@ -62,10 +62,10 @@ static void fixed_points(void)
     CHECK(st.generation == st0.generation + 1);
     tp_check(p);
     struct pool_extent mine;
-    CHECK_OK(pool_reserve(p, 8192, &mine));
+    CHECK_OK(pool_reserve(p, 0, 8192, &mine));
     CHECK_OK(cxlp_pool_stat(p, &st));
     CHECK(st.reserved_bytes == 8192); /* the child's MiB is back */
-    CHECK_OK(pool_unreserve(p, mine));
+    CHECK_OK(pool_unreserve(p, 0, mine));
     CHECK_OK(cxlp_pool_stat(p, &st));
     CHECK(st.free_bytes == st.data_bytes && st.largest_free == st.data_bytes);
 
@@ -93,7 +93,7 @@ static void fixed_points(void)
     attach_unref(a);
     free(sh);
     CHECK_OK(cxlp_pool_stat(p, &st));
-    CHECK(st.n_datasets == 1 && st.reserved_bytes == 0 && st.used_bytes == 3 * 64 * 1024);
+    CHECK(st.n_datasets == 1 && st.reserved_bytes == 0 && st.used_bytes == 3 * 64 * 1024 + tp_meta(3));
     settle(p);
     tp_check(p);
     /* the fault points are on the publish path only */

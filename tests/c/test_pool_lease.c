@@ -109,9 +109,9 @@ static void table(void)
     kill_wait(child);
     CHECK(slots_naming(p, child) == 1);
     struct pool_extent e;
-    CHECK_OK(pool_reserve(p, 4096, &e));
+    CHECK_OK(pool_reserve(p, 0, 4096, &e));
     CHECK(slots_naming(p, child) == 0);
-    CHECK_OK(pool_unreserve(p, e));
+    CHECK_OK(pool_unreserve(p, 0, e));
     for (int i = 0; i < 6; i++)
         CHECK_OK(cxlp_pool_close(h[i]));
     CHECK(live(p) == 1);
@@ -158,15 +158,15 @@ static void pins(void)
     struct cxlp_pool_stat st;
     struct pool_extent e;
     for (int i = 0; i < 3; i++) {
-        CHECK_OK(pool_reserve(p, 4096, &e));
-        CHECK_OK(pool_unreserve(p, e));
+        CHECK_OK(pool_reserve(p, 0, 4096, &e));
+        CHECK_OK(pool_unreserve(p, 0, e));
         CHECK_OK(cxlp_pool_stat(p, &st));
-        CHECK(st.deferred_bytes == 16384);
+        CHECK(st.deferred_bytes == 16384 + tp_meta(2));
     }
     tp_check(p);
     kill_wait(child);
-    CHECK_OK(pool_reserve(p, 4096, &e));
-    CHECK_OK(pool_unreserve(p, e));
+    CHECK_OK(pool_reserve(p, 0, 4096, &e));
+    CHECK_OK(pool_unreserve(p, 0, e));
     CHECK_OK(cxlp_pool_stat(p, &st));
     CHECK(st.deferred_bytes == 0 && st.free_bytes == st.data_bytes);
 
@@ -213,7 +213,7 @@ static void stuck_writer(void)
     CHECK(read(fds[0], &c, 1) == 1 && c == 'y');
     setenv("CXLP_LOCK_TIMEOUT_MS", "200", 1);
     struct pool_extent e;
-    CHECK_RC(pool_reserve(p, 4096, &e), CXLP_EBUSY);
+    CHECK_RC(pool_reserve(p, 0, 4096, &e), CXLP_EBUSY);
     char who[64];
     snprintf(who, sizeof who, "writer lock held by pid %d of this host", (int)pid);
     if (!strstr(cxlp_errmsg(pool_obj(p)), who))
@@ -225,8 +225,8 @@ static void stuck_writer(void)
     CHECK_OK(cxlp_pool_stat(p, &st));
     /* once the holder dies the lock is recovered */
     kill_wait(pid);
-    CHECK_OK(pool_reserve(p, 4096, &e));
-    CHECK_OK(pool_unreserve(p, e));
+    CHECK_OK(pool_reserve(p, 0, 4096, &e));
+    CHECK_OK(pool_unreserve(p, 0, e));
     unsetenv("CXLP_LOCK_TIMEOUT_MS");
     close(fds[0]);
     close(fds[1]);

@@ -141,17 +141,17 @@ static void corrupt_catalog(void)
         struct cat c;
         uint64_t gen;
         CHECK_OK(cat_snapshot(a, &c, 0, &gen, pool_obj(p)));
-        CHECK(c.n_ds == 1 && c.n_sh == 2 && c.n_fr >= 1);
+        CHECK(c.n_ds == 1 && c.ds[0].d.n_shards == 2 && c.n_fr >= 1);
         const char *want = "outside";
         switch (kind) {
-        case 0: c.sh[1].off = a->L.data_off + a->L.data_len; break;
-        case 1: c.sh[0].len = UINT64_MAX - 5; break;
+        case 0: c.ds[0].table.off = a->L.obj[0].data_off + a->L.obj[0].data_len; want = "shard table"; break;
+        case 1: c.ds[0].states.len = UINT64_MAX - 5; want = "states"; break;
         case 2: c.fr[0].off = 4096; break;
         case 3: memset(c.ds[0].d.info.name, 'x', sizeof c.ds[0].d.info.name); want = "name"; break;
-        case 4: c.ds[0].d.n_shards = 3; c.ds[0].d.info.n_shards = 3; want = "shard"; break;
-        case 5: c.ds[0].first_shard = UINT64_MAX; want = "shard"; break;
+        case 4: c.ds[0].d.n_shards = 3; c.ds[0].d.info.n_shards = 3; want = "3 shards"; break;
+        case 5: c.fr[0].object = POOL_MAX_OBJECTS - 1; want = "object"; break;
         }
-        cat_encode(&c, pool_base_rw(p) + a->L.cat_off + (gen & 1) * a->L.cat_bytes);
+        cat_encode(&c, pool_base_rw(p, 0) + a->L.cat_off + (gen & 1) * a->L.cat_bytes);
         cat_free(&c);
         CHECK_OK(cxlp_pool_close(p));
         CHECK_RC(cxlp_pool_open(spec, NULL, &p), CXLP_ECORRUPT);
@@ -163,22 +163,40 @@ static void corrupt_catalog(void)
         make_pool(1);
     }
 
-    /* overlapping extents pass decode (per record) but not pool_check */
+    /* a shard table that does not match its checksum: the pool opens, the
+     * dataset does not */
     CHECK_OK(cxlp_pool_open(spec, NULL, &p));
     struct attach *a = pool_attach(p);
     struct cat c;
     uint64_t gen;
     CHECK_OK(cat_snapshot(a, &c, 0, &gen, pool_obj(p)));
-    c.sh[1].off = c.sh[0].off; /* shard 1 now aliases shard 0, its pages are lost */
-    cat_encode(&c, pool_base_rw(p) + a->L.cat_off + (gen & 1) * a->L.cat_bytes);
-    cat_free(&c);
+    uint8_t *tb = pool_base_rw(p, POOL_META) + c.ds[0].table.off;
+    tb[8] ^= 1;
+    struct pool_dataset ds;
+    struct pool_shard *sh;
+    struct attach *la;
+    uint64_t lgen;
+    CHECK_RC(pool_lookup(p, "ds", &ds, &sh, &la, &lgen), CXLP_ECORRUPT);
+    CHECK(strstr(cxlp_errmsg(pool_obj(p)), "shard table") != NULL);
+    tb[8] ^= 1;
+    CHECK_OK(pool_lookup(p, "ds", &ds, &sh, &la, &lgen));
+    free(sh);
+    attach_unpin(la, lgen);
+    attach_unref(la);
+
+    /* overlapping extents pass decode (per record) but not pool_check */
+    uint64_t *st = attach_states(a, c.ds[0].states.off);
+    const uint32_t stride = attach_stride(a);
+    uint64_t w1 = st[stride + 1];
+    st[stride + 1] = st[1]; /* shard 1 now aliases shard 0, its pages are lost */
     CHECK_RC(pool_check(p, NULL, NULL), CXLP_ECORRUPT);
     CHECK(strstr(cxlp_errmsg(pool_obj(p)), "bytes lost") != NULL);
-    CHECK_OK(cat_snapshot(a, &c, 0, &gen, pool_obj(p)));
-    uint64_t d = c.fr[0].off - c.sh[0].off; /* free list overlaps the dataset */
+    st[stride + 1] = w1;
+    tp_check(p);
+    uint64_t d = c.fr[0].off - loc_off(st[1]); /* free list overlaps the dataset */
     c.fr[0].off -= d;
     c.fr[0].len += d;
-    cat_encode(&c, pool_base_rw(p) + a->L.cat_off + (gen & 1) * a->L.cat_bytes);
+    cat_encode(&c, pool_base_rw(p, 0) + a->L.cat_off + (gen & 1) * a->L.cat_bytes);
     cat_free(&c);
     CHECK_RC(pool_check(p, NULL, NULL), CXLP_ECORRUPT);
     CHECK(strstr(cxlp_errmsg(pool_obj(p)), "overlaps") != NULL);
@@ -273,8 +291,8 @@ static void terabyte(void)
     CHECK(t1 - t0 < 10 && t3 - t2 < 10);
     /* a reservation backs only its own pages */
     struct pool_extent e;
-    CHECK_OK(pool_reserve(p, 1ull << 20, &e));
-    CHECK_OK(pool_unreserve(p, e));
+    CHECK_OK(pool_reserve(p, 0, 1ull << 20, &e));
+    CHECK_OK(pool_unreserve(p, 0, e));
     CHECK_OK(cxlp_pool_close(p));
     CHECK_OK(cxlp_pool_destroy(s));
 }

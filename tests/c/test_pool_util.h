@@ -13,6 +13,15 @@
 
 #include "test.h"
 #include "pool/pool.h"
+#include "pool/pool_format.h"
+
+/* Bytes of object 0 a dataset of n shards holds for its shard table and
+ * states in a pool of one tier (two words a shard: heat, location). */
+static inline uint64_t tp_meta(uint64_t n)
+{
+    uint64_t t = n * sizeof(struct pool_shent), s = n * 16;
+    return (t + 4095) / 4096 * 4096 + (s + 4095) / 4096 * 4096;
+}
 
 static inline uint64_t tp_tag(const char *name, uint64_t shard)
 {
@@ -29,15 +38,15 @@ static inline int tp_publish(cxlp_pool *p, const char *name, uint32_t n_shards,
     snprintf(ds.info.name, sizeof ds.info.name, "%s", name);
     struct pool_shard *sh = calloc(n_shards ? n_shards : 1, sizeof *sh);
     CHECK(sh);
-    uint8_t *base = pool_base_rw(p);
+    uint8_t *base = pool_base_rw(p, 0);
     uint64_t first = 0;
     for (uint32_t i = 0; i < n_shards; i++) {
         struct pool_extent e;
-        int rc = pool_reserve(p, shard_len, &e);
+        int rc = pool_reserve(p, 0, shard_len, &e);
         if (rc) {
             for (uint32_t k = 0; k < i; k++) {
                 struct pool_extent r = {sh[k].off, sh[k].len};
-                CHECK_OK(pool_unreserve(p, r));
+                CHECK_OK(pool_unreserve(p, 0, r));
             }
             free(sh);
             return rc;
@@ -51,7 +60,7 @@ static inline int tp_publish(cxlp_pool *p, const char *name, uint32_t n_shards,
         uint64_t words = shard_len / 8 < 64 ? shard_len / 8 : 64;
         for (uint64_t w = 0; w < words; w++)
             memcpy(base + e.off + 8 * w, &tag, 8);
-        CHECK_OK(pool_sync(p, e.off, shard_len));
+        CHECK_OK(pool_sync(p, 0, e.off, shard_len));
     }
     ds.n_shards = n_shards;
     ds.info.n_shards = n_shards;
@@ -69,7 +78,7 @@ static inline int tp_publish(cxlp_pool *p, const char *name, uint32_t n_shards,
     if (rc) {
         for (uint32_t k = 0; k < n_shards; k++) {
             struct pool_extent r = {sh[k].off, sh[k].len};
-            CHECK_OK(pool_unreserve(p, r));
+            CHECK_OK(pool_unreserve(p, 0, r));
         }
     }
     free(sh);

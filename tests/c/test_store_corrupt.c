@@ -101,7 +101,7 @@ int main(void)
     struct lines l = {0};
     CHECK_OK(cxlp_pool_verify(p, collect, &l));
     CHECK(l.bad == 0);
-    uint8_t *base = pool_base_rw(p);
+    uint8_t *base = pool_base_rw(p, 0);
 
     for (int round = 0; round < 2; round++) {
         const char *name = round ? "var" : "fixed";

@@ -4,19 +4,22 @@ them, keeping the header checksum valid, so a test meets exactly the check it
 aims at. The offsets follow struct pool_hdr (src/pool/pool_format.h):
 
     0 magic[8] | 8 version u32 | 12 hdr_size u32 | 16 layout_sig u64 |
-    24 uuid[16] | 40..115 sizes, offsets, created, media | 116 flags u32 |
-    120 expiry_ms u64 | 128 checksum u64
-    checksum = XXH3-64 of bytes [0, 128), little-endian
+    24 uuid[16] | 40..131 sizes, offsets, created, media | 132 flags u32 |
+    136 expiry_ms u64 | 144 tier counts | 160 tiers[8] | 352 objects[9] |
+    2728 checksum u64
+    checksum = XXH3-64 of bytes [0, 2728), little-endian
 
 usage: patch_header.py layout POOLFILE   (flips the layout signature)
        patch_header.py version POOLFILE  (format version 99)
+       patch_header.py v1 POOLFILE       (format version 1: a pool of before hosts and tiers)
+       patch_header.py v2 POOLFILE       (format version 2: a pool of the hosts work, before tiers)
 XXH3 comes from the python xxhash module when present, else from xxhsum -H3.
 """
 import struct
 import subprocess
 import sys
 
-CK_OFF = 128
+CK_OFF = 2728
 
 
 def xxh3(data):
@@ -42,6 +45,8 @@ with open(path, "r+b") as f:
         struct.pack_into("<Q", hdr, 16, sig ^ 0x5a5a5a5a5a5a5a5a)
     elif what == "version":
         struct.pack_into("<I", hdr, 8, 99)
+    elif what in ("v1", "v2"):
+        struct.pack_into("<I", hdr, 8, int(what[1]))
     else:
         sys.exit("unknown patch " + what)
     struct.pack_into("<Q", hdr, CK_OFF, xxh3(bytes(hdr[:CK_OFF])))

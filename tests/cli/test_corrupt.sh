@@ -69,4 +69,21 @@ if python3 "$(dirname "$0")/patch_header.py" version "$F" 2>"$T/patch.err"; then
 else
   fail "patch_header.py version: $(cat "$T/patch.err")"
 fi
+# 5. A pool of format 1 (one tier, a catalog listing every shard): refused
+#    with what to do about it.
+cp --sparse=always "$T/clean.img" "$F"
+if python3 "$(dirname "$0")/patch_header.py" v1 "$F" 2>"$T/patch.err"; then
+  expect 3 "format version 1.*recreate" "$CXLPOOL" verify "$P"
+  expect 1 "format version 1.*recreate" "$CXLPOOL" ls "$P"
+else
+  fail "patch_header.py v1: $(cat "$T/patch.err")"
+fi
+# 6. A pool of format 2 (hosts, a catalog listing every shard): the same.
+cp --sparse=always "$T/clean.img" "$F"
+if python3 "$(dirname "$0")/patch_header.py" v2 "$F" 2>"$T/patch.err"; then
+  expect 3 "format version 2 .hosts.*no converter.*recreate" "$CXLPOOL" verify "$P"
+  expect 1 "format version 2 .hosts.*recreate" "$CXLPOOL" stat "$P"
+else
+  fail "patch_header.py v2: $(cat "$T/patch.err")"
+fi
 finish

@@ -222,7 +222,7 @@ def test_aliases_are_checked(pool_name, tmp_path) -> None:
         back = pickle.loads(pickle.dumps(ds))
         assert (back.tier_policy, back.prefetch_depth) == ("streaming", 2)
         with pytest.raises(ValueError, match=r"NUMA page policy \(interleave, bind\).*"
-                                             r"pool of tiers \(hot_first"):
+                                             r"pool of tiers \("):
             CXLDataLoader(ds, memory_policy="spread")
 
 
@@ -302,3 +302,34 @@ def test_a_pool_without_a_name_is_cxlp_pool_else_default(monkeypatch) -> None:
     assert default_pool_name() == "default"
     monkeypatch.setenv("CXLP_POOL", "job7")
     assert default_pool_name() == "job7"
+
+
+def test_on_a_pool_of_tiers_tier_policy_and_prefetch_depth_drive_the_staging(tmp_path) -> None:
+    """A pool of tiers: the pool's tier_policy reaches its datasets, and a
+    dataset's tier_policy and prefetch_depth are the staging engine's policy
+    and horizon (lookahead, in batches) for its loaders; the gather ring
+    keeps its default depth."""
+    from cxl_dataloader import _core
+    name = f"pyt-design-tier-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tier_file = f"/var/tmp/cxlp-{name}.tier"
+    pool = CXLMemoryPool(name, create=True, meta_bytes=4 << 20, tier_policy="hot_first",
+                         tiers=[f"dram=shm:{name}.d:6M", f"nvme=file:{tier_file}:32M"])
+    try:
+        data = np.arange(4096 * 64, dtype=np.int64).reshape(4096, 64)
+        np.save(tmp_path / "d.npy", data)
+        ds = CXLDataset(data_source=tmp_path / "d.npy", cxl_pool=pool, prefetch_depth=3)
+        assert ds.tiered and ds.tier_policy == "hot_first"
+        dl = CXLDataLoader(ds, batch_size=256)
+        assert dl._tier == {"tier_policy": _core.policy_parse("hot_first"), "tier_budget": 0,
+                            "tier_horizon": 3}
+        assert dl.prefetch == 0
+        got = np.concatenate([b.numpy() for b in dl])
+        assert np.array_equal(got, data)
+        assert dl.stats()["policy"] == "hot_first"
+        dl = CXLDataLoader(ds, batch_size=256, memory_policy="lru", lookahead=5)
+        assert dl._tier["tier_policy"] == _core.policy_parse("lru")
+        assert dl._tier["tier_horizon"] == 5
+        del dl, ds
+    finally:
+        pool.close()
+        CXLMemoryPool.destroy(name)

@@ -96,12 +96,14 @@ def test_bad_arguments_are_refused(fixed) -> None:
         CXLDataLoader(ds, shuffle=True, sampler=range(10))
 
 
-def test_memory_policy_is_validated_and_says_it_does_nothing_yet(fixed) -> None:
+def test_memory_policy_on_a_pool_of_one_tier_says_it_places_nothing(fixed) -> None:
     ds, _ = fixed
-    for policy in ("hot_first", "streaming", "full_prefetch", "lookahead", "adaptive"):
-        with pytest.warns(UserWarning, match="not implemented yet"):
+    for policy in ("hot_first", "streaming", "full_prefetch", "lookahead", "lru"):
+        with pytest.warns(UserWarning, match="one tier"):
             dl = CXLDataLoader(ds, batch_size=64, memory_policy=policy)
         assert dl.memory_policy == policy and seen(dl) == list(range(300))
+    with pytest.raises(ValueError, match="memory_policy"):
+        CXLDataLoader(ds, memory_policy="adaptive")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         CXLDataLoader(ds, memory_policy=None)

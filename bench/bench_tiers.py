@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""A dataset larger than memory: one epoch per placement policy, side by side.
+
+    python3 bench/bench_tiers.py [--gib 8] [--mem 1G] [--dir /var/tmp/tiers]
+                                 [--quick] [--no-mosaic] [--out docs/benchmarks-tiers]
+
+An N GiB dataset of 8 KiB records is homed on an nvme tier (a file under
+--dir) of a pool whose one memory tier (dram, shm) holds --mem. Each run
+drops the page cache first (root writes /proc/sys/vm/drop_caches; the tier
+is read with O_DIRECT so the cache could not hide it anyway) and its dram
+copies (migrate to the home), then reads one full epoch through
+CXLDataLoader with one memory_policy, in the same order for every policy:
+RandomCXLSampler(window="auto"), the block order whose window of shards
+fills half the memory budget. Every record carries its id in its first 8
+bytes and derived words after it; every batch is checked (each id once,
+contents intact) inside the timed loop.
+
+Measured in the same run, as limits:
+  seq read    the tier file's sequential bandwidth with the tier's own reads
+              (build/bench_seqread: io_uring, O_DIRECT, 1 MiB x 8 in flight)
+  all-DRAM    the same records in a pool of one shm tier (the fast path, no
+              staging), same loader, same order
+and the peer built for this case:
+  mosaic      MosaicML Streaming over the same records written by its
+              MDSWriter into a "remote" directory on the same disk, a local
+              cache limited to the same memory (cache_limit), shuffle=True,
+              StreamingDataLoader(num_workers=2)
+and a demand run: lookahead again with a sleep per batch standing in for
+compute, at 80% of min(all-DRAM, seq read) samples/s; its stall (time the
+loop waited for batches) as a share of the epoch.
+
+Writes OUT.json and OUT.png (samples/s per policy, with the limits), and
+prints the markdown table docs/benchmarks.md carries. Removes every file
+and pool it made.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+REC = 8192
+WORDS = REC // 8
+BATCH = 256
+K1 = np.uint64(0x9E3779B97F4A7C15)
+K2 = np.uint64(0xBF58476D1CE4E5B9)
+POLICIES = ["lookahead", "hot_first", "streaming", "full_prefetch", "lru"]
+
+
+def log(msg: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+def drop_caches() -> None:
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
+
+
+def records(ids: np.ndarray) -> np.ndarray:
+    """Records ids as (len(ids), WORDS) uint64: id, id * K1 + j, mix(id)."""
+    ids = ids.astype(np.uint64)
+    w = np.empty((len(ids), WORDS), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        w[:, 1:-1] = ids[:, None] * K1 + np.arange(1, WORDS - 1, dtype=np.uint64)
+        w[:, -1] = (ids * K2) ^ (ids >> np.uint64(31))
+    w[:, 0] = ids
+    return w
+
+
+class Checker:
+    """Each id once; every record's words as records() makes them."""
+
+    def __init__(self, n: int) -> None:
+        self.seen = np.zeros(n, dtype=bool)
+        self.count = 0
+        self.bad = 0
+        self.mid = np.uint64(WORDS // 2)
+
+    def batch(self, rows: np.ndarray) -> None:
+        w = rows.view(np.uint64).reshape(len(rows), WORDS)
+        ids = w[:, 0]
+        if (ids >= len(self.seen)).any() or self.seen[ids].any():
+            self.bad += len(rows)
+            return
+        self.seen[ids] = True
+        with np.errstate(over="ignore"):
+            ok = (w[:, WORDS // 2] == ids * K1 + self.mid) & \
+                 (w[:, -1] == ((ids * K2) ^ (ids >> np.uint64(31))))
+        self.bad += int((~ok).sum())
+        self.count += len(rows)
+
+    def complete(self) -> bool:
+        return self.bad == 0 and bool(self.seen.all())
+
+
+def write_npy(path: Path, n: int) -> None:
+    arr = np.lib.format.open_memmap(path, mode="w+", dtype=np.uint8, shape=(n, REC))
+    step = 32768
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
+        arr[lo:hi] = records(np.arange(lo, hi)).view(np.uint8).reshape(hi - lo, REC)
+    arr.flush()
+    del arr
+
+
+def machine() -> dict:
+    la = open("/proc/loadavg").read().strip()
+    return {"cpu": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+            "uname": " ".join(platform.uname()), "loadavg": la,
+            "free_m": subprocess.run(["free", "-m"], capture_output=True, text=True).stdout,
+            "python": platform.python_version()}
+
+
+def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem_tier: int,
+              demand_sps: float = 0.0, seed: int = 7) -> dict:
+    """One epoch through CXLDataLoader; returns figures and checks."""
+    import torch  # noqa: F401
+    from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool, RandomCXLSampler
+    pool = CXLMemoryPool(spec)
+    ds = CXLDataset(pool, name)
+    before = pool.tiers()
+    sampler = RandomCXLSampler(ds, seed=seed, window="auto", memory_budget=budget)
+    kw: dict = dict(batch_size=BATCH, sampler=sampler, threads=2)
+    if ds.tiered:
+        kw.update(memory_policy=policy, memory_budget=budget)
+    loader = CXLDataLoader(ds, **kw)
+    chk = Checker(n)
+    period = BATCH / demand_sps if demand_sps else 0.0
+    ru0 = resource.getrusage(resource.RUSAGE_SELF)
+    t0 = time.perf_counter()
+    for i, b in enumerate(loader):
+        chk.batch(b.numpy())
+        if period:  # compute, standing in: the loop is busy until its slot
+            wait = t0 + (i + 1) * period - time.perf_counter()
+            if wait > 0:
+                time.sleep(wait)
+    dt = time.perf_counter() - t0
+    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+    st = loader.stats()
+    after = pool.tiers()
+    out = {"policy": policy or "all-DRAM", "seconds": dt, "samples_per_s": chk.count / dt,
+           "gb_per_s": chk.count * REC / dt / 1e9, "records": chk.count, "complete": chk.complete(),
+           "bad": chk.bad, "window": sampler.window, "shard_size": sampler.shard_size,
+           "stall_s": st["stall_ns"] / 1e9, "stall_share": st["stall_ns"] / 1e9 / dt,
+           "cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)}
+    if ds.tiered:
+        out.update(hits=st["hits"], misses=st["misses"],
+                   hit_rate=st["hits"] / max(1, st["hits"] + st["misses"]),
+                   stage_stall_s=st["stage_stall_ns"] / 1e9, prefetched=st["prefetched"],
+                   fetched=st["fetched"], placed=st["placed"], evictions=st["evictions"],
+                   private_reads=st["private_reads"],
+                   nvme_bytes=after[mem_tier]["bytes_in"] - before[mem_tier]["bytes_in"])
+    del loader, ds
+    pool.close()
+    return out
+
+
+def mosaic_epoch(remote: Path, cache: Path, n: int, limit: str, workers: int,
+                 seconds: float) -> dict:
+    """MosaicML Streaming for one epoch or `seconds`, whichever ends first,
+    in this (child) process: samples/s from its first batch on."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import run_peers
+    run_peers.stub_streaming_imports()
+    import torch
+    from streaming import StreamingDataLoader, StreamingDataset
+    ds = StreamingDataset(remote=str(remote), local=str(cache), cache_limit=limit, shuffle=True,
+                          batch_size=BATCH, shuffle_seed=7)
+    dl = StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers, drop_last=False,
+                             collate_fn=lambda xs: torch.from_numpy(np.stack([x["rec"] for x in xs])))
+    chk = Checker(n)
+    t_start = time.perf_counter()
+    it = iter(dl)
+    chk.batch(next(it).numpy())
+    t0 = time.perf_counter()
+    first = chk.count
+    for b in it:
+        chk.batch(b.numpy())
+        if time.perf_counter() - t0 > seconds:
+            break
+    dt = time.perf_counter() - t0
+    return {"policy": "mosaic", "seconds": dt, "first_batch_s": t0 - t_start,
+            "samples_per_s": (chk.count - first) / dt,
+            "gb_per_s": (chk.count - first) * REC / dt / 1e9, "records": chk.count,
+            "epoch_share": chk.count / n, "complete": chk.complete(), "bad": chk.bad}
+
+
+def write_mds(npy: Path, out: Path, n: int, size_limit: int) -> None:
+    sys.path.insert(0, str(REPO / "bench"))
+    import run_peers
+    run_peers.stub_streaming_imports()
+    from streaming import MDSWriter
+    arr = np.load(npy, mmap_mode="r")
+    with MDSWriter(out=str(out), columns={"rec": f"ndarray:uint8:{REC}"},
+                   size_limit=size_limit) as w:
+        for i in range(n):
+            w.write({"rec": np.asarray(arr[i])})
+
+
+def child(a: argparse.Namespace) -> int:
+    res = mosaic_epoch(Path(a.remote), Path(a.cache), a.n, a.limit, a.workers, a.seconds)
+    print(json.dumps(res))
+    return 0
+
+
+def median_run(runs: list[dict]) -> dict:
+    """The run whose samples/s is the median of the rounds', with the
+    spread (min, max) of every round."""
+    srt = sorted(runs, key=lambda r: r["samples_per_s"])
+    m = dict(srt[len(srt) // 2])
+    m["min_samples_per_s"] = srt[0]["samples_per_s"]
+    m["max_samples_per_s"] = srt[-1]["samples_per_s"]
+    m["rounds"] = len(srt)
+    return m
+
+
+def chart(res: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = [r for r in res["runs"]]
+    names = [r["policy"] for r in rows]
+    vals = [r["samples_per_s"] for r in rows]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    colors = ["#888888" if r["policy"] in ("all-DRAM", "seq read") else
+              "#cc7722" if r["policy"] == "mosaic" else "#2266aa" for r in rows]
+    lo = [r["samples_per_s"] - r.get("min_samples_per_s", r["samples_per_s"]) for r in rows]
+    hi = [r.get("max_samples_per_s", r["samples_per_s"]) - r["samples_per_s"] for r in rows]
+    ax.barh(names, vals, color=colors, xerr=[lo, hi], capsize=3)
+    for i, v in enumerate(vals):
+        ax.text(v, i, f" {v:,.0f}", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("samples/s (8 KiB records)")
+    ax.set_title(f"{res['gib']} GiB dataset on an nvme tier, {res['mem']} memory tier, one epoch")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gib", type=float, default=8.0)
+    ap.add_argument("--mem", default="1G")
+    ap.add_argument("--dir", default="/var/tmp/tiers")
+    ap.add_argument("--quick", action="store_true", help="512 MiB and 64 MiB: a smoke run")
+    ap.add_argument("--no-mosaic", action="store_true")
+    ap.add_argument("--out", default=str(REPO / "docs" / "benchmarks-tiers"))
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--remote", help=argparse.SUPPRESS)
+    ap.add_argument("--cache", help=argparse.SUPPRESS)
+    ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--limit", help=argparse.SUPPRESS)
+    ap.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
+    ap.add_argument("--seconds", type=float, default=300,
+                    help="time budget of the MosaicML run (it stops at the epoch's end first)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of the limits and the policies, interleaved; medians reported")
+    a = ap.parse_args()
+    if a.child:
+        return child(a)
+    if a.quick:
+        a.gib, a.mem = 0.5, "64M"
+    from cxl_dataloader import CXLMemoryPool
+    mem = {"G": 1 << 30, "M": 1 << 20}[a.mem[-1]] * int(a.mem[:-1])
+    n = int(a.gib * (1 << 30)) // REC
+    work = Path(a.dir) / f"bench-{uuid.uuid4().hex[:8]}"
+    work.mkdir(parents=True)
+    name = f"bt{uuid.uuid4().hex[:6]}"
+    res: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                 "command": "python3 bench/bench_tiers.py " + " ".join(sys.argv[1:]),
+                 "gib": a.gib, "mem": a.mem, "records": n, "batch": BATCH,
+                 "machine": machine(), "runs": []}
+    seqread = REPO / "build" / "bench_seqread"
+    if not seqread.exists():
+        print(f"{seqread} missing: cmake -S . -B build -G Ninja && ninja -C build", file=sys.stderr)
+        return 1
+    t_all = time.perf_counter()
+    try:
+        npy = work / "src.npy"
+        log(f"writing {n} records ({a.gib} GiB) to {npy}")
+        write_npy(npy, n)
+        shard = 8 << 20
+        home = work / "home.tier"
+        spec = f"shm:{name}"
+        pool = CXLMemoryPool(spec, create=True, meta_bytes=64 << 20,
+                             tiers=[f"dram=shm:{name}.dram:{mem + (2 << 20)}",
+                                    f"nvme=file:{home}:{int(n * REC * 1.05) + (64 << 20)}"])
+        log("ingest into the nvme home tier")
+        t = time.perf_counter()
+        pool._pool.import_("d", str(npy), format="npy", shard_bytes=shard)
+        res["ingest_s"] = time.perf_counter() - t
+        tiers = pool.tiers()
+        mem_tier = next(i for i, t in enumerate(tiers) if not t["staged"])
+        budget = tiers[mem_tier]["capacity"] // 4 * 3
+        res["budget"] = budget
+        res["shard_bytes"] = shard
+        # all in DRAM: a pool of one shm tier, alive for every round
+        dname = name + "dram"
+        dpool = CXLMemoryPool(dname, create=True, size=int(n * REC * 1.05) + (64 << 20))
+        dpool._pool.import_("d", str(npy), format="npy", shard_bytes=shard)
+        rounds: list[list[dict]] = []
+        for rnd in range(a.rounds):
+            runs: list[dict] = []
+            # the tier's own sequential read bandwidth over the dataset's bytes
+            drop_caches()
+            p = subprocess.run([str(seqread), str(home), str(2 << 20), str(n * REC)],
+                               capture_output=True, text=True, check=True)
+            sr = json.loads(p.stdout)
+            runs.append({"policy": "seq read", "samples_per_s": sr["gb_per_s"] * 1e9 / REC,
+                         "gb_per_s": sr["gb_per_s"], "o_direct": sr["o_direct"]})
+            drop_caches()
+            runs.append(cxl_epoch(f"shm:{dname}", "d", n, None, budget, 0))
+            for pol in POLICIES:
+                pool.migrate("d", "nvme")  # no copies in memory: every run starts cold
+                drop_caches()
+                log(f"round {rnd}: {pol}")
+                runs.append(cxl_epoch(spec, "d", n, pol, budget, mem_tier))
+            for r in runs:
+                log(f"round {rnd}: {r['policy']}: {r['samples_per_s']:.0f} samples/s" +
+                    (f", hit rate {r['hit_rate']:.3f}, nvme {r['nvme_bytes'] / (n * REC):.3f}x, "
+                     f"loop stall {r['stall_share']:.3f}, complete {r['complete']}"
+                     if "hit_rate" in r else ""))
+            rounds.append(runs)
+        res["rounds"] = rounds
+        res["runs"] = [median_run([rd[i] for rd in rounds]) for i in range(len(rounds[0]))]
+        dpool.close()
+        CXLMemoryPool.destroy(dname)
+        bound = min(r["samples_per_s"] for r in res["runs"] if r["policy"] in ("seq read", "all-DRAM"))
+        pool.migrate("d", "nvme")
+        drop_caches()
+        r = cxl_epoch(spec, "d", n, "lookahead", budget, mem_tier, demand_sps=0.8 * bound)
+        r["policy"] = "lookahead @80%"
+        r["demand_sps"] = 0.8 * bound
+        res["demand"] = r
+        log(f"lookahead at 80% of {bound:.0f}: stall {r['stall_share']:.4f} of the epoch")
+        pool.close()
+        if not a.no_mosaic:
+            remote, cache = work / "mds", work / "mds_cache"
+            log("MDS shards for MosaicML Streaming")
+            t = time.perf_counter()
+            # its default shard size (64 MB) unless the cache is too small
+            # for it (Streaming wants 4 shards in the cache)
+            write_mds(npy, remote, n, min(1 << 26, mem // 8))
+            res["mds_write_s"] = time.perf_counter() - t
+            drop_caches()
+            p = subprocess.run([sys.executable, __file__, "--child", "--remote", str(remote),
+                                "--cache", str(cache), "--n", str(n), "--limit",
+                                f"{mem >> 20}mb", "--workers", "2", "--seconds",
+                                str(a.seconds)], capture_output=True, text=True)
+            if p.returncode:
+                res["runs"].append({"policy": "mosaic", "error": p.stderr[-2000:]})
+                log("mosaic failed: " + p.stderr[-500:])
+            else:
+                r = json.loads(p.stdout.strip().splitlines()[-1])
+                res["runs"].append(r)
+                log(f"mosaic {r['samples_per_s']:.0f} samples/s, complete {r['complete']}")
+        CXLMemoryPool.destroy(spec)
+    finally:
+        for n_ in (name, name + "dram"):  # before the tier file goes
+            try:
+                CXLMemoryPool.destroy(n_)
+            except Exception:  # noqa: BLE001
+                pass
+        shutil.rmtree(work, ignore_errors=True)
+    res["wall_s"] = time.perf_counter() - t_all
+    res["loadavg_end"] = open("/proc/loadavg").read().strip()
+    out = Path(a.out)
+    out.with_suffix(".json").write_text(json.dumps(res, indent=1))
+    chart(res, out.with_suffix(".png"))
+    print(table(res))
+    return 0
+
+
+def table(res: dict) -> str:
+    by = {r["policy"]: r for r in res["runs"]}
+    bound = min(by["seq read"]["samples_per_s"], by["all-DRAM"]["samples_per_s"])
+    L = ["| run | samples/s (median; min..max) | GB/s | vs bound | nvme bytes / dataset | "
+         "hit rate | loop stall | staging stall s | complete |",
+         "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in res["runs"]:
+        if "error" in r:
+            L.append(f"| {r['policy']} | failed | | | | | | | |")
+            continue
+        nb = f"{r['nvme_bytes'] / (res['records'] * REC):.3f}" if "nvme_bytes" in r else ""
+        hr = f"{r['hit_rate']:.3f}" if "hit_rate" in r else ""
+        st = f"{r['stall_share']:.3f}" if "stall_share" in r else ""
+        ss = f"{r['stage_stall_s']:.2f}" if "stage_stall_s" in r else ""
+        ok = "" if "complete" not in r else ("yes" if r["complete"] else "NO")
+        spread = (f" ({r['min_samples_per_s']:,.0f}..{r['max_samples_per_s']:,.0f})"
+                  if "min_samples_per_s" in r else "")
+        L.append(f"| {r['policy']} | {r['samples_per_s']:,.0f}{spread} | {r['gb_per_s']:.2f} | "
+                 f"{r['samples_per_s'] / bound:.2f} | {nb} | {hr} | {st} | {ss} | {ok} |")
+    d = res.get("demand")
+    if d:
+        L.append(f"| lookahead, demand at 80% of bound | {d['samples_per_s']:,.0f} | "
+                 f"{d['gb_per_s']:.2f} | {d['samples_per_s'] / bound:.2f} | "
+                 f"{d['nvme_bytes'] / (res['records'] * REC):.3f} | {d['hit_rate']:.3f} | "
+                 f"{d['stall_share']:.4f} | {d['stage_stall_s']:.2f} | "
+                 f"{'yes' if d['complete'] else 'NO'} |")
+    return "\n".join(L)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,275 @@
+/*
+ * fetch.c - one shard copied between tiers: read the fastest other copy,
+ * verify it, publish it (pool/place.c). A miss of a reader, a staging
+ * policy's prefetch and a migration are all this.
+ *
+ * Order, and why: room is reserved for the copy first (a claim on the
+ * shard and tier, so two processes never read the same shard twice: the
+ * second waits for the first's word); the source is read under a location
+ * epoch pin (a source copy dropped meanwhile stays until we are done); the
+ * new copy is checked like a shard opened from the pool (header against the
+ * shard table) and its checksum recomputed before its word is published;
+ * anything that fails returns the reservation and publishes nothing.
+ *
+ * Sources: a memory tier is copied with memcpy from its mapping; a staged
+ * tier (nvme) is read with io_uring (media/io.c), O_DIRECT straight into the
+ * new copy's pages, so the page cache holds no second copy.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/atomic.h"
+#include "pool/loc.h"
+#include "pool/pool_format.h"
+#include "store/fetch.h"
+#include "store/store.h"
+
+#define WAIT_LIMIT_NS (UINT64_C(300) * 1000000000u)
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void store_io_close(struct store_io *io)
+{
+    for (int i = 0; i < POOL_MAX_TIERS; i++) {
+        media_reader_close(io->r[i]);
+        io->r[i] = NULL;
+    }
+}
+
+int store_pool_rw(cxlp_store *s, cxlp_pool **out)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    if (!s->wp)
+        rc = pool_open_writable(s->a, &s->wp);
+    *out = s->wp;
+    pthread_mutex_unlock(&s->mu);
+    if (rc)
+        return seterr(NULL, rc, "dataset %s: copies need a writable handle on the pool: %s",
+                      s->name, cxlp_errmsg(NULL));
+    return 0;
+}
+
+/* Reads shard k's fastest copy outside tier t (UINT32_MAX: any) into dst
+ * (len bytes). */
+static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint64_t len,
+                       struct store_io *io, struct copy_stat *st)
+{
+    struct attach *a = s->a;
+    uint64_t pin = attach_pin_epoch(a);
+    int pinned = 1, rc = CXLP_ECORRUPT;
+    for (uint32_t u = 0; u < attach_n_tiers(a); u++) {
+        uint64_t w = store_word(s, k, u);
+        if (u == t || !loc_present(w))
+            continue;
+        const struct attach_tier *at = attach_tier(a, u);
+        uint64_t off = loc_off(w);
+        if (off < at->data_off || !range_ok(off - at->data_off, len, at->data_len)) {
+            rc = seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": tier %u word names "
+                        "%#" PRIx64 "+%" PRIu64 ", outside the tier", s->name, k, u, off, len);
+            break;
+        }
+        if (!(at->flags & TIER_STAGED)) {
+            memcpy(dst, at->base + off, len);
+            rc = 0;
+            break;
+        }
+        if (u == attach_home(a)) {
+            /* the home copy is never dropped while the dataset is listed
+             * (the store's generation pin covers a remove): the location
+             * pin is not needed for this read, and held through the I/O it
+             * would hold back the frees of every copy dropped meanwhile */
+            attach_unpin_epoch(a, pin);
+            pinned = 0;
+        }
+        char err[ERRMSG_MAX];
+        if (!io->r[u] &&
+            (rc = media_reader_open(&io->r[u], at->path, err, sizeof err))) {
+            rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
+            break;
+        }
+        int direct = 0;
+        rc = media_read(io->r[u], off, len, dst, &direct);
+        if (rc) {
+            rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": reading %" PRIu64 " bytes at "
+                        "%#" PRIx64 " of tier %u: %s", s->name, k, len, off, u, cxlp_strerror(rc));
+            break;
+        }
+        if (st && direct)
+            st->direct_bytes += len;
+        break;
+    }
+    if (pinned)
+        attach_unpin_epoch(a, pin);
+    if (rc == CXLP_ECORRUPT && !cxlp_errmsg(NULL)[0])
+        seterr(NULL, rc, "dataset %s shard %" PRIu64 ": no copy in any tier", s->name, k);
+    return rc;
+}
+
+/* Waits for another process's copy of shard k in tier t: 0 once its word
+ * is there, -EAGAIN when the claim went without a copy (its owner died
+ * or gave up: try again). */
+static int wait_copy(cxlp_store *s, cxlp_pool *wp, uint64_t k, uint32_t t)
+{
+    uint64_t t0 = now_ns();
+    for (unsigned spin = 0;; spin++) {
+        if (loc_present(store_word(s, k, t)))
+            return 0;
+        /* a claim is a reservation: is it still there? (a reserve attempt
+         * answers; it also reclaims a dead claimer's) */
+        struct pool_extent e;
+        int rc = pool_copy_reserve(wp, s->ds.states_off, k, t, &e);
+        if (rc == 0) {
+            pool_unreserve(wp, (int)t, e);
+            return -EAGAIN;
+        }
+        if (rc == CXLP_EEXIST)
+            return 0;
+        if (rc != CXLP_EBUSY)
+            return rc;
+        if (now_ns() - t0 > WAIT_LIMIT_NS)
+            return seterr(NULL, CXLP_EBUSY, "dataset %s shard %" PRIu64 ": another process has "
+                          "been copying it into tier %u for %llu s", s->name, k, t,
+                          (unsigned long long)(WAIT_LIMIT_NS / 1000000000u));
+        usleep(spin < 20 ? 200 : 2000);
+    }
+}
+
+int store_copy(cxlp_store *s, uint64_t k, uint32_t t, unsigned flags, uint32_t drop_mask,
+               struct store_io *io, struct copy_stat *st)
+{
+    if (!s->tiered || k >= s->n_shards || t >= attach_n_tiers(s->a) ||
+        (attach_tier(s->a, t)->flags & TIER_STAGED))
+        return seterr(NULL, CXLP_EARG, "dataset %s: shard %" PRIu64 " into tier %u: not a memory "
+                      "tier of a tiered pool", s->name, k, t);
+    cxlp_pool *wp;
+    int rc = store_pool_rw(s, &wp);
+    if (rc)
+        return rc;
+    struct store_io tmp = {0};
+    if (!io)
+        io = &tmp;
+    struct copy_stat cs = {0};
+    struct pool_extent ext;
+    const uint64_t so = s->ds.states_off;
+    for (;;) {
+        rc = pool_copy_reserve(wp, so, k, t, &ext);
+        if (rc == CXLP_EBUSY && (flags & FETCH_WAIT)) {
+            rc = wait_copy(s, wp, k, t);
+            if (rc == -EAGAIN)
+                continue;
+            cs.waited = 1;
+            if (rc == 0)
+                rc = CXLP_EEXIST;
+        }
+        break;
+    }
+    if (rc == CXLP_EEXIST) {
+        /* the copy is there: a migration keeps it and drops the others */
+        int r2 = 0;
+        if (flags & FETCH_KEEP)
+            r2 = pool_copy_keep(wp, so, k, t, 0);
+        if (!r2 && drop_mask & ~(1u << t))
+            r2 = pool_copy_drop(wp, so, k, drop_mask & ~(1u << t), 0, &cs.dropped);
+        if (r2 && r2 != CXLP_ENOTFOUND)
+            rc = seterr(NULL, r2, "%s", cxlp_errmsg(wp));
+        goto out;
+    }
+    if (rc) {
+        rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k, cxlp_errmsg(wp));
+        goto out;
+    }
+    uint8_t *dst = pool_base_rw(wp, (int)t) + ext.off;
+    rc = read_source(s, k, t, dst, ext.len, io, &cs);
+    if (!rc) {
+        struct shard g;
+        struct shard_col cols[SHARD_MAX_COLS];
+        char err[ERRMSG_MAX];
+        rc = store_shard_check(s, k, dst, &g, cols, 0, "new copy");
+        if (!rc && (rc = shard_verify(&g, err, sizeof err)))
+            seterr(NULL, rc, "dataset %s shard %" PRIu64 " (new copy in tier %u): %s", s->name,
+                   k, t, err);
+    }
+    if (!rc) {
+        cs.bytes = ext.len;
+        fault_point("copy-before-place");
+        rc = pool_copy_place(wp, so, k, t, ext, !(flags & FETCH_KEEP), drop_mask);
+        if (rc)
+            rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k,
+                        cxlp_errmsg(wp));
+        else
+            cs.dropped = 0; /* counted by the tier counters; not reported per copy */
+    } else {
+        char msg[ERRMSG_MAX];
+        strlcpy0(msg, cxlp_errmsg(NULL), sizeof msg);
+        pool_unreserve(wp, (int)t, ext);
+        seterr(NULL, rc, "%s", msg);
+    }
+out:
+    store_io_close(&tmp);
+    if (st)
+        *st = cs;
+    return rc;
+}
+
+int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t **buf,
+                       struct shard *g, struct shard_col *cols)
+{
+    *buf = NULL;
+    if (k >= s->n_shards)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: shard %" PRIu64 " of %" PRIu64, s->name, k,
+                      s->n_shards);
+    const uint64_t len = ALIGN_UP(s->loc[k].len, POOL_EXTENT_ALIGN); /* as an extent holds it */
+    void *p = NULL;
+    if (posix_memalign(&p, POOL_EXTENT_ALIGN, len)) /* O_DIRECT wants aligned memory */
+        return seterr(NULL, -ENOMEM, "dataset %s shard %" PRIu64 ": no memory for a private "
+                      "copy of %" PRIu64 " bytes", s->name, k, len);
+    int rc = read_source(s, k, UINT32_MAX, p, len, io, NULL);
+    if (!rc)
+        rc = store_shard_check(s, k, p, g, cols, 0, "private copy");
+    char err[ERRMSG_MAX];
+    if (!rc && (rc = shard_verify(g, err, sizeof err)))
+        seterr(NULL, rc, "dataset %s shard %" PRIu64 " (private copy): %s", s->name, k, err);
+    if (rc) {
+        free(p);
+        return rc;
+    }
+    *buf = p;
+    return 0;
+}
+
+int store_fetch(cxlp_store *s, uint64_t k, unsigned flags)
+{
+    uint64_t t0 = now_ns();
+    int rc = CXLP_EFULL;
+    uint32_t t = 0;
+    for (uint32_t i = 0; i < s->n_mem; i++) {
+        t = s->mem[i];
+        rc = store_copy(s, k, t, flags | FETCH_WAIT, 0, NULL, NULL);
+        if (rc != CXLP_EFULL)
+            break;
+    }
+    if (rc == CXLP_EEXIST)
+        rc = 0;
+    if (rc == 0) {
+        struct pool_tier_ctr *c = attach_ctr(s->a, t);
+        if (c) {
+            at_fetch_add_relaxed(&c->misses, 1);
+            at_fetch_add_relaxed(&c->stall_ns, now_ns() - t0);
+        }
+    } else if (rc == CXLP_EFULL) {
+        rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": no memory tier has room for a copy "
+                    "(copies held by open views and pins are freed when they go)", s->name, k);
+    }
+    return rc;
+}

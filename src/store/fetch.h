@@ -1,0 +1,58 @@
+/*
+ * fetch.h - copies of a dataset's shards between tiers (fetch.c): what a
+ * miss, a staging policy and a migration do to one shard.
+ */
+#ifndef CXLP_STORE_FETCH_H
+#define CXLP_STORE_FETCH_H
+
+#include <stdint.h>
+
+#include "common/common.h"
+#include "pool/pool.h"
+
+enum fetch_flags {
+    FETCH_WAIT = 1u,          /* another process is copying it: wait for its copy */
+    FETCH_KEEP = 2u,          /* a placed copy (migration), not an evictable cache copy */
+};
+
+/* Readers of staged tiers for one thread (io_uring rings), made on first
+ * use; store_io_close releases them. Zero-initialize. */
+struct store_io {
+    struct media_reader *r[POOL_MAX_TIERS];
+};
+void store_io_close(struct store_io *io);
+
+/* What a copy cost. */
+struct copy_stat {
+    uint64_t bytes;           /* bytes read into the new copy */
+    uint64_t direct_bytes;    /* of them, read with O_DIRECT from a staged tier */
+    uint64_t dropped;         /* bytes of copies dropped in the same step */
+    int waited;               /* 1: another process made the copy; we waited */
+};
+
+/* Makes shard k's copy in memory tier t: reads the fastest other copy
+ * (memcpy from a memory tier, io_uring from a staged one), verifies it
+ * against the shard's checksum and header, and publishes it, dropping the
+ * copies of drop_mask in the same step. 0; CXLP_EEXIST when t already holds
+ * one (nothing done; with FETCH_KEEP it is marked kept); CXLP_EBUSY when
+ * another process is copying it (without FETCH_WAIT); CXLP_EFULL; CXLP_ECORRUPT
+ * when the source does not verify (nothing published). io may be NULL (a
+ * reader is made for the call); st may be NULL. Thread-safe. */
+int store_copy(cxlp_store *s, uint64_t k, uint32_t t, unsigned flags, uint32_t drop_mask,
+               struct store_io *io, struct copy_stat *st);
+/* A miss: shard k into the fastest memory tier with room, as a cache copy,
+ * waiting for another process's copy when there is one; counts the miss and
+ * the wait in the tier's counters. */
+int store_fetch(cxlp_store *s, uint64_t k, unsigned flags);
+/* Shard k read, checked and verified into private memory (*buf, for
+ * free()), described by g: what a batch reads when no memory tier has
+ * room for a copy (its columns in cols[0..ncols)). Nothing in the pool
+ * changes. */
+struct shard;
+struct shard_col;
+int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t **buf,
+                       struct shard *g, struct shard_col *cols);
+/* The writable handle staging uses (opened on first use; owned by s). */
+int store_pool_rw(cxlp_store *s, cxlp_pool **out);
+
+#endif

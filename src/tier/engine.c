@@ -1,0 +1,951 @@
+/*
+ * engine.c - the staging engine: between a loader and a dataset of a pool
+ * of tiers, it holds the ids of the next batches, copies the shards they
+ * need into a memory tier before the gather threads get there, evicts by a
+ * placement policy (policy.h), and makes every batch's shards resident and
+ * pinned while it is gathered.
+ *
+ * Glossary
+ *   position   index in this rank's id stream; pos = ids handed to the
+ *              loader so far
+ *   queue      ids read from the index source but not yet handed out: the
+ *              window, up to horizon batches
+ *   in flight  the ids handed out whose batches have not ended: the last
+ *              pos - done of them; their shards count as needed now
+ *              (next_use 0), never evicted by this engine
+ *   staging tier  the memory tier copies are made in
+ *   cache copy a copy the engine (or any rank's engine, or a miss) made:
+ *              evictable, counted in the budget; kept copies (migration,
+ *              hot_first and full_prefetch placement) are neither
+ *   batch map  the shards of the batch a gather thread works on, resolved
+ *              once under the location epoch pin (thread-local)
+ *
+ * Invariants
+ *   used = sum of len over resident shards <= budget, except by one shard
+ *          while a miss is fetched into a full budget (misses never wait
+ *          for room that only the batch's own shards hold)
+ *   a shard with next_use 0 (recent) is never evicted by this engine;
+ *   a batch reads only through its map: a copy another process evicts
+ *          meanwhile stays readable (the pin keeps its memory) until the
+ *          batch ends
+ *   one copier per shard and tier on the host (pool claims, place.c):
+ *          an engine that finds another process copying waits for it
+ *   a batch never fails for want of room: a shard that no memory tier can
+ *          take (full of kept copies, or of dropped ones readers still pin)
+ *          is read into the batch's own memory, verified, and freed at
+ *          batch_end (a private read)
+ *
+ * Threads: the loader's planning thread calls engine_next (under the
+ * loader's lock); gather threads call batch_begin / batch_end; stagers
+ * (tier_stagers threads) plan and copy. Everything shared is under mu;
+ * copies and drops run outside it.
+ *
+ * Rejected: staging inside the gather threads only (a miss per shard, no
+ * overlap of I/O and gathering: that is what the lru policy measures);
+ * one engine per host in a daemon (a process to deploy and to keep alive;
+ * the pool's claims and the registry give one copy per host without it);
+ * resolving location words per record (a word load and a check per record;
+ * the batch map resolves each shard once per batch).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/atomic.h"
+#include "pool/loc.h"
+#include "pool/pool_format.h"
+#include "store/fetch.h"
+#include "store/store.h"
+#include "tier/policy.h"
+#include "tier/registry.h"
+#include "tier/tier.h"
+
+#define DEF_HORIZON 8u
+#define DEF_STAGERS 4u
+#define MAX_STAGERS 8u
+#define PLAN_MAX 64u
+
+struct tier_engine {
+    cxlp_store *s;             /* borrowed: the loader's */
+    cxlp_pool *wp;             /* the store's writable handle */
+    struct attach *wa;         /* its attachment */
+    const struct tier_policy_ops *ops;
+    int policy;
+    uint32_t tier;             /* staging tier */
+    uint32_t rank;             /* its rank among the pool's memory tiers */
+    uint64_t budget;
+    uint64_t batch, horizon;   /* ids per batch; ids held ahead */
+    uint64_t *states_rw;       /* the dataset's words, writable (heat) */
+    cxlp_index_fn src;
+    void *src_ctx;
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv_work;    /* stagers: the queue moved, or stop */
+    pthread_cond_t cv_done;    /* a copy finished */
+    uint64_t *q;               /* queue ring */
+    size_t q_cap, q_head, q_len;
+    int src_end, src_rc;
+    uint64_t pos, done;        /* ids handed out; ids whose batches ended */
+    uint64_t *recent;          /* ring of the last ids handed out */
+    size_t recent_cap, recent_head, recent_n;
+
+    uint64_t n;                /* shards */
+    uint64_t *len, *next_use, *last_use, *heat;
+    uint8_t *resident, *kept, *slow;
+    uint32_t *busy;            /* stagings in progress + batches holding it */
+    uint8_t *staging;          /* a stage of it is in progress here */
+    uint64_t *res_list;
+    size_t n_res;
+    uint64_t used;
+    uint64_t *window, *wdist, *touched;
+    size_t n_window, n_touched, cap_touched;
+    uint64_t plans;            /* planning rounds (residency rescans) */
+    uint64_t cand[PLAN_MAX];   /* what the policy wants, in order */
+    size_t n_cand, cand_i;     /* candidates; the next to take */
+    uint64_t plan_pos, replan; /* pos at the last plan; ids between plans */
+    int replan_now;
+
+    uint8_t *reg_area;
+    uint64_t reg_bytes;
+    int reg;
+
+    struct cxlp_loader_stats st;
+    int stop;
+    uint32_t n_stagers;
+    pthread_t th[MAX_STAGERS];
+};
+
+/* ------------------------------------------------------------ residency */
+
+static void set_resident(struct tier_engine *e, uint64_t k, int r)
+{
+    if (e->resident[k] == r)
+        return;
+    e->resident[k] = (uint8_t)r;
+    if (r) {
+        e->res_list[e->n_res++] = k;
+        e->used += e->len[k];
+        return;
+    }
+    for (size_t i = 0; i < e->n_res; i++)
+        if (e->res_list[i] == k) {
+            e->res_list[i] = e->res_list[--e->n_res];
+            break;
+        }
+    e->used -= e->len[k];
+}
+
+/* Reads shard k's words: a cache copy in the staging tier (resident), a
+ * kept copy in a memory tier, or only a copy in a slower memory tier. */
+static void refresh(struct tier_engine *e, uint64_t k)
+{
+    const cxlp_store *s = e->s;
+    uint64_t w = store_word(e->s, k, e->tier);
+    int res = loc_present(w) && (w & LOC_CACHE), keep = loc_present(w) && !(w & LOC_CACHE);
+    int faster = 0, slower = 0;
+    for (uint32_t i = 0; i < s->n_mem; i++) {
+        uint32_t t = s->mem[i];
+        uint64_t x = store_word(e->s, k, t);
+        if (t == e->tier || !loc_present(x))
+            continue;
+        if (!(x & LOC_CACHE) && i < e->rank)
+            keep = 1; /* kept in a faster tier: nothing to stage */
+        if (i < e->rank)
+            faster = 1;
+        else
+            slower = 1;
+    }
+    set_resident(e, k, res);
+    e->kept[k] = (uint8_t)keep;
+    e->slow[k] = (uint8_t)(!res && !keep && !faster && slower);
+}
+
+static void rescan(struct tier_engine *e)
+{
+    for (uint64_t k = 0; k < e->n; k++)
+        refresh(e, k);
+    if (e->states_rw)
+        for (uint64_t k = 0; k < e->n; k++)
+            e->heat[k] = at_load_relaxed(&e->states_rw[k * e->s->stride]);
+}
+
+/* 1 when a memory tier holds a copy of shard k now. */
+static int readable(const struct tier_engine *e, uint64_t k)
+{
+    for (uint32_t i = 0; i < e->s->n_mem; i++)
+        if (loc_present(store_word(e->s, k, e->s->mem[i])))
+            return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------ the future */
+
+/* Pulls ids from the index source until the queue holds the horizon or the
+ * source ends (under mu). */
+static void refill(struct tier_engine *e)
+{
+    while (!e->src_end && e->q_len < e->horizon) {
+        size_t room = e->q_cap - e->q_len, tail = (e->q_head + e->q_len) % e->q_cap;
+        size_t chunk = MIN(room, e->q_cap - tail), got = 0;
+        int rc = e->src(e->src_ctx, e->q + tail, chunk, &got);
+        if (rc) {
+            e->src_rc = rc;
+            e->src_end = 1;
+            break;
+        }
+        if (got == 0) {
+            e->src_end = 1;
+            break;
+        }
+        for (size_t i = 0; i < got; i++)
+            if (e->q[tail + i] >= e->s->count) {
+                e->src_rc = seterr(NULL, CXLP_ERANGE, "index source gave id %" PRIu64
+                                   " past the dataset's %" PRIu64 " records",
+                                   e->q[tail + i], e->s->count);
+                e->src_end = 1;
+                return;
+            }
+        e->q_len += got;
+    }
+}
+
+static void touch(struct tier_engine *e, uint64_t k, uint64_t d)
+{
+    if (e->next_use[k] == TIER_NEVER) {
+        if (e->n_touched == e->cap_touched)
+            return; /* cannot undo it later: leave it unknown */
+        e->touched[e->n_touched++] = k;
+    }
+    if (d < e->next_use[k])
+        e->next_use[k] = d;
+}
+
+/* The window, next uses (own, recent, other ranks') and the need list we
+ * publish (under mu). */
+static void plan(struct tier_engine *e)
+{
+    for (size_t i = 0; i < e->n_touched; i++)
+        e->next_use[e->touched[i]] = TIER_NEVER;
+    e->n_touched = 0;
+    e->n_window = 0;
+    if (e->plans++ % 64 == 0 || e->n <= 65536)
+        rescan(e); /* other ranks' copies and evictions */
+    uint64_t flight = MIN(e->recent_n, e->pos - MIN(e->done, e->pos));
+    for (size_t i = 0; i < flight; i++) {
+        size_t at = (e->recent_head + e->recent_cap - 1 - i) % e->recent_cap;
+        touch(e, store_shard_of(e->s, e->recent[at]), 0);
+    }
+    for (size_t i = 0; i < e->q_len; i++) {
+        uint64_t k = store_shard_of(e->s, e->q[(e->q_head + i) % e->q_cap]);
+        if (e->next_use[k] == TIER_NEVER && e->n_window < e->cap_touched) {
+            e->window[e->n_window] = k;
+            e->wdist[e->n_window++] = i + 1;
+        }
+        touch(e, k, i + 1);
+    }
+    registry_publish(e->reg_area, e->reg, e->window, e->wdist, e->n_window);
+    e->n_touched += registry_merge(e->reg_area, e->reg_bytes, e->reg, e->s->ds.states_off,
+                                   attach_domain(e->wa), e->n, e->next_use,
+                                   e->touched + e->n_touched, e->cap_touched - e->n_touched);
+}
+
+static struct tier_view view(const struct tier_engine *e)
+{
+    return (struct tier_view){
+        .n_shards = e->n, .resident = e->resident, .kept = e->kept, .busy = e->busy,
+        .slow = e->slow, .next_use = e->next_use, .last_use = e->last_use, .heat = e->heat,
+        .len = e->len, .window = e->window, .n_window = e->n_window, .res_list = e->res_list,
+        .n_res = e->n_res, .budget = e->budget, .used = e->used, .horizon = e->horizon,
+    };
+}
+
+/* ------------------------------------------------------------ copies */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Drops shard k's cache copy from the staging tier (mu held on entry and
+ * exit; released around the drop). */
+static void evict(struct tier_engine *e, uint64_t k)
+{
+    e->busy[k]++;
+    pthread_mutex_unlock(&e->mu);
+    uint64_t bytes = 0;
+    int rc = pool_copy_drop(e->wp, e->s->ds.states_off, k, 1u << e->tier, 1, &bytes);
+    pthread_mutex_lock(&e->mu);
+    e->busy[k]--;
+    if (!rc && bytes) {
+        e->st.evictions++;
+        e->st.bytes_evicted += bytes;
+    }
+    refresh(e, k);
+    pthread_cond_broadcast(&e->cv_done);
+}
+
+/* Makes room in the budget for shard k (mu held): evicts the policy's
+ * victims. 0, or 1 when the policy will not evict for it. A miss (miss = 1)
+ * fetches anyway when nothing may go: the budget is a target, a batch's
+ * shards are a must. */
+static int room(struct tier_engine *e, uint64_t k, int miss)
+{
+    while (e->used + e->len[k] > e->budget) {
+        struct tier_view v = view(e);
+        uint64_t x = e->ops->victim(&v, miss ? TIER_NONE : k);
+        if (x == TIER_NONE)
+            return miss ? 0 : 1;
+        evict(e, x);
+        if (e->resident[x])
+            return miss ? 0 : 1; /* the drop failed: not now */
+    }
+    return 0;
+}
+
+/* Copies shard k into the staging tier (mu held; released around the
+ * copy). Returns the store_copy code (CXLP_EEXIST: someone else had). */
+static int stage(struct tier_engine *e, uint64_t k, int miss, struct store_io *io)
+{
+    e->busy[k]++;
+    e->staging[k] = 1;
+    pthread_mutex_unlock(&e->mu);
+    struct copy_stat cs = {0};
+    int rc = store_copy(e->s, k, e->tier, FETCH_WAIT, 0, io, &cs);
+    pthread_mutex_lock(&e->mu);
+    e->busy[k]--;
+    e->staging[k] = 0;
+    if (rc == 0) {
+        e->st.bytes_staged += cs.bytes;
+        if (miss)
+            e->st.fetched++;
+        else
+            e->st.prefetched++;
+    }
+    refresh(e, k);
+    pthread_cond_broadcast(&e->cv_done);
+    return rc;
+}
+
+/* ------------------------------------------------------------ stagers */
+
+/* A plan is stale once the loader has taken replan ids since it was made
+ * (new shards may have entered the window), after a drop, or once its
+ * candidates are used up (under mu). */
+static int stale(const struct tier_engine *e)
+{
+    return e->replan_now || e->pos - e->plan_pos >= e->replan;
+}
+
+/* Plans again: window, next uses, what the policy drops (evicted here) and
+ * wants (kept as the candidates the stagers take in turn). */
+static void replan(struct tier_engine *e)
+{
+    refill(e);
+    plan(e);
+    e->plan_pos = e->pos;
+    e->replan_now = 0;
+    struct tier_view v = view(e);
+    uint64_t drop[PLAN_MAX];
+    size_t nd = e->ops->drop(&v, drop, PLAN_MAX);
+    for (size_t i = 0; i < nd && !e->stop; i++)
+        if (e->resident[drop[i]] && !e->busy[drop[i]])
+            evict(e, drop[i]);
+    v = view(e);
+    e->n_cand = e->ops->want(&v, e->cand, PLAN_MAX);
+    e->cand_i = 0;
+}
+
+static void *stager(void *arg)
+{
+    struct tier_engine *e = arg;
+    struct store_io io = {0};
+    pthread_mutex_lock(&e->mu);
+    while (!e->stop) {
+        if (stale(e))
+            replan(e);
+        uint64_t k = TIER_NONE;
+        while (e->cand_i < e->n_cand && k == TIER_NONE) {
+            uint64_t c = e->cand[e->cand_i++];
+            if (!e->staging[c] && !e->resident[c] && !e->kept[c])
+                k = c;
+        }
+        if (k == TIER_NONE || room(e, k, 0)) {
+            if (k != TIER_NONE)
+                e->cand_i--; /* no room yet: the same shard next time */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 50 * 1000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            if (pthread_cond_timedwait(&e->cv_work, &e->mu, &ts) == ETIMEDOUT)
+                e->replan_now = 1; /* other ranks' needs and copies move too */
+            continue;
+        }
+        int rc = stage(e, k, 0, &io);
+        if (rc == CXLP_EFULL) {
+            /* the tier is full of copies others hold (kept ones, other
+             * processes' or their readers' pins): the same shard later */
+            e->cand_i--;
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 20 * 1000000;
+            if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+            }
+            pthread_cond_timedwait(&e->cv_done, &e->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+    store_io_close(&io);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ the loader's side */
+
+int engine_next(void *ctx, uint64_t *out, size_t max, size_t *n)
+{
+    struct tier_engine *e = ctx;
+    /* a batch at a time: what is handed out is in flight (its shards may
+     * not be evicted), and the loader asks for much more than a batch */
+    max = MIN(max, e->batch);
+    pthread_mutex_lock(&e->mu);
+    if (e->q_len == 0)
+        refill(e);
+    size_t k = 0;
+    for (; k < max && k < e->q_len; k++) {
+        uint64_t id = e->q[(e->q_head + k) % e->q_cap];
+        out[k] = id;
+        e->recent[e->recent_head] = id;
+        e->recent_head = (e->recent_head + 1) % e->recent_cap;
+        if (e->recent_n < e->recent_cap)
+            e->recent_n++;
+    }
+    e->q_head = (e->q_head + k) % e->q_cap;
+    e->q_len -= k;
+    e->pos += k;
+    int rc = k == 0 ? e->src_rc : 0;
+    if (e->pos - e->plan_pos >= e->replan)
+        pthread_cond_signal(&e->cv_work);
+    pthread_mutex_unlock(&e->mu);
+    *n = k;
+    return rc;
+}
+
+/* The shards of one batch, resolved under one pin: open addressing. */
+struct bslot {
+    uint64_t k;                /* shard + 1; 0 empty */
+    uint64_t records;
+    struct shard sh;
+    struct shard_col cols[SHARD_MAX_COLS]; /* sh's */
+    uint8_t *priv;             /* a private copy (no tier had room), or NULL */
+};
+struct tier_batch {
+    const struct tier_engine *e;
+    uint64_t pin;
+    struct bslot *m;
+    size_t cap, n;
+    uint64_t *keys;            /* the distinct shards, in insertion order */
+    size_t n_ids;
+};
+
+static __thread struct tier_batch *cur;
+
+/* What a gather thread keeps between batches (its batch map, its readers of
+ * staged tiers), freed when the thread exits. */
+struct tls {
+    struct tier_batch tb;
+    struct store_io io;
+};
+static pthread_key_t tls_key;
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+
+static void tls_free(void *p)
+{
+    struct tls *t = p;
+    free(t->tb.m);
+    free(t->tb.keys);
+    store_io_close(&t->io);
+    free(t);
+}
+
+static void tls_init(void)
+{
+    pthread_key_create(&tls_key, tls_free);
+}
+
+static struct tls *tls_get(void)
+{
+    pthread_once(&tls_once, tls_init);
+    struct tls *t = pthread_getspecific(tls_key);
+    if (!t && (t = calloc(1, sizeof *t)) && pthread_setspecific(tls_key, t)) {
+        free(t);
+        t = NULL;
+    }
+    return t;
+}
+
+static struct bslot *bfind(struct tier_batch *b, uint64_t k)
+{
+    size_t i = (size_t)(k * 0x9e3779b97f4a7c15ull) & (b->cap - 1);
+    while (b->m[i].k && b->m[i].k != k + 1)
+        i = (i + 1) & (b->cap - 1);
+    return &b->m[i];
+}
+
+static int batch_index(struct tier_batch *b, const cxlp_store *s, const uint64_t *ids, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap *= 2;
+    if (cap > b->cap) {
+        free(b->m);
+        free(b->keys);
+        b->m = malloc(cap * sizeof *b->m);
+        b->keys = malloc(cap * sizeof *b->keys);
+        if (!b->m || !b->keys) {
+            free(b->m);
+            free(b->keys);
+            b->m = NULL;
+            b->keys = NULL;
+            b->cap = 0;
+            return -ENOMEM;
+        }
+        b->cap = cap;
+    }
+    for (size_t i = 0; i < b->cap; i++)
+        b->m[i].k = 0;
+    b->n = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = store_shard_of(s, ids[i]);
+        struct bslot *x = bfind(b, k);
+        if (!x->k) {
+            x->k = k + 1;
+            x->records = 0;
+            x->priv = NULL;
+            b->keys[b->n++] = k;
+        }
+        x->records++;
+    }
+    return 0;
+}
+
+/* Fetches shard k for a batch that needs it now (no pin held; the batch
+ * holds k, so this engine does not evict it meanwhile). */
+static int fetch_now(struct tier_engine *e, uint64_t k, struct store_io *io)
+{
+    pthread_mutex_lock(&e->mu);
+    int rc = 0;
+    for (int waits = 0; !readable(e, k);) {
+        if (e->staging[k]) {
+            pthread_cond_wait(&e->cv_done, &e->mu);
+            continue;
+        }
+        room(e, k, 1);
+        rc = stage(e, k, 1, io);
+        if (rc == CXLP_EEXIST || rc == 0) {
+            rc = 0;
+            continue;
+        }
+        if (rc != CXLP_EFULL)
+            break;
+        /* full of copies others hold (kept copies; dropped ones that
+         * readers' pins hold until their batches end): a moment, then the
+         * batch reads a private copy. Evicting our own copies here would
+         * not help the pins' case and would drop shards needed later. */
+        if (++waits > 10)
+            break;
+        pthread_mutex_unlock(&e->mu);
+        usleep(1000);
+        pthread_mutex_lock(&e->mu);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return rc;
+}
+
+static void release_hold(struct tier_engine *e, const struct tier_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        struct bslot *x = bfind((struct tier_batch *)b, b->keys[i]);
+        free(x->priv);
+        x->priv = NULL;
+    }
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < b->n; i++)
+        e->busy[b->keys[i]]--;
+    pthread_cond_broadcast(&e->cv_work);
+    pthread_mutex_unlock(&e->mu);
+}
+
+int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
+{
+    struct tls *tl = tls_get();
+    if (!tl)
+        return seterr(NULL, -ENOMEM, "staging: out of memory");
+    struct tier_batch *b = &tl->tb;
+    struct store_io *io = &tl->io;
+    b->e = e;
+    b->n_ids = n;
+    int rc = batch_index(b, e->s, ids, n);
+    if (rc)
+        return seterr(NULL, rc, "staging: out of memory for a batch of %zu", n);
+    uint64_t t0 = now_ns(), hits = 0, misses = 0, priv = 0;
+    int first = 1, waited = 0;
+    /* the batch holds its shards: this engine evicts none of them until
+     * batch_end (other processes may: then they are fetched again) */
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < b->n; i++)
+        e->busy[b->keys[i]]++;
+    pthread_mutex_unlock(&e->mu);
+    for (;;) {
+        int missing = 0;
+        for (size_t i = 0; i < b->n; i++) {
+            uint64_t k = b->keys[i];
+            struct bslot *x = bfind(b, k);
+            if (x->priv)
+                continue;
+            int r = readable(e, k);
+            if (first)
+                *(r ? &hits : &misses) += x->records;
+            if (!r) {
+                missing = 1;
+                waited = 1;
+                rc = fetch_now(e, k, io);
+                if (rc == CXLP_EFULL && !(rc = store_read_private(e->s, k, io, &x->priv, &x->sh, x->cols)))
+                    priv++; /* the tiers are full of copies others hold: ours alone */
+                if (rc) {
+                    release_hold(e, b);
+                    return rc;
+                }
+            }
+        }
+        first = 0;
+        if (missing)
+            continue; /* check again: a fetch may have evicted a neighbour */
+        b->pin = attach_pin_epoch(e->s->a);
+        int gone = 0;
+        for (size_t i = 0; i < b->n && !gone; i++) {
+            uint32_t t;
+            struct bslot *x = bfind(b, b->keys[i]);
+            if (x->priv)
+                continue;
+            rc = store_locate(e->s, b->keys[i], &x->sh, x->cols, &t);
+            if (rc == CXLP_ENOTFOUND)
+                gone = 1; /* evicted since we looked: again */
+            else if (rc) {
+                attach_unpin_epoch(e->s->a, b->pin);
+                release_hold(e, b);
+                return rc;
+            }
+        }
+        if (!gone)
+            break;
+        attach_unpin_epoch(e->s->a, b->pin);
+    }
+    uint64_t stall = waited ? now_ns() - t0 : 0;
+    pthread_mutex_lock(&e->mu);
+    e->st.hits += hits;
+    e->st.misses += misses;
+    e->st.stall_ns += stall;
+    e->st.private_reads += priv;
+    for (size_t i = 0; i < b->n; i++)
+        e->last_use[b->keys[i]] = e->pos ? e->pos : 1;
+    pthread_mutex_unlock(&e->mu);
+    struct pool_tier_ctr *c = attach_ctr(e->wa, e->tier);
+    if (c) {
+        at_fetch_add_relaxed(&c->hits, hits);
+        at_fetch_add_relaxed(&c->misses, misses);
+        at_fetch_add_relaxed(&c->stall_ns, stall);
+    }
+    cur = b;
+    return 0;
+}
+
+void engine_batch_end(struct tier_engine *e, uint64_t records)
+{
+    struct tier_batch *b = cur;
+    cur = NULL;
+    if (!b || b->e != e)
+        return;
+    attach_unpin_epoch(e->s->a, b->pin);
+    for (size_t i = 0; i < b->n; i++) {
+        struct bslot *x = bfind(b, b->keys[i]);
+        free(x->priv);
+        x->priv = NULL;
+    }
+    /* heat: accesses counted in the pool, where hot_first reads them */
+    if (e->states_rw)
+        for (size_t i = 0; i < b->n; i++)
+            at_fetch_add_relaxed(&e->states_rw[b->keys[i] * e->s->stride],
+                                 bfind(b, b->keys[i])->records);
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < b->n; i++)
+        e->busy[b->keys[i]]--;
+    e->st.batches++;
+    e->st.records += records;
+    e->done += b->n_ids;
+    pthread_cond_broadcast(&e->cv_work);
+    pthread_mutex_unlock(&e->mu);
+}
+
+int engine_check(const void *ctx)
+{
+    return store_check(((const struct tier_engine *)ctx)->s);
+}
+
+int engine_read_fields(const void *ctx, uint64_t id, const uint32_t *f, uint32_t n,
+                       struct cxlp_view *v)
+{
+    const struct tier_engine *e = ctx;
+    const cxlp_store *s = e->s;
+    if (id >= s->count)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " past the end", s->name, id);
+    uint64_t k = store_shard_of(s, id);
+    struct tier_batch *b = cur;
+    if (b && b->e == e) {
+        struct bslot *x = bfind(b, k);
+        if (x->k)
+            return store_fields_at(s, &x->sh, k, id, f, n, v);
+    }
+    /* outside a batch (the planner reading a length): a pin for the read
+     * only; the caller uses v->len, not the bytes */
+    struct tls *tl = tls_get();
+    if (!tl)
+        return seterr(NULL, -ENOMEM, "staging: out of memory");
+    for (int tries = 0; tries < 100; tries++) {
+        uint64_t pin = attach_pin_epoch(s->a);
+        int rc = store_read_pinned(s, id, f, n, v);
+        attach_unpin_epoch(s->a, pin);
+        if (rc != CXLP_ENOTFOUND)
+            return rc;
+        if ((rc = fetch_now((struct tier_engine *)e, k, &tl->io)))
+            return rc;
+    }
+    return seterr(NULL, CXLP_EBUSY, "dataset %s: record %" PRIu64 ": its shard was evicted every "
+                  "time it was fetched", s->name, id);
+}
+
+/* ------------------------------------------------------------ placement */
+
+/* hot_first, full_prefetch: the copies to keep before the first batch. */
+static int place(struct tier_engine *e)
+{
+    if (!e->ops->place)
+        return 0;
+    const cxlp_store *s = e->s;
+    uint64_t caps[POOL_MAX_TIERS] = {0}, maxlen = 0;
+    for (uint64_t k = 0; k < e->n; k++)
+        maxlen = MAX(maxlen, e->len[k]);
+    for (uint32_t i = 0; i < s->n_mem; i++) {
+        const struct attach_tier *at = attach_tier(s->a, s->mem[i]);
+        caps[i] = at->data_len;
+    }
+    /* kept copies take at most half the staging tier's budget: the other
+     * half is the misses' (the shards of the batches in flight, a window
+     * of the block order: window="auto" sizes it to half the budget) */
+    uint64_t cap0 = e->budget / 2;
+    caps[e->rank] = MIN(caps[e->rank], cap0);
+    struct tier_place *pl = malloc((e->n ? e->n : 1) * sizeof *pl);
+    if (!pl)
+        return -ENOMEM;
+    rescan(e);
+    struct tier_view v = view(e);
+    size_t np = e->ops->place(&v, caps, s->n_mem, pl, e->n);
+    struct store_io io = {0};
+    int rc = 0;
+    uint64_t placed_bytes = 0;
+    for (size_t i = 0; i < np && !rc; i++) {
+        struct copy_stat cs = {0};
+        rc = store_copy(e->s, pl[i].shard, s->mem[pl[i].tier], FETCH_WAIT | FETCH_KEEP, 0, &io, &cs);
+        if (rc == CXLP_EEXIST)
+            rc = 0;
+        if (rc == CXLP_EFULL) {
+            rc = 0; /* the tier is fuller than its capacity says: what fits */
+            break;
+        }
+        e->st.placed++;
+        e->st.bytes_staged += cs.bytes;
+        if (s->mem[pl[i].tier] == e->tier)
+            placed_bytes += e->len[pl[i].shard];
+    }
+    store_io_close(&io);
+    free(pl);
+    /* the budget left is the misses' */
+    e->budget = e->budget > placed_bytes ? e->budget - placed_bytes : 0;
+    if (e->budget < 2 * maxlen)
+        e->budget = 2 * maxlen;
+    rescan(e);
+    return rc;
+}
+
+/* ------------------------------------------------------------ lifetime */
+
+static const struct tier_policy_ops *ops_of(int policy)
+{
+    switch (policy) {
+    case CXLP_POLICY_LRU: return &tier_policy_lru;
+    case CXLP_POLICY_STREAMING: return &tier_policy_streaming;
+    case CXLP_POLICY_HOT_FIRST: return &tier_policy_hot_first;
+    case CXLP_POLICY_FULL_PREFETCH: return &tier_policy_full_prefetch;
+    default: return &tier_policy_lookahead;
+    }
+}
+
+void engine_free(struct tier_engine *e)
+{
+    if (!e)
+        return;
+    pthread_mutex_lock(&e->mu);
+    e->stop = 1;
+    pthread_cond_broadcast(&e->cv_work);
+    pthread_mutex_unlock(&e->mu);
+    for (uint32_t i = 0; i < e->n_stagers; i++)
+        pthread_join(e->th[i], NULL);
+    registry_release(e->reg_area, e->reg);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv_work);
+    pthread_cond_destroy(&e->cv_done);
+    free(e->q);
+    free(e->recent);
+    free(e->len);
+    free(e->next_use);
+    free(e->last_use);
+    free(e->heat);
+    free(e->resident);
+    free(e->kept);
+    free(e->busy);
+    free(e->staging);
+    free(e->slow);
+    free(e->res_list);
+    free(e->window);
+    free(e->wdist);
+    free(e->touched);
+    free(e);
+}
+
+int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn src,
+                  void *src_ctx, struct tier_engine **out)
+{
+    if (!s->tiered || s->n_mem == 0)
+        return seterr(NULL, CXLP_EARG, "dataset %s: staging needs a pool of tiers with a "
+                      "memory tier", s->name);
+    struct tier_engine *e = calloc(1, sizeof *e);
+    if (!e)
+        return seterr(NULL, -ENOMEM, "staging: out of memory");
+    e->s = s;
+    e->src = src;
+    e->src_ctx = src_ctx;
+    e->reg = -1;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv_work, NULL);
+    pthread_cond_init(&e->cv_done, NULL);
+    int rc = store_pool_rw(s, &e->wp);
+    if (rc) {
+        engine_free(e);
+        return rc;
+    }
+    e->wa = pool_attach(e->wp);
+    e->states_rw = attach_states(e->wa, s->ds.states_off);
+    e->policy = o->tier_policy ? o->tier_policy : cxlp_store_policy(s);
+    if (!e->policy)
+        e->policy = CXLP_POLICY_LOOKAHEAD;
+    if (e->policy < CXLP_POLICY_LOOKAHEAD || e->policy > CXLP_POLICY_FULL_PREFETCH) {
+        engine_free(e);
+        return seterr(NULL, CXLP_EARG, "loader: tier_policy %d is not a policy", o->tier_policy);
+    }
+    e->ops = ops_of(e->policy);
+    e->tier = s->mem[0];
+    e->rank = 0;
+    if (o->tier_target > 0) {
+        e->tier = UINT32_MAX;
+        for (uint32_t i = 0; i < s->n_mem; i++)
+            if (s->mem[i] == (uint32_t)o->tier_target) {
+                e->tier = s->mem[i];
+                e->rank = i;
+            }
+        if (e->tier == UINT32_MAX) {
+            engine_free(e);
+            return seterr(NULL, CXLP_EARG, "loader: tier_target %d is not a memory tier of the "
+                          "pool", o->tier_target);
+        }
+    }
+    const struct attach_tier *at = attach_tier(s->a, e->tier);
+    e->budget = o->tier_budget ? o->tier_budget : at->data_len / 4 * 3;
+    e->batch = o->batch_size ? o->batch_size : 1;
+    /* by default, hold as many ids ahead as half the budget holds records:
+     * a window of a block order that fills half the budget (window="auto")
+     * is then in view whole before it starts */
+    uint64_t rec = s->count ? MAX(1, s->ds.info.stored_bytes / s->count) : 1;
+    uint64_t h = o->tier_horizon ? o->tier_horizon * e->batch
+                                 : MAX(DEF_HORIZON * e->batch, e->budget / 2 / rec);
+    e->horizon = MIN(h, UINT64_C(1) << 22);
+    e->replan = MAX(e->batch, e->horizon / 32);
+    e->replan_now = 1;
+    e->n_stagers = o->tier_stagers ? MIN(o->tier_stagers, MAX_STAGERS) : DEF_STAGERS;
+    e->n = s->n_shards;
+    e->q_cap = e->horizon + 4096;
+    e->recent_cap = (size_t)e->batch * 64 + 65536; /* more than a loader holds in flight */
+    /* touched and window hold distinct shards */
+    e->cap_touched = MIN(e->horizon + e->recent_cap + REG_ENTRIES, s->n_shards + 1);
+    uint64_t nn = e->n ? e->n : 1;
+    e->q = malloc(e->q_cap * sizeof *e->q);
+    e->recent = malloc(e->recent_cap * sizeof *e->recent);
+    e->len = malloc(nn * sizeof *e->len);
+    e->next_use = malloc(nn * sizeof *e->next_use);
+    e->last_use = calloc(nn, sizeof *e->last_use);
+    e->heat = calloc(nn, sizeof *e->heat);
+    e->resident = calloc(nn, 1);
+    e->kept = calloc(nn, 1);
+    e->busy = calloc(nn, sizeof *e->busy);
+    e->staging = calloc(nn, 1);
+    e->slow = calloc(nn, 1);
+    e->res_list = malloc(nn * sizeof *e->res_list);
+    e->window = malloc(e->cap_touched * sizeof *e->window);
+    e->wdist = malloc(e->cap_touched * sizeof *e->wdist);
+    e->touched = malloc(e->cap_touched * sizeof *e->touched);
+    if (!e->q || !e->recent || !e->len || !e->next_use || !e->last_use || !e->heat ||
+        !e->resident || !e->kept || !e->busy || !e->staging || !e->slow || !e->res_list || !e->window ||
+        !e->wdist || !e->touched) {
+        engine_free(e);
+        return seterr(NULL, -ENOMEM, "staging: out of memory for %" PRIu64 " shards", e->n);
+    }
+    for (uint64_t k = 0; k < e->n; k++) {
+        e->len[k] = ALIGN_UP(s->loc[k].len, POOL_EXTENT_ALIGN);
+        e->next_use[k] = TIER_NEVER;
+    }
+    e->reg_area = attach_stage(e->wa, &e->reg_bytes);
+    e->reg = registry_claim(e->reg_area, e->reg_bytes, s->ds.states_off, attach_domain(e->wa));
+    e->st.policy = e->policy;
+    e->st.tier = (int)e->tier;
+    if ((rc = place(e))) {
+        engine_free(e);
+        return seterr(NULL, rc, "dataset %s: placing for %s: %s", s->name, e->ops->name,
+                      cxlp_errmsg(NULL));
+    }
+    e->st.budget = e->budget;
+    for (uint32_t i = 0; i < e->n_stagers; i++) {
+        if (pthread_create(&e->th[i], NULL, stager, e)) {
+            e->n_stagers = i;
+            break;
+        }
+        pthread_setname_np(e->th[i], "cxlp-stage");
+    }
+    *out = e;
+    return 0;
+}
+
+void engine_stats(struct tier_engine *e, struct cxlp_loader_stats *st)
+{
+    pthread_mutex_lock(&e->mu);
+    *st = e->st;
+    pthread_mutex_unlock(&e->mu);
+}

@@ -1,0 +1,143 @@
+"""Pools of tiers from Python: create, ingest into the nvme home, read
+records (copied out), migrate_to, one epoch per memory_policy with every
+record once and intact, loader.stats(), window="auto", bad tier specs."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import numpy as np
+import pytest
+import torch
+
+from cxl_dataloader import (CXLDataLoader, CXLDataset, CXLError, CXLMemoryPool,
+                            DistributedCXLSampler, RandomCXLSampler)
+
+ROWS, COLS = 24576, 64          # int64 records of 512 bytes: 12 MiB
+SHARD = 64 * 1024
+
+
+@pytest.fixture
+def tiered(tmp_path: Path) -> Iterator[tuple[CXLMemoryPool, str, np.ndarray]]:
+    name = f"pyt-tier-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tier_file = f"/var/tmp/cxlp-{name}.tier"
+    p = CXLMemoryPool(name, create=True, meta_bytes=4 << 20,
+                      tiers=[f"dram=shm:{name}.d:6M", f"nvme=file:{tier_file}:32M"])
+    data = np.arange(ROWS * COLS, dtype=np.int64).reshape(ROWS, COLS)
+    src = tmp_path / "d.npy"
+    np.save(src, data)
+    p._pool.import_("d", str(src), format="npy", shard_bytes=SHARD)
+    try:
+        yield p, name, data
+    finally:
+        p.close()
+        CXLMemoryPool.destroy(name)
+        assert not os.path.exists(tier_file)
+
+
+def test_records_come_from_the_nvme_home_through_the_dram_tier(tiered) -> None:
+    p, name, data = tiered
+    tiers = p.tiers()
+    assert [t["kind"] for t in tiers] == ["dram", "nvme"]
+    assert tiers[1]["home"] and tiers[1]["staged"] and not tiers[0]["staged"]
+    assert tiers[1]["copies"] == tiers[1]["copies"] > 0 and tiers[0]["copies"] == 0
+    ds = CXLDataset(p, "d")
+    assert ds.tiered and len(ds) == ROWS
+    for i in (0, 1, ROWS // 2, ROWS - 1):
+        assert torch.equal(ds[i], torch.from_numpy(data[i]))
+    t = p.tiers()
+    assert t[0]["copies"] == 3 and t[0]["misses"] == 3 and t[0]["fetches"] == 3
+
+
+def test_migrate_to_dram_and_back_under_a_reader(tiered) -> None:
+    p, name, data = tiered
+    ds = CXLDataset(p, "d")
+    n = ds.shards()["n_shards"]
+    with pytest.raises(CXLError, match="no free extent"):
+        ds.migrate_to("dram")            # 12 MiB do not fit 4 MiB of dram
+    p.migrate("d", "nvme")
+    st = ds.migrate_to(1)                # the home, by index: drops every copy
+    assert st["shards"] == n and st["copied"] == 0
+    assert p.tiers()[0]["copies"] == 0
+    assert torch.equal(ds[123], torch.from_numpy(data[123]))
+    with pytest.raises(CXLError, match="tier 'ssd'"):
+        ds.migrate_to("ssd")
+
+
+def epoch(loader: CXLDataLoader, data: np.ndarray) -> int:
+    seen = np.zeros(len(data), dtype=bool)
+    n = 0
+    ids = iter(loader.sampler) if loader.sampler is not None else None
+    for batch in loader:
+        rows = batch.numpy()
+        first = rows[:, 0] // COLS
+        assert not seen[first].any()
+        seen[first] = True
+        assert (rows == data[first]).all()
+        n += len(rows)
+    del ids
+    return n
+
+
+@pytest.mark.parametrize("policy", ["lookahead", "lru", "streaming", "hot_first", "full_prefetch"])
+def test_one_epoch_per_policy_every_record_once_and_intact(tiered, policy) -> None:
+    p, name, data = tiered
+    p.migrate("d", "nvme")
+    ds = CXLDataset(p, "d")
+    sampler = RandomCXLSampler(ds, seed=5, window="auto", memory_budget=2 << 20)
+    assert sampler.order == "block" and sampler.shard_size == SHARD // 512
+    assert sampler.window == max(1, (2 << 20) // (2 * (SHARD + 4096)))
+    loader = CXLDataLoader(ds, batch_size=64, sampler=sampler, memory_policy=policy,
+                           memory_budget=2 << 20, lookahead=4)
+    assert epoch(loader, data) == ROWS
+    st = loader.stats()
+    assert st["policy"] == policy and st["records"] == ROWS
+    assert st["hits"] + st["misses"] == ROWS and st["private_reads"] == 0
+    assert st["bytes_staged"] > 0 and st["tiers"][0]["kind"] == "dram"
+    if policy in ("lookahead", "streaming"):
+        assert st["prefetched"] > 0
+    if policy == "lru":
+        assert st["prefetched"] == 0 and st["fetched"] > 0
+    if policy in ("hot_first", "full_prefetch"):
+        assert st["placed"] > 0
+    assert p.verify()
+
+
+def test_a_dataset_default_policy_and_distributed_ranks_share_copies(tiered) -> None:
+    p, name, data = tiered
+    ds = CXLDataset(p, "d", tier_policy="lru")
+    s0 = DistributedCXLSampler(ds, num_replicas=2, rank=0, seed=1, window="auto")
+    s1 = DistributedCXLSampler(ds, num_replicas=2, rank=1, seed=1, window="auto")
+    l0 = CXLDataLoader(ds, batch_size=32, sampler=s0)
+    l1 = CXLDataLoader(ds, batch_size=32, sampler=s1)
+    got = []
+    for a, b in zip(l0, l1):
+        got.append(a[:, 0] // COLS)
+        got.append(b[:, 0] // COLS)
+    ids = torch.cat(got).numpy()
+    assert len(ids) == ROWS and len(set(ids.tolist())) == ROWS
+    assert l0.stats()["policy"] == "lru" and l1.stats()["policy"] == "lru"
+    with pytest.raises(ValueError, match="tier_policy"):
+        CXLDataset(p, "d", tier_policy="fifo")
+
+
+def test_bad_tier_specs_are_refused_and_leave_nothing(tmp_path: Path) -> None:
+    name = f"pyt-badtier-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    cases = [
+        (["nvme=file:%s/x.tier:64M" % tmp_path, "dram=shm:8M"], "fastest first"),
+        (["dram=shm:8M", "nvme=file:%s/x.tier:100P" % tmp_path], "free on its filesystem"),
+        (["cxl=numa:999:8M"], "999"),
+        (["cxl=devdax:/dev/dax97.0"], "dax97.0"),
+        (["dram=shm:1M"], "smaller than a tier"),
+        (["dram=shm:a.b:8M", "cxl=shm:a.b:8M"], "same object"),
+        (["remote=shm:8M"], "reserved"),
+    ]
+    for tiers, msg in cases:
+        with pytest.raises(CXLError, match=msg):
+            CXLMemoryPool(name, create=True, tiers=tiers, meta_bytes=4 << 20)
+        assert not os.path.exists(f"/dev/shm/cxlp.{name}")
+        assert not (tmp_path / "x.tier").exists()
+    with pytest.raises(ValueError, match="create=True"):
+        CXLMemoryPool(name, tiers=["dram=shm:8M"])
