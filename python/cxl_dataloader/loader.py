@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import copy
 import operator
-import os
 import warnings
 from typing import Any, Callable, Iterator, Optional, Union
 
