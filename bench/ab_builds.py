@@ -11,7 +11,8 @@ Same pages: one pool is made by build B and read by both. On a VM two pools
 made minutes apart can read 2x apart (their pages' host backing differs),
 which would swamp any difference of code. When the builds' pool formats
 differ, --convert TOOL writes A's metadata for B's pool (for format 1 ->
-2: build/pool_meta_v2), and the metadata bytes [0, cat_off + 2*cat_bytes)
+2: build/pool_meta_v2, built up to commit a1b3047; no tool converts
+format 2 -> 3), and the metadata bytes [0, cat_off + 2*cat_bytes)
 are swapped in place before each run; the data pages never change.
 
     python3 bench/ab_builds.py --a-root DIR --a-python PY --b-root DIR --b-python PY

@@ -34,6 +34,10 @@
  *                           file on disk that may be far larger than RAM
  *   numa:NODE:NAME          shared memory bound to NUMA node NODE with mbind
  *                           (how CXL memory in kmem mode is used)
+ *   numa:interleave=NODES:NAME  the same, its pages interleaved over NODES
+ *                           (a list: "0,1", "0-3"; MPOL_INTERLEAVE)
+ * A shm or numa pool larger than /dev/shm's tmpfs size, or a numa pool
+ * larger than its nodes' memory, is refused at create (CXLP_EARG).
  *   devdax:/dev/daxX.Y      a device-dax character device (2 MiB aligned)
  *   pci:PATH                a fixed-size memory region that is a file: a PCI
  *                           BAR (/sys/bus/pci/devices/D/resourceN, e.g. the
@@ -276,7 +280,14 @@ struct cxlp_pool_stat {
     uint32_t lease_slots;
     int media;               /* enum cxlp_media_kind */
     int emulated;            /* 1 when the media stands in for CXL (shm, file) */
-    int numa_node;           /* numa backend's node, else -1 */
+    int numa_node;           /* numa backend's node, else -1 (also interleaved) */
+    int numa_interleave;     /* numa backend: 1 when pages interleave over numa_nodes */
+    char numa_nodes[64];     /* the nodes the pool's memory is on, as a list ("1",
+                                "0-3"): a numa pool's node set; other media: the
+                                nodes of its resident pages, from a sample of 64
+                                pages; "" when none is known (devdax, pci) */
+    int near_node;           /* the node with CPUs nearest that memory (the one a
+                                loader's numa_bind=True runs on); -1 none known */
     uint32_t format_version;
     uint8_t uuid[16];
     char path[256];          /* backing object */
@@ -974,7 +985,10 @@ struct cxlp_loader_opts {
                                 delivered (from cxlp_batch.resume_offset) */
     int bind_slots;          /* 1: bind every ring slot's memory to slot_node
                                 (mbind MPOL_BIND before first touch), e.g. the
-                                pool's node so batches stay on CXL memory */
+                                pool's node so batches stay on CXL memory
+                                (to the nodes of slot_nodes when it names
+                                any); 2: interleave it over slot_nodes
+                                (MPOL_INTERLEAVE) */
     int slot_node;           /* the node for bind_slots */
     uint32_t prefetch;       /* with slots 0: batches ahead per gather thread */
     /* A dataset in a pool of tiers is read through a staging engine
@@ -992,6 +1006,8 @@ struct cxlp_loader_opts {
     uint32_t n_fields;       /* fields to collate, numbers in fields[]; 0: every
                                 field of the dataset, in schema order */
     uint32_t fields[CXLP_MAX_FIELDS];
+    uint64_t slot_nodes[16]; /* bind_slots: a node set, bit n % 64 of word n / 64
+                                is node n (nodes 0..1023); all zero: slot_node */
 };
 
 /* What a loader's staging engine did (all zero on a pool of one tier). */

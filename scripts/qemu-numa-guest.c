@@ -8,7 +8,8 @@
  * 1 memory-only with the numa backend and the HMAT latency and bandwidth the
  * script passed (QEMU_EXPECT_* on the kernel command line reach us as
  * environment variables). It then binds a buffer to node 1 with mbind and
- * asks the kernel where the pages landed: the numa backend's premise.
+ * asks the kernel where the pages landed: the numa backend's premise; then
+ * pools on node 1 and interleaved over nodes 0 and 1.
  *
  * Then a pool of two tiers, dram on node 0 and cxl on node 1: a dataset
  * migrates both ways while four reader processes verify every record they
@@ -154,11 +155,80 @@ static int check_cxl(void)
     return verdict();
 }
 
+/* Dataset "recs" of p: 1024 records of 4 KiB, record i filled with i & 0xff. */
+static int write_recs(cxlp_pool *p)
+{
+    struct cxlp_schema sc = {.fixed = 1, .record_size = 4096, .n_fields = 1,
+                             .fields = {{.name = "data", .dtype = CXLP_DT_U8, .ndim = 1,
+                                         .shape = {4096}}}};
+    cxlp_writer *w = NULL;
+    static uint8_t rec[4096];
+    int rc = cxlp_writer_begin(p, "recs", &sc, NULL, &w);
+    for (int i = 0; rc == 0 && i < 1024; i++) {
+        memset(rec, i & 0xff, sizeof rec);
+        rc = cxlp_writer_append(w, rec, sizeof rec);
+    }
+    if (rc == 0)
+        return cxlp_writer_commit(w);
+    cxlp_writer_abort(w);
+    return rc;
+}
+
+/* A pool interleaved over node 0 (DRAM, CPUs) and node 1 (memory only):
+ * the object's policy is MPOL_INTERLEAVE over both for a second attacher,
+ * its record pages alternate between the nodes, and the node with CPUs
+ * nearest its memory is node 0. */
+static void check_interleave_pool(void)
+{
+    const char *spec = "numa:interleave=0-1:guestil";
+    cxlp_pool *p = NULL;
+    int rc = cxlp_pool_create(spec, 64ULL << 20, NULL, &p);
+    printf("  pool %s: %s\n", spec, rc ? cxlp_errmsg(NULL) : "created");
+    expect(rc == 0, "create a pool interleaved over nodes 0 and 1");
+    if (rc)
+        return;
+    struct cxlp_pool_stat st;
+    expect(cxlp_pool_stat(p, &st) == 0 && st.numa_interleave && !strcmp(st.numa_nodes, "0-1") &&
+               st.numa_node == -1 && st.emulated == 1 && st.near_node == 0,
+           "stat: interleaved over nodes 0-1, emulated (node 0 is DRAM), nearest CPU node 0");
+    rc = write_recs(p);
+    expect(rc == 0, "ingest 4 MiB of records into the interleaved pool");
+    cxlp_pool *q = NULL;
+    cxlp_store *s = NULL;
+    rc = rc ? rc : cxlp_pool_open(spec, &(struct cxlp_pool_opts){.readonly = 1}, &q);
+    rc = rc ? rc : cxlp_store_open(q, "recs", &s);
+    expect(rc == 0, "a second, read-only attacher opens the dataset");
+    int on[2] = {0, 0}, same = 0, interleaved = 0, n = 0;
+    for (uint64_t i = 0; s && i < 1024; i++, n++) {
+        struct cxlp_view v;
+        if (cxlp_store_read(s, i, &v) != 0)
+            break;
+        int where = -1, mode = -1;
+        unsigned long mask[16] = {0};
+        get_mempolicy(&where, NULL, 0, (void *)v.data, MPOL_F_NODE | MPOL_F_ADDR);
+        get_mempolicy(&mode, mask, sizeof mask * 8, (void *)v.data, MPOL_F_ADDR);
+        if (where == 0 || where == 1)
+            on[where]++;
+        interleaved += mode == MPOL_INTERLEAVE && mask[0] == 3;
+        same += ((const uint8_t *)v.data)[100] == (i & 0xff);
+    }
+    printf("  record pages: %d on node 0, %d on node 1\n", on[0], on[1]);
+    expect(n == 1024 && same == n && interleaved == n,
+           "every record reads back under MPOL_INTERLEAVE over nodes 0-1");
+    expect(on[0] + on[1] == n && on[0] >= n / 4 && on[1] >= n / 4,
+           "the record pages are spread over both nodes");
+    cxlp_store_close(s);
+    cxlp_pool_close(q);
+    cxlp_pool_close(p);
+    expect(cxlp_pool_destroy(spec) == 0, "destroy the interleaved pool");
+}
+
 /* The numa backend on a real memory-only node: a pool on numa:1 gets its
  * record pages from node 1, its checksums verify, and a second attacher
- * reads the same bytes. */
+ * reads the same bytes; then the same over nodes 0 and 1 interleaved. */
 static void check_numa_pool(void)
 {
+    check_interleave_pool();
     cxlp_pool *p = NULL;
     int rc = cxlp_pool_create("numa:1:guest", 64ULL << 20, NULL, &p);
     printf("  pool numa:1:guest: %s\n", rc ? cxlp_errmsg(NULL) : "created");
@@ -168,20 +238,7 @@ static void check_numa_pool(void)
     struct cxlp_pool_stat st;
     expect(cxlp_pool_stat(p, &st) == 0 && st.media == CXLP_MEDIA_NUMA && st.numa_node == 1 &&
                st.emulated == 0, "stat: numa media on node 1, not emulated (node has no CPUs)");
-    struct cxlp_schema sc = {.fixed = 1, .record_size = 4096, .n_fields = 1,
-                             .fields = {{.name = "data", .dtype = CXLP_DT_U8, .ndim = 1,
-                                         .shape = {4096}}}};
-    cxlp_writer *w = NULL;
-    static uint8_t rec[4096];
-    rc = cxlp_writer_begin(p, "recs", &sc, NULL, &w);
-    for (int i = 0; rc == 0 && i < 1024; i++) {
-        memset(rec, i & 0xff, sizeof rec);
-        rc = cxlp_writer_append(w, rec, sizeof rec);
-    }
-    if (rc == 0)
-        rc = cxlp_writer_commit(w);
-    else
-        cxlp_writer_abort(w);
+    rc = write_recs(p);
     expect(rc == 0, "ingest 4 MiB of records into the numa pool");
     cxlp_pool *q = NULL;
     cxlp_store *s = NULL;

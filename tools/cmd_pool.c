@@ -465,9 +465,14 @@ static const char *media_desc(const struct cxlp_pool_stat *st, char *buf, size_t
                                                       : "DAX filesystem");
         break;
     case CXLP_MEDIA_NUMA:
-        snprintf(buf, cap, "numa node %d (%s)", st->numa_node,
-                 st->emulated ? "emulated CXL: a NUMA node of local DRAM"
-                              : "memory bound to a NUMA node");
+        if (st->numa_interleave)
+            snprintf(buf, cap, "numa nodes %s, interleaved (%s)", st->numa_nodes,
+                     st->emulated ? "emulated CXL: NUMA nodes with local DRAM among them"
+                                  : "memory interleaved over NUMA nodes");
+        else
+            snprintf(buf, cap, "numa node %d (%s)", st->numa_node,
+                     st->emulated ? "emulated CXL: a NUMA node of local DRAM"
+                                  : "memory bound to a NUMA node");
         break;
     case CXLP_MEDIA_DEVDAX:
         snprintf(buf, cap, "devdax (%s)", st->emulated ? "emulated" : "device-dax memory");
@@ -605,7 +610,7 @@ int cli_cmd_stat(int argc, char **argv)
         cxlp_pool_close(p);
         return ex;
     }
-    char md[128], uu[37];
+    char md[192], uu[37];
     media_desc(&st, md, sizeof md);
     uuid_str(st.uuid, uu);
     /* the page size each dataset's shards really have */
@@ -644,8 +649,10 @@ int cli_cmd_stat(int argc, char **argv)
         cli_json_str(stdout, spec);
         printf(", \"path\": ");
         cli_json_str(stdout, st.path);
-        printf(", \"media\": \"%s\", \"emulated\": %s, \"numa_node\": %d, \"media_desc\": ",
-               cxlp_media_name(st.media), st.emulated ? "true" : "false", st.numa_node);
+        printf(", \"media\": \"%s\", \"emulated\": %s, \"numa_node\": %d, \"numa_interleave\": %s"
+               ", \"numa_nodes\": \"%s\", \"near_node\": %d, \"media_desc\": ",
+               cxlp_media_name(st.media), st.emulated ? "true" : "false", st.numa_node,
+               st.numa_interleave ? "true" : "false", st.numa_nodes, st.near_node);
         cli_json_str(stdout, md);
         printf(", \"format_version\": %u, \"uuid\": \"%s\", \"size\": %" PRIu64
                ", \"data_bytes\": %" PRIu64 ", \"used_bytes\": %" PRIu64

@@ -42,22 +42,42 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                              "seq_len", "pad_value", "drop_last", "numa_node", "first_offset",
                              "bind_slots", "slot_node", "tensor", "segments", "prefetch",
                              "tier_policy", "tier_budget", "tier_horizon", "tier_target",
-                             "tier_stagers", "fields", NULL};
+                             "tier_stagers", "fields", "slot_nodes", NULL};
     StoreObject *store;
-    PyObject *order, *tensor = Py_None, *fields = Py_None;
+    PyObject *order, *tensor = Py_None, *fields = Py_None, *slot_nodes = Py_None;
     unsigned int batch_size, threads = 0, slots = 0, prefetch = 0;
     int collate = CXLP_COLLATE_STACK, drop_last = 0, numa_node = -1, bind_slots = 0,
         slot_node = 0, segments = 0, tier_policy = 0, tier_target = -1;
     unsigned long long seq_len = 0, first_offset = 0, tier_budget = 0;
     unsigned int tier_horizon = 0, tier_stagers = 0;
     long long pad_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKpiOpIiKIiIO", kwlist, &StoreType,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKiiOpIiKIiIOO", kwlist, &StoreType,
                                      &store, &order, &batch_size, &threads, &slots, &collate,
                                      &seq_len, &pad_value, &drop_last, &numa_node, &first_offset,
                                      &bind_slots, &slot_node, &tensor, &segments, &prefetch,
                                      &tier_policy, &tier_budget, &tier_horizon, &tier_target,
-                                     &tier_stagers, &fields))
+                                     &tier_stagers, &fields, &slot_nodes))
         return -1;
+    uint64_t node_mask[16] = {0};
+    if (slot_nodes != Py_None) {
+        PyObject *seq = PySequence_Fast(slot_nodes, "slot_nodes must be a sequence of node numbers");
+        if (!seq)
+            return -1;
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+            long n = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+            if (n == -1 && PyErr_Occurred()) {
+                Py_DECREF(seq);
+                return -1;
+            }
+            if (n < 0 || n >= 1024) {
+                Py_DECREF(seq);
+                PyErr_Format(PyExc_ValueError, "slot_nodes: node %ld is not 0..1023", n);
+                return -1;
+            }
+            node_mask[n / 64] |= UINT64_C(1) << (n % 64);
+        }
+        Py_DECREF(seq);
+    }
     if (tensor != Py_None && !PyCallable_Check(tensor)) {
         PyErr_SetString(PyExc_TypeError, "tensor must be a callable (DLPack capsule -> tensor) "
                         "or None");
@@ -165,6 +185,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                                  .tier_horizon = tier_horizon, .tier_target = tier_target,
                                  .tier_stagers = tier_stagers, .n_fields = self->nfields};
     memcpy(o.fields, self->fields, sizeof o.fields);
+    memcpy(o.slot_nodes, node_mask, sizeof o.slot_nodes);
     int rc;
     Py_BEGIN_ALLOW_THREADS /* a placement policy copies before the first batch */
     rc = cxlp_loader_create(store->s, &o, self->sampler ? sampler_fn : order_fn, self,
@@ -506,9 +527,10 @@ PyTypeObject LoaderType = {
     .tp_doc = "Loader(store, order (Sampler or int64 buffer), batch_size, *, threads=0 "
               "(from the topology), slots=0 (from prefetch and the batch size), prefetch=0, "
               "collate=COLLATE_STACK, seq_len=0, pad_value=0, drop_last=False, numa_node=-1, "
-              "first_offset=0, bind_slots=False, slot_node=0, tensor=None, segments=False, "
-              "tier_policy=0, tier_budget=0, tier_horizon=0, tier_target=-1, tier_stagers=0, "
-              "fields=None)",
+              "first_offset=0, bind_slots=0 (1: bound to slot_node, 2: interleaved over "
+              "slot_nodes), slot_node=0, tensor=None, segments=False, tier_policy=0, "
+              "tier_budget=0, tier_horizon=0, tier_target=-1, tier_stagers=0, fields=None, "
+              "slot_nodes=None)",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)loader_init,
     .tp_dealloc = (destructor)loader_dealloc,

@@ -137,7 +137,7 @@ static PyObject *pool_stat(PoolObject *self, PyObject *unused)
     if (rc)
         return core_raise(rc, self->p);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s,s:I}", "size",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s,s:I,s:O,s:s,s:i}", "size",
         (unsigned long long)st.size, "data_bytes", (unsigned long long)st.data_bytes,
         "used_bytes", (unsigned long long)st.used_bytes, "reserved_bytes",
         (unsigned long long)st.reserved_bytes, "deferred_bytes",
@@ -146,7 +146,9 @@ static PyObject *pool_stat(PoolObject *self, PyObject *unused)
         (unsigned long long)st.generation, "n_datasets", st.n_datasets, "live_leases",
         st.live_leases, "lease_slots", st.lease_slots, "media", cxlp_media_name(st.media),
         "emulated", st.emulated ? Py_True : Py_False, "numa_node", st.numa_node, "path", st.path,
-        "n_tiers", st.n_tiers);
+        "n_tiers", st.n_tiers,
+        "numa_interleave", st.numa_interleave ? Py_True : Py_False, "numa_nodes", st.numa_nodes,
+        "near_node", st.near_node);
 }
 
 static void collect_line(void *ctx, const char *line)

@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence, Union
 import torch
 
 from . import _core
-from .pool import CXLMemoryPool, make_spec
+from .pool import CXLMemoryPool, make_spec, tier_policy_check
 
 
 def source_name(source: Any) -> str:
@@ -36,7 +36,8 @@ def ingest_once(pool: Union[CXLMemoryPool, str], name: str, source: Any,
     try:
         if any(d["name"] == name for d in p.list()):
             return {"existed": True}
-        fmt = format if format not in (None, "auto") else importers.detect_format(source)
+        fmt = (format if format not in (None, "auto")
+               else importers.detect_format(source, options.get("storage_options")))
         if fmt in importers.FORMATS:
             return importers.ingest(p, name, source, fmt, **options)
         with importers.ingest_lock(p, name):  # raw, npy, Megatron: the C importers
@@ -82,17 +83,31 @@ class CXLDataset(torch.utils.data.Dataset):
     pages once (for every process attached to the pool): random gathers from
     a shm or numa pool then pay no TLB miss per record. Best effort, see
     ``_collapse``.
+
+    ``tier_policy`` (default: the pool object's) and ``prefetch_depth`` (in
+    batches) are defaults of the loaders over this dataset: on a pool of
+    tiers their ``memory_policy`` and ``lookahead``; on a pool of one tier,
+    where records are read in place, prefetch_depth is the gather engine's
+    batches in flight per thread (the loader's prefetch_factor, when it
+    gives none). docs/python.md, "The design's constructor".
     """
 
     def __init__(self, pool: Union[CXLMemoryPool, str, None] = None, name: Optional[str] = None,
                  *, hugepages: bool = False, columns: Optional[Sequence[str]] = None,
                  data_source: Any = None, cxl_pool: Union[CXLMemoryPool, str, None] = None,
                  format: Optional[str] = None, ingest_options: Optional[dict] = None,
-                 tier_policy: Optional[str] = None) -> None:
+                 tier_policy: Optional[str] = None, prefetch_depth: Optional[int] = None) -> None:
         if cxl_pool is not None:
             if pool is not None:
                 raise TypeError("CXLDataset: give the pool once (pool or cxl_pool)")
             pool = cxl_pool
+        if tier_policy is None and isinstance(pool, CXLMemoryPool):
+            tier_policy = pool.tier_policy
+        self.tier_policy = tier_policy_check("tier_policy", tier_policy)
+        if prefetch_depth is not None and (isinstance(prefetch_depth, bool) or not isinstance(
+                prefetch_depth, int) or prefetch_depth < 1):
+            raise ValueError(f"prefetch_depth={prefetch_depth!r}: batches, an integer >= 1")
+        self.prefetch_depth = prefetch_depth
         if pool is None:
             raise TypeError("CXLDataset needs a pool (pool= or cxl_pool=)")
         self.spec = pool.spec if isinstance(pool, CXLMemoryPool) else make_spec(pool)
@@ -104,10 +119,6 @@ class CXLDataset(torch.utils.data.Dataset):
             raise TypeError("CXLDataset needs a dataset name, or data_source= to ingest from")
         self.name = name
         self.hugepages = hugepages
-        if tier_policy is not None and _core.policy_parse(tier_policy) <= 0:
-            raise ValueError(f"tier_policy {tier_policy!r}: expected one of lookahead, lru, "
-                             "streaming, hot_first, full_prefetch")
-        self.tier_policy = tier_policy  # loaders' default placement policy (tiered pools)
         self.columns = list(columns) if columns is not None else None
         self._attach()
 
@@ -239,13 +250,14 @@ class CXLDataset(torch.utils.data.Dataset):
 
     def __getstate__(self) -> dict:
         return {"spec": self.spec, "name": self.name, "columns": self.columns,
-                "tier_policy": self.tier_policy}
+                "tier_policy": self.tier_policy, "prefetch_depth": self.prefetch_depth}
 
     def __setstate__(self, state: dict) -> None:
         self.spec = state["spec"]
         self.name = state["name"]
-        self.tier_policy = state.get("tier_policy")
         self.columns = state.get("columns")
+        self.tier_policy = state.get("tier_policy")
+        self.prefetch_depth = state.get("prefetch_depth")
         self.hugepages = False  # the pool's pages were changed by the sender
         self._attach()
 

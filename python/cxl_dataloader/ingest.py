@@ -65,18 +65,42 @@ class IngestError(ValueError):
 
 # ------------------------------------------------------------------ sources
 
-def detect_format(source: Any) -> Optional[str]:
-    """The format a source's type or name says, or None."""
-    if _is_arrow_object(source):
-        return "arrow"
-    path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else ""
-    base = path.rstrip("/").split("?")[0]
+def _name_format(name: str) -> Optional[str]:
+    """The format a file name's extension says, or None."""
+    base = name.rstrip("/").split("?")[0]
     for ext, fmt in EXTENSIONS.items():
         if base.endswith(ext) or base.endswith(ext + ".gz"):
             return fmt
     if re.search(r"\.(parquet|arrow|tar|jsonl)\b", base):
         return EXTENSIONS["." + re.search(r"\.(parquet|arrow|tar|jsonl)\b", base).group(1)]
     return None
+
+
+def detect_format(source: Any, storage_options: Optional[dict] = None) -> Optional[str]:
+    """The format a source's type or name says, or None. A directory (a
+    local path or an fsspec URL such as s3://bucket/train) says it by its
+    files' extensions; files of several formats there are an IngestError."""
+    if _is_arrow_object(source):
+        return "arrow"
+    path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else ""
+    fmt = _name_format(path)
+    if fmt or not path or any(c in path for c in "*?["):
+        return fmt
+    import fsspec
+    try:
+        fs, p = fsspec.core.url_to_fs(path, **(storage_options or {}))
+    except ValueError:  # not a URL fsspec knows: a plain file for the C importers
+        return None
+    if not fs.isdir(p):
+        return None
+    # the metadata of a Hugging Face save_to_disk directory is not data
+    meta = ("state.json", "dataset_info.json", "dataset_dict.json")
+    found = sorted({f for f in map(_name_format, (q for q in fs.find(p)
+                                                  if q.rsplit("/", 1)[-1] not in meta)) if f})
+    if len(found) > 1:
+        raise IngestError(f"{path}: a directory of {' and '.join(found)} files: name one "
+                          "with format=")
+    return found[0] if found else None
 
 
 def _is_arrow_object(x: Any) -> bool:
@@ -782,7 +806,7 @@ def ingest(pool: Any, name: str, source: Any, format: Optional[str] = None, *,
     run}. Does nothing when the dataset exists (an earlier run, or another
     rank, finished it). See the module docstring for what is kept across a
     kill. IngestError for bad input, naming file, record and field."""
-    fmt = format if format not in (None, "auto") else detect_format(source)
+    fmt = format if format not in (None, "auto") else detect_format(source, storage_options)
     if fmt not in FORMATS:
         raise IngestError(f"{source!r}: format {format!r}: expected one of {', '.join(FORMATS)} "
                           "(or a source whose name ends in .parquet, .arrow, .tar, .jsonl)")

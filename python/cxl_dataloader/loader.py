@@ -23,11 +23,13 @@ are freed.
                                pads each record
 General path (anything else): torch's DataLoader with the same arguments.
 
-Arguments beyond torch's (docs/python.md): memory_policy (on a pool of tiers:
-how the staging engine places shards, docs/tiers.md; memory_budget and
-lookahead set its budget and horizon), pin_to_cxl (ring slots bound to a numa
-pool's node; with CUDA, the dataset's pool view registered too), numa_bind
-(gather threads on a node's CPUs), device (device="cuda": each batch copied
+Arguments beyond torch's (docs/python.md): memory_policy (a NUMA page policy
+of the ring slots, "interleave" or "bind" over the nodes of the pool's
+memory; or, on a pool of tiers, how the staging engine places shards,
+docs/tiers.md; memory_budget and lookahead set its budget and horizon),
+pin_to_cxl (ring slots on a numa pool's node(s); with CUDA, the dataset's
+pool view registered too), numa_bind (gather threads on a node's CPUs; True:
+the node nearest the pool's memory), device (device="cuda": each batch copied
 there from its CUDA-registered ring slot on a copy stream, prefetch_to_gpu
 batches ahead: gpu.py), dtype (token batches cast, e.g. to torch.long for
 nn.Embedding).
@@ -42,18 +44,21 @@ from __future__ import annotations
 
 import copy
 import operator
-import os
 import warnings
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Union
 
 import numpy as np
 import torch
 
 from . import _core, _resume, gpu
 from .dataset import CXLDataset
+from .pool import TIER_POLICIES, node_exists
 from .samplers import CXLSamplerBase, RandomCXLSampler
 
-MEMORY_POLICIES = ("hot_first", "streaming", "full_prefetch", "lookahead", "lru")
+MEMORY_POLICIES = TIER_POLICIES
+# memory_policy's other namespace: how the pages of the loader's ring slots
+# are placed over the nodes of the pool's memory (mbind before first touch)
+NUMA_POLICIES = ("interleave", "bind")
 
 # DLPack capsule -> tensor: torch.from_dlpack without its Python-level
 # dispatch (the capsule is ours, CPU, versioned); one call per tensor.
@@ -64,16 +69,23 @@ def _warn(msg: str) -> None:
     warnings.warn(msg, UserWarning, stacklevel=3)
 
 
-def _node_exists(node: int) -> bool:
-    return os.path.isdir(f"/sys/devices/system/node/node{node}")
+def _pool_memory(spec: str) -> dict:
+    """The pool's stat(): its media, the nodes its memory is on (numa_nodes,
+    numa_interleave) and the node with CPUs nearest them (near_node)."""
+    pool = _core.Pool(spec, readonly=True)
+    try:
+        return pool.stat()
+    finally:
+        pool.close()
 
 
-def _pool_node(spec: str) -> Optional[int]:
-    """The NUMA node of a "numa:NODE:NAME" pool; None for other backends."""
-    parts = spec.split(":")
-    if parts[0] == "numa" and len(parts) >= 3 and parts[1].isdigit():
-        return int(parts[1])
-    return None
+def _node_list(text: str) -> list[int]:
+    """[0, 1, 2, 3, 5] from the C library's "0-3,5"."""
+    out: list[int] = []
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
 
 
 _COLLATES = {"auto", "stack", "pad", "pack"}
@@ -111,28 +123,39 @@ class CXLDataLoader:
                  *, prefetch_factor: Optional[int] = None, persistent_workers: bool = False,
                  pin_memory_device: str = "", in_order: bool = True,
                  memory_policy: Optional[str] = None, pin_to_cxl: bool = False,
-                 numa_bind: Optional[int] = None, device: Any = None,
+                 numa_bind: Union[int, bool, None] = None, device: Any = None,
                  seq_len: Optional[int] = None, collate: str = "auto", pad_value: int = 0,
                  threads: Optional[int] = None, seed: Optional[int] = None,
                  dtype: Optional[torch.dtype] = None, return_segments: bool = False,
                  columns: Optional[list[str]] = None, prefetch_to_gpu: int = 2,
                  memory_budget: Optional[int] = None, lookahead: Optional[int] = None) -> None:
-        if memory_policy is not None and memory_policy not in MEMORY_POLICIES:
-            raise ValueError(f"memory_policy {memory_policy!r}: expected None or one of "
-                             f"{', '.join(MEMORY_POLICIES)}")
+        # memory_policy names a NUMA page policy of the loader's memory, or a
+        # placement policy of a pool of tiers
+        numa_policy = memory_policy if memory_policy in NUMA_POLICIES else None
+        tier_policy = None if numa_policy else memory_policy
+        if tier_policy is not None and tier_policy not in MEMORY_POLICIES:
+            raise ValueError(f"memory_policy {memory_policy!r}: expected None, a NUMA page "
+                             f"policy ({', '.join(NUMA_POLICIES)}) or a placement policy "
+                             f"of a pool of tiers ({', '.join(MEMORY_POLICIES)})")
         if memory_budget is not None and int(memory_budget) <= 0:
             raise ValueError(f"memory_budget={memory_budget}: bytes, > 0")
         if lookahead is not None and int(lookahead) <= 0:
             raise ValueError(f"lookahead={lookahead}: batches, > 0")
         tiered = isinstance(dataset, CXLDataset) and dataset.tiered
-        if (memory_policy is not None or memory_budget or lookahead) and not tiered:
+        if (tier_policy is not None or memory_budget or lookahead) and not tiered:
             _warn(f"memory_policy={memory_policy!r}: the dataset's pool has one tier, so "
                   "there is nothing to place: records are read where they lie")
-        policy = memory_policy or (getattr(dataset, "tier_policy", None) if tiered else None)
+        # the dataset's tier_policy and prefetch_depth (batches ahead) are the
+        # staging engine's policy and horizon unless given here
+        policy = tier_policy or (getattr(dataset, "tier_policy", None) if tiered else None)
+        horizon = lookahead or (getattr(dataset, "prefetch_depth", None) if tiered else None)
         self._tier = {"tier_policy": _core.policy_parse(policy) if policy else 0,
                       "tier_budget": int(memory_budget or 0),
-                      "tier_horizon": int(lookahead or 0)}
-        if numa_bind is not None and (int(numa_bind) < 0 or not _node_exists(int(numa_bind))):
+                      "tier_horizon": int(horizon or 0)}
+        near = numa_bind is True  # the node nearest the pool's memory (fast path setup)
+        if numa_bind is False or near:
+            numa_bind = None
+        if numa_bind is not None and (int(numa_bind) < 0 or not node_exists(int(numa_bind))):
             raise ValueError(f"numa_bind={numa_bind}: no such NUMA node "
                              f"(/sys/devices/system/node/node{numa_bind})")
         if collate not in _COLLATES:
@@ -263,21 +286,42 @@ class CXLDataLoader:
         # (measured: 6 slots for 2 threads lost ~25% to that, 10 not).
         # None: the engine's default, which is 2 and more slots for small
         # batches (fewer wake-ups per batch)
-        self.prefetch = prefetch_factor or 0
-        self.numa_node = -1 if numa_bind is None else int(numa_bind)
+        # the dataset's prefetch_depth: on a pool of one tier the gather
+        # ring's depth, the only read-ahead there is (on a pool of tiers the
+        # staging horizon, above)
+        self.prefetch = prefetch_factor or (None if dataset.tiered else
+                                            dataset.prefetch_depth) or 0
+        mem = _pool_memory(dataset.spec) if near or pin_to_cxl or numa_policy else {}
+        if near and mem["near_node"] < 0:
+            _warn(f"numa_bind=True: no NUMA node is known for the memory of pool "
+                  f"{dataset.spec!r} ({mem['media']}), so the gather threads are not bound")
+        self.numa_node = (mem["near_node"] if near else
+                          -1 if numa_bind is None else int(numa_bind))
         self.threads = dataset.store.gather_threads(self._threads_asked, self.numa_node)
-        self.slot_node = -1
         cuda_dev = self.device is not None and self.device.type == "cuda"
         cuda = cuda_dev or (self.pin_memory and torch.cuda.is_available())
         if self.pin_memory and not torch.cuda.is_available():
             _warn("pin_memory=True without CUDA: nothing to pin (no-op)")
-        if pin_to_cxl:
-            node = _pool_node(dataset.spec)
-            if node is not None:
-                self.slot_node = node
-            elif not cuda:
-                _warn(f"pin_to_cxl: pool {dataset.spec!r} is not on the numa "
-                           "backend, so ring slots stay in local memory (no-op)")
+        # the ring slots' pages: bound (1) or interleaved (2) over slot_nodes
+        self._slots: dict[str, Any] = {"bind_slots": 0}
+        nodes = _node_list(mem.get("numa_nodes", ""))
+        if numa_policy and not nodes:
+            _warn(f"memory_policy={numa_policy!r}: no NUMA node is known for the memory of "
+                  f"pool {dataset.spec!r} ({mem['media']}): ring slots are placed as usual")
+        elif numa_policy:
+            self._slots = {"bind_slots": 2 if numa_policy == "interleave" else 1,
+                           "slot_nodes": nodes}
+            if numa_policy == "interleave" and not mem["numa_interleave"]:
+                _warn(f"memory_policy='interleave': the pages of pool {dataset.spec!r} are not "
+                      "interleaved (a pool made with numa_nodes=[...] is); the loader's ring "
+                      f"slots are, over node(s) {mem['numa_nodes']}")
+        if pin_to_cxl and mem["media"] == "numa":
+            if not numa_policy:  # on the pool's node(s), placed as the pool's pages are
+                self._slots = {"bind_slots": 2 if mem["numa_interleave"] else 1,
+                               "slot_nodes": nodes}
+        elif pin_to_cxl and not cuda:
+            _warn(f"pin_to_cxl: pool {dataset.spec!r} is not on the numa "
+                       "backend, so ring slots stay in local memory (no-op)")
         if cuda:
             # ring slots registered per pass; with pin_to_cxl the dataset's
             # view of the pool for the loader's lifetime (close())
@@ -572,9 +616,9 @@ class CXLDataLoader:
                            collate=self.collate,
                            seq_len=self.seq_len, pad_value=self.pad_value,
                            drop_last=self.drop_last, numa_node=self.numa_node,
-                           first_offset=off, bind_slots=self.slot_node >= 0,
-                           slot_node=max(self.slot_node, 0), tensor=_from_capsule,
-                           segments=self.return_segments, fields=self._fields, **self._tier)
+                           first_offset=off, tensor=_from_capsule,
+                           segments=self.return_segments, fields=self._fields, **self._slots,
+                           **self._tier)
         self._engine = eng
         self.threads = eng.threads
         # The per-batch loop is the Python cost of the fast path: one C call

@@ -11,6 +11,52 @@ from . import _core
 
 _BACKENDS = ("shm", "file", "numa", "devdax")
 
+# The placement policies of a pool of tiers (a dataset's tier_policy, the
+# pool-wide default for its datasets, and a loader's memory_policy).
+TIER_POLICIES = ("lookahead", "lru", "streaming", "hot_first", "full_prefetch")
+
+
+def tier_policy_check(name: str, policy: Optional[str]) -> Optional[str]:
+    """policy, or ValueError naming argument name and the policies there are
+    (cxlp_policy_parse, the names the C library and the CLI take)."""
+    if policy is not None and (not isinstance(policy, str) or _core.policy_parse(policy) <= 0):
+        raise ValueError(f"{name}={policy!r}: expected None or one of {', '.join(TIER_POLICIES)}")
+    return policy
+
+
+def default_pool_name() -> str:
+    """The pool a CXLMemoryPool without a name is: $CXLP_POOL, else "default"
+    (every process of a job that runs the same line shares it)."""
+    return os.environ.get("CXLP_POOL") or "default"
+
+
+def node_exists(node: int) -> bool:
+    """Whether this machine has NUMA node `node` (sysfs)."""
+    return os.path.isdir(f"/sys/devices/system/node/node{node}")
+
+
+def numa_nodes_check(name: str, nodes: Any) -> list[int]:
+    """A list of distinct NUMA node numbers that exist on this machine, or a
+    ValueError (TypeError for a non-list) naming the argument and the node."""
+    if isinstance(nodes, (str, bytes)) or not hasattr(nodes, "__iter__"):
+        raise TypeError(f"{name} should be a list of NUMA node numbers, got {nodes!r}")
+    out = []
+    for n in nodes:
+        if isinstance(n, bool) or not hasattr(n, "__index__") or operator.index(n) < 0:
+            raise ValueError(f"{name}={list(nodes)!r}: {n!r} is not a NUMA node number")
+        n = operator.index(n)
+        if not node_exists(n):
+            have = sorted(int(d[4:]) for d in os.listdir("/sys/devices/system/node")
+                          if d.startswith("node") and d[4:].isdigit())
+            raise ValueError(f"{name}={list(nodes)!r}: NUMA node {n} does not exist on this "
+                             f"machine (nodes: {', '.join(map(str, have)) or 'none'})")
+        if n in out:
+            raise ValueError(f"{name}={list(nodes)!r}: node {n} named twice")
+        out.append(n)
+    if not out:
+        raise ValueError(f"{name}=[]: name at least one NUMA node")
+    return out
+
 
 def parse_size(name: str, value: Union[int, str]) -> int:
     """Bytes from an int, or from text as the CLI takes it ("512G", "1.5GiB",
@@ -33,14 +79,24 @@ def parse_size(name: str, value: Union[int, str]) -> int:
     return v
 
 
-def make_spec(name: str, backend: str = "shm", numa_node: Optional[int] = None) -> str:
+def make_spec(name: str, backend: str = "shm", numa_node: Optional[int] = None,
+              numa_nodes: Optional[list[int]] = None) -> str:
     """Pool spec string for (name, backend): "shm:NAME", "file:PATH",
-    "numa:NODE:NAME", "devdax:/dev/daxX.Y". A name that already holds a
-    colon is taken as a full spec."""
+    "numa:NODE:NAME", "devdax:/dev/daxX.Y"; with numa_nodes (a checked
+    list), "numa:interleave=N,M,...:NAME". A name that already holds a colon
+    is taken as a full spec."""
     if ":" in name:
+        if numa_nodes is not None:
+            raise ValueError(f"numa_nodes with a full pool spec {name!r}: give a pool name")
         return name
     if backend not in _BACKENDS:
         raise ValueError(f"backend {backend!r}: expected one of {', '.join(_BACKENDS)}")
+    if numa_nodes is not None:
+        if backend not in ("shm", "numa") or numa_node is not None:
+            raise ValueError(f"numa_nodes={numa_nodes!r} makes a numa pool interleaved over "
+                             f"those nodes: not with backend={backend!r}"
+                             f"{', numa_node' if numa_node is not None else ''}")
+        return f"numa:interleave={','.join(map(str, numa_nodes))}:{name}"
     if backend == "numa":
         if numa_node is None:
             raise ValueError("backend 'numa' needs numa_node")
@@ -67,13 +123,32 @@ class CXLMemoryPool:
     home) and read from copies in the memory tiers, which ``migrate`` and the
     loader's ``memory_policy`` place (``meta_bytes``: room for the shard
     tables, bytes or text).
+
+    The design's keywords (docs/python.md, "The design's constructor"):
+    ``pool_size=S`` is ``create=True, size=S, exist_ok=True`` (every rank
+    runs the same line: the first creates, the others attach);
+    ``numa_nodes=[0, 1]`` makes a numa pool whose pages interleave over those
+    nodes (mbind MPOL_INTERLEAVE, spec ``numa:interleave=0,1:NAME``; a node
+    that does not exist is a ValueError naming it); ``tier_policy`` is the
+    default tier_policy of the datasets opened with ``cxl_pool=`` this pool.
+    Without a name the pool is ``$CXLP_POOL``, else ``"default"``.
     """
 
-    def __init__(self, name: str, backend: str = "shm", *, create: bool = False,
-                 size: Union[int, str] = 0, mode: int = 0o600, readonly: bool = False,
-                 numa_node: Optional[int] = None, exist_ok: bool = False,
-                 tiers: Optional[list[str]] = None, meta_bytes: Union[int, str] = 0) -> None:
-        self.spec = make_spec(name, backend, numa_node)
+    def __init__(self, name: Optional[str] = None, backend: str = "shm", *,
+                 create: bool = False, size: Union[int, str] = 0, mode: int = 0o600,
+                 readonly: bool = False, numa_node: Optional[int] = None,
+                 exist_ok: bool = False, tiers: Optional[list[str]] = None,
+                 meta_bytes: Union[int, str] = 0, pool_size: Union[int, str, None] = None,
+                 numa_nodes: Optional[list[int]] = None,
+                 tier_policy: Optional[str] = None) -> None:
+        if pool_size is not None:  # the design's keyword: create, or attach the existing one
+            if size:
+                raise TypeError("CXLMemoryPool: give the size once (size or pool_size)")
+            size, create, exist_ok = pool_size, True, True
+        nodes = None if numa_nodes is None else numa_nodes_check("numa_nodes", numa_nodes)
+        self.tier_policy = tier_policy_check("tier_policy", tier_policy)
+        self.spec = make_spec(default_pool_name() if name is None else name, backend, numa_node,
+                              nodes)
         self.readonly = readonly
         if tiers is not None and not create:
             raise ValueError("tiers= is for create=True (an existing pool keeps its tiers)")
@@ -123,7 +198,10 @@ class CXLMemoryPool:
 
     def stat(self) -> dict:
         """Space (size, used_bytes, free_bytes, largest_free...), leases,
-        media and whether it is emulated, as a dict."""
+        media and whether it is emulated, as a dict; numa_nodes (the nodes
+        its memory is on, e.g. "0-3"), numa_interleave, and near_node (the
+        node with CPUs nearest that memory, where numa_bind=True runs a
+        loader's threads)."""
         return self._pool.stat()
 
     def verify(self) -> list[str]:

@@ -88,6 +88,7 @@
 #include "common/common.h"
 #include "common/futex.h"
 #include "load/loader.h"
+#include "media/media.h"
 #include "store/store.h"
 #include "tier/tier.h"
 
@@ -818,6 +819,15 @@ static uint8_t *slot_map(uint64_t bytes)
     return a;
 }
 
+/* 1 when opts name a node set for the ring slots (slot_nodes). */
+static int slot_nodes_any(const struct cxlp_loader_opts *o)
+{
+    uint64_t any = 0;
+    for (size_t w = 0; w < sizeof o->slot_nodes / sizeof o->slot_nodes[0]; w++)
+        any |= o->slot_nodes[w];
+    return any != 0;
+}
+
 /* Adds one slot to the ring (under mu, or before the threads start) and
  * puts it on the free stack. Its data is page aligned anonymous memory (a
  * piece of the arena, or a mapping of its own), so it can be registered
@@ -847,11 +857,15 @@ static int slot_add(cxlp_loader *l)
         return -e;
     }
     if (l->o.bind_slots) {
-        /* before the first touch, so every page is allocated on the node */
+        /* before the first touch, so every page is allocated on the node(s) */
+        const size_t W = 8 * sizeof(unsigned long);
         unsigned long mask[1024 / (8 * sizeof(unsigned long))] = {0};
-        int node = l->o.slot_node;
-        mask[node / (8 * (int)sizeof(unsigned long))] |= 1UL << (node % (8 * sizeof(unsigned long)));
-        if (mbind(s->data, (size_t)l->slot_bytes, MPOL_BIND, mask, 1024, 0) < 0) {
+        for (int n = 0; n < 1024; n++)
+            mask[n / W] |= (unsigned long)((l->o.slot_nodes[n / 64] >> (n % 64)) & 1) << (n % W);
+        if (!slot_nodes_any(&l->o))
+            mask[l->o.slot_node / W] |= 1UL << (l->o.slot_node % W);
+        if (mbind(s->data, (size_t)l->slot_bytes, l->o.bind_slots == 2 ? MPOL_INTERLEAVE : MPOL_BIND,
+                  mask, 1024, 0) < 0) {
             int e = errno;
             slot_free(l, s);
             return -e;
@@ -978,7 +992,10 @@ static int check_opts(const cxlp_loader *l, const struct cxlp_loader_opts *o)
     default:
         return seterr(NULL, CXLP_EARG, "loader: unknown collate %d", o->collate);
     }
-    if (o->bind_slots && (o->slot_node < 0 || o->slot_node >= 1024))
+    if (o->bind_slots < 0 || o->bind_slots > 2)
+        return seterr(NULL, CXLP_EARG, "loader: bind_slots %d: 0, 1 (bind) or 2 (interleave)",
+                      o->bind_slots);
+    if (o->bind_slots && !slot_nodes_any(o) && (o->slot_node < 0 || o->slot_node >= 1024))
         return seterr(NULL, CXLP_EARG, "loader: slot_node %d is not a node number", o->slot_node);
     if (o->first_offset && o->collate != CXLP_COLLATE_PACK)
         return seterr(NULL, CXLP_EARG, "loader: first_offset applies to PACK only");
@@ -1018,15 +1035,10 @@ int loader_cpus(int node, int src_node, int *chosen_node)
     if (node < 0 && node_cpus(want, &aff) == 0) {
         /* the records are on a node without CPUs (CXL memory, or a node the
          * process may not run on): the nearest node with CPUs */
-        int best = -1, bestd = 0;
-        for (int n = 0; n <= numa_max_node(); n++) {
-            int d = numa_distance(src_node, n);
-            if (node_cpus(n, &aff) > 0 && d > 0 && (best < 0 || d < bestd)) {
-                best = n;
-                bestd = d;
-            }
-        }
-        want = best;
+        uint32_t w[MEDIA_MAX_NODES] = {0};
+        if (src_node < MEDIA_MAX_NODES)
+            w[src_node] = 1;
+        want = media_nearest_cpu_node(w);
     }
     int n = node_cpus(want, &aff);
     if (n == 0)
@@ -1144,7 +1156,12 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     memset(l->gt, 0, l->nthreads * sizeof *l->gt);
     for (uint32_t i = 0; i < nslots; i++) {
         if ((rc = slot_add(l))) {
-            if (opts->bind_slots)
+            if (opts->bind_slots && slot_nodes_any(opts))
+                rc = seterr(NULL, rc, "loader: %u slots of %llu bytes %s slot_nodes: %s",
+                            nslots, (unsigned long long)l->slot_bytes,
+                            opts->bind_slots == 2 ? "interleaved over" : "bound to",
+                            strerror(-rc));
+            else if (opts->bind_slots)
                 rc = seterr(NULL, rc, "loader: %u slots of %llu bytes bound to node %d: %s",
                             nslots, (unsigned long long)l->slot_bytes, opts->slot_node,
                             strerror(-rc));

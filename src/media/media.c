@@ -82,6 +82,45 @@ static int parse_shm_name(struct media *m, const char *name, const char *spec,
     return 0;
 }
 
+/* "N:..." (bind to node N) or "interleave=LIST:..." with LIST items N or
+ * N-M separated by commas, each node 0..MEDIA_MAX_NODES-1: sets the numa
+ * fields of m, returns the ':' that ends the nodes, NULL when malformed. */
+static const char *parse_numa_nodes(struct media *m, const char *p)
+{
+    const size_t W = 8 * sizeof(unsigned long);
+    int interleave = strncmp(p, "interleave=", 11) == 0;
+    if (interleave)
+        p += 11;
+    for (;;) {
+        char *end;
+        long lo, hi;
+        if (*p < '0' || *p > '9')
+            return NULL;
+        errno = 0;
+        lo = hi = strtol(p, &end, 10);
+        if (interleave && *end == '-') {
+            if (end[1] < '0' || end[1] > '9')
+                return NULL;
+            hi = strtol(end + 1, &end, 10);
+        }
+        if (errno || lo < 0 || hi < lo || hi >= MEDIA_MAX_NODES)
+            return NULL;
+        for (long n = lo; n <= hi; n++)
+            m->numa_mask[n / W] |= 1UL << (n % W);
+        if (!interleave) {
+            m->numa_node = (int)lo;
+            return *end == ':' ? end : NULL;
+        }
+        if (*end == ':') {
+            m->numa_interleave = 1;
+            return end;
+        }
+        if (*end != ',')
+            return NULL;
+        p = end + 1;
+    }
+}
+
 int media_parse(struct media *m, const char *spec, char *err, size_t errlen)
 {
     memset(m, 0, sizeof *m);
@@ -107,13 +146,12 @@ int media_parse(struct media *m, const char *spec, char *err, size_t errlen)
         rc = 0;
     } else if (strncmp(spec, "numa:", 5) == 0) {
         m->kind = CXLP_MEDIA_NUMA;
-        char *end;
-        errno = 0;
-        long node = strtol(spec + 5, &end, 10);
-        if (end == spec + 5 || *end != ':' || errno || node < 0 || node > 1023)
+        const char *end = parse_numa_nodes(m, spec + 5);
+        if (!end)
             return errbuf_set(err, errlen, CXLP_EARG,
-                             "pool spec '%s': expected numa:NODE:NAME with NODE 0..1023", spec);
-        m->numa_node = (int)node;
+                             "pool spec '%s': expected numa:NODE:NAME or "
+                             "numa:interleave=NODES:NAME (NODE 0..1023; NODES a list such as "
+                             "0,1 or 0-3)", spec);
         rc = parse_shm_name(m, end + 1, spec, err, errlen);
     } else if (strncmp(spec, "devdax:", 7) == 0) {
         m->kind = CXLP_MEDIA_DEVDAX;

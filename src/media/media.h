@@ -9,7 +9,9 @@
  *           larger than RAM (emulated unless it is on a DAX filesystem)
  *   numa    a shm object /dev/shm/cxlp.NAME whose pages are bound to one NUMA
  *           node with mbind(MPOL_BIND) before first touch (how CXL memory in
- *           kmem mode is used); pages move with move_pages(2)
+ *           kmem mode is used), or interleaved over several nodes
+ *           (MPOL_INTERLEAVE, "numa:interleave=0-3:NAME"); pages move with
+ *           move_pages(2)
  *   devdax  /dev/daxX.Y mapped MAP_SHARED at the device's alignment (2 MiB);
  *           size fixed by the device; no NUMA policy applies
  *   pci     a fixed-size region that is a file: a PCI BAR in sysfs (the
@@ -28,6 +30,9 @@
 #define MEDIA_PATH_MAX 256
 /* Mappings start at a multiple of this (or of the backend's alignment). */
 #define MEDIA_HUGE_ALIGN (UINT64_C(2) << 20)
+/* NUMA node numbers a spec may name: 0..MEDIA_MAX_NODES-1. */
+#define MEDIA_MAX_NODES 1024
+#define MEDIA_NODE_WORDS (MEDIA_MAX_NODES / (8 * sizeof(unsigned long)))
 
 struct media_ops;
 
@@ -36,7 +41,9 @@ struct media {
     int kind;                 /* enum cxlp_media_kind */
     int fd;                   /* -1 when closed */
     int writable;
-    int numa_node;            /* numa: bound node; else -1 */
+    int numa_node;            /* numa: bound node; else -1 (also when interleaved) */
+    int numa_interleave;      /* numa: 1 when the pages interleave over numa_mask */
+    unsigned long numa_mask[MEDIA_NODE_WORDS]; /* numa: its node(s), bit n = node n */
     int emulated;             /* 1 when this stands in for CXL hardware */
     uint64_t size;            /* bytes mapped (whole object) */
     uint64_t align;           /* mapping alignment the backend needs */
@@ -59,8 +66,9 @@ struct media_ops {
 };
 
 /* Parses a pool spec ("NAME", "shm:NAME", "file:PATH", "numa:NODE:NAME",
- * "devdax:/dev/daxX.Y", "pci:PATH") into m->kind, m->path, m->numa_node.
- * Does not open.
+ * "numa:interleave=NODES:NAME" with NODES a list such as "0,1" or "0-3",
+ * "devdax:/dev/daxX.Y", "pci:PATH") into m->kind, m->path, m->numa_node,
+ * m->numa_interleave and m->numa_mask. Does not open.
  * Returns 0 or CXLP_EARG with a message in err. */
 int media_parse(struct media *m, const char *spec, char *err, size_t errlen);
 
@@ -147,6 +155,23 @@ int media_destroy(const char *spec, char *err, size_t errlen);
  * the return: 0 all moved, else the first negative status). Others:
  * -EOPNOTSUPP. */
 int media_migrate(struct media *m, uint64_t off, uint64_t len, int node, uint64_t *moved);
+
+/* The NUMA nodes m's memory is on: a numa object's node set; for other
+ * media the nodes of its resident pages, from a sample of up to 64 pages
+ * (the first page, which a pool's header keeps resident, and pages spread
+ * over the object; mincore says which are resident, so no hole is filled
+ * by looking). weight[n] counts the sampled pages on node n (a numa
+ * object: 1 per node of its set); weight has MEDIA_MAX_NODES entries.
+ * Returns the number of nodes found (0: none known, e.g. devdax). */
+int media_nodes(const struct media *m, uint32_t *weight);
+/* The node with CPUs this process may run on that is nearest memory spread
+ * over nodes as weight says (MEDIA_MAX_NODES entries): the smallest
+ * weighted sum of the firmware's distances (numa_distance), so a node of
+ * the set that has CPUs wins, and a CPU-less (CXL) node gives its nearest
+ * node with CPUs. -1 when NUMA is unavailable or weight is all zero. */
+int media_nearest_cpu_node(const uint32_t *weight);
+/* "0-3,5": the nodes of mask as a list in buf (cap bytes; "" when none). */
+void media_nodes_text(const unsigned long *mask, char *buf, size_t cap);
 
 /* Reads of a staged tier's file (io.c): io_uring, O_DIRECT where aligned.
  * A reader is used by one thread at a time. */

@@ -39,8 +39,8 @@ int media_wipe_header(struct media *m, uint64_t maplen, int only_pool, char *err
 /* msync of [off, off+len) rounded out to pages. */
 int media_msync(struct media *m, uint64_t off, uint64_t len);
 
-/* numa: the node exists and has memory; sets m->emulated (a node with
- * CPUs). CXLP_ENODEV naming the node otherwise. */
+/* numa: every node of the pool's set exists and has memory; sets
+ * m->emulated (one has CPUs). CXLP_ENODEV naming the node otherwise. */
 int media_numa_check(struct media *m, char *err, size_t errlen);
 
 /* The shm object steps that the numa backend reuses (media_shm.c). */

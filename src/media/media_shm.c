@@ -6,13 +6,16 @@
  * a switch. It is local DRAM: emulated CXL, and labelled so.
  * Sized with ftruncate, so untouched space costs nothing; extents are backed
  * with fallocate when reserved (media_prepare), which turns a full /dev/shm
- * into -ENOSPC instead of a SIGBUS.
+ * into -ENOSPC instead of a SIGBUS. A size beyond what the tmpfs can ever
+ * hold (its size= limit) is refused at create, naming both: such a pool
+ * could only fail later, at an ingest far from the cause.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/common.h"
@@ -26,6 +29,12 @@ static const char *shm_name(const struct media *m)
 
 int shm_create_common(struct media *m, uint64_t size, uint32_t mode, char *err, size_t errlen)
 {
+    struct statvfs vs; /* f_blocks 0: a tmpfs without a size limit */
+    uint64_t cap = statvfs("/dev/shm", &vs) == 0 ? (uint64_t)vs.f_blocks * vs.f_frsize : 0;
+    if (cap && size > cap)
+        return errbuf_set(err, errlen, CXLP_EARG, "%s: size %llu bytes is more than /dev/shm "
+                         "can hold (%llu bytes, its tmpfs size)", m->path,
+                         (unsigned long long)size, (unsigned long long)cap);
     m->fd = shm_open(shm_name(m), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, (mode_t)mode);
     if (m->fd < 0)
         return media_open_errno(m, errno, 1, err, errlen);

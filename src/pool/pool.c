@@ -638,6 +638,17 @@ int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
     s.media = a->m.kind;
     s.emulated = a->m.emulated;
     s.numa_node = a->m.kind == CXLP_MEDIA_NUMA ? a->m.numa_node : -1;
+    s.numa_interleave = a->m.kind == CXLP_MEDIA_NUMA && a->m.numa_interleave;
+    {
+        uint32_t w[MEDIA_MAX_NODES];
+        unsigned long mask[MEDIA_NODE_WORDS] = {0};
+        const size_t W = 8 * sizeof(unsigned long);
+        media_nodes(&a->m, w);
+        for (int n = 0; n < MEDIA_MAX_NODES; n++)
+            mask[n / W] |= (unsigned long)(w[n] > 0) << (n % W);
+        media_nodes_text(mask, s.numa_nodes, sizeof s.numa_nodes);
+        s.near_node = media_nearest_cpu_node(w);
+    }
     s.format_version = POOL_FORMAT_VERSION;
     s.n_tiers = a->L.n_tiers;
     memcpy(s.uuid, a->hdr->uuid, sizeof s.uuid);

@@ -1,6 +1,8 @@
 /* shm backend: exclusive create, 0600, shared pages across mappings,
  * read-only attach, prepare (fallocate), destroy. */
+#include <numaif.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include "test.h"
 #include "common/common.h"
 #include "media/media.h"
@@ -55,6 +57,34 @@ int main(void)
     CHECK(strstr(err, "no such pool"));
     CHECK_RC(media_destroy(spec, err, sizeof err), CXLP_ENOTFOUND);
     CHECK_RC(media_create(&a, spec, 0, 0, err, sizeof err), CXLP_EARG);
+
+    /* more than the tmpfs can ever hold (512 TB here): refused at create,
+     * naming the size and the limit, and nothing is left behind */
+    struct statvfs vs;
+    CHECK(statvfs("/dev/shm", &vs) == 0);
+    if (vs.f_blocks) {
+        CHECK_RC(media_create(&a, spec, UINT64_C(512000000000000), 0, err, sizeof err), CXLP_EARG);
+        CHECK(strstr(err, "size 512000000000000 bytes is more than /dev/shm can hold"));
+        char cap[64];
+        snprintf(cap, sizeof cap, "(%llu bytes, its tmpfs size)",
+                 (unsigned long long)vs.f_blocks * vs.f_frsize);
+        CHECK(strstr(err, cap));
+        CHECK_RC(media_open(&a, spec, 0, err, sizeof err), CXLP_ENOTFOUND);
+    }
+
+    /* the nodes of a shm object's memory: those of its resident pages */
+    CHECK_OK(media_create(&a, spec, 8 << 20, 0, err, sizeof err));
+    memset(a.base, 7, 4096);
+    CHECK(stat(a.path, &st) == 0);
+    blkcnt_t before = st.st_blocks; /* one page, or a 2 MiB one where shmem THP is on */
+    uint32_t w[MEDIA_MAX_NODES];
+    int nodes = media_nodes(&a, w);
+    int here = -1;
+    CHECK(get_mempolicy(&here, NULL, 0, a.base, MPOL_F_NODE | MPOL_F_ADDR) == 0);
+    CHECK(nodes >= 1 && w[here] >= 1);
+    CHECK(stat(a.path, &st) == 0 && st.st_blocks == before); /* looking filled no hole */
+    media_close(&a);
+    CHECK_OK(media_destroy(spec, err, sizeof err));
     printf("ok\n");
     return 0;
 }

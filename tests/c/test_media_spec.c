@@ -37,6 +37,24 @@ int main(void)
     ok("file:rel/p", CXLP_MEDIA_FILE, "rel/p", -1);
     ok("numa:1:big", CXLP_MEDIA_NUMA, "/dev/shm/cxlp.big", 1);
     ok("devdax:/dev/dax0.0", CXLP_MEDIA_DEVDAX, "/dev/dax0.0", -1);
+    /* a node list interleaves (no single node); one node binds */
+    ok("numa:interleave=0-2,5:il", CXLP_MEDIA_NUMA, "/dev/shm/cxlp.il", -1);
+    {
+        struct media m;
+        char err[256];
+        CHECK_OK(media_parse(&m, "numa:interleave=0-2,5:il", err, sizeof err));
+        CHECK(m.numa_interleave && m.numa_mask[0] == 0x27);
+        char text[64];
+        media_nodes_text(m.numa_mask, text, sizeof text);
+        CHECK(strcmp(text, "0-2,5") == 0);
+        CHECK_OK(media_parse(&m, "numa:interleave=0:il", err, sizeof err));
+        CHECK(m.numa_interleave && m.numa_mask[0] == 1 && m.numa_node == -1);
+        CHECK_OK(media_parse(&m, "numa:3:b", err, sizeof err));
+        CHECK(!m.numa_interleave && m.numa_mask[0] == 8 && m.numa_node == 3);
+        CHECK_OK(media_parse(&m, "numa:interleave=1000-1023:il", err, sizeof err));
+        media_nodes_text(m.numa_mask, text, sizeof text);
+        CHECK(strcmp(text, "1000-1023") == 0);
+    }
 
     bad("", "empty");
     bad("shm:", "name");
@@ -48,6 +66,14 @@ int main(void)
     bad("numa:1", "numa:NODE:NAME");
     bad("numa:-1:n", "numa:NODE:NAME");
     bad("numa:5000:n", "numa:NODE:NAME");
+    bad("numa:0-3:n", "numa:interleave=NODES:NAME"); /* a range needs interleave= */
+    bad("numa:interleave=:n", "numa:interleave=NODES:NAME");
+    bad("numa:interleave=0,:n", "numa:interleave=NODES:NAME");
+    bad("numa:interleave=3-1:n", "numa:interleave=NODES:NAME");
+    bad("numa:interleave=0-1024:n", "numa:interleave=NODES:NAME");
+    bad("numa:interleave=0;1:n", "numa:interleave=NODES:NAME");
+    bad("numa:interleave=0-:n", "numa:interleave=NODES:NAME");
+    bad("numa:interleave=0,1", "numa:interleave=NODES:NAME");
     bad("devdax:/tmp/x", "devdax:/dev/daxX.Y");
     bad("s3:bucket", "unknown backend");
 

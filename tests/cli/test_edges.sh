@@ -64,4 +64,18 @@ for bad in . .. a/b; do
 done
 unchanged "$P" "$T/before" "names . and .."
 run 0 "" "$CXLPOOL" verify "$P" --quiet
+
+# a shm (or numa) pool larger than /dev/shm can ever hold: refused at create
+# (usage, exit 2), naming the size and the limit, nothing left behind
+pool_name B big
+run 2 "cxlp\.$B: size 512000000000000 bytes is more than /dev/shm can hold \([0-9]+ bytes, its tmpfs size\)" \
+  "$CXLPOOL" create "$B" 512TB
+run 2 "cxlp\.$B: size 512000000000000 bytes is more than (/dev/shm can hold|NUMA node 0 holds)" \
+  "$CXLPOOL" create "numa:interleave=0:$B" 512TB
+[ ! -e "/dev/shm/cxlp.$B" ] && ok || fail "a refused create left /dev/shm/cxlp.$B"
+# an interleaved numa pool: stat says so
+run 0 "" "$CXLPOOL" create "numa:interleave=0:$B" 16M
+run 0 "" "$CXLPOOL" stat "numa:interleave=0:$B" --json
+grep -q '"numa_interleave": true, "numa_nodes": "0", "near_node": 0' "$T/out" && ok ||
+  fail "stat --json of an interleaved pool: $(head -c 300 "$T/out")"
 finish
