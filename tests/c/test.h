@@ -13,6 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -107,6 +110,24 @@ static inline int test_sanitized(void)
 #endif
 #endif
     return getenv("CXLP_SANITIZED") != NULL;
+}
+
+/* The crash tests' random instant: waits until the child pid has made
+ * *progress reach at (polling every 50 us), then SIGKILLs it after delay_us;
+ * a child that exits first is reaped here. Returns 1 when the child was
+ * reaped (its wait status in *status), 0 when it was killed and still has
+ * to be reaped. */
+static inline int test_kill_at(pid_t pid, volatile uint64_t *progress, uint64_t at,
+                               useconds_t delay_us, int *status)
+{
+    while (__atomic_load_n(progress, __ATOMIC_RELAXED) < at)
+        if (waitpid(pid, status, WNOHANG) == pid)
+            return 1;
+        else
+            usleep(50);
+    usleep(delay_us);
+    kill(pid, SIGKILL);
+    return 0;
 }
 
 #endif

@@ -217,12 +217,7 @@ int main(void)
              * and publish. */
             uint64_t r = test_rand(&rng);
             uint64_t at = (r >> 48) % 5 == 0 ? ingest_bytes : r % ingest_bytes;
-            while (!reaped && __atomic_load_n(progress, __ATOMIC_RELAXED) < at)
-                reaped = waitpid(pid, &status, WNOHANG) == pid ? 1 : (usleep(50), 0);
-            if (!reaped) {
-                usleep((useconds_t)((r >> 32) % 2000));
-                kill(pid, SIGKILL);
-            }
+            reaped = test_kill_at(pid, progress, at, (useconds_t)((r >> 32) % 2000), &status);
         }
         if (!reaped)
             CHECK(waitpid(pid, &status, 0) == pid);

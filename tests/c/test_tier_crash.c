@@ -168,12 +168,7 @@ int main(void)
             uint64_t r = test_rand(&rng), at = r % (3 * shards) + 1;
             if (reader)
                 at = r % (2 * n / 16) + 1; /* two epochs of batches */
-            while (!reaped && __atomic_load_n(progress, __ATOMIC_RELAXED) < at)
-                reaped = waitpid(pid, &status, WNOHANG) == pid ? 1 : (usleep(50), 0);
-            if (!reaped) {
-                usleep((useconds_t)((r >> 32) % 2000));
-                kill(pid, SIGKILL);
-            }
+            reaped = test_kill_at(pid, progress, at, (useconds_t)((r >> 32) % 2000), &status);
         }
         if (!reaped)
             CHECK(waitpid(pid, &status, 0) == pid);
