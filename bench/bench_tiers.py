@@ -207,7 +207,11 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
                    stage_stall_s=st["stage_stall_ns"] / 1e9, prefetched=st["prefetched"],
                    fetched=st["fetched"], placed=st["placed"], evictions=st["evictions"],
                    private_reads=st["private_reads"],
-                   nvme_bytes=after[mem_tier]["bytes_in"] - before[mem_tier]["bytes_in"])
+                   # copies staged (the tier's counter), plus the shards
+                   # batches read into their own memory (no tier had room:
+                   # a whole shard each, not counted by the tier)
+                   nvme_bytes=after[mem_tier]["bytes_in"] - before[mem_tier]["bytes_in"] +
+                   st["private_reads"] * ds.shards()["max_bytes"])
     del loader, ds
     pool.close()
     return out
