@@ -223,9 +223,9 @@ def mosaic_epoch(remote: Path, cache: Path, n: int, limit: str, workers: int,
     in this (child) process. Configured as our side is: shards of the same
     bytes (MDSWriter size_limit), the cache (`local`) in /dev/shm as our dram
     tier is, limited to the same memory (cache_limit), and a shuffle of the
-    same reach: py1br, blocks of 0.75..1.25 x `block` samples (our window of shards,
-    in records), predownload the same number of samples (our engine's
-    horizon), one canonical node (one host). Its defaults would shuffle
+    same reach: py1br, blocks of 0.75..1.25 x `block` samples (our window
+    of shards, in records), predownload the same number of samples (our
+    engine's horizon), one canonical node (one host). Its defaults would shuffle
     blocks of max(4,000,000 / num_canonical_nodes, 2^18) samples: here the
     whole dataset, whose shards do not fit the cache (every sample a
     shard download: thrashing). samples/s from iter() on (the first batch
@@ -323,7 +323,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="512 MiB and 64 MiB: a smoke run")
     ap.add_argument("--no-mosaic", action="store_true")
     ap.add_argument("--demand-only", action="store_true",
-                    help="the limits (one round) and the 80%% demand runs only: no policy "
+                    help="the limits (one round) and the demand runs only: no policy "
                          "rounds, no MosaicML; writes OUT-demand.json")
     ap.add_argument("--window-x", type=float, default=1.0,
                     help="the sampler's window, as a multiple of what window=\"auto\" gives "
@@ -430,11 +430,11 @@ def main() -> int:
                 r["demand_sps"] = a.demand * bound
                 r["pacing"] = pacing
                 res["demand_runs"].append(r)
-                log(f"{pol} at {a.demand:.0%} of {bound:.0f}, pacing {pacing}: {r['samples_per_s']:.0f} "
-                    f"samples/s, stall {r['stall_share']:.4f} of the epoch (first batch "
-                    f"{r['stall_first_batch_s']:.3f} s, rest of the first window "
-                    f"{r['stall_first_window_s']:.3f} s, after it {r['stall_steady_s']:.3f} s of "
-                    f"{r['seconds']:.2f} s)")
+                log(f"{pol} at {a.demand:.0%} of {bound:.0f}, pacing {pacing}: "
+                    f"{r['samples_per_s']:.0f} samples/s, stall {r['stall_share']:.4f} of the "
+                    f"epoch (first batch {r['stall_first_batch_s']:.3f} s, rest of the first "
+                    f"window {r['stall_first_window_s']:.3f} s, after it "
+                    f"{r['stall_steady_s']:.3f} s of {r['seconds']:.2f} s)")
         res["demand"] = res["demand_runs"][0] if res["demand_runs"] else None
         pool.close()
         if not a.no_mosaic:
@@ -447,7 +447,8 @@ def main() -> int:
             # less than one record
             write_mds(npy, remote, n, shard + REC)
             res["mds_write_s"] = time.perf_counter() - t
-            la = next(r for r in res["runs"] if r["policy"] == "lookahead")
+            # our window, in records (any policy's run: the order is the same)
+            la = next(r for r in res["runs"] if r["policy"] not in ("seq read", "all-DRAM"))
             block = la["window"] * la["shard_size"]
             drop_caches()
             try:
@@ -516,9 +517,10 @@ def demand_table(res: dict) -> str:
     the steady state after it, each as a share of the epoch."""
     by = {r["policy"]: r for r in res["runs"]}
     bound = min(by["seq read"]["samples_per_s"], by["all-DRAM"]["samples_per_s"])
-    L = ["| policy | pacing | samples/s | vs bound | epoch s | loop stall, share | start-up (first batch) "
-         "| rest of first window | steady state | staging stall s | nvme bytes / dataset | "
-         "complete |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    L = ["| policy | pacing | samples/s | vs bound | epoch s | loop stall, share | "
+         "start-up (first batch) | rest of first window | steady state | staging stall s | "
+         "nvme bytes / dataset | complete |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for d in res.get("demand_runs", []):
         dt = d["seconds"]
         L.append(f"| {d['policy'].split(' ')[0]} | {d['pacing']} | {d['samples_per_s']:,.0f} | "
