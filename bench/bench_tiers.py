@@ -3,7 +3,10 @@
 
     python3 bench/bench_tiers.py [--gib 8] [--mem 1G] [--dir /var/tmp/tiers]
                                  [--quick] [--no-mosaic] [--demand-only]
-                                 [--out docs/benchmarks-tiers]
+                                 [--shard-kib 8192] [--window-x 1]
+                                 [--policies lookahead,...] [--rounds 3]
+                                 [--demand 0.8] [--demand-policies lookahead]
+                                 [--seconds 120] [--out docs/benchmarks-tiers]
 
 An N GiB dataset of 8 KiB records is homed on an nvme tier (a file under
 --dir) of a pool whose one memory tier (dram, shm) holds --mem. Each run
@@ -23,18 +26,25 @@ Measured in the same run, as limits:
               staging), same loader, same order
 and the peer built for this case:
   mosaic      MosaicML Streaming over the same records written by its
-              MDSWriter into a "remote" directory on the same disk, a local
-              cache limited to the same memory (cache_limit), shuffle=True,
-              StreamingDataLoader(num_workers=2)
-and the demand runs: lookahead again with a sleep per batch standing in for
-compute, at 80% of min(all-DRAM, seq read) samples/s, paced per batch
-(batch i's compute ends at t0 + (i + 1) * period + the stall so far: a late
-batch delays the steps after it) and by a fixed schedule (at t0 + (i + 1) *
-period: after a late batch the loop asks faster until back on time); the stall (time the loop waited for
-batches) as a share of the epoch, split into start-up (the first batch: the
-first window's shards, needed by it, staged on demand), the rest of the
-first window and the steady state. --demand-only runs the limits once and
-the demand runs only (OUT-demand.json).
+              MDSWriter into a "remote" directory on the same disk, in shards
+              of the same records, its cache (local) in /dev/shm limited to
+              the same memory (cache_limit), a shuffle of the same reach as
+              our window (py1br, shuffle_block_size = the window's records),
+              StreamingDataLoader(num_workers=2); one epoch or --seconds
+and the demand runs: lookahead (--demand-policies) again with a sleep per
+batch standing in for compute, at --demand (80%) of min(all-DRAM, seq read)
+samples/s, paced per batch (batch i's compute ends at t0 + (i + 1) * period
++ the stall so far: a late batch delays the steps after it) and by a fixed
+schedule (at t0 + (i + 1) * period: after a late batch the loop asks faster
+until back on time); the stall (time the loop waited for batches) as a
+share of the epoch, split into start-up (the first batch: the first
+window's shards, needed by it, staged on demand), the rest of the first
+window and the steady state. --demand-only runs the limits once and the
+demand runs only (OUT-demand.json).
+
+Regimes: --shard-kib sets the dataset's shard size at ingest (its layout,
+not the order's function), --window-x the sampler's window as a multiple of
+what window="auto" gives (above 2 its shards no longer fit the budget).
 
 Writes OUT.json and OUT.png (samples/s per policy, with the limits), and
 prints the markdown table docs/benchmarks.md carries. Removes every file
@@ -133,7 +143,8 @@ def machine() -> dict:
 
 
 def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem_tier: int,
-              demand_sps: float = 0.0, pacing: str = "batch", seed: int = 7) -> dict:
+              demand_sps: float = 0.0, pacing: str = "batch", seed: int = 7,
+              window_x: float = 1.0) -> dict:
     """One epoch through CXLDataLoader; returns figures and checks.
 
     demand_sps: the loop stands in for compute, BATCH / demand_sps seconds a
@@ -154,6 +165,9 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
     ds = CXLDataset(pool, name)
     before = pool.tiers()
     sampler = RandomCXLSampler(ds, seed=seed, window="auto", memory_budget=budget)
+    if ds.tiered and window_x != 1.0:  # a window of window_x times what "auto" gives
+        sampler = RandomCXLSampler(ds, seed=seed, shard_size=sampler.shard_size,
+                                   window=max(1, round(sampler.window * window_x)))
     kw: dict = dict(batch_size=BATCH, sampler=sampler, threads=2)
     if ds.tiered:
         kw.update(memory_policy=policy, memory_budget=budget)
@@ -193,23 +207,37 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
                    stage_stall_s=st["stage_stall_ns"] / 1e9, prefetched=st["prefetched"],
                    fetched=st["fetched"], placed=st["placed"], evictions=st["evictions"],
                    private_reads=st["private_reads"],
-                   nvme_bytes=after[mem_tier]["bytes_in"] - before[mem_tier]["bytes_in"])
+                   # copies staged (the tier's counter), plus the shards
+                   # batches read into their own memory (no tier had room:
+                   # a whole shard each, not counted by the tier)
+                   nvme_bytes=after[mem_tier]["bytes_in"] - before[mem_tier]["bytes_in"] +
+                   st["private_reads"] * ds.shards()["max_bytes"])
     del loader, ds
     pool.close()
     return out
 
 
 def mosaic_epoch(remote: Path, cache: Path, n: int, limit: str, workers: int,
-                 seconds: float) -> dict:
+                 seconds: float, block: int) -> dict:
     """MosaicML Streaming for one epoch or `seconds`, whichever ends first,
-    in this (child) process: samples/s from its first batch on."""
+    in this (child) process. Configured as our side is: shards of the same
+    bytes (MDSWriter size_limit), the cache (`local`) in /dev/shm as our dram
+    tier is, limited to the same memory (cache_limit), and a shuffle of the
+    same reach: py1br, blocks of 0.75..1.25 x `block` samples (our window
+    of shards, in records), predownload the same number of samples (our
+    engine's horizon), one canonical node (one host). Its defaults would shuffle
+    blocks of max(4,000,000 / num_canonical_nodes, 2^18) samples: here the
+    whole dataset, whose shards do not fit the cache (every sample a
+    shard download: thrashing). samples/s from iter() on (the first batch
+    included, as ours), and from its first batch on."""
     sys.path.insert(0, str(REPO / "bench"))
     import run_peers
     run_peers.stub_streaming_imports()
     import torch
     from streaming import StreamingDataLoader, StreamingDataset
     ds = StreamingDataset(remote=str(remote), local=str(cache), cache_limit=limit, shuffle=True,
-                          batch_size=BATCH, shuffle_seed=7)
+                          shuffle_algo="py1br", shuffle_block_size=block, predownload=block,
+                          num_canonical_nodes=1, batch_size=BATCH, shuffle_seed=7)
     dl = StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers, drop_last=False,
                              collate_fn=lambda xs: torch.from_numpy(np.stack([x["rec"] for x in xs])))
     chk = Checker(n)
@@ -222,11 +250,14 @@ def mosaic_epoch(remote: Path, cache: Path, n: int, limit: str, workers: int,
         chk.batch(b.numpy())
         if time.perf_counter() - t0 > seconds:
             break
-    dt = time.perf_counter() - t0
-    return {"policy": "mosaic", "seconds": dt, "first_batch_s": t0 - t_start,
-            "samples_per_s": (chk.count - first) / dt,
-            "gb_per_s": (chk.count - first) * REC / dt / 1e9, "records": chk.count,
-            "epoch_share": chk.count / n, "complete": chk.complete(), "bad": chk.bad}
+    t1 = time.perf_counter()
+    dt = t1 - t0
+    return {"policy": "mosaic", "seconds": t1 - t_start, "first_batch_s": t0 - t_start,
+            "samples_per_s": chk.count / (t1 - t_start),
+            "samples_per_s_after_first": (chk.count - first) / dt,
+            "gb_per_s": chk.count * REC / (t1 - t_start) / 1e9, "records": chk.count,
+            "epoch_share": chk.count / n, "complete": chk.complete(), "bad": chk.bad,
+            "shuffle_block_size": block, "cache_limit": limit, "workers": workers}
 
 
 def write_mds(npy: Path, out: Path, n: int, size_limit: int) -> None:
@@ -242,7 +273,8 @@ def write_mds(npy: Path, out: Path, n: int, size_limit: int) -> None:
 
 
 def child(a: argparse.Namespace) -> int:
-    res = mosaic_epoch(Path(a.remote), Path(a.cache), a.n, a.limit, a.workers, a.seconds)
+    res = mosaic_epoch(Path(a.remote), Path(a.cache), a.n, a.limit, a.workers, a.seconds,
+                       a.block)
     print(json.dumps(res))
     return 0
 
@@ -262,7 +294,7 @@ def chart(res: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    rows = [r for r in res["runs"]]
+    rows = [r for r in res["runs"] if "samples_per_s" in r]
     names = [r["policy"] for r in rows]
     vals = [r["samples_per_s"] for r in rows]
     fig, ax = plt.subplots(figsize=(8, 4))
@@ -284,12 +316,24 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gib", type=float, default=8.0)
     ap.add_argument("--mem", default="1G")
+    ap.add_argument("--shard-kib", type=int, default=8192,
+                    help="bytes of records per shard at ingest, KiB (the dataset's layout; "
+                         "MosaicML's MDS shards get the same size)")
     ap.add_argument("--dir", default="/var/tmp/tiers")
     ap.add_argument("--quick", action="store_true", help="512 MiB and 64 MiB: a smoke run")
     ap.add_argument("--no-mosaic", action="store_true")
     ap.add_argument("--demand-only", action="store_true",
-                    help="the limits (one round) and the 80%% demand runs only: no policy "
+                    help="the limits (one round) and the demand runs only: no policy "
                          "rounds, no MosaicML; writes OUT-demand.json")
+    ap.add_argument("--window-x", type=float, default=1.0,
+                    help="the sampler's window, as a multiple of what window=\"auto\" gives "
+                         "(> 2: the window's shards no longer fit the budget)")
+    ap.add_argument("--policies", default=",".join(POLICIES),
+                    help="the policies of the rounds, comma-separated")
+    ap.add_argument("--demand", type=float, default=0.8,
+                    help="the demand runs' rate, as a share of the bound (default 0.8)")
+    ap.add_argument("--demand-policies", default="lookahead",
+                    help="the policies of the demand runs, comma-separated")
     ap.add_argument("--out", default=str(REPO / "docs" / "benchmarks-tiers"))
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--remote", help=argparse.SUPPRESS)
@@ -297,7 +341,8 @@ def main() -> int:
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--limit", help=argparse.SUPPRESS)
     ap.add_argument("--workers", type=int, default=2, help=argparse.SUPPRESS)
-    ap.add_argument("--seconds", type=float, default=300,
+    ap.add_argument("--block", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--seconds", type=float, default=120,
                     help="time budget of the MosaicML run (it stops at the epoch's end first)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds of the limits and the policies, interleaved; medians reported")
@@ -327,7 +372,7 @@ def main() -> int:
         npy = work / "src.npy"
         log(f"writing {n} records ({a.gib} GiB) to {npy}")
         write_npy(npy, n)
-        shard = 8 << 20
+        shard = a.shard_kib << 10
         home = work / "home.tier"
         spec = f"shm:{name}"
         pool = CXLMemoryPool(spec, create=True, meta_bytes=64 << 20,
@@ -358,11 +403,11 @@ def main() -> int:
                          "gb_per_s": sr["gb_per_s"], "o_direct": sr["o_direct"]})
             drop_caches()
             runs.append(cxl_epoch(f"shm:{dname}", "d", n, None, budget, 0))
-            for pol in [] if a.demand_only else POLICIES:
+            for pol in [] if a.demand_only else a.policies.split(","):
                 pool.migrate("d", "nvme")  # no copies in memory: every run starts cold
                 drop_caches()
                 log(f"round {rnd}: {pol}")
-                runs.append(cxl_epoch(spec, "d", n, pol, budget, mem_tier))
+                runs.append(cxl_epoch(spec, "d", n, pol, budget, mem_tier, window_x=a.window_x))
             for r in runs:
                 log(f"round {rnd}: {r['policy']}: {r['samples_per_s']:.0f} samples/s" +
                     (f", hit rate {r['hit_rate']:.3f}, nvme {r['nvme_bytes'] / (n * REC):.3f}x, "
@@ -375,34 +420,45 @@ def main() -> int:
         CXLMemoryPool.destroy(dname)
         bound = min(r["samples_per_s"] for r in res["runs"] if r["policy"] in ("seq read", "all-DRAM"))
         res["demand_runs"] = []
-        for pacing in ("batch", "schedule"):
-            pool.migrate("d", "nvme")
-            drop_caches()
-            r = cxl_epoch(spec, "d", n, "lookahead", budget, mem_tier, demand_sps=0.8 * bound,
-                          pacing=pacing)
-            r["policy"] = "lookahead @80%"
-            r["demand_sps"] = 0.8 * bound
-            r["pacing"] = pacing
-            res["demand_runs"].append(r)
-            log(f"lookahead at 80% of {bound:.0f}, pacing {pacing}: stall "
-                f"{r['stall_share']:.4f} of the epoch (first batch {r['stall_first_batch_s']:.3f} s, "
-                f"rest of the first window {r['stall_first_window_s']:.3f} s, after it "
-                f"{r['stall_steady_s']:.3f} s of {r['seconds']:.2f} s)")
-        res["demand"] = res["demand_runs"][0]
+        for pol in [p_ for p_ in a.demand_policies.split(",") if p_]:
+            for pacing in ("batch", "schedule"):
+                pool.migrate("d", "nvme")
+                drop_caches()
+                r = cxl_epoch(spec, "d", n, pol, budget, mem_tier, demand_sps=a.demand * bound,
+                              pacing=pacing, window_x=a.window_x)
+                r["policy"] = f"{pol} @{a.demand:.0%}"
+                r["demand_sps"] = a.demand * bound
+                r["pacing"] = pacing
+                res["demand_runs"].append(r)
+                log(f"{pol} at {a.demand:.0%} of {bound:.0f}, pacing {pacing}: "
+                    f"{r['samples_per_s']:.0f} samples/s, stall {r['stall_share']:.4f} of the "
+                    f"epoch (first batch {r['stall_first_batch_s']:.3f} s, rest of the first "
+                    f"window {r['stall_first_window_s']:.3f} s, after it "
+                    f"{r['stall_steady_s']:.3f} s of {r['seconds']:.2f} s)")
+        res["demand"] = res["demand_runs"][0] if res["demand_runs"] else None
         pool.close()
         if not a.no_mosaic:
-            remote, cache = work / "mds", work / "mds_cache"
+            remote = work / "mds"
+            cache = Path("/dev/shm") / f"mds-{name}"  # its cache in memory, as our dram tier
             log("MDS shards for MosaicML Streaming")
             t = time.perf_counter()
-            # its default shard size (64 MB) unless the cache is too small
-            # for it (Streaming wants 4 shards in the cache)
-            write_mds(npy, remote, n, min(1 << 26, mem // 8))
+            # the same records per shard as ours: size_limit counts the
+            # shard file (records, 4-byte offsets, a header); the slack is
+            # less than one record
+            write_mds(npy, remote, n, shard + REC)
             res["mds_write_s"] = time.perf_counter() - t
+            # our window, in records (any policy's run: the order is the same)
+            la = next(r for r in res["runs"] if r["policy"] not in ("seq read", "all-DRAM"))
+            block = la["window"] * la["shard_size"]
             drop_caches()
-            p = subprocess.run([sys.executable, __file__, "--child", "--remote", str(remote),
-                                "--cache", str(cache), "--n", str(n), "--limit",
-                                f"{mem >> 20}mb", "--workers", "2", "--seconds",
-                                str(a.seconds)], capture_output=True, text=True)
+            try:
+                p = subprocess.run([sys.executable, __file__, "--child", "--remote", str(remote),
+                                    "--cache", str(cache), "--n", str(n), "--limit",
+                                    f"{mem >> 20}mb", "--workers", "2", "--seconds",
+                                    str(a.seconds), "--block", str(block)],
+                                   capture_output=True, text=True)
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
             if p.returncode:
                 res["runs"].append({"policy": "mosaic", "error": p.stderr[-2000:]})
                 log("mosaic failed: " + p.stderr[-500:])
@@ -461,12 +517,14 @@ def demand_table(res: dict) -> str:
     the steady state after it, each as a share of the epoch."""
     by = {r["policy"]: r for r in res["runs"]}
     bound = min(by["seq read"]["samples_per_s"], by["all-DRAM"]["samples_per_s"])
-    L = ["| pacing | samples/s | vs bound | epoch s | loop stall, share | start-up (first batch) "
-         "| rest of first window | steady state | staging stall s | nvme bytes / dataset | "
-         "complete |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    L = ["| policy | pacing | samples/s | vs bound | epoch s | loop stall, share | "
+         "start-up (first batch) | rest of first window | steady state | staging stall s | "
+         "nvme bytes / dataset | complete |",
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for d in res.get("demand_runs", []):
         dt = d["seconds"]
-        L.append(f"| {d['pacing']} | {d['samples_per_s']:,.0f} | {d['samples_per_s'] / bound:.2f} | "
+        L.append(f"| {d['policy'].split(' ')[0]} | {d['pacing']} | {d['samples_per_s']:,.0f} | "
+                 f"{d['samples_per_s'] / bound:.2f} | "
                  f"{dt:.2f} | {d['stall_s']:.3f} s, {d['stall_share']:.4f} | "
                  f"{d['stall_first_batch_s']:.3f} s, {d['stall_first_batch_s'] / dt:.4f} | "
                  f"{d['stall_first_window_s']:.3f} s, {d['stall_first_window_s'] / dt:.4f} | "
