@@ -275,11 +275,21 @@ static int take_spare(cxlp_writer *w, uint64_t need)
 }
 
 /* Shard extents still to come when the dataset's size is announced; 0 when
- * unknown. */
+ * unknown (or when more than announced was written). Variable-size records:
+ * the announced bytes not yet written over shard_bytes, rounded up; a shard
+ * that ends short of shard_bytes (a run or record that did not fit) makes
+ * this one too few at the end, and the next open_shard reserves one more.
+ * Without this bound the doubling batches reserved, backed and (on 2 MiB
+ * pages) zeroed up to twice the dataset: a 1 GiB Megatron ingest into a
+ * large pool held 7 shard extents of 256 MiB for 4 used ones. */
 static uint64_t shards_to_come(const cxlp_writer *w)
 {
-    if (!w->schema.fixed || !w->expected)
+    if (!w->expected)
         return 0;
+    if (!w->schema.fixed) {
+        uint64_t left = w->expected > w->data_bytes ? w->expected - w->data_bytes : 0;
+        return left / w->shard_bytes + (left % w->shard_bytes != 0);
+    }
     uint64_t total = w->expected / w->unit, per = per_shard_records(w);
     uint64_t left = total > w->n_records ? total - w->n_records : 0;
     return left / per + (left % per != 0);
