@@ -263,7 +263,8 @@ int main(void)
      * stream of unknown size, held about twice the dataset (here 127 extents
      * of 260 KiB for a 20 MiB dataset) until the publish gave them back.
      * Shards end >= 7/8 full (runs of at most 1/8 shard), so the extents
-     * needed are at most 8/7 of the bytes over shard_bytes, plus a few. */
+     * needed are at most 8/7 of the bytes over shard_bytes, plus a few; the
+     * last one only as large as what is left. */
     {
         struct mds r;
         gen(&r, 8, 2, 9000, &seed);
@@ -283,6 +284,17 @@ int main(void)
         CHECK(rw.calls >= 4 && rw.peak > 0);
         CHECK(rw.peak <= bound);
         CHECK_OK(cxlp_pool_remove(p, "m_resv"));
+        /* a dataset smaller than one shard reserves its own size (data and
+         * index), not a whole shard_bytes extent */
+        struct resv_watch one = {p, 0, 0};
+        ro.shard_bytes = 64u << 20;
+        ro.progress_ctx = &one;
+        CHECK_OK(cxlp_import(p, "m_one", rp, &ro));
+        check_mds(p, "m_one", &r, CXLP_DT_U16);
+        bound = r.bin_len + 8 * r.n + (1u << 20);
+        printf("one shard: peak %" PRIu64 " bytes, bound %" PRIu64 "\n", one.peak, bound);
+        CHECK(one.calls >= 1 && one.peak > 0 && one.peak <= bound);
+        CHECK_OK(cxlp_pool_remove(p, "m_one"));
         free_mds(&r);
     }
 
