@@ -12,7 +12,11 @@
  * any data is read. Otherwise shards are reserved in batches of one shard
  * extent each (spares), the batch doubling up to SPARE_MAX, so N shards
  * cost O(log N + N / SPARE_MAX) catalog transactions, not N (issue 12
- * item 8). Unused tails go back to free space at publish, unused spares in
+ * item 8); with expected_bytes of variable-size records, a batch holds no
+ * more than the whole shards still to come, and the last shard's extent
+ * only what is left when the record count is announced too
+ * (writer_expect_records): reserved extents are backed at once, on 2 MiB
+ * pages zeroed, so spares never used cost as much as written ones. Unused tails go back to free space at publish, unused spares in
  * one transaction; everything goes back at abort. A killed writer's
  * reservations are reclaimed by the pool (they name their owner).
  *
