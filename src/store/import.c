@@ -520,6 +520,7 @@ static int ingest_megatron(cxlp_pool *p, struct obj *o, const char *name,
         free(docs);
         return writer_fail(o, NULL, rc, bs->path);
     }
+    writer_expect_records(w, m->n_seqs);
     uint64_t *lens = malloc(RUN_SEQS * sizeof *lens);
     if (!lens) {
         free(docs);

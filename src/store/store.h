@@ -152,6 +152,11 @@ int store_check(const void *store);
  * keep runs near the ~1-4 MiB they read at once. CXLP_EARG on misuse. */
 int writer_direct_var(cxlp_writer *w, uint64_t bytes, uint64_t n, void **dst);
 int writer_commit_var(cxlp_writer *w, const uint64_t *lens, uint64_t n);
+/* Announces the record count of a one-field variable-size dataset whose
+ * bytes were announced (expected_bytes): the last shard's extent is then
+ * sized for what is left (bytes and index) instead of a whole shard_bytes.
+ * A hint: a wrong one costs space or one more shard, never correctness. */
+void writer_expect_records(cxlp_writer *w, uint64_t n);
 
 /* Fields fields[0..nf) of records ids[0..n), record i's field j into
  * out[i * nf + j] (what store_read_fields gives for each, without a call

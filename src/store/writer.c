@@ -12,7 +12,11 @@
  * any data is read. Otherwise shards are reserved in batches of one shard
  * extent each (spares), the batch doubling up to SPARE_MAX, so N shards
  * cost O(log N + N / SPARE_MAX) catalog transactions, not N (issue 12
- * item 8). Unused tails go back to free space at publish, unused spares in
+ * item 8); with expected_bytes of variable-size records, a batch holds no
+ * more than the whole shards still to come, and the last shard's extent
+ * only what is left when the record count is announced too
+ * (writer_expect_records): reserved extents are backed at once, on 2 MiB
+ * pages zeroed, so spares never used cost as much as written ones. Unused tails go back to free space at publish, unused spares in
  * one transaction; everything goes back at abort. A killed writer's
  * reservations are reclaimed by the pool (they name their owner).
  *
@@ -103,6 +107,7 @@ struct cxlp_writer {
     int huge;                 /* reservations on 2 MiB pages where the media allows */
     uint64_t shard_bytes;
     uint64_t expected;
+    uint64_t expected_records; /* writer_expect_records; 0: unknown */
     void (*progress)(void *ctx, uint64_t done, uint64_t total);
     void *progress_ctx;
     uint64_t progress_last;
@@ -275,11 +280,23 @@ static int take_spare(cxlp_writer *w, uint64_t need)
 }
 
 /* Shard extents still to come when the dataset's size is announced; 0 when
- * unknown. */
+ * unknown (or when more than announced was written). Variable-size records:
+ * the whole shard_bytes in the announced bytes not yet written, at least 1:
+ * the remainder gets an extent of its own size later (var_want), and a
+ * shard that ends short of shard_bytes (a run that did not fit) only means
+ * one more open_shard. Without this bound the doubling batches reserved,
+ * backed and (on 2 MiB pages) zeroed up to twice the dataset: a 1 GiB
+ * Megatron ingest into a large pool held 7 shard extents of 256 MiB for the
+ * 4 full ones and one of 1 MiB. */
 static uint64_t shards_to_come(const cxlp_writer *w)
 {
-    if (!w->schema.fixed || !w->expected)
+    if (!w->expected)
         return 0;
+    if (!w->schema.fixed) {
+        if (w->expected <= w->data_bytes)
+            return 0;
+        return MAX((w->expected - w->data_bytes) / w->shard_bytes, 1);
+    }
     uint64_t total = w->expected / w->unit, per = per_shard_records(w);
     uint64_t left = total > w->n_records ? total - w->n_records : 0;
     return left / per + (left % per != 0);
@@ -566,7 +583,10 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
             }
         }
     }
-    if (!rc) {
+    /* Variable-size records with announced bytes: the first shard opens
+     * at the first append, after writer_expect_records can size it (a
+     * dataset smaller than one shard then reserves what it needs). */
+    if (!rc && (norm.fixed || !w->expected)) {
         uint64_t want = norm.fixed ? fixed_shard_extent(w, per_shard_records(w))
                                    : ALIGN_UP(SHARD_DATA_OFF + w->shard_bytes, SHARD_ALIGN);
         rc = open_shard(w, fixed_shard_extent(w, norm.fixed ? 1 : 0), want);
@@ -590,6 +610,30 @@ static int var_fits(const cxlp_writer *w, uint64_t len, uint64_t n)
     return layout_need(w, 0, add, w->s_n + n, w->s_cap) <= w->s_cap;
 }
 
+/* Extent bytes a new variable-size shard asks for: a whole shard_bytes,
+ * or when the records and bytes still to come are announced and fit in
+ * less, just that (header, data, index at its widest delta): on 2 MiB pages
+ * every reserved byte is zeroed, and the last shard of a large import
+ * otherwise took a whole shard_bytes extent for its last few MiB. */
+static uint64_t var_want(const cxlp_writer *w)
+{
+    uint64_t full = ALIGN_UP(SHARD_DATA_OFF + w->shard_bytes, SHARD_ALIGN);
+    if (w->nf != 1 || !w->expected || !w->expected_records ||
+        w->expected <= w->data_bytes || w->expected_records <= w->n_records)
+        return full;
+    uint64_t add[CXLP_MAX_FIELDS] = {w->expected - w->data_bytes};
+    if (add[0] >= w->shard_bytes)
+        return full;
+    uint64_t need = layout_need(w, 1, add, w->expected_records - w->n_records, UINT64_MAX);
+    return MIN(ALIGN_UP(need, SHARD_ALIGN), full);
+}
+
+void writer_expect_records(cxlp_writer *w, uint64_t n)
+{
+    if (w && w->obj.magic == OBJ_MAGIC)
+        w->expected_records = n;
+}
+
 /* Seals the open shard and opens one that takes n records of add[k] bytes
  * per column (a run larger than shard_bytes gets a shard of its size). */
 static int next_shard(cxlp_writer *w, const uint64_t *add, uint64_t n)
@@ -606,7 +650,7 @@ static int next_shard(cxlp_writer *w, const uint64_t *add, uint64_t n)
                               w->name, n));
     /* index bound at the widest delta: fits whatever the shard's size */
     uint64_t need = ALIGN_UP(layout_need(w, 1, add, n, UINT64_MAX), SHARD_ALIGN);
-    return open_shard(w, need, ALIGN_UP(SHARD_DATA_OFF + w->shard_bytes, SHARD_ALIGN));
+    return open_shard(w, need, var_want(w));
 }
 
 static int var_next_shard(cxlp_writer *w, uint64_t len, uint64_t n)

@@ -9,6 +9,10 @@
  *   - the next ingest succeeds, and then nothing is left reserved: the killed
  *     ingest's extents are reclaimed;
  *   - free + used + deferred == the data area.
+ * The variable-size datasets alternate between streamed (size unknown) and
+ * announced (expected_bytes and the record count, as the Megatron importer
+ * does: shard extents reserved for what is still to come, the last one
+ * sized for it).
  * Then the cross-host case (emulated hosts, host_emu.h; skipped without
  * root): the writer runs on host A and is killed at each forced point;
  * this process is host B, which cannot judge A's pid: what A held (the
@@ -22,11 +26,49 @@
 #include "host_emu.h"
 #include "records.h"
 #include "pool/pool.h"
+#include "store/store.h"
 
 static uint64_t ingest_bytes, shard_bytes;
 static volatile uint64_t *progress; /* shared with the child */
 
-static pid_t spawn(const char *spec, const char *name, int fixed, uint64_t seed, const char *fault)
+/* rec_ingest's variable-size records, their bytes and count announced. */
+static int ingest_announced(cxlp_pool *p, const char *name, uint64_t seed)
+{
+    uint64_t total = 0, n = rec_count(0, seed, ingest_bytes);
+    for (uint64_t i = 0; i < n; i++)
+        total += rec_len(0, seed, i);
+    struct cxlp_schema sc;
+    memset(&sc, 0, sizeof sc);
+    sc.n_fields = 1;
+    strcpy(sc.fields[0].name, "bytes");
+    sc.fields[0].dtype = CXLP_DT_U8;
+    struct cxlp_writer_opts o = {.shard_bytes = shard_bytes, .expected_bytes = total};
+    cxlp_writer *w;
+    int rc = cxlp_writer_begin(p, name, &sc, &o, &w);
+    if (rc)
+        return rc;
+    writer_expect_records(w, n);
+    static uint8_t buf[REC_VAR_MAX];
+    uint64_t done = 0;
+    for (uint64_t i = 0; i < n && rc == 0; i++) {
+        uint64_t len = rec_len(0, seed, i);
+        rec_fill(buf, len, seed, i);
+        rc = cxlp_writer_append(w, buf, len);
+        done += len;
+        __atomic_store_n(progress, done, __ATOMIC_RELAXED);
+    }
+    if (rc) {
+        cxlp_writer_abort(w);
+        return rc;
+    }
+    rc = cxlp_writer_commit(w);
+    if (rc == 0)
+        __atomic_store_n(progress, UINT64_MAX, __ATOMIC_RELAXED);
+    return rc;
+}
+
+static pid_t spawn(const char *spec, const char *name, int fixed, int announce, uint64_t seed,
+                   const char *fault)
 {
     pid_t pid = fork();
     CHECK(pid >= 0);
@@ -39,7 +81,8 @@ static pid_t spawn(const char *spec, const char *name, int fixed, uint64_t seed,
             _exit(2);
         }
         uint64_t n;
-        if (rec_ingest(p, name, fixed, seed, ingest_bytes, shard_bytes, &n, progress)) {
+        if (announce ? ingest_announced(p, name, seed)
+                     : rec_ingest(p, name, fixed, seed, ingest_bytes, shard_bytes, &n, progress)) {
             fprintf(stderr, "child ingest: %s\n", cxlp_errmsg(NULL));
             _exit(3);
         }
@@ -203,11 +246,11 @@ int main(void)
         char name[64], next[64];
         snprintf(name, sizeof name, "crash%d", a);
         snprintf(next, sizeof next, "next%d", a);
-        int fixed = a % 2;
+        int fixed = a % 2, announce = !fixed && (a / 2) % 2 == 1;
         uint64_t dseed = seed + (uint64_t)a;
         const char *fault = a < n_forced ? forced[a] : NULL;
         *progress = 0;
-        pid = spawn(spec, name, fixed, dseed, fault);
+        pid = spawn(spec, name, fixed, announce, dseed, fault);
         int reaped = 0;
         if (!fault) {
             /* A random instant: once the child has appended a random number
@@ -256,7 +299,8 @@ int main(void)
         CHECK_OK(cxlp_pool_remove(p, next));
         if (here)
             CHECK_OK(cxlp_pool_remove(p, name));
-        printf("attempt %2d %-20s %s, dataset %s\n", a, fault ? fault : "random",
+        printf("attempt %2d %-20s %-9s %s, dataset %s\n", a, fault ? fault : "random",
+               fixed ? "fixed" : announce ? "announced" : "streamed",
                was_killed ? "killed" : "finished", here ? "complete" : "absent");
     }
     check_accounting(p);
