@@ -248,9 +248,10 @@ double plain_pack(const uint8_t *base, const uint64_t *off, uint32_t itemsize,
                   const uint64_t *bstart, const uint64_t *boff, uint64_t n_batches,
                   int threads, int nbuf, const struct draw *draw, double *cpu)
 {
-    struct job j = {.draw = draw, .base = base, .off = off, .itemsize = itemsize, .order = order, .n = n,
-                    .batch = batch, .seq_len = seq_len, .bstart = bstart, .boff = boff,
-                    .n_batches = n_batches, .threads = threads, .nbuf = nbuf};
+    struct job j = {.draw = draw, .base = base, .off = off, .itemsize = itemsize,
+                    .order = order, .n = n, .batch = batch, .seq_len = seq_len,
+                    .bstart = bstart, .boff = boff, .n_batches = n_batches, .threads = threads,
+                    .nbuf = nbuf};
     return go(&j, cpu);
 }
 

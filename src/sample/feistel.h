@@ -150,9 +150,9 @@ static inline void feistel_apply4(const struct feistel *f, uint64_t x[4])
             x[k] = feistel_round_trip(f, x[k]);
 }
 
-/* feistel_apply on x[0..n) in place: the same values, computed eight at a
- * time with AVX-512 where the CPU has it (feistel.c), four at a time
- * otherwise. */
+/* feistel_apply on x[0..n) in place: the same values, computed 64 at a
+ * time (eight AVX-512 vectors of eight lanes) where the CPU has AVX-512 F
+ * and DQ (feistel.c), four at a time otherwise. */
 void feistel_apply_n(const struct feistel *f, uint64_t *x, size_t n);
 
 /* 1 when feistel_apply_n takes the AVX-512 path for f (tests report it). */
