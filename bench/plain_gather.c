@@ -135,7 +135,7 @@ static void *run(void *arg)
         return NULL;
     double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
     struct job dj = *j; /* draw: the order is this thread's buffer */
-    uint64_t drawn_to = 0;  /* draw: the sampler's next position */
+    uint64_t drawn_to = 0, last = 0; /* draw: the sampler's next position, its id before */
     for (uint64_t k = (uint64_t)w->t, r = 0; k < j->n_batches; k += (uint64_t)j->threads, r++) {
         uint8_t *buf = w->buf + (r % (uint64_t)j->nbuf) * w->bufsz;
         const struct job *jk = j;
@@ -146,12 +146,15 @@ static void *run(void *arg)
             uint64_t p1 = j->off ? (k + 1 < j->n_batches ? j->bstart[k + 1] + 1 : j->n)
                                  : p0 + j->batch;
             p1 = p1 < j->n ? p1 : j->n;
-            if (p0 != drawn_to) {
+            size_t got = 0;
+            if (drawn_to && p0 + 1 == drawn_to) { /* pack: the record both batches cut */
+                w->ob[0] = last;
+                got = 1;
+            } else if (p0 != drawn_to) {
                 struct sampler_state st = j->draw->st;
                 st.consumed = p0;
                 j->draw->restore(j->draw->samplers[w->t], &st);
             }
-            size_t got = 0;
             while (got < p1 - p0) {
                 size_t m = j->draw->next(j->draw->samplers[w->t], w->ob + got, p1 - p0 - got);
                 if (!m)
@@ -159,6 +162,7 @@ static void *run(void *arg)
                 got += m;
             }
             drawn_to = p0 + got;
+            last = got ? w->ob[got - 1] : 0;
             dj.order = w->ob;
             dj.obase = p0;
             jk = &dj;
