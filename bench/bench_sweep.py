@@ -143,6 +143,9 @@ class Drawer:
         lib.cxlp_sampler_state.argtypes = [ctypes.c_void_p, ctypes.POINTER(SamplerState)]
         lib.cxlp_sampler_free.argtypes = [ctypes.c_void_p]
         lib.cxlp_sampler_free.restype = None
+        lib.cxlp_sampler_next.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+                                          ctypes.c_size_t]
+        lib.cxlp_sampler_next.restype = ctypes.c_size_t
         self.lib = lib
 
     def make(self, n: int, epoch: int, threads: int) -> tuple[Draw, Any]:
@@ -168,7 +171,7 @@ class Drawer:
         """The first k ids the plain threads' samplers draw."""
         _, hs = self.make(n, epoch, 1)
         out = np.zeros(k, dtype=np.uint64)
-        got = self.lib.cxlp_sampler_next(ctypes.c_void_p(hs[0]), u64(out), ctypes.c_size_t(k))
+        got = self.lib.cxlp_sampler_next(hs[0], u64(out), k)
         self.free(hs)
         return out[:got]
 
