@@ -1,6 +1,10 @@
 /*
  * feistel.c - key schedule and inverse of the keyed bijection (feistel.h
- * holds the forward path inline: it is the sampler's inner loop).
+ * holds the forward path inline: it is the sampler's inner loop), and the
+ * forward path over blocks of ids in AVX-512 lanes (feistel_apply_n), chosen
+ * at run time. Hand-written: the network is this project's own (its ids are
+ * the documented order), so no SIMD library computes it; the lanes must give
+ * feistel_round_trip's values bit for bit (tests/c/test_sample_perm.c).
  */
 #include <xxhash.h>
 
