@@ -23,6 +23,12 @@ CXLDataLoader(shuffle=True)), by
           the loader's ring has slots: the loader writes into that much
           memory, and one buffer per thread is most of what makes plain
           cheaper per byte
+  order   plain, but drawing the order in the timed loop as the loader must
+          (each thread the ids of its batch, through the library's
+          cxlp_sampler_next on a sampler of the same seed and epoch,
+          build/libcxlpool.so): plain reads an order drawn before its clock
+          starts, which the loader's contract (a keyed permutation drawn as
+          it goes) does not allow; both comparisons are reported
 Rounds rotate which goes first. Per round: throughput (payload bytes per
 second) of each, and CPU seconds per record: the process's CPU time over
 the epoch for the fast path (Python, engine start, gather threads), the
@@ -70,6 +76,7 @@ BATCHES = (8, 16, 64, 256)
 SEQ_LEN = 1024
 SEED = 0  # of the loader's permutation (shuffle=True, seed=SEED), set_epoch per pass
 ITEM = 2  # uint16 tokens
+ORDER_RANDOM = 1  # enum cxlp_order
 BEGIN, END = "<!-- sweep:begin -->", "<!-- sweep:end -->"
 
 
@@ -96,16 +103,77 @@ def plain_lib(build: Path) -> ctypes.CDLL:
     dp = ctypes.POINTER(ctypes.c_double)
     lib.plain_stack.restype = ctypes.c_double
     lib.plain_stack.argtypes = [ctypes.c_void_p, ctypes.c_uint64, u64p, ctypes.c_uint64,
-                                ctypes.c_uint32, ctypes.c_int, ctypes.c_int, dp]
+                                ctypes.c_uint32, ctypes.c_int, ctypes.c_int, ctypes.c_void_p, dp]
     lib.plain_pack.restype = ctypes.c_double
     lib.plain_pack.argtypes = [ctypes.c_void_p, u64p, ctypes.c_uint32, u64p, ctypes.c_uint64,
                                ctypes.c_uint32, ctypes.c_uint64, u64p, u64p, ctypes.c_uint64,
-                               ctypes.c_int, ctypes.c_int, dp]
+                               ctypes.c_int, ctypes.c_int, ctypes.c_void_p, dp]
     lib.plain_one.restype = None
     lib.plain_one.argtypes = [ctypes.c_void_p, ctypes.c_uint64, u64p, ctypes.c_uint32, u64p,
                               ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint64, u64p, u64p,
                               ctypes.c_uint64, ctypes.c_void_p]
     return lib
+
+
+class SamplerConfig(ctypes.Structure):  # struct cxlp_sampler_config (include/cxlpool.h)
+    _fields_ = [("kind", ctypes.c_int), ("n", ctypes.c_uint64), ("seed", ctypes.c_uint64),
+                ("epoch", ctypes.c_uint64), ("shard_size", ctypes.c_uint64),
+                ("window", ctypes.c_uint64), ("world", ctypes.c_uint32),
+                ("rank", ctypes.c_uint32), ("drop_last", ctypes.c_int)]
+
+
+class SamplerState(ctypes.Structure):  # struct cxlp_sampler_state
+    _fields_ = [("seed", ctypes.c_uint64), ("epoch", ctypes.c_uint64),
+                ("consumed", ctypes.c_uint64), ("fingerprint", ctypes.c_uint64)]
+
+
+class Draw(ctypes.Structure):  # struct draw (plain_gather.c)
+    _fields_ = [("next", ctypes.c_void_p), ("restore", ctypes.c_void_p),
+                ("samplers", ctypes.POINTER(ctypes.c_void_p)), ("st", SamplerState)]
+
+
+class Drawer:
+    """One RANDOM sampler per plain thread, from build/libcxlpool.so, at
+    (SEED, epoch): what plain's "order" variant draws from."""
+
+    def __init__(self, build: Path) -> None:
+        lib = ctypes.CDLL(str(build / "libcxlpool.so"))
+        lib.cxlp_sampler_create.argtypes = [ctypes.POINTER(SamplerConfig),
+                                            ctypes.POINTER(ctypes.c_void_p)]
+        lib.cxlp_sampler_state.argtypes = [ctypes.c_void_p, ctypes.POINTER(SamplerState)]
+        lib.cxlp_sampler_free.argtypes = [ctypes.c_void_p]
+        lib.cxlp_sampler_free.restype = None
+        lib.cxlp_sampler_next.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint64),
+                                          ctypes.c_size_t]
+        lib.cxlp_sampler_next.restype = ctypes.c_size_t
+        self.lib = lib
+
+    def make(self, n: int, epoch: int, threads: int) -> tuple[Draw, Any]:
+        hs = (ctypes.c_void_p * threads)()
+        cfg = SamplerConfig(kind=ORDER_RANDOM, n=n, seed=SEED, epoch=epoch)
+        for t in range(threads):
+            h = ctypes.c_void_p()
+            if self.lib.cxlp_sampler_create(ctypes.byref(cfg), ctypes.byref(h)):
+                raise RuntimeError("cxlp_sampler_create failed")
+            hs[t] = h.value
+        st = SamplerState()
+        self.lib.cxlp_sampler_state(hs[0], ctypes.byref(st))
+        d = Draw(next=ctypes.cast(self.lib.cxlp_sampler_next, ctypes.c_void_p).value,
+                 restore=ctypes.cast(self.lib.cxlp_sampler_restore, ctypes.c_void_p).value,
+                 samplers=ctypes.cast(hs, ctypes.POINTER(ctypes.c_void_p)), st=st)
+        return d, hs
+
+    def free(self, hs: Any) -> None:
+        for h in hs:
+            self.lib.cxlp_sampler_free(h)
+
+    def first(self, n: int, epoch: int, k: int) -> np.ndarray:
+        """The first k ids the plain threads' samplers draw."""
+        _, hs = self.make(n, epoch, 1)
+        out = np.zeros(k, dtype=np.uint64)
+        got = self.lib.cxlp_sampler_next(hs[0], u64(out), k)
+        self.free(hs)
+        return out[:got]
 
 
 def u64(a: Optional[np.ndarray]) -> Any:
@@ -192,9 +260,11 @@ def python_per_batch(dl: CXLDataLoader) -> float:
 class Point:
     """One (collate, size, batch) point: the loader, the plain job, the order."""
 
-    def __init__(self, lib: ctypes.CDLL, ds: CXLDataset, collate: str, size: Any, batch: int,
-                 threads: Optional[int], lens: Optional[np.ndarray]) -> None:
+    def __init__(self, lib: ctypes.CDLL, drawer: Drawer, ds: CXLDataset, collate: str,
+                 size: Any, batch: int, threads: Optional[int],
+                 lens: Optional[np.ndarray]) -> None:
         self.lib, self.ds, self.collate, self.size, self.batch = lib, ds, collate, size, batch
+        self.drawer, self.epoch = drawer, 0
         n = len(ds)
         kw: dict = {"seq_len": SEQ_LEN} if collate == "pack" else {}
         self.dl = CXLDataLoader(ds, batch_size=batch, shuffle=True, threads=threads, seed=SEED,
@@ -222,6 +292,7 @@ class Point:
     def order(self, epoch: int) -> None:
         """The loader's epoch order, drawn by the same C permutation."""
         n = len(self.ds)
+        self.epoch = epoch
         self.dl.set_epoch(epoch)
         s = _core.Sampler("random", n=n, seed=SEED, epoch=epoch)
         self.ids = np.ascontiguousarray(np.asarray(s.next(n)), dtype=np.uint64)
@@ -239,16 +310,25 @@ class Point:
             self.n_batches = -(-n // self.batch)
             self.bstart = self.boff = None
 
-    def plain(self, nbuf: int = 1) -> tuple[float, float]:
+    def plain(self, nbuf: int = 1, draw: bool = False) -> tuple[float, float]:
+        """draw: the threads draw the order in the timed loop (samplers made
+        before the clock starts)."""
         cpu = ctypes.c_double()
         n = len(self.ids)
-        if self.collate == "stack":
-            el = self.lib.plain_stack(self.base, self.rec, u64(self.ids), n, self.batch,
-                                      self.threads, nbuf, ctypes.byref(cpu))
-        else:
-            el = self.lib.plain_pack(self.base, u64(self.off), ITEM, u64(self.ids), n, self.batch,
-                                     SEQ_LEN, u64(self.bstart), u64(self.boff), self.n_batches,
-                                     self.threads, nbuf, ctypes.byref(cpu))
+        d, hs = self.drawer.make(n, self.epoch, self.threads) if draw else (None, None)
+        dp = ctypes.byref(d) if d is not None else None
+        try:
+            if self.collate == "stack":
+                el = self.lib.plain_stack(self.base, self.rec, u64(self.ids), n, self.batch,
+                                          self.threads, nbuf, dp, ctypes.byref(cpu))
+            else:
+                el = self.lib.plain_pack(self.base, u64(self.off), ITEM, u64(self.ids), n,
+                                         self.batch, SEQ_LEN, u64(self.bstart), u64(self.boff),
+                                         self.n_batches, self.threads, nbuf, dp,
+                                         ctypes.byref(cpu))
+        finally:
+            if hs is not None:
+                self.drawer.free(hs)
         if el < 0:
             raise RuntimeError("plain gather: could not start its threads")
         return el, cpu.value
@@ -274,6 +354,10 @@ class Point:
         if not torch.equal(got.flatten(), want):
             raise AssertionError(f"{self.collate} {self.size} batch {self.batch}: the loader's "
                                  "first batch differs from the plain gather's")
+        k = min(4096, len(self.ids))
+        if not np.array_equal(self.drawer.first(len(self.ids), epoch, k), self.ids[:k]):
+            raise AssertionError("the plain threads' sampler draws another order than the "
+                                 "loader's")
 
 
 def run_point(p: Point, rounds: int, epoch0: int) -> dict:
@@ -283,19 +367,22 @@ def run_point(p: Point, rounds: int, epoch0: int) -> dict:
     p.fast(epoch0)  # warm-up: engine, slots, page tables
     p.plain()
     p.plain(p.nbuf)
+    p.plain(draw=True)
     res = []
     load = [loadavg()]
-    paths = ["fast", "plain", "ring"]
+    paths = ["fast", "plain", "ring", "order"]
     for r in range(rounds):
         e = epoch0 + 1 + r
         p.order(e)
         got = {}
-        for path in paths[r % 3:] + paths[:r % 3]:
+        for path in paths[r % 4:] + paths[:r % 4]:
             got[path] = (p.fast(e) if path == "fast" else
-                         p.plain() if path == "plain" else p.plain(p.nbuf))
+                         p.plain() if path == "plain" else
+                         p.plain(p.nbuf) if path == "ring" else p.plain(draw=True))
         (fw, fc), (pw, pc), (rw, rc) = got["fast"], got["plain"], got["ring"]
+        ow, oc = got["order"]
         res.append({"fast_s": fw, "fast_cpu_s": fc, "plain_s": pw, "plain_cpu_s": pc,
-                    "ring_s": rw, "ring_cpu_s": rc})
+                    "ring_s": rw, "ring_cpu_s": rc, "order_s": ow, "order_cpu_s": oc})
     load.append(loadavg())
     p.dl.set_epoch(epoch0 + rounds + 1)
     py_us = python_per_batch(p.dl)
@@ -304,6 +391,8 @@ def run_point(p: Point, rounds: int, epoch0: int) -> dict:
     cpu = [x["fast_cpu_s"] / x["plain_cpu_s"] for x in res]
     rratio = [x["ring_s"] / x["fast_s"] for x in res]
     rcpu = [x["fast_cpu_s"] / x["ring_cpu_s"] for x in res]
+    oratio = [x["order_s"] / x["fast_s"] for x in res]
+    ocpu = [x["fast_cpu_s"] / x["order_cpu_s"] for x in res]
     return {
         "collate": p.collate, "size": p.size, "batch": p.batch, "threads": p.threads,
         "ring_buffers_per_thread": p.nbuf,
@@ -319,6 +408,12 @@ def run_point(p: Point, rounds: int, epoch0: int) -> dict:
         "ring_cpu_us_rec": 1e6 * med([x["ring_cpu_s"] for x in res]) / n,
         "ring_cpu_ratio": med(rcpu), "ring_cpu_ratio_min": min(rcpu),
         "ring_cpu_ratio_max": max(rcpu),
+        "order_gb_s": p.bytes / med([x["order_s"] for x in res]) / 1e9,
+        "order_ratio": med(oratio), "order_ratio_min": min(oratio),
+        "order_ratio_max": max(oratio),
+        "order_cpu_us_rec": 1e6 * med([x["order_cpu_s"] for x in res]) / n,
+        "order_cpu_ratio": med(ocpu), "order_cpu_ratio_min": min(ocpu),
+        "order_cpu_ratio_max": max(ocpu),
         "python_us_per_batch": py_us, "rounds": res,
     }
 
@@ -368,8 +463,10 @@ def heatmap(points: list[dict], path: Path, title: str) -> None:
 def table(points: list[dict]) -> str:
     lines = ["| collate | records | batch | threads | fast GB/s | plain GB/s | fast / plain "
              "(rounds) | CPU µs/rec fast | plain | CPU fast / plain (rounds) "
-             "| ring bufs | fast / ring | CPU fast / ring (rounds) | Python µs/batch | load |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| ring bufs | fast / ring | CPU fast / ring (rounds) "
+             "| fast / plain+order (rounds) | CPU fast / plain+order (rounds) "
+             "| Python µs/batch | load |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for p in points:
         lines.append(
             f"| {p['collate']} | {label(p['size'])} | {p['batch']} | {p['threads']} "
@@ -380,6 +477,9 @@ def table(points: list[dict]) -> str:
             f"| {p['ring_buffers_per_thread']} | {p['ring_ratio']:.2f} "
             f"| **{p['ring_cpu_ratio']:.2f}** ({p['ring_cpu_ratio_min']:.2f}-"
             f"{p['ring_cpu_ratio_max']:.2f}) "
+            f"| {p['order_ratio']:.2f} ({p['order_ratio_min']:.2f}-{p['order_ratio_max']:.2f}) "
+            f"| {p['order_cpu_ratio']:.2f} ({p['order_cpu_ratio_min']:.2f}-"
+            f"{p['order_cpu_ratio_max']:.2f}) "
             f"| {p['python_us_per_batch']:.2f} | {p['load'][0]:.1f}-{p['load'][1]:.1f} |")
     return "\n".join(lines)
 
@@ -422,6 +522,7 @@ def main() -> int:
     sizes = [s if s == "logu" else int(s) for s in a.sizes.split(",")]
     batches = [int(b) for b in a.batches.split(",")]
     lib = plain_lib(ROOT / "build")
+    drawer = Drawer(ROOT / "build")
     work = Path(a.work)
     work.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(1)
@@ -470,7 +571,7 @@ def main() -> int:
                                          "ingest_s": secs, "pages": pg})
                 ds = CXLDataset(spec, "d")
                 for b in batches:
-                    p = Point(lib, ds, collate, size, b, a.threads, lens)
+                    p = Point(lib, drawer, ds, collate, size, b, a.threads, lens)
                     r = run_point(p, a.rounds, epoch)
                     epoch += a.rounds + 2
                     del p
@@ -479,7 +580,8 @@ def main() -> int:
                         f"{r['plain_gb_s']:6.2f} GB/s, ratio {r['ratio']:.2f} "
                         f"({r['ratio_min']:.2f}-{r['ratio_max']:.2f}), CPU/rec x"
                         f"{r['cpu_ratio']:.2f} (vs ring of {r['ring_buffers_per_thread']}: "
-                        f"x{r['ring_cpu_ratio']:.2f}), Python "
+                        f"x{r['ring_cpu_ratio']:.2f}; vs plain+order {r['order_ratio']:.2f}, "
+                        f"CPU x{r['order_cpu_ratio']:.2f}), Python "
                         f"{r['python_us_per_batch']:.2f} us/batch, "
                         f"load {r['load'][0]:.1f}-{r['load'][1]:.1f}")
                 del ds

@@ -30,11 +30,31 @@
 #include <string.h>
 #include <time.h>
 
+/* The sweep's "plain+order" variant draws the order in the timed loop, as
+ * the loader must, through the library's own sampler: next and restore are
+ * cxlp_sampler_next and cxlp_sampler_restore, passed as addresses so that
+ * this file keeps no library dependency; state mirrors struct
+ * cxlp_sampler_state (include/cxlpool.h). */
+struct sampler_state {
+    uint64_t seed, epoch, consumed, fingerprint;
+};
+typedef size_t (*next_fn)(void *s, uint64_t *out, size_t max);
+typedef int (*restore_fn)(void *s, const struct sampler_state *st);
+
+struct draw {
+    next_fn next;
+    restore_fn restore;
+    void **samplers;          /* one per thread, each at the epoch's start */
+    struct sampler_state st;  /* the epoch's; consumed is set per seek */
+};
+
 struct job {
+    const struct draw *draw;  /* NULL: the order is read from `order` */
     const uint8_t *base;      /* record 0 (stack) or the shard's data (pack) */
     uint64_t rec_size;        /* stack: bytes per record */
     const uint64_t *off;      /* pack: element offsets, n + 1 entries */
-    const uint64_t *order;    /* record ids in delivery order */
+    const uint64_t *order;    /* record ids in delivery order, from position obase */
+    uint64_t obase;
     uint64_t n;               /* ids in order */
     uint32_t batch;           /* rows per batch */
     uint64_t seq_len;         /* pack: elements per row */
@@ -50,6 +70,7 @@ struct worker {
     const struct job *j;
     int t;
     uint8_t *buf;             /* nbuf buffers of bytes rounded to pages */
+    uint64_t *ob;             /* draw: the ids of this thread's batch */
     size_t bufsz;
     uint64_t sink;
     double cpu;               /* this thread's CPU seconds */
@@ -74,7 +95,7 @@ static double clock_s(clockid_t c)
 
 static void stack_batch(const struct job *j, uint64_t k, uint8_t *dst)
 {
-    const uint64_t *ids = j->order + k * j->batch;
+    const uint64_t *ids = j->order + (k * j->batch - j->obase);
     uint64_t m = j->n - k * j->batch < j->batch ? j->n - k * j->batch : j->batch;
     const uint64_t rs = j->rec_size;
     for (uint64_t i = 0; i < m; i++)
@@ -86,7 +107,7 @@ static void pack_batch(const struct job *j, uint64_t k, uint8_t *dst)
     const uint64_t L = j->seq_len, isz = j->itemsize, total = (uint64_t)j->batch * L;
     uint64_t p = j->bstart[k], off = j->boff[k], pos = 0;
     while (pos < total && p < j->n) {
-        uint64_t id = j->order[p], a = j->off[id], len = j->off[id + 1] - a;
+        uint64_t id = j->order[p - j->obase], a = j->off[id], len = j->off[id + 1] - a;
         uint64_t col = pos % L, take = len - off < L - col ? len - off : L - col;
         memcpy(dst + pos * isz, j->base + (a + off) * isz, take * isz);
         pos += take;
@@ -113,12 +134,43 @@ static void *run(void *arg)
     if (stop)
         return NULL;
     double c0 = clock_s(CLOCK_THREAD_CPUTIME_ID);
+    struct job dj = *j; /* draw: the order is this thread's buffer */
+    uint64_t drawn_to = 0, last = 0; /* draw: the sampler's next position, its id before */
     for (uint64_t k = (uint64_t)w->t, r = 0; k < j->n_batches; k += (uint64_t)j->threads, r++) {
         uint8_t *buf = w->buf + (r % (uint64_t)j->nbuf) * w->bufsz;
+        const struct job *jk = j;
+        if (j->draw) {
+            /* the positions batch k reads: its records (pack: up to the one
+             * it ends in, which the next batch starts in) */
+            uint64_t p0 = j->off ? j->bstart[k] : k * j->batch;
+            uint64_t p1 = j->off ? (k + 1 < j->n_batches ? j->bstart[k + 1] + 1 : j->n)
+                                 : p0 + j->batch;
+            p1 = p1 < j->n ? p1 : j->n;
+            size_t got = 0;
+            if (drawn_to && p0 + 1 == drawn_to) { /* pack: the record both batches cut */
+                w->ob[0] = last;
+                got = 1;
+            } else if (p0 != drawn_to) {
+                struct sampler_state st = j->draw->st;
+                st.consumed = p0;
+                j->draw->restore(j->draw->samplers[w->t], &st);
+            }
+            while (got < p1 - p0) {
+                size_t m = j->draw->next(j->draw->samplers[w->t], w->ob + got, p1 - p0 - got);
+                if (!m)
+                    break;
+                got += m;
+            }
+            drawn_to = p0 + got;
+            last = got ? w->ob[got - 1] : 0;
+            dj.order = w->ob;
+            dj.obase = p0;
+            jk = &dj;
+        }
         if (j->off)
-            pack_batch(j, k, buf);
+            pack_batch(jk, k, buf);
         else
-            stack_batch(j, k, buf);
+            stack_batch(jk, k, buf);
         acc += buf[0] + buf[bytes - 1]; /* the copies are used */
     }
     w->sink = acc;
@@ -139,13 +191,21 @@ static double go(struct job *j, double *cpu)
     int n = j->threads < 1 ? 1 : j->threads > 64 ? 64 : j->threads, rc = 0, started = 0;
     j->threads = n;
     j->nbuf = j->nbuf < 1 ? 1 : j->nbuf;
+    uint64_t span = j->batch; /* draw: most positions one batch reads */
+    for (uint64_t k = 0; j->off && k < j->n_batches; k++) {
+        uint64_t p1 = k + 1 < j->n_batches ? j->bstart[k + 1] + 1 : j->n;
+        span = p1 - j->bstart[k] > span ? p1 - j->bstart[k] : span;
+    }
     for (int t = 0; t < n; t++) {
+        w[t].ob = NULL;
         w[t].j = j;
         w[t].t = t;
         w[t].gate = &g;
         w[t].cpu = 0;
         w[t].bufsz = sz;
         w[t].buf = rc ? NULL : aligned_alloc(4096, sz * (size_t)j->nbuf);
+        if (j->draw && !rc && !(w[t].ob = malloc(span * sizeof(uint64_t))))
+            rc = -1;
         if (!w[t].buf)
             rc = -1;
         else
@@ -169,15 +229,19 @@ static double go(struct job *j, double *cpu)
         *cpu += w[t].cpu;
     }
     double el = clock_s(CLOCK_MONOTONIC) - t0;
-    for (int t = 0; t < n; t++)
+    for (int t = 0; t < n; t++) {
         free(w[t].buf);
+        free(w[t].ob);
+    }
     return rc ? -1.0 : el;
 }
 
+/* draw: NULL, or the sampler to draw the order from in the timed loop
+ * (then order is not read). */
 double plain_stack(const uint8_t *base, uint64_t rec_size, const uint64_t *order, uint64_t n,
-                   uint32_t batch, int threads, int nbuf, double *cpu)
+                   uint32_t batch, int threads, int nbuf, const struct draw *draw, double *cpu)
 {
-    struct job j = {.base = base, .rec_size = rec_size, .order = order, .n = n,
+    struct job j = {.draw = draw, .base = base, .rec_size = rec_size, .order = order, .n = n,
                     .batch = batch, .n_batches = (n + batch - 1) / batch, .threads = threads,
                     .nbuf = nbuf};
     return go(&j, cpu);
@@ -186,11 +250,12 @@ double plain_stack(const uint8_t *base, uint64_t rec_size, const uint64_t *order
 double plain_pack(const uint8_t *base, const uint64_t *off, uint32_t itemsize,
                   const uint64_t *order, uint64_t n, uint32_t batch, uint64_t seq_len,
                   const uint64_t *bstart, const uint64_t *boff, uint64_t n_batches,
-                  int threads, int nbuf, double *cpu)
+                  int threads, int nbuf, const struct draw *draw, double *cpu)
 {
-    struct job j = {.base = base, .off = off, .itemsize = itemsize, .order = order, .n = n,
-                    .batch = batch, .seq_len = seq_len, .bstart = bstart, .boff = boff,
-                    .n_batches = n_batches, .threads = threads, .nbuf = nbuf};
+    struct job j = {.draw = draw, .base = base, .off = off, .itemsize = itemsize,
+                    .order = order, .n = n, .batch = batch, .seq_len = seq_len,
+                    .bstart = bstart, .boff = boff, .n_batches = n_batches, .threads = threads,
+                    .nbuf = nbuf};
     return go(&j, cpu);
 }
 

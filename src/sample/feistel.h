@@ -39,6 +39,7 @@
 #ifndef CXLP_SAMPLE_FEISTEL_H
 #define CXLP_SAMPLE_FEISTEL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #define FEISTEL_MAX_ROUNDS 24
@@ -148,6 +149,14 @@ static inline void feistel_apply4(const struct feistel *f, uint64_t x[4])
         while (x[k] >= f->n) /* rare: a*b - n < sqrt(2n) */
             x[k] = feistel_round_trip(f, x[k]);
 }
+
+/* feistel_apply on x[0..n) in place: the same values, computed 64 at a
+ * time (eight AVX-512 vectors of eight lanes) where the CPU has AVX-512 F
+ * and DQ (feistel.c), four at a time otherwise. */
+void feistel_apply_n(const struct feistel *f, uint64_t *x, size_t n);
+
+/* 1 when feistel_apply_n takes the AVX-512 path for f (tests report it). */
+int feistel_simd(const struct feistel *f);
 
 /* The inverse permutation. */
 uint64_t feistel_invert(const struct feistel *f, uint64_t y);

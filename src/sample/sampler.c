@@ -189,19 +189,11 @@ size_t cxlp_sampler_next(cxlp_sampler *s, uint64_t *out, size_t max)
     size_t cnt = (size_t)MIN((uint64_t)max, len - s->drawn);
     uint64_t j = s->drawn;
     switch (s->kind) {
-    case CXLP_ORDER_RANDOM: {
-        const struct feistel f = s->perm;
-        size_t i = 0;
-        for (; i + 4 <= cnt; i += 4) {
-            uint64_t x[4] = {rank_pos(s, j + i), rank_pos(s, j + i + 1),
-                             rank_pos(s, j + i + 2), rank_pos(s, j + i + 3)};
-            feistel_apply4(&f, x);
-            memcpy(out + i, x, sizeof x);
-        }
-        for (; i < cnt; i++)
-            out[i] = feistel_apply(&f, rank_pos(s, j + i));
+    case CXLP_ORDER_RANDOM:
+        for (size_t i = 0; i < cnt; i++)
+            out[i] = rank_pos(s, j + i);
+        feistel_apply_n(&s->perm, out, cnt);
         break;
-    }
     case CXLP_ORDER_BLOCK: {
         struct window *win = &s->win;
         for (size_t i = 0; i < cnt;) {

@@ -4,6 +4,7 @@
  * invert exactly, next(), at() and epoch_at() agree. */
 #include <math.h>
 
+#include "sample/feistel.h"
 #include "sample_util.h"
 
 static void check_perm_n(uint64_t n, uint64_t seed, uint64_t *rng)
@@ -78,10 +79,53 @@ static void check_huge(uint64_t n, uint64_t seed, uint64_t *rng, int samples)
     cxlp_sampler_free(s);
 }
 
+/* feistel_apply_n (next()'s path: AVX-512 lanes where the CPU has them)
+ * gives feistel_apply's value (order_at's path, scalar) at every position,
+ * for domains with and without cycle walking, blocks cut anywhere. */
+static void check_lanes(uint64_t n, uint64_t key, uint64_t *rng)
+{
+    struct feistel f;
+    feistel_init(&f, n, key);
+    uint64_t m = n < 5000 ? n : 5000, *x = malloc((m + 1) * sizeof *x);
+    CHECK(x);
+    uint64_t p0 = n > m ? test_rand(rng) % (n - m) : 0;
+    for (uint64_t i = 0; i < m; i++)
+        x[i] = p0 + i;
+    for (uint64_t i = 0; i < m;) { /* uneven pieces: the lanes' tails too */
+        uint64_t r = 1 + test_rand(rng) % 200, k = MINU(m - i, r);
+        feistel_apply_n(&f, x + i, (size_t)k);
+        i += k;
+    }
+    for (uint64_t i = 0; i < m; i++)
+        if (x[i] != feistel_apply(&f, p0 + i)) {
+            fprintf(stderr, "feistel_apply_n: n %" PRIu64 " position %" PRIu64 ": %" PRIu64
+                    ", scalar %" PRIu64 " (simd %d)\n", n, p0 + i, x[i],
+                    feistel_apply(&f, p0 + i), feistel_simd(&f));
+            exit(1);
+        }
+    free(x);
+}
+
 int main(void)
 {
     uint64_t seed = test_seed(), rng = seed;
     int scale = test_sanitized() ? 4 : 1;
+
+    {
+        struct feistel f;
+        feistel_init(&f, 1000, 1);
+        printf("feistel_apply_n: %s\n", feistel_simd(&f) ? "AVX-512 lanes" : "scalar");
+        /* 2^(2k) + 1: a*b is near 2n, so about half the values walk again */
+        for (uint64_t k = 3; k <= 31; k++)
+            for (int d = -1; d <= 1; d++)
+                check_lanes((UINT64_C(1) << (2 * k)) + (uint64_t)d, test_rand(&rng), &rng);
+        for (int i = 0; i < 300 / scale; i++)
+            check_lanes(33 + test_rand(&rng) % 5000, test_rand(&rng), &rng);
+        for (int i = 0; i < 100 / scale; i++)
+            check_lanes(1 + (test_rand(&rng) >> (1 + test_rand(&rng) % 63)), test_rand(&rng),
+                        &rng);
+        check_lanes(UINT64_C(1) << 63, seed, &rng); /* a = 2^32: the scalar path */
+    }
 
     /* every n up to 1500, then primes, powers of 4 and their neighbours */
     for (uint64_t n = 0; n <= (uint64_t)(1500 / scale); n++)
