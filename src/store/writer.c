@@ -322,6 +322,12 @@ static int open_shard(cxlp_writer *w, uint64_t need, uint64_t want)
         uint64_t len = MAX(need, want), k = MAX(w->batch, 1), left = shards_to_come(w);
         if (left)
             k = MIN(k, left);
+        /* a run larger than a shard gets one extent of its size: a batch
+         * of such extents would hold the whole shards to come at the size
+         * of one rare run (a Megatron import of runs up to 1.4 MB in
+         * 256 KiB shards filled a 256 MiB pool with 56 MB of data) */
+        if (need > want)
+            k = 1;
         int rc;
         for (;;) {
             uint64_t lens[SPARE_MAX];
