@@ -4,6 +4,7 @@
  * Codes: 0 success; -errno for OS failures; CXLP_E* (a reserved range below
  * -CXLP_ERR_BASE that no errno reaches) for library failures.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -60,12 +61,21 @@ void obj_init(struct obj *o)
     o->err[0] = '\0';
 }
 
+/* Threads that share a handle (a store's stagers share its writable pool
+ * handle) may fail on it at once: their messages are copied in one at a
+ * time. Code that may share a handle reads its own thread's message,
+ * cxlp_errmsg(NULL), which no other thread writes. */
+static pthread_mutex_t obj_err_mu = PTHREAD_MUTEX_INITIALIZER;
+
 static int vseterr(struct obj *o, int rc, const char *fmt, va_list ap)
 {
     char msg[ERRMSG_MAX];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    if (o)
+    if (o) {
+        pthread_mutex_lock(&obj_err_mu);
         memcpy(o->err, msg, sizeof msg);
+        pthread_mutex_unlock(&obj_err_mu);
+    }
     memcpy(last_err, msg, sizeof msg);
     return rc;
 }

@@ -182,11 +182,11 @@ int store_copy(cxlp_store *s, uint64_t k, uint32_t t, unsigned flags, uint32_t d
         if (!r2 && drop_mask & ~(1u << t))
             r2 = pool_copy_drop(wp, so, k, drop_mask & ~(1u << t), 0, &cs.dropped);
         if (r2 && r2 != CXLP_ENOTFOUND)
-            rc = seterr(NULL, r2, "%s", cxlp_errmsg(wp));
+            rc = seterr(NULL, r2, "%s", cxlp_errmsg(NULL));
         goto out;
     }
     if (rc) {
-        rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k, cxlp_errmsg(wp));
+        rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k, cxlp_errmsg(NULL));
         goto out;
     }
     uint8_t *dst = pool_base_rw(wp, (int)t) + ext.off;
@@ -206,7 +206,7 @@ int store_copy(cxlp_store *s, uint64_t k, uint32_t t, unsigned flags, uint32_t d
         rc = pool_copy_place(wp, so, k, t, ext, !(flags & FETCH_KEEP), drop_mask);
         if (rc)
             rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k,
-                        cxlp_errmsg(wp));
+                        cxlp_errmsg(NULL));
         else
             cs.dropped = 0; /* counted by the tier counters; not reported per copy */
     } else {

@@ -92,7 +92,7 @@ static void *worker(void *arg)
                 rc = pool_copy_drop(wp, m->s->ds.states_off, k, m->drop, 0, &dropped);
             if (rc)
                 seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", m->s->name, k,
-                       cxlp_errmsg(wp));
+                       cxlp_errmsg(NULL));
         } else {
             uint64_t t0 = now_ns();
             while ((rc = store_copy(m->s, k, m->tier, m->flags, m->drop, &io, &cs)) == CXLP_EFULL) {
