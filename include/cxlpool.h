@@ -1028,6 +1028,13 @@ struct cxlp_loader_stats {
                                 full_prefetch) */
     uint64_t private_reads;  /* shards a batch read into its own memory because
                                 no memory tier had room for a copy */
+    uint64_t partial_reads;  /* shards a batch read in part (only the blocks of
+                                its records, each verified against its block
+                                sum) because they were not staged yet */
+    uint64_t partial_bytes;  /* bytes those partial reads read from the nvme tier
+                                (with the header block of a shard of an older
+                                format tried before its dataset's format was
+                                known: read whole after that) */
 };
 /* Fills st. Any thread. */
 CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);
