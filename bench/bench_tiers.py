@@ -211,7 +211,7 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
                    # copies staged (the tier's counter), plus the shards
                    # batches read into their own memory (no tier had room:
                    # a whole shard each, not counted by the tier), plus the
-                   # blocks batches read in part (shards not staged yet)
+                   # blocks batches read in part instead (format 3)
                    nvme_bytes=after[mem_tier]["bytes_in"] - before[mem_tier]["bytes_in"] +
                    st["private_reads"] * ds.shards()["max_bytes"] + st["partial_bytes"])
     del loader, ds

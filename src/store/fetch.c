@@ -336,8 +336,13 @@ static int read_partial(struct partial *x, const uint64_t *rec, size_t n, struct
     if (rc)
         return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (partial read from tier %u, %s): %s",
                       s->name, x->k, x->u, attach_tier(s->a, x->u)->path, err);
-    if (!g->n_bsums)
-        return 1; /* shard format 1 or 2: read whole */
+    if (!g->n_bsums) {
+        /* shard format 1 or 2: read whole. Every shard of a dataset has
+         * one format (store_shard_check), so the next ones are too; a
+         * hint only: a wrong one costs whole reads, never a wrong byte */
+        at_store_relaxed(&s->no_bsums, 1);
+        return 1;
+    }
     for (uint64_t b = 0; b < g->n_bsums; b++) /* read whole by the header's read */
         x->have[b] = MIN((b + 1) << g->bsum_shift, x->len) <= head;
     /* the indexes, verified before shard_open walks them */
@@ -372,7 +377,8 @@ int store_read_partial(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,
     *buf_len = *bytes = 0;
     struct attach *a = s->a;
     uint32_t v = at_load_acquire(&s->version); /* 0 until a shard settled it */
-    if (!s->tiered || k >= s->n_shards || (v && v != SHARD_VERSION))
+    if (!s->tiered || k >= s->n_shards || (v && v != SHARD_VERSION) ||
+        at_load_relaxed(&s->no_bsums))
         return 1;
     struct partial x = {.s = s, .k = k, .u = attach_home(a), .g = g};
     const struct attach_tier *at = attach_tier(a, x.u);

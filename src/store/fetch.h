@@ -58,11 +58,12 @@ int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t *
  * variable-size columns' indexes, read with one io_uring call per step
  * (header; indexes; records) into a private sparse mapping the extent's
  * size (*buf, *buf_len bytes, for munmap), each block verified against its
- * sum before anything is read through it. g (columns in cols) describes
- * the mapping: read only records rec[] through it. *bytes: bytes read from
- * the tier (also on failure, and the header block of a shard found to have
- * no block sums before the dataset's format was known). 0; 1 when the shard
- * cannot be read so (format 1 or 2: no block sums; home not a staged tier);
+ * sum before anything is read through it; the header page's bytes are read
+ * once. g (columns in cols) describes the mapping: read only records rec[]
+ * through it. *bytes: bytes read from the tier (also on failure, and the
+ * header of a shard found to have no block sums). 0; 1 when the shard
+ * cannot be read so (format 1 or 2: no block sums, and after one such
+ * shard none of the dataset is tried again; home not a staged tier);
  * CXLP_ECORRUPT naming the block when one does not verify; or an I/O error. */
 int store_read_partial(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,
                        struct store_io *io, uint8_t **buf, uint64_t *buf_len,

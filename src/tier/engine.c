@@ -34,13 +34,10 @@
  *          take (full of kept copies, or of dropped ones readers still pin)
  *          is read into the batch's own memory, verified, and freed at
  *          batch_end (a private read)
- *   a batch never waits for a whole shard the stagers will stage (policies
- *          with ahead: lookahead, streaming): a shard of format 3 not in
- *          memory when its batch begins is read in part, only the blocks of
- *          the batch's records, each verified against its block sum, into
- *          the batch's own sparse memory, freed at batch_end (a partial
- *          read; fetch.h). The first batch of an epoch would otherwise wait
- *          for its whole first window.
+ *   where a private read would read a whole shard (format 3), the batch
+ *          reads only the blocks of its records, each verified against
+ *          its block sum, into its own sparse memory, freed at batch_end
+ *          (a partial read; fetch.h)
  *
  * Threads: the loader's planning thread calls engine_next (under the
  * loader's lock); gather threads call batch_begin / batch_end; stagers
@@ -663,18 +660,19 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
             if (!r) {
                 missing = 1;
                 waited = 1;
-                rc = e->ops->ahead ? partial(e, b, x, k, ids, n, io, &part_bytes) : 1;
-                if (rc == 0) {
-                    parts++;
-                    continue;
-                }
-                if (rc != 1) {
-                    release_hold(e, b);
-                    return rc;
-                }
                 rc = fetch_now(e, k, io);
-                if (rc == CXLP_EFULL && !(rc = store_read_private(e->s, k, io, &x->priv, &x->sh, x->cols)))
-                    priv++; /* the tiers are full of copies others hold: ours alone */
+                if (rc == CXLP_EFULL) {
+                    /* the tiers are full of copies others hold: ours
+                     * alone, of the blocks of our records (format 3),
+                     * else of the whole shard */
+                    rc = partial(e, b, x, k, ids, n, io, &part_bytes);
+                    if (rc == 0) {
+                        parts++;
+                        continue;
+                    }
+                    if (rc == 1 && !(rc = store_read_private(e->s, k, io, &x->priv, &x->sh, x->cols)))
+                        priv++;
+                }
                 if (rc) {
                     release_hold(e, b);
                     return rc;

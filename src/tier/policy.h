@@ -73,12 +73,6 @@ struct tier_policy_ops {
     /* caps[i]: bytes memory tier i may take; NULL op: places nothing */
     size_t (*place)(const struct tier_view *v, const uint64_t *caps, uint32_t n_tiers,
                     struct tier_place *out, size_t max);
-    /* 1: want stages every shard of the window ahead of its batches, so a
-     * batch that finds one of them not staged yet reads only the blocks of
-     * its own records (a partial read) and leaves the whole copy to the
-     * stagers; 0: a miss stages the shard (it is read again by the next
-     * batches of its window) */
-    int ahead;
 };
 
 extern const struct tier_policy_ops tier_policy_lookahead;

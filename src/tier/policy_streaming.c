@@ -39,5 +39,4 @@ static size_t drop(const struct tier_view *v, uint64_t *out, size_t max)
 
 const struct tier_policy_ops tier_policy_streaming = {
     .name = "streaming", .want = want, .victim = victim, .drop = drop, .place = NULL,
-    .ahead = 1,
 };

@@ -1,10 +1,11 @@
 /* Partial reads (shard format 3): a shard homed on an nvme tier read in
  * part, only the blocks of the records asked for, each verified against its
  * block sum; the right records, fewer bytes than the shard, nothing staged.
- * A corrupt block fails the reads that need it, named, and nothing else; a
- * shard of format 2 (no block sums) is not read in part and still reads and
- * verifies whole (every shard of a dataset has one format). Through the loader: lookahead with a budget too small for
- * any copy serves a whole epoch from partial reads. */
+ * A corrupt block or a wrong sum fails the reads that need it, named, and
+ * nothing else; a shard of format 2 (no block sums) is not read in part and
+ * still reads and verifies whole (every shard of a dataset has one format).
+ * Through the loader: with no room for a copy, batches read in part where
+ * they read whole private copies before. */
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -288,11 +289,11 @@ static int sampler_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
     return 0;
 }
 
-/* One block-order epoch with lookahead and a budget smaller than a shard:
- * no copy is ever made, every batch's shards are read in part (old: the
- * dataset has a shard of format 2, fetched whole on its miss). corrupt: a
- * block of shard 1 is corrupt: the epoch fails there, naming it, after
- * intact batches. */
+/* One block-order epoch with lookahead while the dram tier has no room
+ * for a copy: where a batch would read a private copy of a whole shard, it
+ * reads its records' blocks in part (old: format 2, no block sums: a
+ * private read of the whole shard, as before). corrupt: a block of shard 1
+ * is corrupt: the epoch fails there, naming it, after intact batches. */
 static void loader(const char *name, int fixed, int old, int corrupt)
 {
     cxlp_pool *p;
@@ -338,15 +339,18 @@ static void loader(const char *name, int fixed, int old, int corrupt)
     CHECK(corrupt ? got < n : got == n);
     struct cxlp_loader_stats st;
     CHECK_OK(cxlp_loader_stats(l, &st));
-    printf("%s: lookahead, budget below a shard: %llu records, %llu partial reads, %.1f MiB "
-           "read in part, %llu staged\n", name, (unsigned long long)got,
+    printf("%s: lookahead, no room for a copy: %llu records, %llu partial reads, %.1f MiB "
+           "read in part, %llu private reads, %llu staged\n", name, (unsigned long long)got,
            (unsigned long long)st.partial_reads, (double)st.partial_bytes / MiB,
-           (unsigned long long)(st.prefetched + st.fetched));
+           (unsigned long long)st.private_reads, (unsigned long long)(st.prefetched + st.fetched));
     if (old) {
-        CHECK(st.partial_reads == 0 && st.fetched >= 1);
+        /* the header of the first shard tried (one per gather thread at
+         * most), then whole reads */
+        CHECK(st.partial_reads == 0 && st.private_reads >= s->n_shards);
+        CHECK(st.partial_bytes > 0 && st.partial_bytes <= o.threads * 64 * KiB);
     } else {
-        /* (a last shard smaller than the budget may be staged) */
-        CHECK(st.partial_reads > 0 && st.partial_bytes > 0 && st.fetched == 0);
+        /* (a last shard smaller than the room left may be staged) */
+        CHECK(st.partial_reads > 0 && st.partial_bytes > 0 && st.private_reads == 0);
         if (!corrupt)
             CHECK(st.partial_reads >= s->n_shards - 1 && st.misses + st.hits == n);
     }
@@ -375,15 +379,22 @@ int main(void)
     CHECK_OK(rec_ingest(p, "var", 0, seed, 4 * MiB, SHARD_B, &nv, NULL));
     CHECK_OK(rec_ingest(p, "old", 1, seed, 3 * MiB, SHARD_B, &nv, NULL));
     CHECK_OK(rec_ingest(p, "big", 1, seed, 40 * MiB, 40 * MiB, &nv, NULL));
+    CHECK_OK(rec_ingest(p, "fill", 1, seed, 8 * MiB, SHARD_B, &nv, NULL));
     CHECK_OK(cxlp_pool_close(p));
     direct("fixed", 1);
     direct("var", 0);
     big();
-    corrupt();
     to_format2("old");
+    /* the dram tier full of kept copies (a migration that ran out of
+     * room): no miss can make a copy, where a batch read private copies
+     * it reads in part */
+    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
+    CHECK(cxlp_migrate(p, "fill", "dram", NULL, NULL) == CXLP_EFULL);
+    CHECK_OK(cxlp_pool_close(p));
+    corrupt();
     loader("fixed", 1, 0, 0);
     loader("var", 0, 0, 0);
-    loader("old", 1, 1, 0); /* format 2: every shard fetched whole, as before */
+    loader("old", 1, 1, 0); /* format 2: private reads of whole shards, as before */
     CHECK_OK(cxlp_pool_destroy(pool));
     printf("ok\n");
     return 0;

@@ -139,13 +139,13 @@ def test_one_epoch_per_policy_every_record_once_and_intact(tiered, policy) -> No
     assert p.verify()
 
 
-@pytest.mark.parametrize("policy", ["lookahead", "streaming"])
-def test_a_budget_below_a_shard_serves_an_epoch_from_partial_reads(tmp_path: Path,
-                                                                   policy: str) -> None:
-    """Shards of 2 MiB (33 blocks of 64 KiB) and a budget of 256 KiB: no
-    copy fits, so every batch reads in part the blocks of its 8 records
-    from the nvme home (docs/tiers.md, "Partial reads"), verified, and the
-    epoch delivers every record once and intact."""
+@pytest.mark.parametrize("policy", ["lookahead", "lru"])
+def test_with_no_room_for_a_copy_batches_read_in_part(tmp_path: Path, policy: str) -> None:
+    """Shards of 2 MiB (33 blocks of 64 KiB) and a dram tier full of kept
+    copies of another dataset: no miss can make a copy, so where a batch
+    read a private copy of a whole shard it reads in part the blocks of its
+    8 records from the nvme home (docs/tiers.md, "Partial reads"),
+    verified, and the epoch delivers every record once and intact."""
     name = f"pyt-tierpr-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tier_file = f"/var/tmp/cxlp-{name}.tier"
     p = CXLMemoryPool(name, create=True, meta_bytes=4 << 20,
@@ -154,10 +154,12 @@ def test_a_budget_below_a_shard_serves_an_epoch_from_partial_reads(tmp_path: Pat
         rows = 8192
         data = np.arange(rows * COLS, dtype=np.int64).reshape(rows, COLS)
         np.save(tmp_path / "d.npy", data)
-        p._pool.import_("d", str(tmp_path / "d.npy"), format="npy", shard_bytes=2 << 20)
+        for ds_name in ("d", "fill"):
+            p._pool.import_(ds_name, str(tmp_path / "d.npy"), format="npy", shard_bytes=2 << 20)
+        with pytest.raises(CXLError, match="no free extent"):
+            p.migrate("fill", "dram")
         ds = CXLDataset(p, "d")
-        n_shards = ds.shards()["n_shards"]
-        assert n_shards == 2
+        assert ds.shards()["n_shards"] == 2
         sampler = RandomCXLSampler(ds, seed=3, window="auto", memory_budget=256 << 10)
         loader = CXLDataLoader(ds, batch_size=8, sampler=sampler, memory_policy=policy,
                                memory_budget=256 << 10, lookahead=4)
