@@ -29,6 +29,9 @@
 #include <stddef.h>
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
+#ifdef CXLP_HAVE_XXH_DISPATCH
+#include <xxh_x86dispatch.h> /* XXH3 at the CPU's widest vectors: same sums */
+#endif
 
 #include "store/shard.h"
 
@@ -422,9 +425,44 @@ static uint64_t col_checksum(const uint8_t *data, uint64_t data_len, const uint8
     return XXH3_64bits_digest(st);
 }
 
+uint32_t shard_bsum_shift_for(uint64_t used, uint32_t n_cols)
+{
+    uint32_t shift = SHARD_BSUM_SHIFT;
+    uint64_t last = used > SHARD_DATA_OFF ? used - 1 : SHARD_DATA_OFF - 1;
+    while (shift < 63 && (last >> shift) + 1 > shard_bsum_cap(n_cols))
+        shift++;
+    return shift;
+}
+
+void shard_bsums_begin(struct shard_bsums *bs, struct XXH3_state_s *st, uint64_t cap,
+                       uint32_t n_cols)
+{
+    bs->shift = shard_bsum_shift_for(cap, n_cols);
+    bs->at = SHARD_DATA_OFF;
+    bs->limit = cap;
+    bs->st = st;
+    XXH3_64bits_reset(st);
+}
+
+void shard_bsums_update(struct shard_bsums *bs, const uint8_t *base, uint64_t upto)
+{
+    uint64_t mask = (UINT64_C(1) << bs->shift) - 1;
+    upto = MIN(upto, bs->limit);
+    while (bs->at < upto) {
+        /* b < shard_bsum_cap: at < limit, and the shift fits limit's sums */
+        uint64_t b = bs->at >> bs->shift, end = MIN((bs->at | mask) + 1, upto);
+        XXH3_64bits_update(bs->st, base + bs->at, (size_t)(end - bs->at));
+        bs->at = end;
+        if ((end & mask) == 0) {
+            bs->sum[b] = XXH3_64bits_digest(bs->st);
+            XXH3_64bits_reset(bs->st);
+        }
+    }
+}
+
 static int seal(uint8_t *base, uint64_t cap, uint64_t n_records,
                 const struct shard_col_in *cols, uint32_t n_cols, uint32_t version,
-                uint64_t *used)
+                struct shard_bsums *bs, uint64_t *used)
 {
     if (n_cols == 0 || n_cols > SHARD_MAX_COLS)
         return CXLP_EARG;
@@ -490,20 +528,25 @@ static int seal(uint8_t *base, uint64_t cap, uint64_t n_records,
     h.dir_off = SHARD_HDR_BYTES;
     h.used = pos;
     /* block sums: the smallest block (from 64 KiB) whose sums fit the
-     * header page; a second pass over bytes the caller just wrote (the
-     * columns' running hashes see data before the indexes exist) */
-    uint64_t sums[SHARD_DATA_OFF / 8];
+     * header page. The caller's sums (bs) hold the bytes it wrote, hashed
+     * as they landed, when taken at this block size; what follows them
+     * (the staged columns, padding and indexes just written) is absorbed
+     * here. Otherwise one pass over the whole shard. */
+    uint64_t none = 0;
+    const uint64_t *sums = &none;
+    struct shard_bsums own;
+    XXH3_state_t own_st;
     if (version == SHARD_VERSION) {
-        h.bsum_shift = SHARD_BSUM_SHIFT;
-        while (((pos - 1) >> h.bsum_shift) + 1 > shard_bsum_cap(n_cols))
-            h.bsum_shift++;
+        h.bsum_shift = shard_bsum_shift_for(pos, n_cols);
         h.n_bsums = (uint32_t)(((pos - 1) >> h.bsum_shift) + 1);
-        struct shard view = {.base = base, .used = pos, .bsum_shift = h.bsum_shift};
-        for (uint64_t b = 0; b < h.n_bsums; b++) {
-            uint64_t lo, hi;
-            shard_block_span(&view, b, &lo, &hi);
-            sums[b] = XXH3_64bits(base + lo, hi - lo);
+        if (!bs || bs->shift != h.bsum_shift || bs->at > pos || bs->limit < pos) {
+            shard_bsums_begin(&own, &own_st, pos, n_cols);
+            bs = &own;
         }
+        shard_bsums_update(bs, base, pos);
+        if (pos & ((UINT64_C(1) << h.bsum_shift) - 1)) /* the last block is partial */
+            bs->sum[h.n_bsums - 1] = XXH3_64bits_digest(bs->st);
+        sums = bs->sum;
     }
     XXH3_state_t st;
     XXH3_64bits_reset(&st);
@@ -524,7 +567,14 @@ static int seal(uint8_t *base, uint64_t cap, uint64_t n_records,
 int shard_seal2(uint8_t *base, uint64_t cap, uint64_t n_records,
                 const struct shard_col_in *cols, uint32_t n_cols, uint64_t *used)
 {
-    return seal(base, cap, n_records, cols, n_cols, SHARD_VERSION, used);
+    return seal(base, cap, n_records, cols, n_cols, SHARD_VERSION, NULL, used);
+}
+
+int shard_seal2_sums(uint8_t *base, uint64_t cap, uint64_t n_records,
+                     const struct shard_col_in *cols, uint32_t n_cols, struct shard_bsums *bs,
+                     uint64_t *used)
+{
+    return seal(base, cap, n_records, cols, n_cols, SHARD_VERSION, bs, used);
 }
 
 int shard_build2(uint8_t *buf, uint64_t cap, uint64_t n_records, struct shard_col_in *cols,
@@ -545,7 +595,7 @@ int shard_build2(uint8_t *buf, uint64_t cap, uint64_t n_records, struct shard_co
             memmove(buf + off, data[c], cols[c].data_len);
         off = ALIGN_UP(e, SHARD_COL_ALIGN);
     }
-    return seal(buf, cap, n_records, cols, n_cols, version, used);
+    return seal(buf, cap, n_records, cols, n_cols, version, NULL, used);
 }
 
 int shard_build(uint8_t *buf, uint64_t cap, uint32_t kind, uint64_t record_size,

@@ -373,6 +373,33 @@ struct shard_col_in {
     struct XXH3_state_s *hash; /* state that absorbed exactly the data bytes, or NULL */
 };
 
+/* Version 3's block size for a shard of used bytes and n_cols columns: the
+ * smallest (from SHARD_BSUM_SHIFT) whose sums fit the header page. Grows
+ * with used, so a block size taken from an extent's capacity is never
+ * smaller than the one its shard ends with. */
+uint32_t shard_bsum_shift_for(uint64_t used, uint32_t n_cols);
+
+/* Version 3 block sums computed while a shard's bytes are written, in
+ * order from SHARD_DATA_OFF: the writer feeds each chunk right after it
+ * lands (still in cache), so sealing re-reads nothing but the tail it
+ * writes itself. The block size is fixed up front from the extent's
+ * capacity (shard_bsum_shift_for(cap)): XXH3 sums of small blocks do not
+ * combine into a larger block's sum, so the size cannot grow later. */
+struct shard_bsums {
+    uint32_t shift;            /* block size the sums are taken at */
+    uint64_t at;               /* bytes [SHARD_DATA_OFF, at) absorbed */
+    uint64_t limit;            /* at never passes it (the extent's capacity) */
+    struct XXH3_state_s *st;   /* the block at `at`: its bytes before `at` */
+    uint64_t sum[SHARD_DATA_OFF / 8]; /* sums of the blocks before at's */
+};
+
+/* Starts sums at the block size for a shard of at most cap bytes; st is a
+ * state the caller owns. */
+void shard_bsums_begin(struct shard_bsums *bs, struct XXH3_state_s *st, uint64_t cap,
+                       uint32_t n_cols);
+/* Absorbs the shard's bytes [bs->at, upto) at base (clamped to limit). */
+void shard_bsums_update(struct shard_bsums *bs, const uint8_t *base, uint64_t upto);
+
 /* Seals a version 3 shard: writes each var column's index (in column order,
  * 8-aligned, after the end of the last column's data), finishes each
  * column's checksum, computes the block sums, then the directory and the
@@ -382,6 +409,16 @@ struct shard_col_in {
  * inconsistent (our bug, or the caller's). */
 int shard_seal2(uint8_t *base, uint64_t cap, uint64_t n_records,
                 const struct shard_col_in *cols, uint32_t n_cols, uint64_t *used);
+/* shard_seal2 with block sums begun over the same bytes (bs, begun with
+ * this cap and n_cols, absorbed bytes that are final): sealing absorbs
+ * only the rest (the bytes it writes and any the caller wrote after
+ * bs->at). When the shard ends smaller than its extent by enough that its
+ * own block size is smaller than bs's, the sums are taken again in a pass
+ * over the whole shard (a dataset's last shard, mostly): the block size
+ * stays what shard_seal2 chooses, so both write the same shard. */
+int shard_seal2_sums(uint8_t *base, uint64_t cap, uint64_t n_records,
+                     const struct shard_col_in *cols, uint32_t n_cols, struct shard_bsums *bs,
+                     uint64_t *used);
 
 /* One-shot encoder for tests and seed generators: copies each column's
  * data[k] (data_len in cols[k]) to 64-aligned offsets after the header
