@@ -206,12 +206,14 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
                    hit_rate=st["hits"] / max(1, st["hits"] + st["misses"]),
                    stage_stall_s=st["stage_stall_ns"] / 1e9, prefetched=st["prefetched"],
                    fetched=st["fetched"], placed=st["placed"], evictions=st["evictions"],
-                   private_reads=st["private_reads"],
+                   private_reads=st["private_reads"], partial_reads=st["partial_reads"],
+                   partial_bytes=st["partial_bytes"],
                    # copies staged (the tier's counter), plus the shards
                    # batches read into their own memory (no tier had room:
-                   # a whole shard each, not counted by the tier)
+                   # a whole shard each, not counted by the tier), plus the
+                   # blocks batches read in part instead (format 3)
                    nvme_bytes=after[mem_tier]["bytes_in"] - before[mem_tier]["bytes_in"] +
-                   st["private_reads"] * ds.shards()["max_bytes"])
+                   st["private_reads"] * ds.shards()["max_bytes"] + st["partial_bytes"])
     del loader, ds
     pool.close()
     return out

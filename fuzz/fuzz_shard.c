@@ -1,14 +1,16 @@
 /*
  * fuzz_shard.c - libFuzzer target for the shard header, column directory
- * and index parser (formats 1 and 2).
+ * and index parser (formats 1, 2 and 3: version 3's block sums too).
  *
- * The input bytes are one shard extent, as a pool would hold it: validate it,
- * read every record of every column (each view must lie inside its column's
- * data), verify the checksums. Any input must end in 0 or an error code,
- * never in a crash or an access outside the buffer. Seeds:
+ * The input bytes are one shard extent, as a pool would hold it: open its
+ * header alone and verify every block sum (a partial read's first steps,
+ * version 3), then validate it whole, read every record of every column
+ * (each view must lie inside its column's data), verify the checksums. Any
+ * input must end in 0 or an error code, never in a crash or an access
+ * outside the buffer. Seeds:
  * fuzz/corpus/fuzz_shard/ (written by `test_store_format --write-seeds DIR`:
- * format 1 shards as earlier builds wrote them, format 2 shards of one and
- * three columns).
+ * format 1 and 2 shards as earlier builds wrote them, format 3 shards of one
+ * and three columns and one of four 64 KiB blocks).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +27,10 @@ static void scan(uint8_t *buf, size_t size)
     char err[512];
     struct shard s;
     struct shard_col cols[SHARD_MAX_COLS];
+    /* what a partial read opens first (the header's fields only), then
+     * every block sum against its block, as a partial read verifies them */
+    if (shard_open_head(&s, cols, SHARD_MAX_COLS, buf, size, err, sizeof err) == 0 && s.n_bsums)
+        (void)shard_verify_blocks(&s, 0, s.n_bsums, err, sizeof err);
     if (shard_open(&s, cols, SHARD_MAX_COLS, buf, size, err, sizeof err) == 0) {
         uint64_t sum = 0;
         for (uint32_t c = 0; c < s.n_cols; c++) {
@@ -44,24 +50,32 @@ static void scan(uint8_t *buf, size_t size)
             }
         }
         (void)shard_verify(&s, err, sizeof err);
+        if (s.n_bsums)
+            (void)shard_verify_blocks(&s, 0, s.n_bsums, err, sizeof err);
         (void)sum;
     }
 }
 
 /* Writes the header checksum the input's version expects (format 1: the
- * header; format 2: the header and the column directory it names). */
+ * header; format 2: the header and the column directory it names; format 3:
+ * and the block sums it names, when they lie inside the input). */
 static void rehash(uint8_t *buf, size_t size)
 {
-    uint32_t version, n_cols;
+    uint32_t version, n_cols, n_bsums;
     memcpy(&version, buf + 8, 4);
     memcpy(&n_cols, buf + 12, 4);
+    memcpy(&n_bsums, buf + offsetof(struct shard_hdr2, n_bsums), 4);
     uint64_t h;
-    if (version == SHARD_VERSION && n_cols <= SHARD_MAX_COLS &&
+    if ((version == SHARD_VERSION || version == SHARD_VERSION_V2) && n_cols <= SHARD_MAX_COLS &&
         size >= SHARD_HDR_BYTES + (uint64_t)n_cols * SHARD_COL_BYTES) {
+        uint64_t nb = version == SHARD_VERSION ? n_bsums : 0;
+        if (shard_bsum_off(n_cols) + nb * 8 > size)
+            nb = 0;
         XXH3_state_t st;
         XXH3_64bits_reset(&st);
         XXH3_64bits_update(&st, buf, 120);
         XXH3_64bits_update(&st, buf + SHARD_HDR_BYTES, (size_t)n_cols * SHARD_COL_BYTES);
+        XXH3_64bits_update(&st, buf + shard_bsum_off(n_cols), (size_t)nb * 8);
         h = XXH3_64bits_digest(&st);
     } else {
         h = XXH3_64bits(buf, offsetof(struct shard_hdr, hdr_checksum));

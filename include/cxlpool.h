@@ -1028,6 +1028,14 @@ struct cxlp_loader_stats {
                                 full_prefetch) */
     uint64_t private_reads;  /* shards a batch read into its own memory because
                                 no memory tier had room for a copy */
+    uint64_t partial_reads;  /* shards a batch read in part where it would have
+                                read a private copy (no memory tier had room):
+                                only the blocks of its records, each verified
+                                against its block sum (shard format 3) */
+    uint64_t partial_bytes;  /* bytes those partial reads read from the home
+                                tier, and the header read that found the
+                                dataset's shards have no block sums (format 1
+                                or 2: private reads after it) */
 };
 /* Fills st. Any thread. */
 CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);

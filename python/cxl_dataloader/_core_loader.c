@@ -469,7 +469,7 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     int rc = cxlp_loader_stats(self->l, &st);
     if (rc)
         return core_raise(rc, self->l);
-    return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "policy",
+    return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "policy",
                          cxlp_policy_name(st.policy), "tier", st.tier, "budget",
                          (unsigned long long)st.budget, "batches",
                          (unsigned long long)st.batches, "records",
@@ -482,7 +482,9 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
                          (unsigned long long)st.evictions, "bytes_evicted",
                          (unsigned long long)st.bytes_evicted, "placed",
                          (unsigned long long)st.placed, "private_reads",
-                         (unsigned long long)st.private_reads);
+                         (unsigned long long)st.private_reads, "partial_reads",
+                         (unsigned long long)st.partial_reads, "partial_bytes",
+                         (unsigned long long)st.partial_bytes);
 }
 
 static PyObject *loader_get_u64(LoaderObject *self, void *c)

@@ -92,38 +92,51 @@ struct req {
 
 int media_read(struct media_reader *r, uint64_t off, uint64_t len, void *dst, int *direct)
 {
-    uint8_t *d = dst;
-    int fd = r->fd;
-    if (r->fd_direct >= 0 && off % IO_ALIGN == 0 && len % IO_ALIGN == 0 &&
-        (uintptr_t)d % IO_ALIGN == 0)
-        fd = r->fd_direct;
+    struct media_read_range v = {off, len, dst};
+    return media_readv(r, &v, 1, direct);
+}
+
+int media_readv(struct media_reader *r, const struct media_read_range *v, size_t n, int *direct)
+{
+    int all_direct = r->fd_direct >= 0;
+    for (size_t k = 0; k < n; k++)
+        if (v[k].off % IO_ALIGN || v[k].len % IO_ALIGN || (uintptr_t)v[k].dst % IO_ALIGN)
+            all_direct = 0;
+    /* one descriptor for the whole call: O_DIRECT when every range allows it */
+    int fd = all_direct ? r->fd_direct : r->fd;
     if (direct)
-        *direct = fd == r->fd_direct;
+        *direct = all_direct;
     struct req q[IO_DEPTH];
-    uint64_t next = 0; /* bytes of the range handed to requests so far */
+    size_t ri = 0;     /* the range being handed to requests */
+    uint64_t next = 0; /* bytes of v[ri] handed to requests so far */
     unsigned inflight = 0;
     int rc = 0;
     for (unsigned i = 0; i < IO_DEPTH; i++)
         q[i].len = 0;
-    while ((next < len || inflight) && !rc) {
+    while ((ri < n || inflight) && !rc) {
         /* keep IO_DEPTH requests in flight */
-        while (next < len && inflight < IO_DEPTH) {
+        while (ri < n && inflight < IO_DEPTH) {
+            if (next == v[ri].len) {
+                ri++;
+                next = 0;
+                continue;
+            }
             unsigned i = 0;
             while (q[i].len)
                 i++;
-            uint64_t n = MIN(IO_CHUNK, len - next);
-            q[i] = (struct req){d + next, off + next, n, 0};
+            uint64_t c = MIN(IO_CHUNK, v[ri].len - next);
+            q[i] = (struct req){(uint8_t *)v[ri].dst + next, v[ri].off + next, c, 0};
             struct io_uring_sqe *sqe = io_uring_get_sqe(&r->ring);
             if (!sqe) {
                 rc = -EBUSY;
                 break;
             }
-            io_uring_prep_read(sqe, fd, q[i].dst, (unsigned)n, q[i].off);
+            io_uring_prep_read(sqe, fd, q[i].dst, (unsigned)c, q[i].off);
             io_uring_sqe_set_data(sqe, &q[i]);
-            next += n;
+            next += c;
             inflight++;
         }
-        if (rc)
+        if (rc || !inflight)
             break;
         int s = io_uring_submit_and_wait(&r->ring, 1);
         if (s < 0 && s != -EINTR) {

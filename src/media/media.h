@@ -185,6 +185,14 @@ int media_reader_direct(const struct media_reader *r);
  * it, *direct says which (may be NULL). 0, -EIO when the file ends first,
  * or -errno. */
 int media_read(struct media_reader *r, uint64_t off, uint64_t len, void *dst, int *direct);
+/* Several ranges in one call: their requests share the ring (up to its
+ * depth in flight, one submission while they fit), O_DIRECT when every
+ * range is aligned. 0 or as media_read. */
+struct media_read_range {
+    uint64_t off, len;
+    void *dst;
+};
+int media_readv(struct media_reader *r, const struct media_read_range *v, size_t n, int *direct);
 /* Shrink guard (guard.c): every mapping made by media_map_fd is registered,
  * and a SIGBUS inside one (the object was truncated under it) maps zero
  * pages over the lost range instead of killing the process, and bumps

@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -245,6 +246,170 @@ int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t *
         return rc;
     }
     *buf = p;
+    return 0;
+}
+
+/* A partial read in progress: the sparse copy and which of its blocks are
+ * read and verified. */
+struct partial {
+    cxlp_store *s;
+    uint64_t k;
+    uint8_t *p;
+    uint64_t len;              /* the mapping: the extent's length */
+    uint64_t off;              /* the home copy's offset in its tier */
+    uint64_t head;             /* bytes [0, head) read first (the header
+                                  page's read): never read again, so the
+                                  header and sums checked stay the ones
+                                  every block is verified against */
+    uint32_t u;                /* the home tier */
+    struct media_reader *r;
+    struct shard *g;
+    uint8_t need[SHARD_DATA_OFF / 8], have[SHARD_DATA_OFF / 8], ok[SHARD_DATA_OFF / 8];
+    uint64_t bytes;            /* read so far */
+};
+
+/* Marks the blocks holding bytes [lo, hi) of the shard as needed. */
+static void need_bytes(struct partial *x, uint64_t lo, uint64_t hi)
+{
+    if (lo >= hi)
+        return;
+    for (uint64_t b = lo >> x->g->bsum_shift; b <= (hi - 1) >> x->g->bsum_shift && b < x->g->n_bsums; b++)
+        x->need[b] = 1;
+}
+
+/* Reads the needed blocks not read yet (whole blocks, runs of them one
+ * range each, all ranges in one call), then verifies every needed block not
+ * verified yet against its sum. */
+static int load_needed(struct partial *x)
+{
+    struct media_read_range v[SHARD_DATA_OFF / 8];
+    size_t n = 0;
+    const uint64_t B = UINT64_C(1) << x->g->bsum_shift;
+    for (uint64_t b = 0; b < x->g->n_bsums; b++) {
+        if (!x->need[b] || x->have[b])
+            continue;
+        uint64_t lo = MAX(b * B, x->head), hi = MIN(b * B + B, x->len);
+        if (n && v[n - 1].off + v[n - 1].len == x->off + lo)
+            v[n - 1].len += hi - lo;
+        else
+            v[n++] = (struct media_read_range){x->off + lo, hi - lo, x->p + lo};
+        x->have[b] = 1;
+        x->bytes += hi - lo;
+    }
+    cxlp_store *s = x->s;
+    if (n) {
+        int rc = media_readv(x->r, v, n, NULL);
+        if (rc)
+            return seterr(NULL, rc, "dataset %s shard %" PRIu64 ": partial read of %zu ranges "
+                          "from tier %u (%s): %s", s->name, x->k, n, x->u,
+                          attach_tier(s->a, x->u)->path, cxlp_strerror(rc));
+    }
+    for (uint64_t b = 0; b < x->g->n_bsums; b++) {
+        if (!x->need[b] || x->ok[b])
+            continue;
+        char err[ERRMSG_MAX];
+        int rc = shard_verify_blocks(x->g, b, 1, err, sizeof err);
+        if (rc)
+            return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (partial read from tier %u, "
+                          "%s, at %#" PRIx64 "): %s", s->name, x->k, x->u,
+                          attach_tier(s->a, x->u)->path, x->off, err);
+        x->ok[b] = 1;
+    }
+    return 0;
+}
+
+static int read_partial(struct partial *x, const uint64_t *rec, size_t n, struct shard_col *cols)
+{
+    cxlp_store *s = x->s;
+    struct shard *g = x->g;
+    char err[ERRMSG_MAX];
+    /* the header page, with the first block of the smallest size: the
+     * header, the directory and the sums (under the header checksum) */
+    uint64_t head = x->head = MIN(x->len, UINT64_C(1) << SHARD_BSUM_SHIFT);
+    int rc = media_read(x->r, x->off, head, x->p, NULL);
+    if (rc)
+        return seterr(NULL, rc, "dataset %s shard %" PRIu64 ": reading its header from tier %u "
+                      "(%s) at %#" PRIx64 ": %s", s->name, x->k, x->u,
+                      attach_tier(s->a, x->u)->path, x->off, cxlp_strerror(rc));
+    x->bytes = head;
+    rc = shard_open_head(g, cols, s->ncols, x->p, s->loc[x->k].len, err, sizeof err);
+    if (rc)
+        return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (partial read from tier %u, %s): %s",
+                      s->name, x->k, x->u, attach_tier(s->a, x->u)->path, err);
+    if (!g->n_bsums) {
+        /* shard format 1 or 2: read whole. Every shard of a dataset has
+         * one format (store_shard_check), so the next ones are too; a
+         * hint only: a wrong one costs whole reads, never a wrong byte */
+        at_store_relaxed(&s->no_bsums, 1);
+        return 1;
+    }
+    for (uint64_t b = 0; b < g->n_bsums; b++) /* read whole by the header's read */
+        x->have[b] = MIN((b + 1) << g->bsum_shift, x->len) <= head;
+    /* the indexes, verified before shard_open walks them */
+    for (uint32_t c = 0; c < g->n_cols; c++)
+        if (cols[c].kind == SHARD_KIND_VAR)
+            need_bytes(x, cols[c].index_off, cols[c].index_off + cols[c].index_len);
+    if ((rc = load_needed(x)) || (rc = store_shard_check(s, x->k, x->p, g, cols, 0, "partial read")))
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        if (rec[i] >= g->n_records)
+            return seterr(NULL, CXLP_ERANGE, "dataset %s shard %" PRIu64 ": record %" PRIu64
+                          " of %" PRIu64, s->name, x->k, rec[i], g->n_records);
+        for (uint32_t c = 0; c < g->n_cols; c++) {
+            const uint8_t *q;
+            uint64_t l;
+            if (shard_col_record(&cols[c], rec[i], &q, &l)) {
+                shard_explain(g, c, rec[i], err, sizeof err);
+                return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (partial read): %s",
+                              s->name, x->k, err);
+            }
+            need_bytes(x, (uint64_t)(q - x->p), (uint64_t)(q - x->p) + l);
+        }
+    }
+    return load_needed(x);
+}
+
+int store_read_partial(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,
+                       struct store_io *io, uint8_t **buf, uint64_t *buf_len,
+                       struct shard *g, struct shard_col *cols, uint64_t *bytes)
+{
+    *buf = NULL;
+    *buf_len = *bytes = 0;
+    struct attach *a = s->a;
+    uint32_t v = at_load_acquire(&s->version); /* 0 until a shard settled it */
+    if (!s->tiered || k >= s->n_shards || (v && v != SHARD_VERSION) ||
+        at_load_relaxed(&s->no_bsums))
+        return 1;
+    struct partial x = {.s = s, .k = k, .u = attach_home(a), .g = g};
+    const struct attach_tier *at = attach_tier(a, x.u);
+    uint64_t w = store_word(s, k, x.u);
+    if (!(at->flags & TIER_STAGED) || !loc_present(w))
+        return 1;
+    x.len = ALIGN_UP(s->loc[k].len, POOL_EXTENT_ALIGN); /* as an extent holds it */
+    x.off = loc_off(w);
+    if (x.off < at->data_off || !range_ok(x.off - at->data_off, x.len, at->data_len))
+        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": tier %u word names "
+                      "%#" PRIx64 "+%" PRIu64 ", outside the tier", s->name, k, x.u, x.off, x.len);
+    char err[ERRMSG_MAX];
+    int rc;
+    if (!io->r[x.u] && (rc = media_reader_open(&io->r[x.u], at->path, err, sizeof err)))
+        return seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
+    x.r = io->r[x.u];
+    /* sparse: only the pages of the blocks read are ever touched */
+    void *p = mmap(NULL, x.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        return seterr(NULL, -errno, "dataset %s shard %" PRIu64 ": no address space for a "
+                      "partial read of %" PRIu64 " bytes", s->name, k, x.len);
+    x.p = p;
+    rc = read_partial(&x, rec, n, cols);
+    *bytes = x.bytes;
+    if (rc) {
+        munmap(p, x.len);
+        return rc;
+    }
+    *buf = p;
+    *buf_len = x.len;
     return 0;
 }
 

@@ -52,6 +52,22 @@ struct shard;
 struct shard_col;
 int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t **buf,
                        struct shard *g, struct shard_col *cols);
+/* A partial read (shard format 3): of shard k's home copy on a staged tier,
+ * only the blocks that hold records rec[0..n) (shard-local indices, any
+ * order, repeats allowed) in any column, with the header page and the
+ * variable-size columns' indexes, read with one io_uring call per step
+ * (header; indexes; records) into a private sparse mapping the extent's
+ * size (*buf, *buf_len bytes, for munmap), each block verified against its
+ * sum before anything is read through it; the header page's bytes are read
+ * once. g (columns in cols) describes the mapping: read only records rec[]
+ * through it. *bytes: bytes read from the tier (also on failure, and the
+ * header of a shard found to have no block sums). 0; 1 when the shard
+ * cannot be read so (format 1 or 2: no block sums, and after one such
+ * shard none of the dataset is tried again; home not a staged tier);
+ * CXLP_ECORRUPT naming the block when one does not verify; or an I/O error. */
+int store_read_partial(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,
+                       struct store_io *io, uint8_t **buf, uint64_t *buf_len,
+                       struct shard *g, struct shard_col *cols, uint64_t *bytes);
 /* The writable handle staging uses (opened on first use; owned by s). */
 int store_pool_rw(cxlp_store *s, cxlp_pool **out);
 

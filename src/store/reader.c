@@ -964,7 +964,9 @@ static int verify_copy(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, cons
     int rc = store_shard_check(s, k, base, &sh, cols, 0, where);
     if (rc)
         return seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
-    if ((rc = shard_verify(&sh, err, sizeof err)))
+    /* format 3: the block sums too, which partial reads trust */
+    if ((rc = shard_verify(&sh, err, sizeof err)) ||
+        (sh.n_bsums && (rc = shard_verify_blocks(&sh, 0, sh.n_bsums, err, sizeof err))))
         return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (%s, %" PRIu64 " bytes): %s",
                       s->name, k, where, len, err);
     return 0;

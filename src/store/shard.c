@@ -29,6 +29,9 @@
 #include <stddef.h>
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
+#ifdef CXLP_HAVE_XXH_DISPATCH
+#include <xxh_x86dispatch.h> /* XXH3 at the CPU's widest vectors: same sums */
+#endif
 
 #include "store/shard.h"
 
@@ -50,7 +53,9 @@ uint64_t shard_layout_v1(void)
     return layout_signature(facts, sizeof facts / sizeof facts[0]);
 }
 
-uint64_t shard_layout(void)
+/* version selects the facts: version 2 shards carry the signature of
+ * exactly the facts they were written with */
+uint64_t shard_layout_of(uint32_t version)
 {
     const uint64_t facts[] = {
         2 /* version */,
@@ -63,8 +68,17 @@ uint64_t shard_layout(void)
         offsetof(struct shard_dirent2, checksum),
         SHARD_DATA_OFF, SHARD_BLOCK, SHARD_DIRENT_BYTES, 56 /* width shift */,
         SHARD_MAX_COLS, SHARD_COL_ALIGN,
+        /* version 3 adds the block sums */
+        3, offsetof(struct shard_hdr2, bsum_shift), offsetof(struct shard_hdr2, n_bsums),
+        SHARD_BSUM_SHIFT, SHARD_BSUM_SHIFT_MAX,
     };
-    return layout_signature(facts, sizeof facts / sizeof facts[0]);
+    size_t n = sizeof facts / sizeof facts[0];
+    return layout_signature(facts, version == SHARD_VERSION_V2 ? n - 5 : n);
+}
+
+uint64_t shard_layout(void)
+{
+    return shard_layout_of(SHARD_VERSION);
 }
 
 #define FAIL(rc, ...) (snprintf(err, errlen, __VA_ARGS__), (rc))
@@ -79,8 +93,10 @@ struct col_desc {
     uint64_t checksum;
 };
 
+/* walk: check every index directory entry (reads the index bytes); 0: the
+ * header's fields only (shard_open_head). */
 static int col_open(struct shard_col *c, const uint8_t *base, uint64_t extent_len,
-                    uint64_t n_records, const struct col_desc *d, const char *where,
+                    uint64_t n_records, const struct col_desc *d, const char *where, int walk,
                     char *err, size_t errlen)
 {
     if (d->kind != SHARD_KIND_FIXED && d->kind != SHARD_KIND_VAR)
@@ -130,7 +146,7 @@ static int col_open(struct shard_col *c, const uint8_t *base, uint64_t extent_le
         return FAIL(CXLP_ECORRUPT, "%s: no records but %" PRIu64 " data bytes", where, d->data_len);
     c->n_blocks = nb;
     uint64_t prev = 0;
-    for (uint64_t b = 0; b < nb; b++) {
+    for (uint64_t b = 0; walk && b < nb; b++) {
         const uint8_t *e = c->index + b * SHARD_DIRENT_BYTES;
         uint64_t anchor, pw;
         memcpy(&anchor, e, 8);
@@ -145,7 +161,7 @@ static int col_open(struct shard_col *c, const uint8_t *base, uint64_t extent_le
 }
 
 static int open_v1(struct shard *s, struct shard_col *cols, const uint8_t *base,
-                   uint64_t extent_len, char *err, size_t errlen)
+                   uint64_t extent_len, int walk, char *err, size_t errlen)
 {
     struct shard_hdr h;
     memcpy(&h, base, sizeof h); /* one private copy: later checks cannot race */
@@ -165,17 +181,20 @@ static int open_v1(struct shard *s, struct shard_col *cols, const uint8_t *base,
         .index_len = h.index_len, .n_blocks = h.n_blocks, .checksum = h.checksum,
     };
     s->n_cols = 1;
-    return col_open(&cols[0], base, extent_len, h.n_records, &d, "shard header", err, errlen);
+    return col_open(&cols[0], base, extent_len, h.n_records, &d, "shard header", walk, err,
+                    errlen);
 }
 
+/* Versions 2 and 3 (3: version 2 with block sums). */
 static int open_v2(struct shard *s, struct shard_col *cols, uint32_t max_cols,
-                   const uint8_t *base, uint64_t extent_len, char *err, size_t errlen)
+                   const uint8_t *base, uint64_t extent_len, int walk, char *err, size_t errlen)
 {
     struct shard_hdr2 h;
     memcpy(&h, base, sizeof h);
-    if (h.layout != shard_layout())
-        return FAIL(CXLP_ELAYOUT, "shard layout signature %016" PRIx64 " at offset %u, this build has %016" PRIx64,
-                    h.layout, (unsigned)offsetof(struct shard_hdr2, layout), shard_layout());
+    if (h.layout != shard_layout_of(h.version))
+        return FAIL(CXLP_ELAYOUT, "shard layout signature %016" PRIx64 " at offset %u, this build has %016" PRIx64 " for version %u",
+                    h.layout, (unsigned)offsetof(struct shard_hdr2, layout), shard_layout_of(h.version),
+                    h.version);
     if (h.n_cols == 0 || h.n_cols > SHARD_MAX_COLS || h.n_cols > max_cols ||
         h.dir_off != SHARD_HDR_BYTES)
         return FAIL(CXLP_ECORRUPT, "shard of %u columns (header offset %u), directory at %" PRIu64 ": at most %u columns, directory at %u",
@@ -187,17 +206,38 @@ static int open_v2(struct shard *s, struct shard_col *cols, uint32_t max_cols,
                     extent_len, h.n_cols);
     struct shard_dirent2 dir[SHARD_MAX_COLS];
     memcpy(dir, base + SHARD_HDR_BYTES, (size_t)dir_len);
+    /* version 3's block sums: in the header page after the directory, so
+     * their bounds need only the header's fields */
+    uint64_t n_bsums = h.version == SHARD_VERSION ? h.n_bsums : 0;
+    if (h.version == SHARD_VERSION_V2 && (h.bsum_shift || h.n_bsums))
+        return FAIL(CXLP_ECORRUPT, "version 2 shard with block sums (header offset %u)",
+                    (unsigned)offsetof(struct shard_hdr2, bsum_shift));
+    if (h.version == SHARD_VERSION &&
+        (h.bsum_shift < SHARD_BSUM_SHIFT || h.bsum_shift > SHARD_BSUM_SHIFT_MAX ||
+         n_bsums == 0 || n_bsums > shard_bsum_cap(h.n_cols) ||
+         extent_len < SHARD_DATA_OFF))
+        return FAIL(CXLP_ECORRUPT, "block sums: %" PRIu64 " of blocks of 2^%u bytes (header offset %u): block of 2^%u..2^%u bytes, 1..%" PRIu64 " sums, in an extent of at least %u bytes (it has %" PRIu64 ")",
+                    n_bsums, h.bsum_shift, (unsigned)offsetof(struct shard_hdr2, bsum_shift),
+                    SHARD_BSUM_SHIFT, SHARD_BSUM_SHIFT_MAX, shard_bsum_cap(h.n_cols),
+                    SHARD_DATA_OFF, extent_len);
     XXH3_state_t st;
     XXH3_64bits_reset(&st);
     XXH3_64bits_update(&st, &h, HDR_SUM_BYTES);
     XXH3_64bits_update(&st, dir, (size_t)dir_len);
+    XXH3_64bits_update(&st, base + shard_bsum_off(h.n_cols), (size_t)n_bsums * 8);
     uint64_t hs = XXH3_64bits_digest(&st);
     if (hs != h.hdr_checksum)
-        return FAIL(CXLP_ECORRUPT, "shard header checksum mismatch at offset %u (stored %016" PRIx64 ", computed %016" PRIx64 " over the header and the directory of %u columns)",
-                    (unsigned)HDR_SUM_BYTES, h.hdr_checksum, hs, h.n_cols);
+        return FAIL(CXLP_ECORRUPT, "shard header checksum mismatch at offset %u (stored %016" PRIx64 ", computed %016" PRIx64 " over the header, the directory of %u columns and %" PRIu64 " block sums)",
+                    (unsigned)HDR_SUM_BYTES, h.hdr_checksum, hs, h.n_cols, n_bsums);
     if (h.used > extent_len || h.used < SHARD_DATA_OFF)
         return FAIL(CXLP_ECORRUPT, "shard uses %" PRIu64 " bytes (header offset %u) of an extent of %" PRIu64,
                     h.used, (unsigned)offsetof(struct shard_hdr2, used), extent_len);
+    if (n_bsums && n_bsums != (h.used >> h.bsum_shift) + ((h.used & ((UINT64_C(1) << h.bsum_shift) - 1)) != 0))
+        return FAIL(CXLP_ECORRUPT, "%" PRIu64 " block sums of 2^%u bytes (header offset %u) do not cover the %" PRIu64 " bytes the shard uses",
+                    n_bsums, h.bsum_shift, (unsigned)offsetof(struct shard_hdr2, n_bsums), h.used);
+    s->used = h.used;
+    s->bsum_shift = n_bsums ? h.bsum_shift : 0;
+    s->n_bsums = (uint32_t)n_bsums;
     s->n_cols = h.n_cols;
     for (uint32_t c = 0; c < h.n_cols; c++) {
         const struct shard_dirent2 *e = &dir[c];
@@ -217,7 +257,7 @@ static int open_v2(struct shard *s, struct shard_col *cols, uint32_t max_cols,
             .n_blocks = e->kind == SHARD_KIND_VAR ? (h.n_records + SHARD_BLOCK - 1) / SHARD_BLOCK : 0,
             .checksum = e->checksum,
         };
-        int rc = col_open(&cols[c], base, extent_len, h.n_records, &d, where, err, errlen);
+        int rc = col_open(&cols[c], base, extent_len, h.n_records, &d, where, walk, err, errlen);
         if (rc)
             return rc;
         if (d.index_off + d.index_len > h.used && e->kind == SHARD_KIND_VAR)
@@ -228,8 +268,8 @@ static int open_v2(struct shard *s, struct shard_col *cols, uint32_t max_cols,
     return 0;
 }
 
-int shard_open(struct shard *s, struct shard_col *cols, uint32_t max_cols, const void *base,
-               uint64_t extent_len, char *err, size_t errlen)
+static int open_any(struct shard *s, struct shard_col *cols, uint32_t max_cols,
+                    const void *base, uint64_t extent_len, int walk, char *err, size_t errlen)
 {
     char magic[8];
     uint32_t version;
@@ -249,15 +289,27 @@ int shard_open(struct shard *s, struct shard_col *cols, uint32_t max_cols, const
     s->version = version;
     int rc;
     if (version == SHARD_VERSION_V1)
-        rc = open_v1(s, cols, base, extent_len, err, errlen);
-    else if (version == SHARD_VERSION)
-        rc = open_v2(s, cols, max_cols, base, extent_len, err, errlen);
+        rc = open_v1(s, cols, base, extent_len, walk, err, errlen);
+    else if (version == SHARD_VERSION_V2 || version == SHARD_VERSION)
+        rc = open_v2(s, cols, max_cols, base, extent_len, walk, err, errlen);
     else
-        return FAIL(CXLP_EFORMAT, "shard format version %u at offset %u, this build reads %u and %u",
+        return FAIL(CXLP_EFORMAT, "shard format version %u at offset %u, this build reads %u to %u",
                     version, HOFF(version), SHARD_VERSION_V1, SHARD_VERSION);
     if (rc == 0)
         s->n_records = cols[0].n_records;
     return rc;
+}
+
+int shard_open(struct shard *s, struct shard_col *cols, uint32_t max_cols, const void *base,
+               uint64_t extent_len, char *err, size_t errlen)
+{
+    return open_any(s, cols, max_cols, base, extent_len, 1, err, errlen);
+}
+
+int shard_open_head(struct shard *s, struct shard_col *cols, uint32_t max_cols,
+                    const void *base, uint64_t extent_len, char *err, size_t errlen)
+{
+    return open_any(s, cols, max_cols, base, extent_len, 0, err, errlen);
 }
 
 int shard_verify(const struct shard *s, char *err, size_t errlen)
@@ -272,6 +324,22 @@ int shard_verify(const struct shard *s, char *err, size_t errlen)
         if (h != c->checksum)
             return FAIL(CXLP_ECORRUPT, "shard checksum mismatch over data [%" PRIu64 ", +%" PRIu64 ") and index [%" PRIu64 ", +%" PRIu64 ") of column %u: stored %016" PRIx64 ", computed %016" PRIx64,
                         c->data_off, c->data_len, c->index_off, c->index_len, k, c->checksum, h);
+    }
+    return 0;
+}
+
+int shard_verify_blocks(const struct shard *s, uint64_t first, uint64_t n, char *err,
+                        size_t errlen)
+{
+    const uint8_t *sums = s->base + shard_bsum_off(s->n_cols);
+    for (uint64_t b = first; b < first + n && b < s->n_bsums; b++) {
+        uint64_t lo, hi, want;
+        shard_block_span(s, b, &lo, &hi);
+        memcpy(&want, sums + b * 8, 8);
+        uint64_t h = XXH3_64bits(s->base + lo, hi - lo);
+        if (h != want)
+            return FAIL(CXLP_ECORRUPT, "block %" PRIu64 " (bytes [%" PRIu64 ", %" PRIu64 ")) checksum mismatch: stored %016" PRIx64 ", computed %016" PRIx64,
+                        b, lo, hi, want, h);
     }
     return 0;
 }
@@ -357,8 +425,44 @@ static uint64_t col_checksum(const uint8_t *data, uint64_t data_len, const uint8
     return XXH3_64bits_digest(st);
 }
 
-int shard_seal2(uint8_t *base, uint64_t cap, uint64_t n_records,
-                const struct shard_col_in *cols, uint32_t n_cols, uint64_t *used)
+uint32_t shard_bsum_shift_for(uint64_t used, uint32_t n_cols)
+{
+    uint32_t shift = SHARD_BSUM_SHIFT;
+    uint64_t last = used > SHARD_DATA_OFF ? used - 1 : SHARD_DATA_OFF - 1;
+    while (shift < 63 && (last >> shift) + 1 > shard_bsum_cap(n_cols))
+        shift++;
+    return shift;
+}
+
+void shard_bsums_begin(struct shard_bsums *bs, struct XXH3_state_s *st, uint64_t cap,
+                       uint32_t n_cols)
+{
+    bs->shift = shard_bsum_shift_for(cap, n_cols);
+    bs->at = SHARD_DATA_OFF;
+    bs->limit = cap;
+    bs->st = st;
+    XXH3_64bits_reset(st);
+}
+
+void shard_bsums_update(struct shard_bsums *bs, const uint8_t *base, uint64_t upto)
+{
+    uint64_t mask = (UINT64_C(1) << bs->shift) - 1;
+    upto = MIN(upto, bs->limit);
+    while (bs->at < upto) {
+        /* b < shard_bsum_cap: at < limit, and the shift fits limit's sums */
+        uint64_t b = bs->at >> bs->shift, end = MIN((bs->at | mask) + 1, upto);
+        XXH3_64bits_update(bs->st, base + bs->at, (size_t)(end - bs->at));
+        bs->at = end;
+        if ((end & mask) == 0) {
+            bs->sum[b] = XXH3_64bits_digest(bs->st);
+            XXH3_64bits_reset(bs->st);
+        }
+    }
+}
+
+static int seal(uint8_t *base, uint64_t cap, uint64_t n_records,
+                const struct shard_col_in *cols, uint32_t n_cols, uint32_t version,
+                struct shard_bsums *bs, uint64_t *used)
 {
     if (n_cols == 0 || n_cols > SHARD_MAX_COLS)
         return CXLP_EARG;
@@ -417,28 +521,67 @@ int shard_seal2(uint8_t *base, uint64_t cap, uint64_t n_records,
     struct shard_hdr2 h;
     memset(&h, 0, sizeof h);
     memcpy(h.magic, SHARD_MAGIC, 8);
-    h.version = SHARD_VERSION;
+    h.version = version;
     h.n_cols = n_cols;
-    h.layout = shard_layout();
+    h.layout = shard_layout_of(version);
     h.n_records = n_records;
     h.dir_off = SHARD_HDR_BYTES;
     h.used = pos;
+    /* block sums: the smallest block (from 64 KiB) whose sums fit the
+     * header page. The caller's sums (bs) hold the bytes it wrote, hashed
+     * as they landed, when taken at this block size; what follows them
+     * (the staged columns, padding and indexes just written) is absorbed
+     * here. Otherwise one pass over the whole shard. */
+    uint64_t none = 0;
+    const uint64_t *sums = &none;
+    struct shard_bsums own;
+    XXH3_state_t own_st;
+    if (version == SHARD_VERSION) {
+        h.bsum_shift = shard_bsum_shift_for(pos, n_cols);
+        h.n_bsums = (uint32_t)(((pos - 1) >> h.bsum_shift) + 1);
+        if (!bs || bs->shift != h.bsum_shift || bs->at > pos || bs->limit < pos) {
+            shard_bsums_begin(&own, &own_st, pos, n_cols);
+            bs = &own;
+        }
+        shard_bsums_update(bs, base, pos);
+        if (pos & ((UINT64_C(1) << h.bsum_shift) - 1)) /* the last block is partial */
+            bs->sum[h.n_bsums - 1] = XXH3_64bits_digest(bs->st);
+        sums = bs->sum;
+    }
     XXH3_state_t st;
     XXH3_64bits_reset(&st);
     XXH3_64bits_update(&st, &h, HDR_SUM_BYTES);
     XXH3_64bits_update(&st, dir, (size_t)n_cols * SHARD_COL_BYTES);
+    XXH3_64bits_update(&st, sums, (size_t)h.n_bsums * 8);
     h.hdr_checksum = XXH3_64bits_digest(&st);
-    /* header page last: the directory first, then the header that checks it */
+    /* header page last: the directory and sums first, then the header that
+     * checks them */
     memset(base + sizeof h, 0, SHARD_DATA_OFF - sizeof h);
     memcpy(base + SHARD_HDR_BYTES, dir, (size_t)n_cols * SHARD_COL_BYTES);
+    memcpy(base + shard_bsum_off(n_cols), sums, (size_t)h.n_bsums * 8);
     memcpy(base, &h, sizeof h);
     *used = pos;
     return 0;
 }
 
-int shard_build2(uint8_t *buf, uint64_t cap, uint64_t n_records, struct shard_col_in *cols,
-                 const void *const *data, uint32_t n_cols, uint64_t *used)
+int shard_seal2(uint8_t *base, uint64_t cap, uint64_t n_records,
+                const struct shard_col_in *cols, uint32_t n_cols, uint64_t *used)
 {
+    return seal(base, cap, n_records, cols, n_cols, SHARD_VERSION, NULL, used);
+}
+
+int shard_seal2_sums(uint8_t *base, uint64_t cap, uint64_t n_records,
+                     const struct shard_col_in *cols, uint32_t n_cols, struct shard_bsums *bs,
+                     uint64_t *used)
+{
+    return seal(base, cap, n_records, cols, n_cols, SHARD_VERSION, bs, used);
+}
+
+int shard_build2(uint8_t *buf, uint64_t cap, uint64_t n_records, struct shard_col_in *cols,
+                 const void *const *data, uint32_t n_cols, uint32_t version, uint64_t *used)
+{
+    if (version != SHARD_VERSION && version != SHARD_VERSION_V2)
+        return CXLP_EARG;
     uint64_t off = SHARD_DATA_OFF;
     if (n_cols == 0 || n_cols > SHARD_MAX_COLS)
         return CXLP_EARG;
@@ -452,7 +595,7 @@ int shard_build2(uint8_t *buf, uint64_t cap, uint64_t n_records, struct shard_co
             memmove(buf + off, data[c], cols[c].data_len);
         off = ALIGN_UP(e, SHARD_COL_ALIGN);
     }
-    return shard_seal2(buf, cap, n_records, cols, n_cols, used);
+    return seal(buf, cap, n_records, cols, n_cols, version, NULL, used);
 }
 
 int shard_build(uint8_t *buf, uint64_t cap, uint32_t kind, uint64_t record_size,

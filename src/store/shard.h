@@ -6,10 +6,12 @@
  * ids, stored column-wise: one column per schema field, so that one field
  * reads without touching the others (the design's vertical partitioning).
  *
- * Version 2 (what the writer produces):
+ * Version 3 (what the writer produces; version 2 is the same without the
+ * block sums, and still read):
  *
  *   [0, 128)                       struct shard_hdr2
  *   [128, 128 + 64 * n_cols)       column directory: struct shard_dirent2 each
+ *   [.., + 8 * n_bsums)            version 3: block sums (see shard_bsum_off)
  *   [SHARD_DATA_OFF, ...)          each column's data, at a 64-byte aligned
  *                                  offset, then each variable column's index
  *
@@ -42,7 +44,9 @@
  * bytes (one stream: the writer hashes each chunk of records right after it
  * lands, then the index at seal). Version 2: hdr_checksum = XXH3-64 of header
  * bytes [0, 120) followed by the column directory, so one check covers every
- * offset and column checksum; version 1: XXH3-64 of header bytes [0, 120).
+ * offset and column checksum (version 3: then the block sums); version 1:
+ * XXH3-64 of header bytes [0, 120). Version 3's block sums let a reader
+ * verify a few blocks of a shard it did not read whole (a partial read).
  *
  * Trust: a shard lives in shared memory that another process may scribble
  * on. shard_open copies the header and directory into private memory after
@@ -70,7 +74,8 @@
 #include "common/common.h"
 
 #define SHARD_MAGIC "CXLPSHD1"
-#define SHARD_VERSION 2u          /* what the writer produces */
+#define SHARD_VERSION 3u          /* what the writer produces */
+#define SHARD_VERSION_V2 2u       /* still read: version 3 without block sums */
 #define SHARD_VERSION_V1 1u       /* still read */
 #define SHARD_KIND_FIXED 0u
 #define SHARD_KIND_VAR 1u
@@ -82,6 +87,8 @@
 #define SHARD_MAX_COLS CXLP_MAX_FIELDS
 #define SHARD_COL_BYTES 64u
 #define SHARD_COL_ALIGN 64u       /* every column's data starts 64-byte aligned */
+#define SHARD_BSUM_SHIFT 16u      /* version 3: smallest block of a block sum, 64 KiB */
+#define SHARD_BSUM_SHIFT_MAX 40u  /* largest (1 TiB): bounds the field at open */
 
 /* Version 1 header: one column. */
 struct shard_hdr {
@@ -112,8 +119,11 @@ struct shard_hdr2 {
     uint64_t n_records;      /* records in this shard (every column has them all) */
     uint64_t dir_off;        /* SHARD_HDR_BYTES */
     uint64_t used;           /* bytes of the extent the shard occupies */
-    uint64_t reserved[9];    /* zero */
-    uint64_t hdr_checksum;   /* XXH3-64 of bytes [0, 120) then the directory */
+    uint32_t bsum_shift;     /* version 3: log2 of the block of a block sum; 2: 0 */
+    uint32_t n_bsums;        /* version 3: ceil(used / block); 2: 0 */
+    uint64_t reserved[8];    /* zero */
+    uint64_t hdr_checksum;   /* XXH3-64 of bytes [0, 120), the directory, the
+                              * block sums (version 3) */
 };
 _Static_assert(sizeof(struct shard_hdr2) == SHARD_HDR_BYTES, "shard header is 128 bytes");
 
@@ -157,11 +167,16 @@ struct shard {
     uint32_t n_cols;
     uint64_t n_records;
     struct shard_col *col;
+    uint64_t used;           /* version 3: bytes the block sums cover the end of */
+    uint32_t bsum_shift;     /* version 3: log2 of the block; else 0 */
+    uint32_t n_bsums;        /* version 3: block sums at shard_bsum_off(n_cols); else 0 */
 };
 
 /* Signatures of this build's shard layouts (struct sizes, constants). */
 uint64_t shard_layout(void);
 uint64_t shard_layout_v1(void);
+/* Of version 2 or 3 (what a shard of that version carries). */
+uint64_t shard_layout_of(uint32_t version);
 
 /* Validates the header, directory and index bounds of the shard at base
  * (extent_len bytes) and fills *s, with its columns in cols[0..max_cols).
@@ -172,9 +187,49 @@ uint64_t shard_layout_v1(void);
 int shard_open(struct shard *s, struct shard_col *cols, uint32_t max_cols, const void *base,
                uint64_t extent_len, char *err, size_t errlen);
 
-/* Recomputes every column's checksum over data and index. 0 or CXLP_ECORRUPT
- * naming the column. */
+/* shard_open without reading the indexes: header, directory, block sums and
+ * every bound the header's fields give, but no index directory entry. What
+ * a partial read opens from the header page alone, to learn which blocks
+ * hold the indexes; shard_open follows once they are read and verified.
+ * Nothing may read records through *s before that. */
+int shard_open_head(struct shard *s, struct shard_col *cols, uint32_t max_cols,
+                    const void *base, uint64_t extent_len, char *err, size_t errlen);
+
+/* Recomputes every column's checksum over data and index: one pass over
+ * every byte, what a whole copy needs (its blocks' sums serve partial reads
+ * of the home copy: shard_verify_blocks). 0 or CXLP_ECORRUPT naming the
+ * column. */
 int shard_verify(const struct shard *s, char *err, size_t errlen);
+
+/* Version 3 block sums: block b covers the shard's bytes
+ * [max(b << bsum_shift, SHARD_DATA_OFF), min((b + 1) << bsum_shift, used)):
+ * every byte of data and index, none of the header page (the header
+ * checksum covers the header, the directory and the sums). The sums lie
+ * right after the directory, inside the header page. */
+static inline uint64_t shard_bsum_off(uint32_t n_cols)
+{
+    return SHARD_HDR_BYTES + (uint64_t)n_cols * SHARD_COL_BYTES;
+}
+/* Block sums that fit the header page after a directory of n_cols. */
+static inline uint64_t shard_bsum_cap(uint32_t n_cols)
+{
+    return (SHARD_DATA_OFF - shard_bsum_off(n_cols)) / 8;
+}
+/* The bytes [*lo, *hi) block b of s covers (b < n_bsums). */
+static inline void shard_block_span(const struct shard *s, uint64_t b, uint64_t *lo,
+                                    uint64_t *hi)
+{
+    uint64_t a = b << s->bsum_shift, e = a + (UINT64_C(1) << s->bsum_shift);
+    *lo = a < SHARD_DATA_OFF ? SHARD_DATA_OFF : a;
+    *hi = e < s->used ? e : s->used;
+    if (*lo > *hi)
+        *lo = *hi;
+}
+/* Verifies blocks [first, first + n) of s (n_bsums > 0) against their sums,
+ * reading the bytes and the sums at s->base. 0 or CXLP_ECORRUPT naming the
+ * block and its byte range. */
+int shard_verify_blocks(const struct shard *s, uint64_t first, uint64_t n, char *err,
+                        size_t errlen);
 
 /* What a pool's shard table keeps of a shard, to check a copy of it without
  * reading its records: payload bytes (every column's data) and one checksum
@@ -318,20 +373,59 @@ struct shard_col_in {
     struct XXH3_state_s *hash; /* state that absorbed exactly the data bytes, or NULL */
 };
 
-/* Seals a version 2 shard: writes each var column's index (in column order,
+/* Version 3's block size for a shard of used bytes and n_cols columns: the
+ * smallest (from SHARD_BSUM_SHIFT) whose sums fit the header page. Grows
+ * with used, so a block size taken from an extent's capacity is never
+ * smaller than the one its shard ends with. */
+uint32_t shard_bsum_shift_for(uint64_t used, uint32_t n_cols);
+
+/* Version 3 block sums computed while a shard's bytes are written, in
+ * order from SHARD_DATA_OFF: the writer feeds each chunk right after it
+ * lands (still in cache), so sealing re-reads nothing but the tail it
+ * writes itself. The block size is fixed up front from the extent's
+ * capacity (shard_bsum_shift_for(cap)): XXH3 sums of small blocks do not
+ * combine into a larger block's sum, so the size cannot grow later. */
+struct shard_bsums {
+    uint32_t shift;            /* block size the sums are taken at */
+    uint64_t at;               /* bytes [SHARD_DATA_OFF, at) absorbed */
+    uint64_t limit;            /* at never passes it (the extent's capacity) */
+    struct XXH3_state_s *st;   /* the block at `at`: its bytes before `at` */
+    uint64_t sum[SHARD_DATA_OFF / 8]; /* sums of the blocks before at's */
+};
+
+/* Starts sums at the block size for a shard of at most cap bytes; st is a
+ * state the caller owns. */
+void shard_bsums_begin(struct shard_bsums *bs, struct XXH3_state_s *st, uint64_t cap,
+                       uint32_t n_cols);
+/* Absorbs the shard's bytes [bs->at, upto) at base (clamped to limit). */
+void shard_bsums_update(struct shard_bsums *bs, const uint8_t *base, uint64_t upto);
+
+/* Seals a version 3 shard: writes each var column's index (in column order,
  * 8-aligned, after the end of the last column's data), finishes each
- * column's checksum, then the directory and the header. The columns' data
+ * column's checksum, computes the block sums, then the directory and the
+ * header. The columns' data
  * must not overlap. cap is the extent size; *used receives the bytes the
  * shard occupies. CXLP_EARG when it does not fit or the input is
  * inconsistent (our bug, or the caller's). */
 int shard_seal2(uint8_t *base, uint64_t cap, uint64_t n_records,
                 const struct shard_col_in *cols, uint32_t n_cols, uint64_t *used);
+/* shard_seal2 with block sums begun over the same bytes (bs, begun with
+ * this cap and n_cols, absorbed bytes that are final): sealing absorbs
+ * only the rest (the bytes it writes and any the caller wrote after
+ * bs->at). When the shard ends smaller than its extent by enough that its
+ * own block size is smaller than bs's, the sums are taken again in a pass
+ * over the whole shard (a dataset's last shard, mostly): the block size
+ * stays what shard_seal2 chooses, so both write the same shard. */
+int shard_seal2_sums(uint8_t *base, uint64_t cap, uint64_t n_records,
+                     const struct shard_col_in *cols, uint32_t n_cols, struct shard_bsums *bs,
+                     uint64_t *used);
 
-/* One-shot version 2 encoder for tests and seed generators: copies each
- * column's data[k] (data_len in cols[k]) to 64-aligned offsets after the
- * header page, then seals. */
+/* One-shot encoder for tests and seed generators: copies each column's
+ * data[k] (data_len in cols[k]) to 64-aligned offsets after the header
+ * page, then seals a shard of version (SHARD_VERSION, or SHARD_VERSION_V2
+ * as earlier builds wrote it: no block sums). */
 int shard_build2(uint8_t *buf, uint64_t cap, uint64_t n_records, struct shard_col_in *cols,
-                 const void *const *data, uint32_t n_cols, uint64_t *used);
+                 const void *const *data, uint32_t n_cols, uint32_t version, uint64_t *used);
 
 /* Version 1 encoder (one column), kept so the tests and the fuzz corpus hold
  * shards as earlier builds wrote them: the reader must go on reading those.

@@ -33,6 +33,8 @@ struct cxlp_store {
     uint32_t ncols;           /* columns per shard: n_fields, or 1 (format 1) */
     int rows;                 /* format 1 with several fields: fields inside the record */
     uint32_t version;         /* shard format of the first shard validated; 0 none yet */
+    uint32_t no_bsums;        /* a partial read found a shard without block sums
+                               * (format 1 or 2): the next ones read whole */
     struct pool_shard *loc;   /* the shard table, private copy */
     const int64_t *docs;      /* NULL when absent */
     const char *name;         /* ds.info.name */

@@ -48,6 +48,16 @@
  * lands (still in cache), never re-read from memory at seal; a direct chunk
  * is hashed at its commit_direct, so importers that read 256 KiB..1 MiB at a
  * time hash from L2 (with 4 MiB chunks the hash's CPU time doubles).
+ * The shard's block sums (version 3) are taken in the same step, over the
+ * same bytes, at the block size the shard's extent implies (shard_bsums):
+ * a full shard ends with that block size, so sealing hashes only what it
+ * writes itself (staged columns, indexes). A shard that ends short of the
+ * size at which its extent's block size was needed gets smaller blocks
+ * than were hashed (XXH3 sums do not combine), so sealing hashes it once
+ * more: mostly a dataset's last shard.
+ * Hashing at the smallest block size always and combining is not possible
+ * for the same reason; fixing the block size from the extent for good
+ * would give a small last shard coarse blocks, which cost partial reads.
  *
  * Alternatives rejected: staging records in private memory and copying whole
  * shards (a second copy of every byte); one reservation of a guessed size
@@ -63,6 +73,9 @@
 #include <string.h>
 #include <time.h>
 #include <xxhash.h>
+#ifdef CXLP_HAVE_XXH_DISPATCH
+#include <xxh_x86dispatch.h> /* XXH3 at the CPU's widest vectors: same sums */
+#endif
 
 #include "pool/pool.h"
 #include "store/shard.h"
@@ -71,6 +84,7 @@
 #define DEFAULT_SHARD_BYTES (UINT64_C(256) << 20)
 #define SHARD_ALIGN 4096u
 #define HASH_CHUNK (UINT64_C(256) << 10)
+#define HASH_PIECE (UINT64_C(16) << 10) /* hash_upto's step: fits L1 */
 #define PROGRESS_STEP (UINT64_C(4) << 20)
 /* Most shard extents reserved ahead in one batch (see Space above). */
 #define SPARE_MAX 64u
@@ -131,6 +145,7 @@ struct cxlp_writer {
     uint64_t *starts;         /* primary var column: data offset of each record */
     uint64_t cap_starts;
     XXH3_state_t *hash;
+    struct shard_bsums bsums; /* block sums of [SHARD_DATA_OFF, + s_hashed) */
     uint64_t direct_len;      /* bytes handed out by direct(), not committed */
     uint64_t direct_n;        /* var: records announced to writer_direct_var */
 
@@ -372,6 +387,7 @@ static int open_shard(cxlp_writer *w, uint64_t need, uint64_t want)
         w->s_data_cap = w->s_cap - SHARD_DATA_OFF;
     }
     XXH3_64bits_reset(w->hash);
+    shard_bsums_begin(&w->bsums, w->bsums.st, w->s_cap, w->nf);
     return 0;
 }
 
@@ -380,11 +396,16 @@ static uint8_t *shard_data(const cxlp_writer *w)
     return w->base + w->s_off + SHARD_DATA_OFF;
 }
 
+/* The primary's data [s_hashed, end) into its column checksum and the
+ * shard's block sums: one piece at a time, so that the block sums read
+ * what the column's hash just brought into L1. */
 static void hash_upto(cxlp_writer *w, uint64_t end)
 {
-    if (end > w->s_hashed) {
-        XXH3_64bits_update(w->hash, shard_data(w) + w->s_hashed, end - w->s_hashed);
-        w->s_hashed = end;
+    while (w->s_hashed < end) {
+        uint64_t e = MIN(end, w->s_hashed + HASH_PIECE);
+        XXH3_64bits_update(w->hash, shard_data(w) + w->s_hashed, e - w->s_hashed);
+        shard_bsums_update(&w->bsums, w->base + w->s_off, SHARD_DATA_OFF + e);
+        w->s_hashed = e;
     }
 }
 
@@ -424,7 +445,7 @@ static int seal_shard(cxlp_writer *w)
         end = off + st->len;
     }
     uint64_t used;
-    int rc = shard_seal2(sb, w->s_cap, w->s_n, cols, w->nf, &used);
+    int rc = shard_seal2_sums(sb, w->s_cap, w->s_n, cols, w->nf, &w->bsums, &used);
     if (rc)
         return fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: shard %zu does not fit its extent "
                               "(%" PRIu64 " records, %" PRIu64 " bytes in %" PRIu64 ")",
@@ -549,7 +570,8 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
     w->progress = opts ? opts->progress : NULL;
     w->progress_ctx = opts ? opts->progress_ctx : NULL;
     w->hash = XXH3_createState();
-    int nomem = !w->hash;
+    w->bsums.st = XXH3_createState();
+    int nomem = !w->hash || !w->bsums.st;
     for (uint32_t k = 0; k < w->nf && w->nf > 1; k++)
         nomem |= !(w->stage[k].hash = XXH3_createState());
     if (nomem) {
@@ -1064,6 +1086,8 @@ static void writer_free(cxlp_writer *w)
 {
     if (w->hash)
         XXH3_freeState(w->hash);
+    if (w->bsums.st)
+        XXH3_freeState(w->bsums.st);
     for (uint32_t k = 0; k < CXLP_MAX_FIELDS; k++) {
         if (w->stage[k].hash)
             XXH3_freeState(w->stage[k].hash);

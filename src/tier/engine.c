@@ -34,6 +34,10 @@
  *          take (full of kept copies, or of dropped ones readers still pin)
  *          is read into the batch's own memory, verified, and freed at
  *          batch_end (a private read)
+ *   where a private read would read a whole shard (format 3), the batch
+ *          reads only the blocks of its records, each verified against
+ *          its block sum, into its own sparse memory, freed at batch_end
+ *          (a partial read; fetch.h)
  *
  * Threads: the loader's planning thread calls engine_next (under the
  * loader's lock); gather threads call batch_begin / batch_end; stagers
@@ -52,6 +56,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -447,6 +452,8 @@ struct bslot {
     struct shard sh;
     struct shard_col cols[SHARD_MAX_COLS]; /* sh's */
     uint8_t *priv;             /* a private copy (no tier had room), or NULL */
+    uint64_t priv_map;         /* 0: priv is malloc'ed; else a partial read's
+                                  mapping of this many bytes */
 };
 struct tier_batch {
     const struct tier_engine *e;
@@ -455,6 +462,7 @@ struct tier_batch {
     size_t cap, n;
     uint64_t *keys;            /* the distinct shards, in insertion order */
     size_t n_ids;
+    uint64_t *rec;             /* a partial read's records (cap entries) */
 };
 
 static __thread struct tier_batch *cur;
@@ -473,6 +481,7 @@ static void tls_free(void *p)
     struct tls *t = p;
     free(t->tb.m);
     free(t->tb.keys);
+    free(t->tb.rec);
     store_io_close(&t->io);
     free(t);
 }
@@ -509,13 +518,17 @@ static int batch_index(struct tier_batch *b, const cxlp_store *s, const uint64_t
     if (cap > b->cap) {
         free(b->m);
         free(b->keys);
+        free(b->rec);
         b->m = malloc(cap * sizeof *b->m);
         b->keys = malloc(cap * sizeof *b->keys);
-        if (!b->m || !b->keys) {
+        b->rec = malloc(cap * sizeof *b->rec);
+        if (!b->m || !b->keys || !b->rec) {
             free(b->m);
             free(b->keys);
+            free(b->rec);
             b->m = NULL;
             b->keys = NULL;
+            b->rec = NULL;
             b->cap = 0;
             return -ENOMEM;
         }
@@ -531,6 +544,7 @@ static int batch_index(struct tier_batch *b, const cxlp_store *s, const uint64_t
             x->k = k + 1;
             x->records = 0;
             x->priv = NULL;
+            x->priv_map = 0;
             b->keys[b->n++] = k;
         }
         x->records++;
@@ -572,13 +586,40 @@ static int fetch_now(struct tier_engine *e, uint64_t k, struct store_io *io)
     return rc;
 }
 
-static void release_hold(struct tier_engine *e, const struct tier_batch *b)
+/* Frees the batch's private and partial copies. */
+static void free_priv(struct tier_batch *b)
 {
     for (size_t i = 0; i < b->n; i++) {
-        struct bslot *x = bfind((struct tier_batch *)b, b->keys[i]);
-        free(x->priv);
+        struct bslot *x = bfind(b, b->keys[i]);
+        if (x->priv_map)
+            munmap(x->priv, x->priv_map);
+        else
+            free(x->priv);
         x->priv = NULL;
+        x->priv_map = 0;
     }
+}
+
+/* A partial read of shard k for batch b (ids[0..n)): 0 with x->priv set;
+ * 1 when the shard cannot be read so (the caller fetches it whole). */
+static int partial(struct tier_engine *e, struct tier_batch *b, struct bslot *x, uint64_t k,
+                   const uint64_t *ids, size_t n, struct store_io *io, uint64_t *bytes)
+{
+    const cxlp_store *s = e->s;
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+        if (store_shard_of(s, ids[i]) == k)
+            b->rec[m++] = ids[i] - s->first[k];
+    uint64_t got = 0;
+    int rc = store_read_partial(e->s, k, b->rec, m, io, &x->priv, &x->priv_map, &x->sh, x->cols,
+                                &got);
+    *bytes += got;
+    return rc;
+}
+
+static void release_hold(struct tier_engine *e, struct tier_batch *b)
+{
+    free_priv(b);
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < b->n; i++)
         e->busy[b->keys[i]]--;
@@ -598,7 +639,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
     int rc = batch_index(b, e->s, ids, n);
     if (rc)
         return seterr(NULL, rc, "staging: out of memory for a batch of %zu", n);
-    uint64_t t0 = now_ns(), hits = 0, misses = 0, priv = 0;
+    uint64_t t0 = now_ns(), hits = 0, misses = 0, priv = 0, parts = 0, part_bytes = 0;
     int first = 1, waited = 0;
     /* the batch holds its shards: this engine evicts none of them until
      * batch_end (other processes may: then they are fetched again) */
@@ -620,8 +661,18 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
                 missing = 1;
                 waited = 1;
                 rc = fetch_now(e, k, io);
-                if (rc == CXLP_EFULL && !(rc = store_read_private(e->s, k, io, &x->priv, &x->sh, x->cols)))
-                    priv++; /* the tiers are full of copies others hold: ours alone */
+                if (rc == CXLP_EFULL) {
+                    /* the tiers are full of copies others hold: ours
+                     * alone, of the blocks of our records (format 3),
+                     * else of the whole shard */
+                    rc = partial(e, b, x, k, ids, n, io, &part_bytes);
+                    if (rc == 0) {
+                        parts++;
+                        continue;
+                    }
+                    if (rc == 1 && !(rc = store_read_private(e->s, k, io, &x->priv, &x->sh, x->cols)))
+                        priv++;
+                }
                 if (rc) {
                     release_hold(e, b);
                     return rc;
@@ -657,6 +708,8 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
     e->st.misses += misses;
     e->st.stall_ns += stall;
     e->st.private_reads += priv;
+    e->st.partial_reads += parts;
+    e->st.partial_bytes += part_bytes;
     for (size_t i = 0; i < b->n; i++)
         e->last_use[b->keys[i]] = e->pos ? e->pos : 1;
     pthread_mutex_unlock(&e->mu);
@@ -677,11 +730,7 @@ void engine_batch_end(struct tier_engine *e, uint64_t records)
     if (!b || b->e != e)
         return;
     attach_unpin_epoch(e->s->a, b->pin);
-    for (size_t i = 0; i < b->n; i++) {
-        struct bslot *x = bfind(b, b->keys[i]);
-        free(x->priv);
-        x->priv = NULL;
-    }
+    free_priv(b);
     /* heat: accesses counted in the pool, where hot_first reads them */
     if (e->states_rw)
         for (size_t i = 0; i < b->n; i++)

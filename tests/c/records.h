@@ -11,6 +11,8 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "cxlpool.h"
+
 #define REC_FIXED_SIZE 1024u
 #define REC_VAR_MAX 8192u
 
@@ -97,6 +99,26 @@ static inline int rec_ingest(cxlp_pool *p, const char *name, int fixed, uint64_t
     if (progress && rc == 0)
         __atomic_store_n(progress, UINT64_MAX, __ATOMIC_RELAXED);
     return rc;
+}
+
+/* 1 when every row of batch b (padded rows of a variable-size dataset:
+ * b->lengths) is a record of the dataset (fixed, seed) not seen before among
+ * its n records; marks them in seen[n]. 0 with *bad the first id that is
+ * not. */
+static inline int rec_batch_ok(const struct cxlp_batch *b, uint8_t *seen, uint64_t n, int fixed,
+                               uint64_t seed, uint64_t *bad)
+{
+    for (uint32_t r = 0; r < b->rows; r++) {
+        uint64_t id = b->ids[r];
+        const uint8_t *row = (const uint8_t *)b->data + (uint64_t)r * b->row_bytes;
+        uint64_t len = fixed ? REC_FIXED_SIZE : (uint64_t)b->lengths[r];
+        if (id >= n || seen[id] || !rec_ok(row, len, fixed, seed, id)) {
+            *bad = id;
+            return 0;
+        }
+        seen[id] = 1;
+    }
+    return 1;
 }
 
 /* Expected record count of rec_ingest(fixed, seed, bytes). */

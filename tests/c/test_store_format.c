@@ -43,7 +43,8 @@ static int scan(const uint8_t *buf, uint64_t len)
             CHECK(p >= col->data && l <= col->data_len && (uint64_t)(p - col->data) <= col->data_len - l);
         }
     }
-    return shard_verify(&s, err, sizeof err);
+    rc = shard_verify(&s, err, sizeof err);
+    return rc || !s.n_bsums ? rc : shard_verify_blocks(&s, 0, s.n_bsums, err, sizeof err);
 }
 
 /* A format 2 shard of n records: a fixed int64 column, a variable column
@@ -83,27 +84,34 @@ static void cols3_free(struct cols3 *t)
     free(t->starts);
 }
 
-static uint8_t *cols3_build(struct cols3 *t, uint64_t n, uint64_t *cap, uint64_t *used)
+static uint8_t *cols3_build_v(struct cols3 *t, uint64_t n, uint64_t *cap, uint64_t *used,
+                              uint32_t version)
 {
     *cap = SHARD_DATA_OFF + t->in[0].data_len + t->in[1].data_len + t->in[2].data_len +
            3 * SHARD_COL_ALIGN + shard_index_bound(n, UINT64_MAX) + 64;
     uint8_t *buf = alloc_buf(*cap);
     const void *d[3] = {t->data[0], t->data[1], t->data[2]};
-    CHECK_OK(shard_build2(buf, *cap, n, t->in, d, 3, used));
+    CHECK_OK(shard_build2(buf, *cap, n, t->in, d, 3, version, used));
     return buf;
 }
 
-/* Rewrites the version 2 header checksum after a test edited the header or
- * the directory, so the check behind it is reached. */
+static uint8_t *cols3_build(struct cols3 *t, uint64_t n, uint64_t *cap, uint64_t *used)
+{
+    return cols3_build_v(t, n, cap, used, SHARD_VERSION);
+}
+
+/* Rewrites the version 2/3 header checksum after a test edited the header,
+ * the directory or the block sums, so the check behind it is reached. */
 static void rehash2(uint8_t *buf)
 {
     struct shard_hdr2 h;
     memcpy(&h, buf, sizeof h);
     uint64_t n = h.n_cols <= SHARD_MAX_COLS ? h.n_cols : SHARD_MAX_COLS;
-    uint8_t tmp[SHARD_HDR_BYTES + SHARD_MAX_COLS * SHARD_COL_BYTES];
+    uint64_t nb = h.version == SHARD_VERSION ? MIN(h.n_bsums, shard_bsum_cap((uint32_t)n)) : 0;
+    uint8_t tmp[SHARD_DATA_OFF];
     memcpy(tmp, buf, 120);
-    memcpy(tmp + 120, buf + SHARD_HDR_BYTES, n * SHARD_COL_BYTES);
-    h.hdr_checksum = XXH3_64bits(tmp, 120 + n * SHARD_COL_BYTES);
+    memcpy(tmp + 120, buf + SHARD_HDR_BYTES, n * SHARD_COL_BYTES + nb * 8);
+    h.hdr_checksum = XXH3_64bits(tmp, 120 + n * SHARD_COL_BYTES + nb * 8);
     memcpy(buf + 120, &h.hdr_checksum, 8);
 }
 
@@ -165,7 +173,7 @@ static void test_columns(uint64_t *seed)
     uint32_t v9 = 9;
     memcpy(buf + 8, &v9, 4);
     CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_EFORMAT);
-    CHECK(strstr(err, "version 9") && strstr(err, "reads 1 and 2"));
+    CHECK(strstr(err, "version 9") && strstr(err, "reads 1 to 3"));
     free(buf);
     /* the sealer refuses overlapping columns */
     buf = alloc_buf(cap);
@@ -461,6 +469,160 @@ static void test_empty(void)
     free(buf);
 }
 
+/* A version 3 shard of one fixed column of 8-byte records over about four
+ * 64 KiB blocks: record i holds i. */
+#define BLK_RECS (3 * 8192 + 100)
+static uint8_t *v3_blocks_build(uint64_t *used)
+{
+    uint64_t cap = SHARD_DATA_OFF + BLK_RECS * 8 + 64;
+    uint64_t *d = malloc(BLK_RECS * 8);
+    CHECK(d);
+    for (uint64_t i = 0; i < BLK_RECS; i++)
+        d[i] = i;
+    uint8_t *buf = alloc_buf(cap);
+    struct shard_col_in in = {SHARD_KIND_FIXED, 8, 0, BLK_RECS * 8, NULL, NULL};
+    const void *dp[1] = {d};
+    CHECK_OK(shard_build2(buf, cap, BLK_RECS, &in, dp, 1, SHARD_VERSION, used));
+    free(d);
+    return buf;
+}
+
+/* Version 3's block sums: one per 64 KiB of the shard, a corrupt block
+ * named, every field of the table bounds-checked, the block grown when the
+ * sums would not fit the header page; version 2 still read and verified. */
+static void test_blocks(void)
+{
+    uint64_t used;
+    uint8_t *buf = v3_blocks_build(&used);
+    struct shard s;
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
+    CHECK(s.version == 3 && s.bsum_shift == 16 && s.n_bsums == (used + 65535) / 65536);
+    CHECK(s.n_bsums == 4 && s.used == used);
+    CHECK_OK(shard_verify(&s, err, sizeof err));
+    CHECK_OK(shard_verify_blocks(&s, 0, s.n_bsums, err, sizeof err));
+    uint64_t lo, hi;
+    shard_block_span(&s, 0, &lo, &hi);
+    CHECK(lo == SHARD_DATA_OFF && hi == 65536);
+    shard_block_span(&s, 3, &lo, &hi);
+    CHECK(lo == 3 * 65536 && hi == used);
+    /* one byte of block 2: that block fails, named; the others pass */
+    buf[2 * 65536 + 77] ^= 4;
+    CHECK_RC(shard_verify_blocks(&s, 2, 1, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "block 2 ") && strstr(err, "[131072, 196608)"));
+    CHECK_OK(shard_verify_blocks(&s, 0, 2, err, sizeof err));
+    CHECK_OK(shard_verify_blocks(&s, 3, 1, err, sizeof err));
+    CHECK_RC(shard_verify(&s, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "column 0"));
+    buf[2 * 65536 + 77] ^= 4;
+    /* the sums are under the header checksum */
+    uint64_t so = shard_bsum_off(1);
+    buf[so + 8 + 3] ^= 1;
+    CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "header checksum") && strstr(err, "4 block sums"));
+    rehash2(buf); /* a wrong sum with a right header: the block fails */
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
+    CHECK_RC(shard_verify_blocks(&s, 1, 1, err, sizeof err), CXLP_ECORRUPT);
+    buf[so + 8 + 3] ^= 1;
+    rehash2(buf);
+    /* each header field of the table, with the checksum made right */
+    struct shard_hdr2 h0, h;
+    memcpy(&h0, buf, sizeof h0);
+    CHECK(h0.bsum_shift == 16 && h0.n_bsums == 4);
+    const uint32_t bad[][2] = {{0, 4}, {15, 4}, {41, 4}, {17, 4}, {16, 0}, {16, 3}, {16, 5},
+                               {16, (uint32_t)shard_bsum_cap(1) + 1}, {16, UINT32_MAX}};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        h = h0;
+        h.bsum_shift = bad[k][0];
+        h.n_bsums = bad[k][1];
+        memcpy(buf, &h, sizeof h);
+        rehash2(buf);
+        CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ECORRUPT);
+        CHECK(strstr(err, "block sums"));
+    }
+    /* a version 2 header may not carry them */
+    h = h0;
+    h.version = SHARD_VERSION_V2;
+    memcpy(buf, &h, sizeof h);
+    rehash2(buf);
+    CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ELAYOUT);
+    memcpy(buf, &h0, sizeof h0);
+    CHECK_OK(scan(buf, used));
+    free(buf);
+
+    /* more blocks of 64 KiB than the header page holds: 128 KiB blocks */
+    uint64_t big = 64 * 65536 * 8, cap = SHARD_DATA_OFF + big + 64;
+    uint8_t *d = malloc(big);
+    CHECK(d);
+    for (uint64_t i = 0; i < big; i++)
+        d[i] = (uint8_t)(i * 7);
+    buf = alloc_buf(cap);
+    struct shard_col_in in = {SHARD_KIND_FIXED, 64, 0, big, NULL, NULL};
+    const void *dp[1] = {d};
+    CHECK_OK(shard_build2(buf, cap, big / 64, &in, dp, 1, SHARD_VERSION, &used));
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
+    CHECK(s.bsum_shift == 17 && s.n_bsums <= shard_bsum_cap(1) &&
+          (uint64_t)s.n_bsums << 17 >= used);
+    CHECK_OK(shard_verify(&s, err, sizeof err));
+    CHECK_OK(shard_verify_blocks(&s, 0, s.n_bsums, err, sizeof err));
+    /* version 2, as earlier builds wrote it: no sums, reads and verifies */
+    CHECK_OK(shard_build2(buf, cap, big / 64, &in, dp, 1, SHARD_VERSION_V2, &used));
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
+    CHECK(s.version == 2 && s.n_bsums == 0 && s.bsum_shift == 0);
+    CHECK_OK(shard_verify(&s, err, sizeof err));
+    buf[SHARD_DATA_OFF + 12345] ^= 1;
+    CHECK_RC(shard_verify(&s, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "column 0"));
+    free(buf);
+    free(d);
+}
+
+/* Block sums taken as the bytes land (shard_bsums, what the writer does)
+ * seal the same shard, byte for byte, as sums taken at seal: fed in pieces
+ * of any size up to any point, at the block size of the exact extent and of
+ * one twice as large (a larger block size than the shard ends with: taken
+ * again at seal), below and above the size where blocks grow to 128 KiB. */
+static void test_bsums_streamed(uint64_t *seed)
+{
+    const uint64_t ns[] = {2000, 230000};
+    for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++) {
+        struct cols3 t;
+        uint64_t n = ns[k], cap, used;
+        cols3_make(&t, n, seed);
+        uint8_t *ref = cols3_build(&t, n, &cap, &used);
+        XXH3_state_t *st = XXH3_createState();
+        CHECK(st);
+        for (uint64_t mult = 1; mult <= 2; mult++) {
+            uint64_t bcap = cap * mult, bused;
+            uint8_t *buf = alloc_buf(bcap);
+            for (int c = 0; c < 3; c++)
+                memcpy(buf + t.in[c].data_off, t.data[c], t.in[c].data_len);
+            struct shard_bsums *bs = malloc(sizeof *bs);
+            CHECK(bs);
+            shard_bsums_begin(bs, st, bcap, 3);
+            CHECK(bs->shift == shard_bsum_shift_for(bcap, 3));
+            uint64_t stop = t.in[1].data_off + test_rand(seed) % (t.in[1].data_len + 1);
+            for (uint64_t at = SHARD_DATA_OFF; at < stop;) {
+                at = MIN(stop, at + 1 + test_rand(seed) % 200000);
+                shard_bsums_update(bs, buf, at);
+                CHECK(bs->at == at);
+            }
+            CHECK_OK(shard_seal2_sums(buf, bcap, n, t.in, 3, bs, &bused));
+            CHECK(bused == used && memcmp(buf, ref, used) == 0);
+            free(bs);
+            free(buf);
+        }
+        struct shard s;
+        CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, ref, used, err, sizeof err));
+        /* the large one spans both block sizes: 128 KiB blocks when the
+         * extent is exact, 256 KiB hashed for the one twice as large */
+        CHECK(s.bsum_shift == (k ? 17u : 16u));
+        CHECK(k == 0 || shard_bsum_shift_for(2 * cap, 3) == 18);
+        XXH3_freeState(st);
+        free(ref);
+        cols3_free(&t);
+    }
+}
+
 static void write_file(const char *dir, const char *name, const uint8_t *b, uint64_t n)
 {
     char path[1024];
@@ -498,7 +660,7 @@ static int write_seeds(const char *dir)
     struct cols3 t;
     uint64_t cap;
     cols3_make(&t, 90, &seed);
-    buf = cols3_build(&t, 90, &cap, &used);
+    buf = cols3_build_v(&t, 90, &cap, &used, SHARD_VERSION_V2);
     write_file(dir, "cols-3-mixed", buf, used);
     free(buf);
     cols3_free(&t);
@@ -507,8 +669,19 @@ static int write_seeds(const char *dir)
     one.starts = starts;
     const void *d[1] = {recs};
     buf = alloc_buf(8192);
-    CHECK_OK(shard_build2(buf, 8192, 8, &one, d, 1, &used));
+    CHECK_OK(shard_build2(buf, 8192, 8, &one, d, 1, SHARD_VERSION_V2, &used));
     write_file(dir, "cols-1-var", buf, used);
+    /* format 3: the same shards with block sums, and one of several blocks */
+    CHECK_OK(shard_build2(buf, 8192, 8, &one, d, 1, SHARD_VERSION, &used));
+    write_file(dir, "v3-cols-1-var", buf, used);
+    free(buf);
+    cols3_make(&t, 90, &seed);
+    buf = cols3_build(&t, 90, &cap, &used);
+    write_file(dir, "v3-cols-3-mixed", buf, used);
+    free(buf);
+    cols3_free(&t);
+    buf = v3_blocks_build(&used);
+    write_file(dir, "v3-blocks-4", buf, used);
     free(buf);
     return 0;
 }
@@ -542,7 +715,7 @@ static void replay_corpus(void)
         fclose(f);
         int rc = scan(b, (uint64_t)len);
         if (strncmp(e->d_name, "var-", 4) == 0 || strncmp(e->d_name, "fixed-", 6) == 0 ||
-            strncmp(e->d_name, "cols-", 5) == 0)
+            strncmp(e->d_name, "cols-", 5) == 0 || strncmp(e->d_name, "v3-", 3) == 0)
             CHECK_OK(rc);
         free(b);
         n++;
@@ -563,6 +736,8 @@ int main(int argc, char **argv)
     }
     test_empty();
     test_width8();
+    test_blocks();
+    test_bsums_streamed(&seed);
     replay_corpus();
     printf("ok\n");
     return 0;

@@ -412,9 +412,11 @@ class C:
             if fix_header_at >= 0:  # keep the shard header's own checksum right
                 f.seek(fix_header_at)
                 hdr = f.read(128)
-                # format 2: over header bytes 0..119 and the column directory
-                n_cols = struct.unpack("<I", hdr[12:16])[0]
-                body = hdr[:120] + f.read(64 * n_cols)
+                # format 2: over header bytes 0..119 and the column
+                # directory; format 3: then the block sums after it
+                version, n_cols = struct.unpack("<II", hdr[8:16])
+                n_bsums = struct.unpack("<I", hdr[52:56])[0] if version == 3 else 0
+                body = hdr[:120] + f.read(64 * n_cols + 8 * n_bsums)
                 xxh = ctypes.CDLL("libxxhash.so.0")
                 xxh.XXH3_64bits.restype = ctypes.c_uint64
                 xxh.XXH3_64bits.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
@@ -498,7 +500,7 @@ def store_rows(c: C, p, cond: str):
         c.poke(shard, b"X")
         return open_fails(c, name)
     if cond.startswith("shard of a format version this build does not read"):
-        c.poke(shard + 8, b"\x03")
+        c.poke(shard + 8, b"\x09")
         return open_fails(c, name)
     if cond == "shard written by another ABI/build":
         c.poke(shard + 16, b"\xff", fix_header_at=shard)
@@ -506,7 +508,7 @@ def store_rows(c: C, p, cond: str):
     if cond == "shard header changed":
         c.poke(shard + 100, b"\x01")  # a reserved byte: only the header checksum sees it
         return open_fails(c, name)
-    # format 2 (docs/store-format.md): n_records at header offset 24, column
+    # formats 2 and 3 (docs/store-format.md): n_records at header offset 24, column
     # 0's directory entry at 128 (index_off at +32 of it)
     if cond == "shard fields outside the extent / inconsistent":
         c.poke(shard + 128 + 32, struct.pack("<Q", 1 << 40), fix_header_at=shard)

@@ -139,6 +139,45 @@ def test_one_epoch_per_policy_every_record_once_and_intact(tiered, policy) -> No
     assert p.verify()
 
 
+@pytest.mark.parametrize("policy", ["lookahead", "lru"])
+def test_with_no_room_for_a_copy_batches_read_in_part(tmp_path: Path, policy: str) -> None:
+    """Shards of 2 MiB (33 blocks of 64 KiB) and a dram tier full of kept
+    copies of another dataset: no miss can make a copy, so where a batch
+    read a private copy of a whole shard it reads in part the blocks of its
+    8 records from the nvme home (docs/tiers.md, "Partial reads"),
+    verified, and the epoch delivers every record once and intact."""
+    name = f"pyt-tierpr-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tier_file = f"/var/tmp/cxlp-{name}.tier"
+    p = CXLMemoryPool(name, create=True, meta_bytes=4 << 20,
+                      tiers=[f"dram=shm:{name}.d:4M", f"nvme=file:{tier_file}:32M"])
+    try:
+        rows = 8192
+        data = np.arange(rows * COLS, dtype=np.int64).reshape(rows, COLS)
+        np.save(tmp_path / "d.npy", data)
+        for ds_name in ("d", "fill"):
+            p._pool.import_(ds_name, str(tmp_path / "d.npy"), format="npy", shard_bytes=2 << 20)
+        with pytest.raises(CXLError, match="no free extent"):
+            p.migrate("fill", "dram")
+        ds = CXLDataset(p, "d")
+        assert ds.shards()["n_shards"] == 2
+        sampler = RandomCXLSampler(ds, seed=3, window="auto", memory_budget=256 << 10)
+        loader = CXLDataLoader(ds, batch_size=8, sampler=sampler, memory_policy=policy,
+                               memory_budget=256 << 10, lookahead=4)
+        assert epoch(loader, data) == rows
+        st = loader.stats()
+        assert st["records"] == rows and st["hits"] + st["misses"] == rows
+        assert st["fetched"] == 0 and st["private_reads"] == 0
+        # at least one partial read per batch; each reads the header's 64
+        # KiB and the blocks of the batch's records (at most 8 of 33)
+        assert st["partial_reads"] >= st["batches"] == rows // 8
+        assert 64 << 10 <= st["partial_bytes"] / st["partial_reads"] <= 9 * (64 << 10)
+        assert p.verify()
+        del loader, ds
+    finally:
+        p.close()
+        CXLMemoryPool.destroy(name)
+
+
 def test_a_dataset_default_policy_and_distributed_ranks_share_copies(tiered) -> None:
     p, name, data = tiered
     ds = CXLDataset(p, "d", tier_policy="lru")

@@ -1,0 +1,401 @@
+/* Partial reads (shard format 3): a shard homed on an nvme tier read in
+ * part, only the blocks of the records asked for, each verified against its
+ * block sum; the right records, fewer bytes than the shard, nothing staged.
+ * A corrupt block or a wrong sum fails the reads that need it, named, and
+ * nothing else; a shard of format 2 (no block sums) is not read in part and
+ * still reads and verifies whole (every shard of a dataset has one format).
+ * Through the loader: with no room for a copy, batches read in part where
+ * they read whole private copies before. */
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "test.h"
+#include "records.h"
+#include "pool/loc.h"
+#include "pool/pool_internal.h"
+#include "store/fetch.h"
+#include "store/shard.h"
+#include "store/store.h"
+
+#define MiB (1ull << 20)
+#define KiB (1ull << 10)
+#define SHARD_B MiB
+
+static char pool[128], nvme_path[256];
+static const uint64_t seed = 5;
+
+static uint64_t home_off(cxlp_store *s, uint64_t k)
+{
+    uint64_t w = __atomic_load_n(&s->states[k * s->stride + 1 + attach_home(s->a)], __ATOMIC_ACQUIRE);
+    CHECK(loc_present(w));
+    return loc_off(w);
+}
+
+static int in_memory(cxlp_store *s, uint64_t k)
+{
+    return loc_present(__atomic_load_n(&s->states[k * s->stride + 1 + 0], __ATOMIC_ACQUIRE));
+}
+
+/* Writes the header checksum of the header page of a shard of version 2
+ * or 3: XXH3-64 of header bytes [0, 120), the directory, the block sums. */
+static void rehash_page(uint8_t *page)
+{
+    struct shard_hdr2 h;
+    memcpy(&h, page, sizeof h);
+    size_t dir = (size_t)h.n_cols * SHARD_COL_BYTES, sums = (size_t)h.n_bsums * 8;
+    uint8_t tmp[SHARD_DATA_OFF];
+    memcpy(tmp, page, 120);
+    memcpy(tmp + 120, page + SHARD_HDR_BYTES, dir + sums);
+    h.hdr_checksum = XXH3_64bits(tmp, 120 + dir + sums);
+    memcpy(page + 120, &h.hdr_checksum, 8);
+}
+
+/* Reads records rec[0..n) of shard k in part and checks them; returns the
+ * bytes read. */
+static uint64_t partial_ok(cxlp_store *s, int fixed, uint64_t k, const uint64_t *rec, size_t n)
+{
+    struct store_io io = {0};
+    uint8_t *buf;
+    uint64_t blen, bytes;
+    struct shard g;
+    struct shard_col cols[SHARD_MAX_COLS];
+    int rc = store_read_partial(s, k, rec, n, &io, &buf, &blen, &g, cols, &bytes);
+    if (rc)
+        fprintf(stderr, "partial read: %s\n", cxlp_errmsg(NULL));
+    CHECK_OK(rc);
+    CHECK(g.version == SHARD_VERSION && g.n_bsums > 1 && g.base == buf);
+    CHECK(blen == ALIGN_UP(s->loc[k].len, 4096));
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *p;
+        uint64_t len;
+        CHECK_OK(shard_col_record(&g.col[0], rec[i], &p, &len));
+        CHECK(rec_ok(p, len, fixed, seed, s->first[k] + rec[i]));
+    }
+    munmap(buf, blen);
+    store_io_close(&io);
+    CHECK(!in_memory(s, k)); /* nothing staged */
+    return bytes;
+}
+
+static void direct(const char *name, int fixed)
+{
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, name, &s));
+    CHECK(s->n_shards >= 3);
+    uint64_t k = 1, nr = s->loc[k].n_records;
+    const uint64_t rec[] = {2, nr / 2, nr - 1, 2};
+    uint64_t bytes = partial_ok(s, fixed, k, rec, 4);
+    const uint64_t whole = ALIGN_UP(s->loc[k].len, 4096);
+    printf("%s: 3 records of shard %llu (%llu bytes) in part: %llu bytes read\n", name,
+           (unsigned long long)k, (unsigned long long)whole, (unsigned long long)bytes);
+    /* the header's 64 KiB and at most two more blocks per distinct record
+     * (a variable-size record may straddle a block), plus the index */
+    CHECK(bytes >= 64 * KiB && bytes < whole / 2);
+    /* fixed: records 2 (block 0, read with the header), nr / 2 (block 8)
+     * and nr - 1 (the last block, the 4 KiB past 1 MiB): exactly those */
+    if (fixed)
+        CHECK(nr == SHARD_B / REC_FIXED_SIZE && bytes == 2 * 64 * KiB + (whole - 16 * 64 * KiB));
+    /* no records: the header page and (variable size) the index only */
+    uint64_t b0 = partial_ok(s, fixed, k, rec, 0);
+    CHECK(b0 < bytes && b0 >= 64 * KiB);
+    /* a record past the shard */
+    struct store_io io = {0};
+    uint8_t *buf;
+    uint64_t blen, got;
+    struct shard g;
+    struct shard_col cols[SHARD_MAX_COLS];
+    const uint64_t past = nr;
+    CHECK_RC(store_read_partial(s, k, &past, 1, &io, &buf, &blen, &g, cols, &got), CXLP_ERANGE);
+    store_io_close(&io);
+    CHECK_OK(cxlp_store_close(s));
+    CHECK_OK(cxlp_pool_close(p));
+}
+
+/* A shard of 40 MiB: more 64 KiB blocks than the header page holds sums
+ * for, so its blocks are 128 KiB and the header's 64 KiB read holds only
+ * the first half of block 0. Records there, in the rest of block 0 and
+ * further on read right, the header's bytes read once. */
+static void big(void)
+{
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, "big", &s));
+    CHECK(s->n_shards == 1);
+    uint64_t nr = s->loc[0].n_records;
+    /* record 0 in the header's read; 100 at 106,496 (block 0, past the
+     * header's read); nr / 2 and nr - 1 further blocks */
+    const uint64_t rec[] = {0, 100, nr / 2, nr - 1};
+    struct store_io io = {0};
+    uint8_t *buf;
+    uint64_t blen, bytes;
+    struct shard g;
+    struct shard_col cols[SHARD_MAX_COLS];
+    CHECK_OK(store_read_partial(s, 0, rec, 4, &io, &buf, &blen, &g, cols, &bytes));
+    CHECK(g.bsum_shift == 17 && g.n_bsums > shard_bsum_cap(1) / 2);
+    for (size_t i = 0; i < 4; i++) {
+        const uint8_t *q;
+        uint64_t len;
+        CHECK_OK(shard_col_record(&g.col[0], rec[i], &q, &len));
+        CHECK(rec_ok(q, len, 1, seed, rec[i]));
+    }
+    /* the header's 64 KiB, the other half of block 0, two more blocks
+     * (the last one short) */
+    const uint64_t last = blen - (uint64_t)(g.n_bsums - 1) * 128 * KiB;
+    printf("big: 4 records of a %llu-byte shard of 128 KiB blocks: %llu bytes read\n",
+           (unsigned long long)blen, (unsigned long long)bytes);
+    CHECK(bytes == 64 * KiB + 64 * KiB + 128 * KiB + last);
+    munmap(buf, blen);
+    store_io_close(&io);
+    CHECK(!in_memory(s, 0));
+    CHECK_OK(cxlp_store_close(s));
+    CHECK_OK(cxlp_pool_close(p));
+}
+
+static void loader(const char *name, int fixed, int old, int corrupt);
+
+/* One byte of one block of shard 1 on the nvme tier flipped: the partial
+ * reads that need that block fail naming dataset, shard and block; the
+ * others (other blocks of the shard, other shards) do not; verify names it. */
+static void corrupt(void)
+{
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, "fixed", &s));
+    const uint64_t k = 1, blk = 5;
+    uint64_t at = home_off(s, k) + blk * 64 * KiB + 100;
+    int fd = open(nvme_path, O_RDWR);
+    CHECK(fd >= 0);
+    uint8_t c;
+    CHECK(pread(fd, &c, 1, (off_t)at) == 1);
+    c ^= 0x10;
+    CHECK(pwrite(fd, &c, 1, (off_t)at) == 1);
+    fsync(fd);
+    /* the record holding byte blk * 64 KiB + 100 of the shard */
+    const uint64_t bad = (blk * 64 * KiB + 100 - SHARD_DATA_OFF) / REC_FIXED_SIZE;
+    const uint64_t good[] = {0, bad + 80, s->loc[k].n_records - 1};
+    struct store_io io = {0};
+    uint8_t *buf;
+    uint64_t blen, got;
+    struct shard g;
+    struct shard_col cols[SHARD_MAX_COLS];
+    CHECK_RC(store_read_partial(s, k, &bad, 1, &io, &buf, &blen, &g, cols, &got), CXLP_ECORRUPT);
+    const char *m = cxlp_errmsg(NULL);
+    printf("corrupt block: %s\n", m);
+    CHECK(strstr(m, "dataset fixed shard 1") && strstr(m, "block 5 ") && strstr(m, nvme_path));
+    store_io_close(&io);
+    partial_ok(s, 1, k, good, 3);
+    partial_ok(s, 1, k + 1, good, 3);
+    CHECK_RC(cxlp_store_verify(s), CXLP_ECORRUPT);
+    CHECK(strstr(cxlp_errmsg(s), "shard 1"));
+    CHECK_OK(cxlp_store_close(s));
+    CHECK_OK(cxlp_pool_close(p));
+    /* through a loader: the epoch fails on that block; every batch before
+     * the failure held intact records */
+    loader("fixed", 1, 0, 1);
+    c ^= 0x10;
+    CHECK(pwrite(fd, &c, 1, (off_t)at) == 1);
+    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    /* a wrong sum with the header checksum made right (the data and the
+     * column checksums intact): verify and the partial read of that block
+     * name it */
+    CHECK_OK(cxlp_store_open(p, "fixed", &s));
+    uint64_t sum_at = home_off(s, k) + shard_bsum_off(1) + blk * 8;
+    uint8_t page[SHARD_DATA_OFF], orig[SHARD_DATA_OFF];
+    CHECK(pread(fd, orig, sizeof orig, (off_t)home_off(s, k)) == (ssize_t)sizeof orig);
+    memcpy(page, orig, sizeof page);
+    page[sum_at - home_off(s, k)] ^= 1;
+    rehash_page(page);
+    CHECK(pwrite(fd, page, sizeof page, (off_t)home_off(s, k)) == (ssize_t)sizeof page);
+    CHECK_RC(cxlp_store_verify(s), CXLP_ECORRUPT);
+    printf("wrong block sum: %s\n", cxlp_errmsg(s));
+    CHECK(strstr(cxlp_errmsg(s), "shard 1") && strstr(cxlp_errmsg(s), "block 5 "));
+    CHECK_RC(store_read_partial(s, k, &bad, 1, &io, &buf, &blen, &g, cols, &got), CXLP_ECORRUPT);
+    CHECK(strstr(cxlp_errmsg(NULL), "block 5 "));
+    store_io_close(&io);
+    partial_ok(s, 1, k, good, 3);
+    CHECK(pwrite(fd, orig, sizeof orig, (off_t)home_off(s, k)) == (ssize_t)sizeof orig);
+    close(fd);
+    CHECK_OK(cxlp_store_close(s));
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+}
+
+/* Rewrites every shard of dataset name on the nvme tier as format 2 (as
+ * an earlier build wrote it): no block sums; the columns and their
+ * checksums are the same bytes. */
+static void to_format2(const char *name)
+{
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, name, &s));
+    for (uint64_t k = 0; k < s->n_shards; k++) {
+        uint64_t off = home_off(s, k);
+        int fd = open(nvme_path, O_RDWR);
+        CHECK(fd >= 0);
+        uint8_t page[SHARD_DATA_OFF];
+        CHECK(pread(fd, page, sizeof page, (off_t)off) == (ssize_t)sizeof page);
+        struct shard_hdr2 h;
+        memcpy(&h, page, sizeof h);
+        CHECK(h.version == SHARD_VERSION && h.n_bsums > 0);
+        memset(page + shard_bsum_off(h.n_cols), 0, (size_t)h.n_bsums * 8);
+        h.version = SHARD_VERSION_V2;
+        h.layout = shard_layout_of(SHARD_VERSION_V2);
+        h.bsum_shift = h.n_bsums = 0;
+        memcpy(page, &h, sizeof h);
+        rehash_page(page);
+        CHECK(pwrite(fd, page, sizeof page, (off_t)off) == (ssize_t)sizeof page);
+        fsync(fd);
+        close(fd);
+    }
+    const uint64_t k = 1;
+    CHECK_OK(cxlp_store_close(s));
+    /* a fresh handle: not read in part (1), read whole, verified */
+    CHECK_OK(cxlp_store_open(p, name, &s));
+    struct store_io io = {0};
+    uint8_t *buf;
+    uint64_t blen, got;
+    struct shard g;
+    struct shard_col cols[SHARD_MAX_COLS];
+    const uint64_t r0 = 1;
+    CHECK(store_read_partial(s, k, &r0, 1, &io, &buf, &blen, &g, cols, &got) == 1);
+    CHECK(buf == NULL);
+    store_io_close(&io);
+    struct cxlp_view v;
+    CHECK_OK(cxlp_store_read(s, s->first[k] + 1, &v));
+    CHECK(rec_ok(v.data, v.len, 1, seed, s->first[k] + 1));
+    CHECK_OK(cxlp_store_verify(s));
+    CHECK_OK(cxlp_store_close(s));
+    CHECK_OK(cxlp_migrate(p, name, "nvme", NULL, NULL)); /* cold again */
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+}
+
+struct src {
+    cxlp_sampler *s;
+};
+
+static int sampler_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
+{
+    struct src *x = ctx;
+    *n = cxlp_sampler_next(x->s, out, max);
+    return 0;
+}
+
+/* One block-order epoch with lookahead while the dram tier has no room
+ * for a copy: where a batch would read a private copy of a whole shard, it
+ * reads its records' blocks in part (old: format 2, no block sums: a
+ * private read of the whole shard, as before). corrupt: a block of shard 1
+ * is corrupt: the epoch fails there, naming it, after intact batches. */
+static void loader(const char *name, int fixed, int old, int corrupt)
+{
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, name, &s));
+    uint64_t n = cxlp_store_count(s);
+    struct cxlp_sampler_config cfg = {.kind = CXLP_ORDER_BLOCK, .n = n, .seed = 11,
+                                      .shard_size = s->loc[0].n_records, .window = 2, .world = 1};
+    struct src src;
+    CHECK_OK(cxlp_sampler_create(&cfg, &src.s));
+    struct cxlp_loader_opts o = {.batch_size = 16, .threads = 2,
+                                 .tier_policy = CXLP_POLICY_LOOKAHEAD,
+                                 .tier_budget = 256 * KiB, .tier_horizon = 4};
+    if (!fixed) {
+        o.collate = CXLP_COLLATE_PAD;
+        o.seq_len = REC_VAR_MAX;
+    }
+    cxlp_loader *l;
+    CHECK_OK(cxlp_loader_create(s, &o, sampler_fn, &src, &l));
+    uint8_t *seen = calloc(n, 1);
+    uint64_t got = 0;
+    struct cxlp_batch *b;
+    for (;;) {
+        int rc = cxlp_loader_next(l, &b);
+        if (rc && corrupt) {
+            printf("%s: loader stopped after %llu records: %s\n", name, (unsigned long long)got,
+                   cxlp_errmsg(l));
+            CHECK(rc == CXLP_ECORRUPT && strstr(cxlp_errmsg(l), "shard 1") &&
+                  strstr(cxlp_errmsg(l), "block 5 "));
+            break;
+        }
+        if (rc)
+            fprintf(stderr, "loader: %s\n", cxlp_errmsg(l));
+        CHECK_OK(rc);
+        if (!b)
+            break;
+        uint64_t bad;
+        CHECK(rec_batch_ok(b, seen, n, fixed, seed, &bad));
+        got += b->rows;
+        cxlp_loader_release(l, b);
+    }
+    CHECK(corrupt ? got < n : got == n);
+    struct cxlp_loader_stats st;
+    CHECK_OK(cxlp_loader_stats(l, &st));
+    printf("%s: lookahead, no room for a copy: %llu records, %llu partial reads, %.1f MiB "
+           "read in part, %llu private reads, %llu staged\n", name, (unsigned long long)got,
+           (unsigned long long)st.partial_reads, (double)st.partial_bytes / MiB,
+           (unsigned long long)st.private_reads, (unsigned long long)(st.prefetched + st.fetched));
+    if (old) {
+        /* the header of the first shard tried (one per gather thread at
+         * most), then whole reads */
+        CHECK(st.partial_reads == 0 && st.private_reads >= s->n_shards);
+        CHECK(st.partial_bytes > 0 && st.partial_bytes <= o.threads * 64 * KiB);
+    } else {
+        /* (a last shard smaller than the room left may be staged) */
+        CHECK(st.partial_reads > 0 && st.partial_bytes > 0 && st.private_reads == 0);
+        if (!corrupt)
+            CHECK(st.partial_reads >= s->n_shards - 1 && st.misses + st.hits == n);
+    }
+    cxlp_loader_free(l);
+    cxlp_sampler_free(src.s);
+    free(seen);
+    CHECK_OK(cxlp_store_close(s));
+    if (!corrupt)
+        CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+}
+
+int main(void)
+{
+    snprintf(pool, sizeof pool, "%s", test_name("tierpr"));
+    snprintf(nvme_path, sizeof nvme_path, "/tmp/cxlp-%s.tier", pool);
+    char dram[160], nvme[300];
+    snprintf(dram, sizeof dram, "dram=shm:%s.d:4M", pool);
+    snprintf(nvme, sizeof nvme, "nvme=file:%s:96M", nvme_path);
+    const char *tiers[] = {dram, nvme};
+    struct cxlp_pool_opts po = {.meta_bytes = 4 * MiB, .lease_slots = 16};
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_create_tiered(pool, tiers, 2, &po, &p));
+    uint64_t nf, nv;
+    CHECK_OK(rec_ingest(p, "fixed", 1, seed, 4 * MiB, SHARD_B, &nf, NULL));
+    CHECK_OK(rec_ingest(p, "var", 0, seed, 4 * MiB, SHARD_B, &nv, NULL));
+    CHECK_OK(rec_ingest(p, "old", 1, seed, 3 * MiB, SHARD_B, &nv, NULL));
+    CHECK_OK(rec_ingest(p, "big", 1, seed, 40 * MiB, 40 * MiB, &nv, NULL));
+    CHECK_OK(rec_ingest(p, "fill", 1, seed, 8 * MiB, SHARD_B, &nv, NULL));
+    CHECK_OK(cxlp_pool_close(p));
+    direct("fixed", 1);
+    direct("var", 0);
+    big();
+    to_format2("old");
+    /* the dram tier full of kept copies (a migration that ran out of
+     * room): no miss can make a copy, where a batch read private copies
+     * it reads in part */
+    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
+    CHECK(cxlp_migrate(p, "fill", "dram", NULL, NULL) == CXLP_EFULL);
+    CHECK_OK(cxlp_pool_close(p));
+    corrupt();
+    loader("fixed", 1, 0, 0);
+    loader("var", 0, 0, 0);
+    loader("old", 1, 1, 0); /* format 2: private reads of whole shards, as before */
+    CHECK_OK(cxlp_pool_destroy(pool));
+    printf("ok\n");
+    return 0;
+}
