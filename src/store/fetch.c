@@ -63,6 +63,30 @@ int store_pool_rw(cxlp_store *s, cxlp_pool **out)
 
 /* Reads shard k's fastest copy outside tier t (UINT32_MAX: any) into dst
  * (len bytes). */
+/* 0 when tier u's word for shard k, at off, holds len bytes inside the
+ * tier; else CXLP_ECORRUPT naming them (a word is pool memory: untrusted). */
+static int word_in_tier(const cxlp_store *s, uint64_t k, uint32_t u, uint64_t off, uint64_t len)
+{
+    const struct attach_tier *at = attach_tier(s->a, u);
+    if (off < at->data_off || !range_ok(off - at->data_off, len, at->data_len))
+        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": tier %u word names "
+                      "%#" PRIx64 "+%" PRIu64 ", outside the tier", s->name, k, u, off, len);
+    return 0;
+}
+
+/* io's reader of staged tier u, opened on first use. */
+static int tier_reader(const cxlp_store *s, uint64_t k, uint32_t u, struct store_io *io,
+                       struct media_reader **r)
+{
+    char err[ERRMSG_MAX];
+    int rc;
+    if (!io->r[u] && (rc = media_reader_open(&io->r[u], attach_tier(s->a, u)->path, err,
+                                             sizeof err)))
+        return seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
+    *r = io->r[u];
+    return 0;
+}
+
 static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint64_t len,
                        struct store_io *io, struct copy_stat *st)
 {
@@ -75,11 +99,8 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
             continue;
         const struct attach_tier *at = attach_tier(a, u);
         uint64_t off = loc_off(w);
-        if (off < at->data_off || !range_ok(off - at->data_off, len, at->data_len)) {
-            rc = seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": tier %u word names "
-                        "%#" PRIx64 "+%" PRIu64 ", outside the tier", s->name, k, u, off, len);
+        if ((rc = word_in_tier(s, k, u, off, len)))
             break;
-        }
         if (!(at->flags & TIER_STAGED)) {
             memcpy(dst, at->base + off, len);
             rc = 0;
@@ -93,14 +114,11 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
             attach_unpin_epoch(a, pin);
             pinned = 0;
         }
-        char err[ERRMSG_MAX];
-        if (!io->r[u] &&
-            (rc = media_reader_open(&io->r[u], at->path, err, sizeof err))) {
-            rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
+        struct media_reader *r;
+        if ((rc = tier_reader(s, k, u, io, &r)))
             break;
-        }
         int direct = 0;
-        rc = media_read(io->r[u], off, len, dst, &direct);
+        rc = media_read(r, off, len, dst, &direct);
         if (rc) {
             rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": reading %" PRIu64 " bytes at "
                         "%#" PRIx64 " of tier %u: %s", s->name, k, len, off, u, cxlp_strerror(rc));
@@ -387,14 +405,9 @@ int store_read_partial(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,
         return 1;
     x.len = ALIGN_UP(s->loc[k].len, POOL_EXTENT_ALIGN); /* as an extent holds it */
     x.off = loc_off(w);
-    if (x.off < at->data_off || !range_ok(x.off - at->data_off, x.len, at->data_len))
-        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": tier %u word names "
-                      "%#" PRIx64 "+%" PRIu64 ", outside the tier", s->name, k, x.u, x.off, x.len);
-    char err[ERRMSG_MAX];
     int rc;
-    if (!io->r[x.u] && (rc = media_reader_open(&io->r[x.u], at->path, err, sizeof err)))
-        return seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
-    x.r = io->r[x.u];
+    if ((rc = word_in_tier(s, k, x.u, x.off, x.len)) || (rc = tier_reader(s, k, x.u, io, &x.r)))
+        return rc;
     /* sparse: only the pages of the blocks read are ever touched */
     void *p = mmap(NULL, x.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                    -1, 0);
