@@ -136,4 +136,11 @@ static inline uint64_t rec_count(int fixed, uint64_t seed, uint64_t bytes)
     return i;
 }
 
+/* A loader's index source over a C sampler (ctx: the cxlp_sampler). */
+static inline int rec_sampler_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
+{
+    *n = cxlp_sampler_next(ctx, out, max);
+    return 0;
+}
+
 #endif

@@ -37,12 +37,6 @@ static void bump(void *ctx, uint64_t done, uint64_t total)
     __atomic_fetch_add(progress, 1, __ATOMIC_RELAXED);
 }
 
-static int sampler_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
-{
-    *n = cxlp_sampler_next(ctx, out, max);
-    return 0;
-}
-
 /* Epochs of a loader with the lookahead engine until killed. */
 static void read_forever(cxlp_pool *p)
 {
@@ -58,7 +52,7 @@ static void read_forever(cxlp_pool *p)
         struct cxlp_loader_opts o = {.batch_size = 16, .threads = 2,
                                      .tier_policy = CXLP_POLICY_LOOKAHEAD,
                                      .tier_budget = 1 * MiB, .tier_horizon = 4};
-        if (cxlp_sampler_create(&cfg, &sm) || cxlp_loader_create(s, &o, sampler_fn, sm, &l))
+        if (cxlp_sampler_create(&cfg, &sm) || cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l))
             _exit(5);
         struct cxlp_batch *b;
         while (cxlp_loader_next(l, &b) == 0 && b) {

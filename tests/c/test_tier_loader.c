@@ -14,17 +14,6 @@
 
 static char pool[128];
 
-struct src {
-    cxlp_sampler *s;
-};
-
-static int sampler_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
-{
-    struct src *x = ctx;
-    *n = cxlp_sampler_next(x->s, out, max);
-    return 0;
-}
-
 struct epoch {
     uint64_t records;
     struct cxlp_loader_stats st;
@@ -48,8 +37,8 @@ static struct epoch run(const char *name, int fixed, int kind, uint64_t window, 
     uint64_t per = fixed ? SHARD / REC_FIXED_SIZE : n / in.n_shards + 1;
     struct cxlp_sampler_config cfg = {.kind = kind, .n = n, .seed = 11, .shard_size = per,
                                       .window = window, .world = 1};
-    struct src src;
-    CHECK_OK(cxlp_sampler_create(&cfg, &src.s));
+    cxlp_sampler *sm;
+    CHECK_OK(cxlp_sampler_create(&cfg, &sm));
     struct cxlp_loader_opts o = {.batch_size = batch, .threads = threads, .tier_policy = policy,
                                  .tier_budget = budget, .tier_horizon = 8};
     if (!fixed) {
@@ -57,7 +46,7 @@ static struct epoch run(const char *name, int fixed, int kind, uint64_t window, 
         o.seq_len = REC_VAR_MAX;
     }
     cxlp_loader *l;
-    CHECK_OK(cxlp_loader_create(s, &o, sampler_fn, &src, &l));
+    CHECK_OK(cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l));
     uint8_t *seen = calloc(n, 1);
     struct epoch ep = {0};
     struct cxlp_batch *b;
@@ -80,7 +69,7 @@ static struct epoch run(const char *name, int fixed, int kind, uint64_t window, 
     CHECK(ep.records == n);
     CHECK_OK(cxlp_loader_stats(l, &ep.st));
     cxlp_loader_free(l);
-    cxlp_sampler_free(src.s);
+    cxlp_sampler_free(sm);
     free(seen);
     CHECK_OK(cxlp_store_close(s));
     CHECK_OK(cxlp_pool_verify(p, NULL, NULL));

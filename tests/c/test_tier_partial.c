@@ -278,17 +278,6 @@ static void to_format2(const char *name)
     CHECK_OK(cxlp_pool_close(p));
 }
 
-struct src {
-    cxlp_sampler *s;
-};
-
-static int sampler_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
-{
-    struct src *x = ctx;
-    *n = cxlp_sampler_next(x->s, out, max);
-    return 0;
-}
-
 /* One block-order epoch with lookahead while the dram tier has no room
  * for a copy: where a batch would read a private copy of a whole shard, it
  * reads its records' blocks in part (old: format 2, no block sums: a
@@ -303,8 +292,8 @@ static void loader(const char *name, int fixed, int old, int corrupt)
     uint64_t n = cxlp_store_count(s);
     struct cxlp_sampler_config cfg = {.kind = CXLP_ORDER_BLOCK, .n = n, .seed = 11,
                                       .shard_size = s->loc[0].n_records, .window = 2, .world = 1};
-    struct src src;
-    CHECK_OK(cxlp_sampler_create(&cfg, &src.s));
+    cxlp_sampler *sm;
+    CHECK_OK(cxlp_sampler_create(&cfg, &sm));
     struct cxlp_loader_opts o = {.batch_size = 16, .threads = 2,
                                  .tier_policy = CXLP_POLICY_LOOKAHEAD,
                                  .tier_budget = 256 * KiB, .tier_horizon = 4};
@@ -313,7 +302,7 @@ static void loader(const char *name, int fixed, int old, int corrupt)
         o.seq_len = REC_VAR_MAX;
     }
     cxlp_loader *l;
-    CHECK_OK(cxlp_loader_create(s, &o, sampler_fn, &src, &l));
+    CHECK_OK(cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l));
     uint8_t *seen = calloc(n, 1);
     uint64_t got = 0;
     struct cxlp_batch *b;
@@ -355,7 +344,7 @@ static void loader(const char *name, int fixed, int old, int corrupt)
             CHECK(st.partial_reads >= s->n_shards - 1 && st.misses + st.hits == n);
     }
     cxlp_loader_free(l);
-    cxlp_sampler_free(src.s);
+    cxlp_sampler_free(sm);
     free(seen);
     CHECK_OK(cxlp_store_close(s));
     if (!corrupt)

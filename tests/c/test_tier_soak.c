@@ -115,12 +115,6 @@ out:
     cxlp_store_close(s);
 }
 
-static int sampler_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
-{
-    *n = cxlp_sampler_next(ctx, out, max);
-    return 0;
-}
-
 static void streamer(struct counts *c, double end, uint64_t k)
 {
     cxlp_pool *p;
@@ -138,7 +132,7 @@ static void streamer(struct counts *c, double end, uint64_t k)
         struct cxlp_loader_opts o = {.batch_size = 16, .threads = 2,
                                      .tier_policy = CXLP_POLICY_LOOKAHEAD,
                                      .tier_budget = 2 * MiB, .tier_horizon = 4, .numa_node = -1};
-        if (cxlp_sampler_create(&cfg, &sm) || cxlp_loader_create(s, &o, sampler_fn, sm, &l)) {
+        if (cxlp_sampler_create(&cfg, &sm) || cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l)) {
             bad(c, "loader create");
             break;
         }
