@@ -14,17 +14,30 @@
  * The inactive catalog slot may legitimately hold garbage (a writer killed
  * while writing it), so it is reported, never an error.
  *
- * Cost: O(n log n) in the number of extents (copies included); it runs on a
- * private snapshot and takes no lock, so a copy placed or dropped meanwhile
- * may show as an overlap or a loss: run it on a quiet pool (verify does).
+ * Cost: O(n log n) in the number of extents (copies included). It runs on a
+ * private snapshot and takes no lock (a read-only handle checks too), so a
+ * copy placed or dropped meanwhile (a loader staging, a migration) may show
+ * as an overlap or a loss. Location words change only under the writer
+ * lock, and every take of the lock grows the gen word's epoch: a problem
+ * found while no writer held the lock at the start or the end and none
+ * took it between (a quiet window) is the pool's; one found otherwise is
+ * checked again, up to CHECK_TRIES times or CHECK_TRY_S seconds, and
+ * reported as found after that (a writer that never leaves a window as
+ * long as the check, or a dead one's lock: reclaim's business). A check
+ * that passes is reported as it ran.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/atomic.h"
+#include "pool/host.h"
 #include "pool/pool_internal.h"
+
+#define CHECK_TRIES 200   /* tries of a check that found a problem outside a quiet window */
+#define CHECK_TRY_S 10    /* and no new try after this many seconds */
 
 struct tagged {
     uint64_t off, len;
@@ -102,6 +115,30 @@ static int check_states(cxlp_pool *p, const struct cat_ds *d, uint64_t gen)
     return 0;
 }
 
+/* The report lines of one try, given to the caller once the try counts. */
+struct lines {
+    char *buf;
+    size_t len, cap;
+};
+
+static void keep_line(void *ctx, const char *line)
+{
+    struct lines *l = ctx;
+    size_t n = strlen(line) + 1;
+    if (l->len + n > l->cap) {
+        size_t cap = MAX(l->cap * 2, l->len + n + 4096);
+        char *b = realloc(l->buf, cap);
+        if (!b)
+            return; /* a line lost from the report, not from the check */
+        l->buf = b;
+        l->cap = cap;
+    }
+    memcpy(l->buf + l->len, line, n);
+    l->len += n;
+}
+
+static int check_catalog(cxlp_pool *p, void (*report)(void *ctx, const char *line), void *ctx);
+
 int pool_check(cxlp_pool *p, void (*report)(void *ctx, const char *line), void *ctx)
 {
     if (!p || p->obj.magic != OBJ_MAGIC)
@@ -124,6 +161,34 @@ int pool_check(cxlp_pool *p, void (*report)(void *ctx, const char *line), void *
             attach_media(a, L.tiers[t].object)->path, (unsigned long long)L.tiers[t].capacity,
             L.home == t ? ", home" : "");
 
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int tries = 1;; tries++) {
+        struct lines l = {0};
+        uint64_t w0 = host_load(a, &a->hdr->wlock), g0 = host_load(a, &a->hdr->gen);
+        rc = check_catalog(p, report ? keep_line : NULL, &l);
+        uint64_t w1 = host_load(a, &a->hdr->wlock), g1 = host_load(a, &a->hdr->gen);
+        int quiet = w0 == 0 && w1 == 0 && g0 == g1;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (rc == 0 || rc == -ENOMEM || quiet || tries == CHECK_TRIES ||
+            t.tv_sec - t0.tv_sec >= CHECK_TRY_S) {
+            for (size_t at = 0; at < l.len; at += strlen(l.buf + at) + 1)
+                report(ctx, l.buf + at);
+            free(l.buf);
+            return rc;
+        }
+        free(l.buf);
+        nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
+    }
+}
+
+/* The catalog, the states and the extent map, once. */
+static int check_catalog(cxlp_pool *p, void (*report)(void *ctx, const char *line), void *ctx)
+{
+    struct attach *a = p->a;
+    struct obj *o = &p->obj;
+    const struct pool_layout L = a->L; /* pool_check: the header's, validated */
+    int rc;
     struct cat c;
     uint64_t gen;
     rc = cat_snapshot(a, &c, 0, &gen, o);
