@@ -484,6 +484,10 @@ CXLP_API int cxlp_store_shards(const cxlp_store *s, uint64_t *n_shards, uint64_t
  * shards with a copy in tier t (cap entries at most; the pool's tier count
  * in *n). A pool of one tier: every shard in tier 0. Any thread. */
 CXLP_API int cxlp_store_copies(const cxlp_store *s, uint64_t *copies, size_t cap, size_t *n);
+/* Where shard k is now: bit t of *mask set when tier t holds a copy (a
+ * moment's view: copies come and go). A pool of one tier: bit 0.
+ * CXLP_ERANGE for k past the dataset's shards. Any thread. */
+CXLP_API int cxlp_store_shard_tiers(const cxlp_store *s, uint64_t k, uint32_t *mask);
 /* 1 when the dataset's pool has more than one tier: its shards move, and
  * each view cxlp_store_read returns keeps the copy it points into (and every
  * copy dropped after it) until cxlp_store_close. */
@@ -1008,6 +1012,16 @@ struct cxlp_loader_opts {
     uint32_t fields[CXLP_MAX_FIELDS];
     uint64_t slot_nodes[16]; /* bind_slots: a node set, bit n % 64 of word n / 64
                                 is node n (nodes 0..1023); all zero: slot_node */
+    /* The pass that follows this one, where the caller knows it (the next
+     * epoch of the same order): once every id of this pass is in view, the
+     * staging engine reads this source too, under the same rules as
+     * index_fn, and stages the shards of its first ids after this pass's,
+     * as the policy and the room allow, so that the next pass's first
+     * batches find them in memory. Its ids are never handed out; an error
+     * it returns ends only its ids. NULL: none. Ignored for a pool of one
+     * tier. */
+    cxlp_index_fn tier_next_fn;
+    void *tier_next_ctx;
 };
 
 /* What a loader's staging engine did (all zero on a pool of one tier). */
@@ -1039,6 +1053,24 @@ struct cxlp_loader_stats {
 };
 /* Fills st. Any thread. */
 CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);
+
+/* Staging ahead of a pass that has not started (a dataset in a pool of
+ * tiers): the staging engine a loader with these opts would run over
+ * index_fn, without gather threads. It holds the first ids of the order
+ * in view (the horizon) and copies their shards into the staging tier as
+ * the policy says (hot_first and full_prefetch place their copies here, as
+ * a loader would), so that a loader created later over the same order
+ * finds them in memory: e.g. while the model is being built. Nothing is
+ * handed out; index_fn is called from the stager's threads, one at a
+ * time, until cxlp_stager_free returns. CXLP_EARG for a pool of one tier. */
+typedef struct cxlp_stager cxlp_stager;
+CXLP_API int cxlp_stager_create(cxlp_store *s, const struct cxlp_loader_opts *opts,
+                                cxlp_index_fn index_fn, void *index_ctx, cxlp_stager **out);
+/* What it did, as cxlp_loader_stats (batches and records 0). */
+CXLP_API int cxlp_stager_stats(cxlp_stager *st, struct cxlp_loader_stats *out);
+/* Stops it (a copy in progress is finished, and published) and frees it;
+ * the copies it made stay, as cache copies. NULL: nothing. */
+CXLP_API void cxlp_stager_free(cxlp_stager *st);
 
 struct cxlp_batch {          /* borrowed from the ring until cxlp_loader_release */
     uint64_t index;          /* 0, 1, 2... in delivery order */

@@ -20,7 +20,7 @@
 
 extern PyObject *CoreError;
 extern PyTypeObject PoolType, StoreType, ArrayType, LoaderType, BatchType;
-extern PyTypeObject SamplerType, WriterType;
+extern PyTypeObject SamplerType, WriterType, StagerType;
 
 /* Raises the CXLError subclass for rc (see _core.c) with the handle's
  * message (NULL: the thread's). Returns NULL for `return core_raise(...)`.
@@ -96,6 +96,7 @@ typedef struct {
     Py_buffer order;         /* the sample ids, int64 or uint64 */
     uint64_t pos;            /* next position in order handed to the engine */
     PyObject *sampler;       /* SamplerObject when the order is a Sampler, else NULL */
+    PyObject *next;          /* SamplerObject of the next pass (staged for), or NULL */
     int collate;
     uint64_t seq_len;
     uint64_t stall_ns;       /* time next() / take() waited on the engine */

@@ -26,14 +26,46 @@ static int order_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
     return 0;
 }
 
-/* index source over a Sampler: the engine calls it under its planning lock,
- * one thread at a time, which is the sampler's threading rule; Python keeps
- * off the handle while busy is set */
+/* index source over a Sampler (ctx): the engine calls it under its
+ * planning lock, one thread at a time, which is the sampler's threading
+ * rule; Python keeps off the handle while busy is set */
 static int sampler_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
 {
-    LoaderObject *l = ctx;
-    *n = cxlp_sampler_next(((SamplerObject *)l->sampler)->s, out, max);
+    *n = cxlp_sampler_next(((SamplerObject *)ctx)->s, out, max);
     return 0;
+}
+
+/* Lends Sampler obj to an engine's threads (busy until given back); -1 with
+ * an exception when it is not a free Sampler of ids below n. */
+static int sampler_lend(PyObject *obj, uint64_t n, const char *arg)
+{
+    if (!PyObject_TypeCheck(obj, &SamplerType)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a Sampler", arg);
+        return -1;
+    }
+    SamplerObject *so = (SamplerObject *)obj;
+    if (!so->s || so->busy) {
+        PyErr_Format(PyExc_ValueError, so->s ? "%s: sampler is already used by a Loader"
+                                              : "%s: sampler not initialized", arg);
+        return -1;
+    }
+    if (so->id_bound > n) {
+        PyErr_Format(PyExc_IndexError, "%s: sampler draws ids below %llu but the dataset has "
+                     "%llu records", arg, (unsigned long long)so->id_bound,
+                     (unsigned long long)n);
+        return -1;
+    }
+    so->busy++;
+    Py_INCREF(obj);
+    return 0;
+}
+
+static void sampler_return(PyObject **obj)
+{
+    if (*obj) {
+        ((SamplerObject *)*obj)->busy--;
+        Py_CLEAR(*obj);
+    }
 }
 
 static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
@@ -42,21 +74,22 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                              "seq_len", "pad_value", "drop_last", "numa_node", "first_offset",
                              "bind_slots", "slot_node", "tensor", "segments", "prefetch",
                              "tier_policy", "tier_budget", "tier_horizon", "tier_target",
-                             "tier_stagers", "fields", "slot_nodes", NULL};
+                             "tier_stagers", "fields", "slot_nodes", "next_order", NULL};
     StoreObject *store;
-    PyObject *order, *tensor = Py_None, *fields = Py_None, *slot_nodes = Py_None;
+    PyObject *order, *tensor = Py_None, *fields = Py_None, *slot_nodes = Py_None,
+             *next_order = Py_None;
     unsigned int batch_size, threads = 0, slots = 0, prefetch = 0;
     int collate = CXLP_COLLATE_STACK, drop_last = 0, numa_node = -1, bind_slots = 0,
         slot_node = 0, segments = 0, tier_policy = 0, tier_target = -1;
     unsigned long long seq_len = 0, first_offset = 0, tier_budget = 0;
     unsigned int tier_horizon = 0, tier_stagers = 0;
     long long pad_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKiiOpIiKIiIOO", kwlist, &StoreType,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKiiOpIiKIiIOOO", kwlist, &StoreType,
                                      &store, &order, &batch_size, &threads, &slots, &collate,
                                      &seq_len, &pad_value, &drop_last, &numa_node, &first_offset,
                                      &bind_slots, &slot_node, &tensor, &segments, &prefetch,
                                      &tier_policy, &tier_budget, &tier_horizon, &tier_target,
-                                     &tier_stagers, &fields, &slot_nodes))
+                                     &tier_stagers, &fields, &slot_nodes, &next_order))
         return -1;
     uint64_t node_mask[16] = {0};
     if (slot_nodes != Py_None) {
@@ -83,7 +116,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                         "or None");
         return -1;
     }
-    if (self->l || self->sampler || self->order.obj) {
+    if (self->l || self->sampler || self->next || self->order.obj) {
         PyErr_SetString(PyExc_RuntimeError, "Loader already initialized");
         return -1;
     }
@@ -129,21 +162,19 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         if (collate == CXLP_COLLATE_PACK && !CXLP_FIELD_VAR(f))
             self->seg_fields |= 1u << k;
     }
+    if (next_order != Py_None) {
+        if (next_order == order) {
+            PyErr_SetString(PyExc_ValueError, "next_order: the same Sampler as order");
+            return -1;
+        }
+        if (sampler_lend(next_order, n, "next_order") < 0)
+            return -1;
+        self->next = next_order;
+    }
     if (PyObject_TypeCheck(order, &SamplerType)) {
-        SamplerObject *so = (SamplerObject *)order;
-        if (!so->s || so->busy) {
-            PyErr_SetString(PyExc_ValueError, so->s ? "sampler is already used by a Loader"
-                                                    : "sampler not initialized");
+        if (sampler_lend(order, n, "order") < 0)
             return -1;
-        }
-        if (so->id_bound > n) {
-            PyErr_Format(PyExc_IndexError, "sampler draws ids below %llu but the dataset has "
-                         "%llu records", (unsigned long long)so->id_bound,
-                         (unsigned long long)n);
-            return -1;
-        }
-        so->busy++;
-        self->sampler = Py_NewRef(order);
+        self->sampler = order;
     } else {
         if (PyObject_GetBuffer(order, &self->order, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
             return -1;
@@ -183,13 +214,15 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                                  .slot_node = slot_node, .prefetch = prefetch,
                                  .tier_policy = tier_policy, .tier_budget = tier_budget,
                                  .tier_horizon = tier_horizon, .tier_target = tier_target,
-                                 .tier_stagers = tier_stagers, .n_fields = self->nfields};
+                                 .tier_stagers = tier_stagers, .n_fields = self->nfields,
+                                 .tier_next_fn = self->next ? sampler_fn : NULL,
+                                 .tier_next_ctx = self->next};
     memcpy(o.fields, self->fields, sizeof o.fields);
     memcpy(o.slot_nodes, node_mask, sizeof o.slot_nodes);
     int rc;
     Py_BEGIN_ALLOW_THREADS /* a placement policy copies before the first batch */
-    rc = cxlp_loader_create(store->s, &o, self->sampler ? sampler_fn : order_fn, self,
-                            &self->l);
+    rc = cxlp_loader_create(store->s, &o, self->sampler ? sampler_fn : order_fn,
+                            self->sampler ? (void *)self->sampler : (void *)self, &self->l);
     Py_END_ALLOW_THREADS
     if (rc) {
         core_raise(rc, NULL);
@@ -207,10 +240,8 @@ static void loader_dealloc(LoaderObject *self)
     }
     if (self->order.obj)
         PyBuffer_Release(&self->order);
-    if (self->sampler) {
-        ((SamplerObject *)self->sampler)->busy--;
-        Py_CLEAR(self->sampler);
-    }
+    sampler_return(&self->sampler);
+    sampler_return(&self->next);
     for (uint32_t i = 0; i < self->n_tmpl; i++)
         for (int f = 0; f < N_TMPL; f++)
             dl_tmpl_free(self->tmpl[i][f]);
@@ -457,6 +488,27 @@ static PyObject *loader_get_stall_ns(LoaderObject *self, void *c)
     return PyLong_FromUnsignedLongLong(self->stall_ns);
 }
 
+/* A staging engine's counters as a dict. */
+static PyObject *stats_dict(const struct cxlp_loader_stats *st)
+{
+    return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "policy",
+                         cxlp_policy_name(st->policy), "tier", st->tier, "budget",
+                         (unsigned long long)st->budget, "batches",
+                         (unsigned long long)st->batches, "records",
+                         (unsigned long long)st->records, "hits", (unsigned long long)st->hits,
+                         "misses", (unsigned long long)st->misses, "stage_stall_ns",
+                         (unsigned long long)st->stall_ns, "prefetched",
+                         (unsigned long long)st->prefetched, "fetched",
+                         (unsigned long long)st->fetched, "bytes_staged",
+                         (unsigned long long)st->bytes_staged, "evictions",
+                         (unsigned long long)st->evictions, "bytes_evicted",
+                         (unsigned long long)st->bytes_evicted, "placed",
+                         (unsigned long long)st->placed, "private_reads",
+                         (unsigned long long)st->private_reads, "partial_reads",
+                         (unsigned long long)st->partial_reads, "partial_bytes",
+                         (unsigned long long)st->partial_bytes);
+}
+
 /* The staging engine's counters (all zero on a pool of one tier). */
 static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
 {
@@ -469,22 +521,7 @@ static PyObject *loader_stats(LoaderObject *self, PyObject *unused)
     int rc = cxlp_loader_stats(self->l, &st);
     if (rc)
         return core_raise(rc, self->l);
-    return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "policy",
-                         cxlp_policy_name(st.policy), "tier", st.tier, "budget",
-                         (unsigned long long)st.budget, "batches",
-                         (unsigned long long)st.batches, "records",
-                         (unsigned long long)st.records, "hits", (unsigned long long)st.hits,
-                         "misses", (unsigned long long)st.misses, "stage_stall_ns",
-                         (unsigned long long)st.stall_ns, "prefetched",
-                         (unsigned long long)st.prefetched, "fetched",
-                         (unsigned long long)st.fetched, "bytes_staged",
-                         (unsigned long long)st.bytes_staged, "evictions",
-                         (unsigned long long)st.evictions, "bytes_evicted",
-                         (unsigned long long)st.bytes_evicted, "placed",
-                         (unsigned long long)st.placed, "private_reads",
-                         (unsigned long long)st.private_reads, "partial_reads",
-                         (unsigned long long)st.partial_reads, "partial_bytes",
-                         (unsigned long long)st.partial_bytes);
+    return stats_dict(&st);
 }
 
 static PyObject *loader_get_u64(LoaderObject *self, void *c)
@@ -532,7 +569,8 @@ PyTypeObject LoaderType = {
               "first_offset=0, bind_slots=0 (1: bound to slot_node, 2: interleaved over "
               "slot_nodes), slot_node=0, tensor=None, segments=False, tier_policy=0, "
               "tier_budget=0, tier_horizon=0, tier_target=-1, tier_stagers=0, fields=None, "
-              "slot_nodes=None)",
+              "slot_nodes=None, next_order=None (a Sampler of the next pass: its first shards "
+              "are staged once this pass's ids are all in view))",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)loader_init,
     .tp_dealloc = (destructor)loader_dealloc,
@@ -649,4 +687,116 @@ PyTypeObject BatchType = {
     .tp_doc = "One batch lent from the ring; the slot returns when this and its arrays are gone.",
     .tp_dealloc = (destructor)batch_dealloc,
     .tp_getset = batch_getset,
+};
+
+/* ------------------------------------------------------------ Stager */
+
+/* Stager: staging ahead of a pass that has not started (cxlp_stager). */
+typedef struct {
+    PyObject_HEAD
+    cxlp_stager *st;
+    PyObject *store;         /* StoreObject */
+    PyObject *sampler;       /* SamplerObject, lent while st runs */
+} StagerObject;
+
+static void stager_stop(StagerObject *self)
+{
+    if (self->st) {
+        Py_BEGIN_ALLOW_THREADS /* a copy in progress is finished first */
+        cxlp_stager_free(self->st);
+        Py_END_ALLOW_THREADS
+        self->st = NULL;
+    }
+    sampler_return(&self->sampler);
+    Py_CLEAR(self->store);
+}
+
+static int stager_init(StagerObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"store", "order", "batch_size", "tier_policy", "tier_budget",
+                             "tier_horizon", "tier_target", "tier_stagers", NULL};
+    StoreObject *store;
+    PyObject *order;
+    unsigned int batch_size, tier_horizon = 0, tier_stagers = 0;
+    int tier_policy = 0, tier_target = -1;
+    unsigned long long tier_budget = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$iKIiI", kwlist, &StoreType, &store, &order,
+                                     &batch_size, &tier_policy, &tier_budget, &tier_horizon,
+                                     &tier_target, &tier_stagers))
+        return -1;
+    if (self->st || self->sampler) {
+        PyErr_SetString(PyExc_RuntimeError, "Stager already initialized");
+        return -1;
+    }
+    if (!store->s || store->closed) {
+        PyErr_SetString(PyExc_ValueError, "dataset is closed");
+        return -1;
+    }
+    if (sampler_lend(order, cxlp_store_count(store->s), "order") < 0)
+        return -1;
+    self->sampler = order;
+    self->store = Py_NewRef(store);
+    struct cxlp_loader_opts o = {.batch_size = batch_size, .tier_policy = tier_policy,
+                                 .tier_budget = tier_budget, .tier_horizon = tier_horizon,
+                                 .tier_target = tier_target, .tier_stagers = tier_stagers};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* a placement policy copies here */
+    rc = cxlp_stager_create(store->s, &o, sampler_fn, self->sampler, &self->st);
+    Py_END_ALLOW_THREADS
+    if (rc) {
+        stager_stop(self);
+        core_raise(rc, NULL);
+        return -1;
+    }
+    return 0;
+}
+
+static void stager_dealloc(StagerObject *self)
+{
+    stager_stop(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *stager_close(StagerObject *self, PyObject *unused)
+{
+    (void)unused;
+    stager_stop(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *stager_stats(StagerObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!self->st) {
+        PyErr_SetString(PyExc_ValueError, "stager is closed");
+        return NULL;
+    }
+    struct cxlp_loader_stats st;
+    int rc = cxlp_stager_stats(self->st, &st);
+    if (rc)
+        return core_raise(rc, NULL);
+    return stats_dict(&st);
+}
+
+static PyMethodDef stager_methods[] = {
+    {"stats", (PyCFunction)stager_stats, METH_NOARGS,
+     "Its counters, as Loader.stats() (prefetched, bytes_staged, ...)."},
+    {"close", (PyCFunction)stager_close, METH_NOARGS,
+     "Stops it (a copy in progress is finished) and gives the sampler back; the copies "
+     "stay."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject StagerType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cxl_dataloader._core.Stager",
+    .tp_basicsize = sizeof(StagerObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Stager(store, order (Sampler), batch_size, *, tier_policy=0, tier_budget=0, "
+              "tier_horizon=0, tier_target=-1, tier_stagers=0): stages the first shards of "
+              "a pass not started yet (a dataset in a pool of tiers), until close()",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)stager_init,
+    .tp_dealloc = (destructor)stager_dealloc,
+    .tp_methods = stager_methods,
 };

@@ -305,6 +305,18 @@ static PyObject *store_shards(StoreObject *self, PyObject *unused)
                          (unsigned long long)per, "max_bytes", (unsigned long long)max);
 }
 
+static PyObject *store_shard_tiers(StoreObject *self, PyObject *args)
+{
+    unsigned long long k;
+    if (!PyArg_ParseTuple(args, "K", &k) || !store_ok(self))
+        return NULL;
+    uint32_t mask;
+    int rc = cxlp_store_shard_tiers(self->s, k, &mask);
+    if (rc)
+        return core_raise(rc, NULL);
+    return PyLong_FromUnsignedLong(mask);
+}
+
 static PyObject *store_get_tiered(StoreObject *self, void *closure)
 {
     (void)closure;
@@ -548,6 +560,8 @@ static PyMethodDef store_methods[] = {
     {"close", (PyCFunction)store_close, METH_NOARGS, "No more get(); views stay valid."},
     {"shards", (PyCFunction)store_shards, METH_NOARGS,
      "n_shards, per_shard (records each; 0 when they differ), max_bytes of one."},
+    {"shard_tiers", (PyCFunction)store_shard_tiers, METH_VARARGS,
+     "shard_tiers(k) -> bit t set: tier t holds a copy of shard k now."},
     {NULL, NULL, 0, NULL},
 };
 

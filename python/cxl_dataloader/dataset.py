@@ -229,6 +229,17 @@ class CXLDataset(torch.utils.data.Dataset):
         in a memory tier)."""
         return self._store.shards()
 
+    def shard_tiers(self, shard: int) -> list[int]:
+        """The tiers (indexes into the pool's ``tiers()``) that hold a copy
+        of shard ``shard`` now, fastest first: a moment's view, as copies
+        are staged and evicted. IndexError past the dataset's shards."""
+        shard = operator.index(shard)
+        n = self._store.shards()["n_shards"]
+        if not 0 <= shard < n:
+            raise IndexError(f"shard {shard} of dataset {self.name!r} ({n} shards)")
+        mask = self._store.shard_tiers(shard)
+        return [t for t in range(32) if mask >> t & 1]
+
     @property
     def tiered(self) -> bool:
         """True when the pool has tiers: records are then copied out by

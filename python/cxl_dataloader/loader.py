@@ -234,7 +234,11 @@ class CXLDataLoader:
         self._batches = 0          # batches delivered in this pass (counted where needed)
         self._stall_ns = 0        # engine waits of finished epochs
         self._engine: Any = None  # the running epoch's engine
-        self._last_engine: Any = None  # the last epoch's, for stats()
+        self._last_engine: Any = None  # the last epoch's, for stats(); it stages the
+        #                                next pass's first shards (_ahead_key)
+        self._last_stats: Optional[dict] = None  # the last engine's, once it is let go
+        self._ahead: Any = None   # a _core.Stager for the next pass, between passes
+        self._ahead_key: Optional[tuple[int, int, int]] = None  # the pass staged for
         self._gpu: Optional[gpu.LoaderGPU] = None  # the CUDA side (fast path), see gpu.py
         self._at: Optional[tuple[int, int]] = None  # engine resume point of the batch handed
         #                                             out, where the GPU copies run ahead
@@ -327,6 +331,7 @@ class CXLDataLoader:
             # view of the pool for the loader's lifetime (close())
             self._gpu = gpu.LoaderGPU(self.device if cuda_dev else None, self.prefetch_to_gpu,
                                       dataset if pin_to_cxl else None)
+        self._stage_ahead()
 
     def _init_general(self, dataset: Any, kw: dict) -> None:
         """The general path: torch's DataLoader with the same arguments, its
@@ -397,6 +402,43 @@ class CXLDataLoader:
         self._explicit = True
         if hasattr(self.sampler, "set_epoch"):
             self.sampler.set_epoch(epoch)
+            self._stage_ahead()
+
+    # -- staging ahead of a pass (docs/tiers.md, "Staging ahead of a pass") --
+    def _stages(self) -> bool:
+        """1 where passes run through a staging engine over a C order."""
+        return (self.fast and isinstance(self.sampler, CXLSamplerBase)
+                and isinstance(self.dataset, CXLDataset) and self.dataset.tiered)
+
+    def _let_go(self) -> None:
+        """Stops what stages for a pass not started: the stager, and the
+        last pass's engine (its figures kept for stats())."""
+        if self._ahead is not None:
+            self._ahead.close()
+            self._ahead = None
+        if self._last_engine is not None:
+            self._last_stats = dict(self._last_engine.stats())
+            self._last_engine = None
+        self._ahead_key = None
+
+    def _stage_ahead(self) -> None:
+        """Stages the first shards of the pass the next iter() starts,
+        where its order is known now and nothing stages for it yet: at
+        construction, after set_epoch or a restored state. The last pass's
+        engine already stages for the pass that follows it; another pass
+        named meanwhile replaces it with a stager."""
+        if not self._stages() or self._resume is not None:
+            self._let_go()
+            return
+        key = self.sampler._upcoming_key()
+        if key is not None and key == self._ahead_key:
+            return
+        self._let_go()
+        order = self.sampler._upcoming()
+        if order is None:
+            return
+        self._ahead = _core.Stager(self.dataset.store, order, self.batch_size, **self._tier)
+        self._ahead_key = key
 
     def __len__(self) -> int:
         """Batches per epoch, as len() of torch's DataLoader; packed rows: the
@@ -611,6 +653,10 @@ class CXLDataLoader:
         # (segment s is record seg_id[s], elements [seg_offset, +seg_len) of
         # it, at row seg_row[s], columns [seg_start, +seg_len)) only with
         # return_segments
+        # the stager (or the last pass's engine) hands over: the copies it
+        # made stay; this pass's engine stages the pass after it
+        self._let_go()
+        nxt = self.sampler._upcoming() if cxl and self._stages() else None
         eng = _core.Loader(self.dataset.store, order, self.batch_size,
                            threads=self._threads_asked, prefetch=self.prefetch,
                            collate=self.collate,
@@ -618,8 +664,9 @@ class CXLDataLoader:
                            drop_last=self.drop_last, numa_node=self.numa_node,
                            first_offset=off, tensor=_from_capsule,
                            segments=self.return_segments, fields=self._fields, **self._slots,
-                           **self._tier)
+                           next_order=nxt, **self._tier)
         self._engine = eng
+        self._ahead_key = self.sampler._upcoming_key() if nxt is not None else None
         self.threads = eng.threads
         # The per-batch loop is the Python cost of the fast path: one C call
         # (take: wait, tensors). Keep anything else out of it; where the
@@ -673,9 +720,12 @@ class CXLDataLoader:
 
     def close(self) -> None:
         """Lets go of what the loader holds beyond a pass: the CUDA
-        registration of the dataset's pool view (pin_to_cxl with CUDA)."""
+        registration of the dataset's pool view (pin_to_cxl with CUDA), and
+        the staging for the next pass (a pool of tiers; the copies made
+        stay)."""
         if self._gpu is not None:
             self._gpu.close()
+        self._let_go()
 
     def stats(self) -> dict:
         """Figures of the loader as one dict. On a pool of tiers, what the
@@ -692,7 +742,8 @@ class CXLDataLoader:
         failure), and with pin_to_cxl the dataset's pool registration
         ("pool")."""
         eng = self._engine if self._engine is not None else self._last_engine
-        st: dict[str, Any] = dict(eng.stats()) if eng is not None else {}
+        st: dict[str, Any] = (dict(eng.stats()) if eng is not None else
+                              dict(self._last_stats or {}))
         st["stall_ns"] = self.stall_ns
         if isinstance(self.dataset, CXLDataset):
             pool = _core.Pool(self.dataset.spec, readonly=True)
@@ -796,5 +847,7 @@ class CXLDataLoader:
                 self.sampler.load_state_dict(state["sampler"])
             elif hasattr(self.sampler, "set_epoch"):
                 self.sampler.set_epoch(self.epoch)
+            self._stage_ahead()
             return
         self._resume = dict(state)
+        self._stage_ahead()

@@ -201,6 +201,30 @@ class CXLSamplerBase(torch.utils.data.Sampler):
                        "fingerprint": s.fingerprint})
         return s
 
+    def _upcoming_key(self) -> Optional[tuple[int, int, int]]:
+        """(seed, epoch, consumed) of the pass the next iter() starts if
+        nothing (set_epoch, load_state_dict) comes before it; None where its
+        seed is drawn when it starts (seed=None: from torch's generator,
+        which anything may draw from meanwhile)."""
+        if self._torch_seed and not self._seed_pinned:
+            return None
+        if self._explicit:
+            return self.seed, self.epoch, self._resume or 0
+        return self.seed, self.epoch + 1, 0
+
+    def _upcoming(self) -> Optional["_core.Sampler"]:
+        """A fresh C sampler of that pass (see _upcoming_key), for staging
+        its first shards before it starts; None where it is not known."""
+        key = self._upcoming_key()
+        if key is None:
+            return None
+        saved = self.epoch, self._resume
+        self.epoch, self._resume = key[1], key[2]
+        try:
+            return self._core_sampler()
+        finally:
+            self.epoch, self._resume = saved
+
     def _begin(self) -> "_core.Sampler":
         """Starts a pass (Python's iterator or the gather engine's)."""
         if not self._explicit:

@@ -839,6 +839,23 @@ int cxlp_store_copies(const cxlp_store *s, uint64_t *copies, size_t cap, size_t 
     return 0;
 }
 
+int cxlp_store_shard_tiers(const cxlp_store *s, uint64_t k, uint32_t *mask)
+{
+    if (!s || !mask)
+        return seterr(NULL, CXLP_EARG, "store_shard_tiers: NULL argument");
+    if (k >= s->n_shards)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: shard %" PRIu64 " of %" PRIu64, s->name,
+                      k, s->n_shards);
+    *mask = 0;
+    if (!s->tiered) {
+        *mask = 1;
+        return 0;
+    }
+    for (uint32_t t = 0, nt = attach_n_tiers(s->a); t < nt; t++)
+        *mask |= (uint32_t)loc_present(store_word(s, k, t)) << t;
+    return 0;
+}
+
 int cxlp_store_tiered(const cxlp_store *s)
 {
     return s ? s->tiered : 0;

@@ -87,13 +87,16 @@ struct tier_engine {
     uint64_t *states_rw;       /* the dataset's words, writable (heat) */
     cxlp_index_fn src;
     void *src_ctx;
+    cxlp_index_fn nsrc;        /* the next pass's ids (planning only), or NULL */
+    void *nsrc_ctx;
 
     pthread_mutex_t mu;
     pthread_cond_t cv_work;    /* stagers: the queue moved, or stop */
     pthread_cond_t cv_done;    /* a copy finished */
     uint64_t *q;               /* queue ring */
     size_t q_cap, q_head, q_len;
-    int src_end, src_rc;
+    size_t q_next;             /* the last q_next ids queued are the next pass's */
+    int src_end, src_rc, nsrc_end;
     uint64_t pos, done;        /* ids handed out; ids whose batches ended */
     uint64_t *recent;          /* ring of the last ids handed out */
     size_t recent_cap, recent_head, recent_n;
@@ -189,32 +192,44 @@ static int readable(const struct tier_engine *e, uint64_t k)
 
 /* ------------------------------------------------------------ the future */
 
+/* Reads up to the queue's free room from fn into its tail (under mu); the
+ * count read, 0 at the source's end, or a negative code (also for an id
+ * past the dataset, after which nothing read is kept). */
+static ssize_t pull(struct tier_engine *e, cxlp_index_fn fn, void *ctx)
+{
+    size_t room = e->q_cap - e->q_len, tail = (e->q_head + e->q_len) % e->q_cap;
+    size_t chunk = MIN(room, e->q_cap - tail), got = 0;
+    int rc = fn(ctx, e->q + tail, chunk, &got);
+    if (rc)
+        return rc;
+    for (size_t i = 0; i < got; i++)
+        if (e->q[tail + i] >= e->s->count)
+            return seterr(NULL, CXLP_ERANGE, "index source gave id %" PRIu64 " past the "
+                          "dataset's %" PRIu64 " records", e->q[tail + i], e->s->count);
+    e->q_len += got;
+    return (ssize_t)got;
+}
+
 /* Pulls ids from the index source until the queue holds the horizon or the
- * source ends (under mu). */
+ * source ends, then from the next pass's source (under mu): those are
+ * planned for (their shards staged when the room is there, after this
+ * pass's) and never handed out. An error of the next pass's source ends
+ * its ids, not this pass. */
 static void refill(struct tier_engine *e)
 {
     while (!e->src_end && e->q_len < e->horizon) {
-        size_t room = e->q_cap - e->q_len, tail = (e->q_head + e->q_len) % e->q_cap;
-        size_t chunk = MIN(room, e->q_cap - tail), got = 0;
-        int rc = e->src(e->src_ctx, e->q + tail, chunk, &got);
-        if (rc) {
-            e->src_rc = rc;
+        ssize_t got = pull(e, e->src, e->src_ctx);
+        if (got <= 0) {
+            e->src_rc = (int)got;
             e->src_end = 1;
-            break;
         }
-        if (got == 0) {
-            e->src_end = 1;
-            break;
-        }
-        for (size_t i = 0; i < got; i++)
-            if (e->q[tail + i] >= e->s->count) {
-                e->src_rc = seterr(NULL, CXLP_ERANGE, "index source gave id %" PRIu64
-                                   " past the dataset's %" PRIu64 " records",
-                                   e->q[tail + i], e->s->count);
-                e->src_end = 1;
-                return;
-            }
-        e->q_len += got;
+    }
+    while (e->src_end && !e->src_rc && e->nsrc && !e->nsrc_end && e->q_len < e->horizon) {
+        ssize_t got = pull(e, e->nsrc, e->nsrc_ctx);
+        if (got <= 0)
+            e->nsrc_end = 1;
+        else
+            e->q_next += (size_t)got;
     }
 }
 
@@ -423,10 +438,11 @@ int engine_next(void *ctx, uint64_t *out, size_t max, size_t *n)
      * not be evicted), and the loader asks for much more than a batch */
     max = MIN(max, e->batch);
     pthread_mutex_lock(&e->mu);
-    if (e->q_len == 0)
+    if (e->q_len == e->q_next)
         refill(e);
+    max = MIN(max, e->q_len - e->q_next);
     size_t k = 0;
-    for (; k < max && k < e->q_len; k++) {
+    for (; k < max; k++) {
         uint64_t id = e->q[(e->q_head + k) % e->q_cap];
         out[k] = id;
         e->recent[e->recent_head] = id;
@@ -893,6 +909,8 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     e->s = s;
     e->src = src;
     e->src_ctx = src_ctx;
+    e->nsrc = o->tier_next_fn;
+    e->nsrc_ctx = o->tier_next_ctx;
     e->reg = -1;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv_work, NULL);
@@ -997,4 +1015,46 @@ void engine_stats(struct tier_engine *e, struct cxlp_loader_stats *st)
     pthread_mutex_lock(&e->mu);
     *st = e->st;
     pthread_mutex_unlock(&e->mu);
+}
+
+/* ------------------------------------------------------------ staging ahead */
+
+/* A stager is an engine no loader reads from: its queue fills to the
+ * horizon and stays there, so its stagers stage the order's first shards
+ * and then wait. */
+struct cxlp_stager {
+    struct tier_engine *e;
+};
+
+int cxlp_stager_create(cxlp_store *s, const struct cxlp_loader_opts *opts, cxlp_index_fn index_fn,
+                       void *index_ctx, cxlp_stager **out)
+{
+    if (!s || !opts || !index_fn || !out)
+        return seterr(NULL, CXLP_EARG, "cxlp_stager_create: NULL argument");
+    cxlp_stager *st = calloc(1, sizeof *st);
+    if (!st)
+        return seterr(NULL, -ENOMEM, "staging: out of memory");
+    int rc = engine_create(s, opts, index_fn, index_ctx, &st->e);
+    if (rc) {
+        free(st);
+        return rc;
+    }
+    *out = st;
+    return 0;
+}
+
+int cxlp_stager_stats(cxlp_stager *st, struct cxlp_loader_stats *out)
+{
+    if (!st || !out)
+        return seterr(NULL, CXLP_EARG, "cxlp_stager_stats: NULL argument");
+    engine_stats(st->e, out);
+    return 0;
+}
+
+void cxlp_stager_free(cxlp_stager *st)
+{
+    if (!st)
+        return;
+    engine_free(st->e);
+    free(st);
 }

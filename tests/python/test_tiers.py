@@ -4,6 +4,7 @@ record once and intact, loader.stats(), window="auto", bad tier specs."""
 from __future__ import annotations
 
 import os
+import time
 import uuid
 import warnings
 from pathlib import Path
@@ -136,6 +137,72 @@ def test_one_epoch_per_policy_every_record_once_and_intact(tiered, policy) -> No
         assert st["prefetched"] == 0 and st["fetched"] > 0
     if policy in ("hot_first", "full_prefetch"):
         assert st["placed"] > 0
+    assert p.verify()
+
+
+def test_staging_ahead_of_a_pass_at_construction_after_set_epoch_and_as_an_epoch_ends(
+        tiered) -> None:
+    """docs/tiers.md, "Staging ahead of a pass": the shards of the first
+    lookahead batches of the pass the next iter() starts are staged into
+    the dram tier before it starts, from a cold pool: at construction,
+    during the last window of the epoch before, after set_epoch() of
+    another epoch and after load_state_dict() of a new loader; close()
+    stops it; with seed=None (drawn when the pass starts) nothing is.
+    Each epoch still delivers every record once and intact."""
+    p, name, data = tiered
+    p.migrate("d", "nvme")
+    ds = CXLDataset(p, "d")
+    per = ds.shards()["per_shard"]
+    batch, ahead = 64, 4
+
+    def sampler() -> RandomCXLSampler:
+        return RandomCXLSampler(ds, seed=5, window="auto", memory_budget=2 << 20)
+
+    def first_shards(epoch: int) -> set[int]:
+        s = sampler()
+        s.set_epoch(epoch)
+        it = iter(s)
+        return {next(it) // per for _ in range(batch * ahead)}
+
+    def await_in_dram(shards: set[int]) -> None:
+        # the stagers copy on their own threads: a minute bounds a stage
+        # that never comes (it takes milliseconds), it measures nothing
+        for _ in range(6000):
+            if all(0 in ds.shard_tiers(k) for k in shards):
+                return
+            time.sleep(0.01)
+        missing = sorted(k for k in shards if 0 not in ds.shard_tiers(k))
+        raise AssertionError(f"shards {missing} of the next pass were not staged")
+
+    assert not any(0 in ds.shard_tiers(k) for k in range(ds.shards()["n_shards"]))
+    loader = CXLDataLoader(ds, batch_size=batch, sampler=sampler(), memory_policy="lookahead",
+                           memory_budget=2 << 20, lookahead=ahead)
+    await_in_dram(first_shards(0))            # at construction
+    assert epoch(loader, data) == ROWS
+    await_in_dram(first_shards(1))            # as epoch 0 ended
+    st = loader.stats()
+    assert st["records"] == ROWS and st["hits"] + st["misses"] == ROWS
+    p.migrate("d", "nvme")
+    loader.set_epoch(6)                       # another epoch than the one staged for
+    await_in_dram(first_shards(6))
+    assert epoch(loader, data) == ROWS and loader.epoch == 6
+    state = loader.state_dict()               # the start of epoch 7
+    loader.close()                            # stops staging for epoch 7
+    assert loader._ahead is None and loader._last_engine is None
+    p.migrate("d", "nvme")
+    again = CXLDataLoader(ds, batch_size=batch, sampler=sampler(), memory_policy="lookahead",
+                          memory_budget=2 << 20, lookahead=ahead)
+    again.load_state_dict(state)              # a restored pass
+    await_in_dram(first_shards(7))
+    assert epoch(again, data) == ROWS and again.epoch == 7
+    again.close()
+    with pytest.raises(IndexError, match="shard 999"):
+        ds.shard_tiers(999)
+    # a seed drawn from torch's generator when the pass starts: its order is
+    # not known before, so nothing is staged for it
+    unknown = CXLDataLoader(ds, batch_size=batch, sampler=RandomCXLSampler(
+        ds, seed=None, window="auto", memory_budget=2 << 20), memory_policy="lookahead")
+    assert unknown._ahead is None
     assert p.verify()
 
 
