@@ -6,6 +6,7 @@
                                  [--shard-kib 8192] [--window-x 1]
                                  [--policies lookahead,...] [--rounds 3]
                                  [--demand 0.8] [--demand-policies lookahead]
+                                 [--demand-epochs 2] [--setup-s 0]
                                  [--seconds 120] [--out docs/benchmarks-tiers]
 
 An N GiB dataset of 8 KiB records is homed on an nvme tier (a file under
@@ -39,8 +40,13 @@ schedule (at t0 + (i + 1) * period: after a late batch the loop asks faster
 until back on time); the stall (time the loop waited for batches) as a
 share of the epoch, split into start-up (the first batch: the first
 window's shards, needed by it, staged on demand), the rest of the first
-window and the steady state. --demand-only runs the limits once and the
-demand runs only (OUT-demand.json).
+window and the steady state. Each demand run reads --demand-epochs epochs
+back to back through one loader (the first cold, the next ones after an
+epoch that staged their first shards during its last window), each its
+own row; --setup-s waits that long between the loader's construction and
+the first epoch (the model being built: the loader stages meanwhile).
+--demand-only runs the limits once and the demand runs only
+(OUT-demand.json).
 
 Regimes: --shard-kib sets the dataset's shard size at ingest (its layout,
 not the order's function), --window-x the sampler's window as a multiple of
@@ -144,8 +150,9 @@ def machine() -> dict:
 
 def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem_tier: int,
               demand_sps: float = 0.0, pacing: str = "batch", seed: int = 7,
-              window_x: float = 1.0) -> dict:
-    """One epoch through CXLDataLoader; returns figures and checks.
+              window_x: float = 1.0, epochs: int = 1, setup_s: float = 0.0) -> dict:
+    """One epoch through CXLDataLoader (or several: see epochs); returns
+    figures and checks.
 
     demand_sps: the loop stands in for compute, BATCH / demand_sps seconds a
     batch, the batch's check included. pacing "batch": each batch's compute
@@ -158,12 +165,20 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
     The loop's stall (time in next()) is split into the first batch's (the
     start-up: the first window's shards staged on demand), the rest of the
     first window (records of the sampler's first window of shards) and the
-    steady state after it."""
+    steady state after it.
+
+    epochs > 1: that many epochs back to back through the same loader (the
+    next begins as the last batch's compute ends), each timed and checked
+    on its own; the figures above are the first epoch's, "later" lists the
+    others' (an epoch's staging engine stages the next epoch's first shards
+    during its last window: docs/tiers.md, "Staging ahead of a pass").
+    setup_s: seconds between the loader's construction and the first
+    iter(), standing in for building the model (the loader stages the first
+    epoch's first shards meanwhile); 0: iter() at once."""
     import torch  # noqa: F401
     from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool, RandomCXLSampler
     pool = CXLMemoryPool(spec)
     ds = CXLDataset(pool, name)
-    before = pool.tiers()
     sampler = RandomCXLSampler(ds, seed=seed, window="auto", memory_budget=budget)
     if ds.tiered and window_x != 1.0:  # a window of window_x times what "auto" gives
         sampler = RandomCXLSampler(ds, seed=seed, shard_size=sampler.shard_size,
@@ -171,52 +186,70 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
     kw: dict = dict(batch_size=BATCH, sampler=sampler, threads=2)
     if ds.tiered:
         kw.update(memory_policy=policy, memory_budget=budget)
-    loader = CXLDataLoader(ds, **kw)
-    chk = Checker(n)
     period = BATCH / demand_sps if demand_sps else 0.0
     first_window = sampler.window * sampler.shard_size  # records
-    stall = [0, 0, 0]  # ns: first batch, rest of the first window, after it
-    seen = 0
-    ru0 = resource.getrusage(resource.RUSAGE_SELF)
-    t0 = time.perf_counter()
-    for i, b in enumerate(loader):
-        s_now = loader.stall_ns
-        stall[0 if i == 0 else 1 if seen < first_window else 2] += s_now - sum(stall)
-        seen += len(b)
-        chk.batch(b.numpy())
-        if period:  # compute, standing in: the loop is busy until its slot
-            end = t0 + (i + 1) * period + (s_now / 1e9 if pacing == "batch" else 0.0)
-            wait = end - time.perf_counter()
-            if wait > 0:
-                time.sleep(wait)
-    dt = time.perf_counter() - t0
-    ru1 = resource.getrusage(resource.RUSAGE_SELF)
-    st = loader.stats()
-    after = pool.tiers()
-    stall[2] += st["stall_ns"] - sum(stall)  # the wait for the end of the stream
-    out = {"policy": policy or "all-DRAM", "seconds": dt, "samples_per_s": chk.count / dt,
-           "gb_per_s": chk.count * REC / dt / 1e9, "records": chk.count, "complete": chk.complete(),
-           "bad": chk.bad, "window": sampler.window, "shard_size": sampler.shard_size,
-           "stall_s": st["stall_ns"] / 1e9, "stall_share": st["stall_ns"] / 1e9 / dt,
-           "stall_first_batch_s": stall[0] / 1e9, "stall_first_window_s": stall[1] / 1e9,
-           "stall_steady_s": stall[2] / 1e9, "first_window_records": first_window,
-           "cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)}
-    if ds.tiered:
-        out.update(hits=st["hits"], misses=st["misses"],
-                   hit_rate=st["hits"] / max(1, st["hits"] + st["misses"]),
-                   stage_stall_s=st["stage_stall_ns"] / 1e9, prefetched=st["prefetched"],
-                   fetched=st["fetched"], placed=st["placed"], evictions=st["evictions"],
-                   private_reads=st["private_reads"], partial_reads=st["partial_reads"],
-                   partial_bytes=st["partial_bytes"],
-                   # copies staged (the tier's counter), plus the shards
-                   # batches read into their own memory (no tier had room:
-                   # a whole shard each, not counted by the tier), plus the
-                   # blocks batches read in part instead (format 3)
-                   nvme_bytes=after[mem_tier]["bytes_in"] - before[mem_tier]["bytes_in"] +
-                   st["private_reads"] * ds.shards()["max_bytes"] + st["partial_bytes"])
+    runs = []
+    before = pool.tiers()
+    loader = CXLDataLoader(ds, **kw)
+    if setup_s:
+        time.sleep(setup_s)
+    for ep in range(epochs):
+        chk = Checker(n)
+        stall = [0, 0, 0]  # ns: first batch, rest of the first window, after it
+        seen = 0
+        s0 = loader.stall_ns
+        ru0 = resource.getrusage(resource.RUSAGE_SELF)
+        t0 = time.perf_counter()
+        for i, b in enumerate(loader):
+            s_now = loader.stall_ns - s0
+            stall[0 if i == 0 else 1 if seen < first_window else 2] += s_now - sum(stall)
+            seen += len(b)
+            chk.batch(b.numpy())
+            if period:  # compute, standing in: the loop is busy until its slot
+                end = t0 + (i + 1) * period + (s_now / 1e9 if pacing == "batch" else 0.0)
+                wait = end - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
+        dt = time.perf_counter() - t0
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        st = loader.stats()
+        after = pool.tiers()
+        total = loader.stall_ns - s0
+        stall[2] += total - sum(stall)  # the wait for the end of the stream
+        out = {"policy": policy or "all-DRAM", "epoch": ep, "seconds": dt,
+               "samples_per_s": chk.count / dt, "gb_per_s": chk.count * REC / dt / 1e9,
+               "records": chk.count, "complete": chk.complete(), "bad": chk.bad,
+               "window": sampler.window, "shard_size": sampler.shard_size,
+               "stall_s": total / 1e9, "stall_share": total / 1e9 / dt,
+               "stall_first_batch_s": stall[0] / 1e9, "stall_first_window_s": stall[1] / 1e9,
+               "stall_steady_s": stall[2] / 1e9, "first_window_records": first_window,
+               "cpu_s": (ru1.ru_utime - ru0.ru_utime) + (ru1.ru_stime - ru0.ru_stime)}
+        if ds.tiered:
+            out.update(hits=st["hits"], misses=st["misses"],
+                       hit_rate=st["hits"] / max(1, st["hits"] + st["misses"]),
+                       stage_stall_s=st["stage_stall_ns"] / 1e9, prefetched=st["prefetched"],
+                       fetched=st["fetched"], placed=st["placed"], evictions=st["evictions"],
+                       private_reads=st["private_reads"], partial_reads=st["partial_reads"],
+                       partial_bytes=st["partial_bytes"],
+                       # copies staged (the tier's counter: a stager's before
+                       # the first epoch, and the next epoch's first shards
+                       # staged during this one, count here), plus the shards
+                       # batches read into their own memory (no tier had room:
+                       # a whole shard each, not counted by the tier), plus
+                       # the blocks batches read in part instead (format 3)
+                       nvme_bytes=after[mem_tier]["bytes_in"] - before[mem_tier]["bytes_in"] +
+                       st["private_reads"] * ds.shards()["max_bytes"] + st["partial_bytes"])
+        before = after
+        runs.append(out)
+    loader.close()
     del loader, ds
     pool.close()
-    return out
+    first = runs[0]
+    if epochs > 1:
+        first["later"] = runs[1:]
+    if setup_s:
+        first["setup_s"] = setup_s
+    return first
 
 
 def mosaic_epoch(remote: Path, cache: Path, n: int, limit: str, workers: int,
@@ -334,6 +367,11 @@ def main() -> int:
                     help="the policies of the rounds, comma-separated")
     ap.add_argument("--demand", type=float, default=0.8,
                     help="the demand runs' rate, as a share of the bound (default 0.8)")
+    ap.add_argument("--demand-epochs", type=int, default=2,
+                    help="epochs back to back per demand run (the first cold)")
+    ap.add_argument("--setup-s", type=float, default=0.0,
+                    help="demand runs: seconds between the loader's construction and the "
+                         "first epoch (building the model, standing in)")
     ap.add_argument("--demand-policies", default="lookahead",
                     help="the policies of the demand runs, comma-separated")
     ap.add_argument("--out", default=str(REPO / "docs" / "benchmarks-tiers"))
@@ -427,7 +465,8 @@ def main() -> int:
                 pool.migrate("d", "nvme")
                 drop_caches()
                 r = cxl_epoch(spec, "d", n, pol, budget, mem_tier, demand_sps=a.demand * bound,
-                              pacing=pacing, window_x=a.window_x)
+                              pacing=pacing, window_x=a.window_x, epochs=a.demand_epochs,
+                              setup_s=a.setup_s)
                 r["policy"] = f"{pol} @{a.demand:.0%}"
                 r["demand_sps"] = a.demand * bound
                 r["pacing"] = pacing
@@ -436,7 +475,10 @@ def main() -> int:
                     f"{r['samples_per_s']:.0f} samples/s, stall {r['stall_share']:.4f} of the "
                     f"epoch (first batch {r['stall_first_batch_s']:.3f} s, rest of the first "
                     f"window {r['stall_first_window_s']:.3f} s, after it "
-                    f"{r['stall_steady_s']:.3f} s of {r['seconds']:.2f} s)")
+                    f"{r['stall_steady_s']:.3f} s of {r['seconds']:.2f} s)" +
+                    "".join(f"; epoch {x['epoch']}: {x['samples_per_s']:.0f} samples/s, stall "
+                            f"{x['stall_share']:.4f} (first batch {x['stall_first_batch_s']:.3f} "
+                            f"s), complete {x['complete']}" for x in r.get("later", [])))
         res["demand"] = res["demand_runs"][0] if res["demand_runs"] else None
         pool.close()
         if not a.no_mosaic:
@@ -519,13 +561,14 @@ def demand_table(res: dict) -> str:
     the steady state after it, each as a share of the epoch."""
     by = {r["policy"]: r for r in res["runs"]}
     bound = min(by["seq read"]["samples_per_s"], by["all-DRAM"]["samples_per_s"])
-    L = ["| policy | pacing | samples/s | vs bound | epoch s | loop stall, share | "
+    L = ["| policy | pacing | epoch | samples/s | vs bound | epoch s | loop stall, share | "
          "start-up (first batch) | rest of first window | steady state | staging stall s | "
          "nvme bytes / dataset | complete |",
-         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
-    for d in res.get("demand_runs", []):
+         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r, d in ((r, x) for r in res.get("demand_runs", []) for x in [r] + r.get("later", [])):
         dt = d["seconds"]
-        L.append(f"| {d['policy'].split(' ')[0]} | {d['pacing']} | {d['samples_per_s']:,.0f} | "
+        L.append(f"| {r['policy'].split(' ')[0]} | {r['pacing']} | {d.get('epoch', 0)} | "
+                 f"{d['samples_per_s']:,.0f} | "
                  f"{d['samples_per_s'] / bound:.2f} | "
                  f"{dt:.2f} | {d['stall_s']:.3f} s, {d['stall_share']:.4f} | "
                  f"{d['stall_first_batch_s']:.3f} s, {d['stall_first_batch_s'] / dt:.4f} | "
