@@ -50,7 +50,10 @@ the first epoch (the model being built: the loader stages meanwhile).
 
 Regimes: --shard-kib sets the dataset's shard size at ingest (its layout,
 not the order's function), --window-x the sampler's window as a multiple of
-what window="auto" gives (above 2 its shards no longer fit the budget).
+what window="auto" gives (above 2 its shards no longer fit the budget); a
+policy written POLICY:K in --policies runs with K stager threads (the C
+loader option tier_stagers; default 2 for shards of 8 MiB and more, up to 4
+below).
 
 Writes OUT.json and OUT.png (samples/s per policy, with the limits), and
 prints the markdown table docs/benchmarks.md carries. Removes every file
@@ -184,6 +187,7 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
         sampler = RandomCXLSampler(ds, seed=seed, shard_size=sampler.shard_size,
                                    window=max(1, round(sampler.window * window_x)))
     kw: dict = dict(batch_size=BATCH, sampler=sampler, threads=2)
+    policy, _, stagers = (policy or "").partition(":")
     if ds.tiered:
         kw.update(memory_policy=policy, memory_budget=budget)
     period = BATCH / demand_sps if demand_sps else 0.0
@@ -191,6 +195,10 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
     runs = []
     before = pool.tiers()
     loader = CXLDataLoader(ds, **kw)
+    if stagers:  # "policy:K": K stager threads (the C option tier_stagers)
+        loader._tier["tier_stagers"] = int(stagers)
+        loader._let_go()
+        loader._stage_ahead()
     if setup_s:
         time.sleep(setup_s)
     for ep in range(epochs):
@@ -216,7 +224,8 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
         after = pool.tiers()
         total = loader.stall_ns - s0
         stall[2] += total - sum(stall)  # the wait for the end of the stream
-        out = {"policy": policy or "all-DRAM", "epoch": ep, "seconds": dt,
+        out = {"policy": policy + (f":{stagers}" if stagers else "") or "all-DRAM",
+               "epoch": ep, "seconds": dt,
                "samples_per_s": chk.count / dt, "gb_per_s": chk.count * REC / dt / 1e9,
                "records": chk.count, "complete": chk.complete(), "bad": chk.bad,
                "window": sampler.window, "shard_size": sampler.shard_size,

@@ -1006,7 +1006,8 @@ struct cxlp_loader_opts {
                                 0: as many records as half the budget holds,
                                 at least 8 batches */
     int tier_target;         /* staging tier index; 0 and -1: the fastest memory tier */
-    uint32_t tier_stagers;   /* threads copying shards ahead; 0: 4 */
+    uint32_t tier_stagers;   /* threads copying shards ahead; 0: 2 for shards of
+                                8 MiB or more, up to 4 for smaller ones */
     uint32_t n_fields;       /* fields to collate, numbers in fields[]; 0: every
                                 field of the dataset, in schema order */
     uint32_t fields[CXLP_MAX_FIELDS];

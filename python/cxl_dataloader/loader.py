@@ -406,7 +406,7 @@ class CXLDataLoader:
 
     # -- staging ahead of a pass (docs/tiers.md, "Staging ahead of a pass") --
     def _stages(self) -> bool:
-        """1 where passes run through a staging engine over a C order."""
+        """True where passes run through a staging engine over a C order."""
         return (self.fast and isinstance(self.sampler, CXLSamplerBase)
                 and isinstance(self.dataset, CXLDataset) and self.dataset.tiered)
 

@@ -32,8 +32,8 @@
 #include "common/common.h"
 #include "media/media.h"
 
-#define IO_CHUNK (UINT64_C(1) << 20)
-#define IO_DEPTH 8u
+#define IO_CHUNK MEDIA_IO_CHUNK
+#define IO_DEPTH MEDIA_IO_DEPTH
 #define IO_ALIGN 4096u
 
 struct media_reader {

@@ -173,8 +173,11 @@ int media_nearest_cpu_node(const uint32_t *weight);
 /* "0-3,5": the nodes of mask as a list in buf (cap bytes; "" when none). */
 void media_nodes_text(const unsigned long *mask, char *buf, size_t cap);
 
-/* Reads of a staged tier's file (io.c): io_uring, O_DIRECT where aligned.
- * A reader is used by one thread at a time. */
+/* Reads of a staged tier's file (io.c): io_uring, O_DIRECT where aligned,
+ * up to MEDIA_IO_DEPTH requests of MEDIA_IO_CHUNK bytes in flight. A
+ * reader is used by one thread at a time. */
+#define MEDIA_IO_CHUNK (UINT64_C(1) << 20)
+#define MEDIA_IO_DEPTH 8u
 struct media_reader;
 int media_reader_open(struct media_reader **r, const char *path, char *err, size_t errlen);
 void media_reader_close(struct media_reader *r);

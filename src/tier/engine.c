@@ -61,6 +61,7 @@
 #include <unistd.h>
 
 #include "common/atomic.h"
+#include "media/media.h"
 #include "pool/loc.h"
 #include "pool/pool_format.h"
 #include "store/fetch.h"
@@ -70,7 +71,6 @@
 #include "tier/tier.h"
 
 #define DEF_HORIZON 8u
-#define DEF_STAGERS 4u
 #define MAX_STAGERS 8u
 #define PLAN_MAX 64u
 
@@ -126,6 +126,22 @@ struct tier_engine {
     uint32_t n_stagers;
     pthread_t th[MAX_STAGERS];
 };
+
+/* Stagers unless tier_stagers says: as many copies at a time as keep two
+ * readers' queues of reads in flight (2 x MEDIA_IO_DEPTH x MEDIA_IO_CHUNK,
+ * 16 MiB), 2 to 4. A copy of a shard of 8 MiB or more fills one reader's
+ * queue, and two overlap one's reserve, check and publish with the
+ * other's read; smaller copies need more at a time. Measured on this
+ * project's VM (docs/benchmarks.md, "Stagers"): with 8 MiB shards 2 were
+ * 7-11% faster than 4 (more streams of random reads), with 1 MiB shards 4
+ * were 3-5% faster than 2. */
+static uint32_t def_stagers(const cxlp_store *s)
+{
+    uint64_t q = (uint64_t)MEDIA_IO_DEPTH * MEDIA_IO_CHUNK;
+    uint64_t per = s->n_shards ? s->ds.info.stored_bytes / s->n_shards : q;
+    per = MIN(MAX(per, 1), q);
+    return (uint32_t)MIN(MAX(2 * q / per, 2), 4);
+}
 
 /* ------------------------------------------------------------ residency */
 
@@ -957,7 +973,7 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     e->horizon = MIN(h, UINT64_C(1) << 22);
     e->replan = MAX(e->batch, e->horizon / 32);
     e->replan_now = 1;
-    e->n_stagers = o->tier_stagers ? MIN(o->tier_stagers, MAX_STAGERS) : DEF_STAGERS;
+    e->n_stagers = o->tier_stagers ? MIN(o->tier_stagers, MAX_STAGERS) : def_stagers(s);
     e->n = s->n_shards;
     e->q_cap = e->horizon + 4096;
     e->recent_cap = (size_t)e->batch * 64 + 65536; /* more than a loader holds in flight */
