@@ -1051,6 +1051,8 @@ struct cxlp_loader_stats {
                                 tier, and the header read that found the
                                 dataset's shards have no block sums (format 1
                                 or 2: private reads after it) */
+    uint32_t stagers;        /* threads copying ahead (tier_stagers or the
+                                default for the dataset's shard size) */
 };
 /* Fills st. Any thread. */
 CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);

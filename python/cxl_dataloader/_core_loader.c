@@ -491,7 +491,7 @@ static PyObject *loader_get_stall_ns(LoaderObject *self, void *c)
 /* A staging engine's counters as a dict. */
 static PyObject *stats_dict(const struct cxlp_loader_stats *st)
 {
-    return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "policy",
+    return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I}", "policy",
                          cxlp_policy_name(st->policy), "tier", st->tier, "budget",
                          (unsigned long long)st->budget, "batches",
                          (unsigned long long)st->batches, "records",
@@ -506,7 +506,7 @@ static PyObject *stats_dict(const struct cxlp_loader_stats *st)
                          (unsigned long long)st->placed, "private_reads",
                          (unsigned long long)st->private_reads, "partial_reads",
                          (unsigned long long)st->partial_reads, "partial_bytes",
-                         (unsigned long long)st->partial_bytes);
+                         (unsigned long long)st->partial_bytes, "stagers", st->stagers);
 }
 
 /* The staging engine's counters (all zero on a pool of one tier). */

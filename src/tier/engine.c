@@ -1022,6 +1022,7 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
         }
         pthread_setname_np(e->th[i], "cxlp-stage");
     }
+    e->st.stagers = e->n_stagers;
     *out = e;
     return 0;
 }

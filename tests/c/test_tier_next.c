@@ -132,7 +132,7 @@ int main(void)
     snprintf(pool, sizeof pool, "%s", test_name("tiernx"));
     char dram[160], nvme[256];
     snprintf(dram, sizeof dram, "dram=shm:%s.d:6M", pool);
-    snprintf(nvme, sizeof nvme, "nvme=file:/tmp/cxlp-%s.tier:32M", pool);
+    snprintf(nvme, sizeof nvme, "nvme=file:/tmp/cxlp-%s.tier:48M", pool);
     const char *tiers[] = {dram, nvme};
     struct cxlp_pool_opts po = {.meta_bytes = 4 * MiB, .lease_slots = 16};
     cxlp_pool *p;
@@ -172,11 +172,13 @@ int main(void)
     struct cxlp_loader_stats ss;
     CHECK_OK(cxlp_stager_stats(st, &ss));
     CHECK(ss.prefetched >= nw && ss.batches == 0 && ss.records == 0);
+    CHECK(ss.stagers == 4); /* the default for 64 KiB shards (engine.c def_stagers) */
     cxlp_stager_free(st);
     cxlp_sampler_free(sm);
     sm = sampler(n, 2);
     o.tier_policy = CXLP_POLICY_LRU;
     o.threads = 1;
+    o.tier_stagers = 1;
     cxlp_loader *l;
     CHECK_OK(cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l));
     struct cxlp_batch *b;
@@ -188,6 +190,7 @@ int main(void)
     cxlp_loader_release(l, b);
     struct cxlp_loader_stats ls;
     CHECK_OK(cxlp_loader_stats(l, &ls));
+    CHECK(ls.stagers == 1);
     printf("stager: %zu shards staged before the pass; its first batches: %llu hits, %llu "
            "misses\n", nw, (unsigned long long)ls.hits, (unsigned long long)ls.misses);
     /* the first horizon's records (those shards) are hits; a gather
@@ -199,6 +202,22 @@ int main(void)
     free(seen);
 
     cold(p);
+
+    /* one shard of 8 MiB fills a reader's queue: 2 stagers by default */
+    {
+        cxlp_store *bs;
+        uint64_t nb;
+        CHECK_OK(rec_ingest(p, "big", 1, seed, 8 * MiB, 8 * MiB, &nb, NULL));
+        CHECK_OK(cxlp_store_open(p, "big", &bs));
+        cxlp_sampler *bsm = sampler(nb, 0);
+        struct cxlp_loader_opts bo = {.batch_size = BATCH};
+        CHECK_OK(cxlp_stager_create(bs, &bo, rec_sampler_fn, bsm, &st));
+        CHECK_OK(cxlp_stager_stats(st, &ss));
+        CHECK(ss.stagers == 2);
+        cxlp_stager_free(st);
+        cxlp_sampler_free(bsm);
+        CHECK_OK(cxlp_store_close(bs));
+    }
 
     /* bad arguments */
     CHECK(cxlp_stager_create(s, &o, NULL, NULL, &st) == CXLP_EARG);

@@ -131,6 +131,7 @@ def test_one_epoch_per_policy_every_record_once_and_intact(tiered, policy) -> No
     assert st["policy"] == policy and st["records"] == ROWS
     assert st["hits"] + st["misses"] == ROWS and st["private_reads"] == 0
     assert st["bytes_staged"] > 0 and st["tiers"][0]["kind"] == "dram"
+    assert st["stagers"] == 4  # the default for shards of 64 KiB (docs/tiers.md)
     if policy in ("lookahead", "streaming"):
         assert st["prefetched"] > 0
     if policy == "lru":
