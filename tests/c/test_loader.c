@@ -100,13 +100,16 @@ static struct rec_src src_of(const struct mem *m, int fixed, uint64_t rs)
 
 /* --------------------------------------------------------------- tests --- */
 
-static void test_stack(uint32_t threads, int drop_last)
+/* mul 1: records in pool order, so most of a batch is one run (copied as
+ * one) and the batch across the wrap to record 0 is two; else a shuffle,
+ * one copy per record */
+static void test_stack(uint32_t threads, int drop_last, uint64_t mul)
 {
     struct mem m;
     const uint64_t N = 1000, RS = 24;
     mem_fixed(&m, N, RS);
     struct rec_src src = src_of(&m, 1, RS);
-    struct order o = {.n = N, .mul = 7919, .fail_at = UINT64_MAX};
+    struct order o = {.n = N, .mul = mul, .fail_at = UINT64_MAX};
     struct cxlp_loader_opts opts = {.batch_size = 32, .threads = threads, .slots = 3,
                                     .collate = CXLP_COLLATE_STACK, .drop_last = drop_last,
                                     .numa_node = -1};
@@ -121,7 +124,7 @@ static void test_stack(uint32_t threads, int drop_last)
         CHECK(b->index == batches);
         CHECK(b->row_bytes == RS && ((uintptr_t)b->data % 64) == 0);
         for (uint32_t r = 0; r < b->rows; r++) {
-            uint64_t want = ((seen + r) * 7919 + 3) % N;
+            uint64_t want = ((seen + r) * mul + 3) % N;
             CHECK(b->ids[r] == want);
             const uint8_t *rec = (const uint8_t *)b->data + r * RS;
             for (uint64_t j = 0; j < RS; j++)
@@ -296,6 +299,22 @@ static void test_errors_and_lifetime(void)
     CHECK(rc == -EIO && batches == 5);
     CHECK(strstr(cxlp_errmsg(l), "index source"));
     cxlp_loader_free(l);
+
+    /* a record shorter than the fixed size is an error at its batch, in
+     * pool order (runs) as in a shuffle (one copy per record) */
+    m.len[37] = 7;
+    for (uint64_t mul = 1; mul <= 7; mul += 6) {
+        struct order o2 = {.n = 100, .mul = mul, .fail_at = UINT64_MAX};
+        CHECK_OK(loader_create_src(&src, &opts, order_fn, &o2, &l));
+        batches = 0;
+        while ((rc = cxlp_loader_next(l, &b)) == 0 && b) {
+            batches++;
+            cxlp_loader_release(l, b);
+        }
+        CHECK(rc == CXLP_ECORRUPT && strstr(cxlp_errmsg(l), "record 37 field 0: 7 bytes"));
+        cxlp_loader_free(l);
+    }
+    m.len[37] = 8;
 
     /* all slots held: next says so instead of hanging */
     o.pos = 0;
@@ -522,9 +541,10 @@ static void test_threads_from_topology(void)
 int main(void)
 {
     uint64_t seed = test_seed();
-    test_stack(1, 0);
-    test_stack(2, 0);
-    test_stack(3, 1);
+    test_stack(1, 0, 7919);
+    test_stack(2, 0, 1);
+    test_stack(3, 1, 7919);
+    test_stack(1, 1, 1);
     test_pad(seed);
     test_pack(seed + 1);
     test_errors_and_lifetime();
