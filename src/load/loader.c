@@ -519,7 +519,7 @@ static int resolve_rows(cxlp_loader *l, struct slot *s)
  * record, in a loop with nothing else in it but a prefetch of the first
  * line of the record PREFETCH_ROWS ahead. Such a loop lets the core keep
  * several records' cache misses in flight: with the search for runs
- * between the copies, 256 B records gathered about 10% slower
+ * between the copies, 256 B records gathered 5-10% slower
  * (docs/benchmarks.md). Inlined with nsel constant 1 for the one-field
  * case. */
 static inline __attribute__((always_inline)) int

@@ -381,6 +381,18 @@ static void test_errors_and_lifetime(void)
     mem_free(&m);
 }
 
+/* Batch k of a STACK stream over mem_fixed records in the order of mul
+ * 7919, seen records before it: its ids and first bytes. */
+static void check_shuffled(const struct cxlp_batch *b, uint64_t k, uint64_t seen, uint64_t n,
+                           uint64_t rs)
+{
+    CHECK(b->index == k);
+    for (uint32_t r = 0; r < b->rows; r++) {
+        uint64_t want = ((seen + r) * 7919 + 3) % n;
+        CHECK(b->ids[r] == want && ((const uint8_t *)b->data)[r * rs] == (uint8_t)(want * 31));
+    }
+}
+
 /* Batches released by another thread than the consumer, in bursts, while
  * the consumer parks and gathers park (a ring of 3 slots): every batch
  * arrives once, in order, with its bytes, and nothing hangs. */
@@ -434,11 +446,7 @@ static void test_release_elsewhere(uint32_t threads)
         CHECK_OK(cxlp_loader_next(l, &b));
         if (!b)
             break;
-        CHECK(b->index == k);
-        for (uint32_t r = 0; r < b->rows; r++) {
-            uint64_t want = ((seen + r) * 7919 + 3) % N;
-            CHECK(b->ids[r] == want && ((uint8_t *)b->data)[r * RS] == (uint8_t)(want * 31));
-        }
+        check_shuffled(b, k, seen, N, RS);
         seen += b->rows;
         pthread_mutex_lock(&h.mu);
         while (h.n == 2) /* at most 2 held: the ring (3 slots) does not grow */
@@ -486,11 +494,8 @@ static void test_slow_source(void)
         CHECK_OK(cxlp_loader_next(l, &b));
         if (!b)
             break;
-        CHECK(b->index == k && b->rows == 4);
-        for (uint32_t r = 0; r < b->rows; r++) {
-            uint64_t want = ((seen + r) * 7919 + 3) % N;
-            CHECK(b->ids[r] == want && ((uint8_t *)b->data)[r * RS] == (uint8_t)(want * 31));
-        }
+        CHECK(b->rows == 4);
+        check_shuffled(b, k, seen, N, RS);
         seen += b->rows;
         cxlp_loader_release(l, b);
     }
