@@ -69,10 +69,11 @@
  * lookups overlap instead of each waiting behind the previous record's
  * copy. Then each field is copied, runs of records that lie back to back
  * in its column as one copy, and where there are none (a shuffled order)
- * one copy per record in a loop with nothing else in it (stack_field). PACK reads each record's planned field once, while
- * planning (it needs the length), and keeps where each segment's elements
- * are; the other chosen fields are looked up by the gather, all before any
- * copy, outside the planning lock (pack_lookup).
+ * one copy per record in a loop with nothing else in it (stack_field).
+ * PACK reads each record's planned field once, while planning (it needs
+ * the length), and keeps where each segment's elements are; the other
+ * chosen fields are looked up by the gather, all before any copy, outside
+ * the planning lock (pack_lookup).
  *
  * Rejected: a thread per batch handing results through a queue (reordering
  * cost, and unbounded memory when the consumer is slow); copying into
