@@ -35,7 +35,15 @@
  * threads < CPUs), then parks (futex.h) until a gather thread publishes a
  * batch half a ring past the one awaited (wait_ready): a loop faster than
  * the gather threads pays one wake-up per several batches. A gather thread
- * never makes a system call for a consumer that is not parked. The other
+ * never makes a system call for a consumer that is not parked, and mostly
+ * none at all: the parked consumer sets itself a timer, half the time the
+ * gather threads should take to make the batches it waits for at the rate
+ * they made them while it slept before, and wakes on it. A wake-up costs
+ * the thread that makes it, and on a VM whose idle CPUs halt that is an
+ * interrupt through the hypervisor, tens of microseconds taken from a
+ * gather thread (8% of it at 256 B x 256 records per batch, one wake per
+ * half ring; docs/benchmarks.md), while the consumer's CPU waits anyway.
+ * Sleeps shorter than SLEEP_MIN_NS get no timer. The other
  * way round, releases push slots onto the free stack and wake a parked
  * gather thread only once half the ring is free, so a woken thread fills
  * several slots before it parks again; the consumer wakes gather threads
@@ -59,11 +67,13 @@
  * per record; otherwise one lookup of the record's shard for all its fields,
  * done back to back so that on a random order the cache misses of the
  * lookups overlap instead of each waiting behind the previous record's
- * copy. Then each field is copied, merging runs of records that lie back to
- * back in its column. PACK reads each record's planned field once, while
- * planning (it needs the length), and keeps where each segment's elements
- * are; the other chosen fields are looked up by the gather, all before any
- * copy, outside the planning lock (pack_lookup).
+ * copy. Then each field is copied, runs of records that lie back to back
+ * in its column as one copy, and where there are none (a shuffled order)
+ * one copy per record in a loop with nothing else in it (stack_field).
+ * PACK reads each record's planned field once, while planning (it needs
+ * the length), and keeps where each segment's elements are; the other
+ * chosen fields are looked up by the gather, all before any copy, outside
+ * the planning lock (pack_lookup).
  *
  * Rejected: a thread per batch handing results through a queue (reordering
  * cost, and unbounded memory when the consumer is slow); copying into
@@ -95,6 +105,8 @@
 #define DELIVER 4096u             /* D: batches in flight at most; a power of two */
 #define NONE UINT64_MAX
 #define SPIN_NS 2000              /* consumer's spin before it sleeps */
+#define SLEEP_MIN_NS 100000       /* consumer: shortest sleep worth a timer */
+#define PREFETCH_ROWS 4           /* STACK: records ahead whose first line is prefetched */
 #define RING_BYTES (UINT64_C(8) << 20) /* small batches: slots up to this much memory, */
 #define RING_SLOTS_MAX 64u        /* and at most this many */
 
@@ -152,6 +164,9 @@ struct cxlp_loader {
     int spin;                /* 1: a CPU is spare for the consumer to spin on */
     uint32_t spin_ns;        /* consumer: its spin now (adapts, see wait_ready) */
     uint32_t waits;          /* consumer: waits so far */
+    uint64_t batch_ns;       /* consumer: ns per batch the gather threads
+                                made while it slept (running mean), 0 unknown */
+    uint64_t timeouts;       /* consumer: sleeps its timer ended */
 
     /* planner state, under plan_mu (gather threads only) */
     pthread_mutex_t plan_mu;
@@ -254,7 +269,7 @@ static void wait_free(cxlp_loader *l, struct gthread *me)
     /* no progress from here until the consumer releases: if it sleeps for
      * a batch already made, it must not wait for more */
     notify_consumer(l, NONE);
-    park_wait(&me->park, key);
+    park_wait(&me->park, key, 0);
 }
 
 /* ---------------------------------------------------------------- plan --- */
@@ -499,28 +514,46 @@ static int resolve_rows(cxlp_loader *l, struct slot *s)
 }
 
 /* Field k of a STACK batch: its values of rows i (views v[i * nsel]) into
- * dst, merging runs of records that sit back to back in the pool. Inlined
- * with nsel constant 1 for the one-field case. */
+ * dst. Every length is checked first, and whether any record sits right
+ * after the one before it in the pool: then runs of such records are
+ * copied as one; else (a shuffled order, nearly always) one copy per
+ * record, in a loop with nothing else in it but a prefetch of the first
+ * line of the record PREFETCH_ROWS ahead. Such a loop lets the core keep
+ * several records' cache misses in flight: with the search for runs
+ * between the copies, 256 B records gathered 5-10% slower
+ * (docs/benchmarks.md). Inlined with nsel constant 1 for the one-field
+ * case. */
 static inline __attribute__((always_inline)) int
 stack_field(cxlp_loader *l, const struct slot *s, const struct lfield *f,
             const struct cxlp_view *v, uint32_t nsel, uint8_t *dst)
 {
     const uint64_t rs = f->size;
     const uint32_t n = s->b.rows;
-    uint32_t i = 0;
-    while (i < n) {
+    uint32_t joined = 0; /* records right after the one before them */
+    for (uint32_t i = 0; i < n; i++) {
         const struct cxlp_view *vi = &v[(size_t)i * nsel];
         if (vi->len != rs)
             return seterr(&l->obj, CXLP_ECORRUPT, "record %llu field %u: %llu bytes, schema says %llu",
                           (unsigned long long)s->ids[i], f->field, (unsigned long long)vi->len,
                           (unsigned long long)rs);
+        joined += i && vi->data == (const uint8_t *)v[(size_t)(i - 1) * nsel].data + rs;
+    }
+    if (!joined) {
+        for (uint32_t i = 0; i < n; i++) {
+            if (i + PREFETCH_ROWS < n)
+                __builtin_prefetch(v[(size_t)(i + PREFETCH_ROWS) * nsel].data);
+            memcpy(dst + (uint64_t)i * rs, v[(size_t)i * nsel].data, (size_t)rs);
+        }
+        return 0;
+    }
+    for (uint32_t i = 0; i < n;) {
         uint32_t j = i + 1;
-        const uint8_t *next = (const uint8_t *)vi->data + rs;
-        while (j < n && v[(size_t)j * nsel].data == next && v[(size_t)j * nsel].len == rs) {
+        const uint8_t *next = (const uint8_t *)v[(size_t)i * nsel].data + rs;
+        while (j < n && v[(size_t)j * nsel].data == next) {
             next += rs;
             j++;
         }
-        memcpy(dst + (uint64_t)i * rs, vi->data, (size_t)((j - i) * rs));
+        memcpy(dst + (uint64_t)i * rs, v[(size_t)i * nsel].data, (size_t)((j - i) * rs));
         i = j;
     }
     return 0;
@@ -1286,8 +1319,10 @@ static int grow(cxlp_loader *l)
  * batches rather than one per batch (what it waits for then is the gather
  * threads, not the wake-up); a gather thread that parks, ends or errs wakes
  * it whatever it waits for, and a wake that finds batch k not made yet
- * (another thread still copying it) is followed by an exact wait. */
-static void wait_ready(cxlp_loader *l, uint64_t k, int exact)
+ * (another thread still copying it) is followed by an exact wait. Unless
+ * exact, the sleep is also bounded by the consumer's own timer (the
+ * hand-off, at the top); 1 when that timer ended it. */
+static int wait_ready(cxlp_loader *l, uint64_t k, int exact)
 {
     /* The spin adapts: it doubles (up to SPIN_NS) when the batch came
      * while spinning and halves when it did not, so a loop that always
@@ -1300,7 +1335,7 @@ static void wait_ready(cxlp_loader *l, uint64_t k, int exact)
             for (int i = 0; i < 64; i++) {
                 if (ready(l, k)) {
                     l->spin_ns = MIN(SPIN_NS, 2 * spin);
-                    return;
+                    return 0;
                 }
                 cpu_relax();
             }
@@ -1312,18 +1347,40 @@ static void wait_ready(cxlp_loader *l, uint64_t k, int exact)
     uint32_t key = park_prepare(&l->cons);
     if (ready(l, k) || k >= __atomic_load_n(&l->end_batch, __ATOMIC_SEQ_CST)) {
         park_cancel(&l->cons);
-        return;
+        return 0;
     }
     /* gather threads parked while slots are free (they wait for half the
      * ring): this wait needs them now */
     if (__atomic_load_n(&l->free_n, __ATOMIC_SEQ_CST))
         wake_gatherers(l, UINT32_MAX);
-    park_wait(&l->cons, key);
+    /* the timer: half the time to make the batches up to waiting_for that
+     * are not planned yet, or still being copied (at most one per thread) */
+    uint64_t plan0 = __atomic_load_n(&l->next_plan, __ATOMIC_SEQ_CST), timeout = 0;
+    if (!exact && half && l->batch_ns) {
+        uint64_t made = plan0 > k + l->nthreads ? plan0 - k - l->nthreads : 0;
+        timeout = (half - MIN(made, half)) * l->batch_ns / 2;
+        timeout = timeout < SLEEP_MIN_NS ? 0 : timeout;
+    }
+    uint64_t t0 = now_ns();
+    int timed = park_wait(&l->cons, key, timeout);
+    uint64_t plan1 = __atomic_load_n(&l->next_plan, __ATOMIC_SEQ_CST);
+    if (!exact && plan1 > plan0) {
+        uint64_t ns = (now_ns() - t0) / (plan1 - plan0);
+        l->batch_ns = l->batch_ns ? (3 * l->batch_ns + ns) / 4 : ns;
+    }
+    l->timeouts += (uint64_t)timed;
+    return timed;
+}
+
+uint64_t loader_timeouts(const cxlp_loader *l)
+{
+    return l->timeouts;
 }
 
 int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out)
 {
     uint64_t k = l->next_out;
+    int timed = 0; /* the last wait ended on the consumer's timer: not exact */
     for (int waits = 0;; waits++) {
         struct slot *s = ready(l, k);
         if (s) {
@@ -1353,7 +1410,7 @@ int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out)
                 return rc;
             continue;
         }
-        wait_ready(l, k, waits > 0);
+        timed = wait_ready(l, k, waits > 0 && !timed);
     }
 }
 

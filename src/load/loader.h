@@ -47,4 +47,8 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
  * distances. For tests and the loader only. */
 int loader_cpus(int node, int src_node, int *chosen_node);
 
+/* Sleeps of the consumer that its own timer ended (loader.c, the
+ * hand-off). For tests. */
+uint64_t loader_timeouts(const cxlp_loader *l);
+
 #endif

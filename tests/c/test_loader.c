@@ -100,13 +100,16 @@ static struct rec_src src_of(const struct mem *m, int fixed, uint64_t rs)
 
 /* --------------------------------------------------------------- tests --- */
 
-static void test_stack(uint32_t threads, int drop_last)
+/* mul 1: records in pool order, so most of a batch is one run (copied as
+ * one) and the batch across the wrap to record 0 is two; else a shuffle,
+ * one copy per record */
+static void test_stack(uint32_t threads, int drop_last, uint64_t mul)
 {
     struct mem m;
     const uint64_t N = 1000, RS = 24;
     mem_fixed(&m, N, RS);
     struct rec_src src = src_of(&m, 1, RS);
-    struct order o = {.n = N, .mul = 7919, .fail_at = UINT64_MAX};
+    struct order o = {.n = N, .mul = mul, .fail_at = UINT64_MAX};
     struct cxlp_loader_opts opts = {.batch_size = 32, .threads = threads, .slots = 3,
                                     .collate = CXLP_COLLATE_STACK, .drop_last = drop_last,
                                     .numa_node = -1};
@@ -121,7 +124,7 @@ static void test_stack(uint32_t threads, int drop_last)
         CHECK(b->index == batches);
         CHECK(b->row_bytes == RS && ((uintptr_t)b->data % 64) == 0);
         for (uint32_t r = 0; r < b->rows; r++) {
-            uint64_t want = ((seen + r) * 7919 + 3) % N;
+            uint64_t want = ((seen + r) * mul + 3) % N;
             CHECK(b->ids[r] == want);
             const uint8_t *rec = (const uint8_t *)b->data + r * RS;
             for (uint64_t j = 0; j < RS; j++)
@@ -297,6 +300,22 @@ static void test_errors_and_lifetime(void)
     CHECK(strstr(cxlp_errmsg(l), "index source"));
     cxlp_loader_free(l);
 
+    /* a record shorter than the fixed size is an error at its batch, in
+     * pool order (runs) as in a shuffle (one copy per record) */
+    m.len[37] = 7;
+    for (uint64_t mul = 1; mul <= 7; mul += 6) {
+        struct order o2 = {.n = 100, .mul = mul, .fail_at = UINT64_MAX};
+        CHECK_OK(loader_create_src(&src, &opts, order_fn, &o2, &l));
+        batches = 0;
+        while ((rc = cxlp_loader_next(l, &b)) == 0 && b) {
+            batches++;
+            cxlp_loader_release(l, b);
+        }
+        CHECK(rc == CXLP_ECORRUPT && strstr(cxlp_errmsg(l), "record 37 field 0: 7 bytes"));
+        cxlp_loader_free(l);
+    }
+    m.len[37] = 8;
+
     /* all slots held: next says so instead of hanging */
     o.pos = 0;
     o.fail_at = UINT64_MAX;
@@ -362,6 +381,18 @@ static void test_errors_and_lifetime(void)
     mem_free(&m);
 }
 
+/* Batch k of a STACK stream over mem_fixed records in the order of mul
+ * 7919, seen records before it: its ids and first bytes. */
+static void check_shuffled(const struct cxlp_batch *b, uint64_t k, uint64_t seen, uint64_t n,
+                           uint64_t rs)
+{
+    CHECK(b->index == k);
+    for (uint32_t r = 0; r < b->rows; r++) {
+        uint64_t want = ((seen + r) * 7919 + 3) % n;
+        CHECK(b->ids[r] == want && ((const uint8_t *)b->data)[r * rs] == (uint8_t)(want * 31));
+    }
+}
+
 /* Batches released by another thread than the consumer, in bursts, while
  * the consumer parks and gathers park (a ring of 3 slots): every batch
  * arrives once, in order, with its bytes, and nothing hangs. */
@@ -415,11 +446,7 @@ static void test_release_elsewhere(uint32_t threads)
         CHECK_OK(cxlp_loader_next(l, &b));
         if (!b)
             break;
-        CHECK(b->index == k);
-        for (uint32_t r = 0; r < b->rows; r++) {
-            uint64_t want = ((seen + r) * 7919 + 3) % N;
-            CHECK(b->ids[r] == want && ((uint8_t *)b->data)[r * RS] == (uint8_t)(want * 31));
-        }
+        check_shuffled(b, k, seen, N, RS);
         seen += b->rows;
         pthread_mutex_lock(&h.mu);
         while (h.n == 2) /* at most 2 held: the ring (3 slots) does not grow */
@@ -435,6 +462,47 @@ static void test_release_elsewhere(uint32_t threads)
     CHECK(pthread_join(t, NULL) == 0);
     CHECK(seen == N);
     CHECK(cxlp_loader_slots(l, 0, NULL, NULL, 0) == 3);
+    cxlp_loader_free(l);
+    mem_free(&m);
+}
+
+static int slow_read(const void *ctx, uint64_t id, struct cxlp_view *v)
+{
+    usleep(100);
+    return mem_read(ctx, id, v);
+}
+
+/* Gather threads much slower than the consumer (100 us a record): the
+ * consumer's sleeps end on its own timer (the hand-off in loader.c) rather
+ * than on a gather thread's wake-up, and every batch still arrives once, in
+ * order, with its bytes. */
+static void test_slow_source(void)
+{
+    struct mem m;
+    const uint64_t N = 240, RS = 8;
+    mem_fixed(&m, N, RS);
+    struct rec_src src = src_of(&m, 1, RS);
+    src.read = slow_read;
+    struct order o = {.n = N, .mul = 7919, .fail_at = UINT64_MAX};
+    struct cxlp_loader_opts opts = {.batch_size = 4, .threads = 1, .slots = 8,
+                                    .collate = CXLP_COLLATE_STACK, .numa_node = -1};
+    cxlp_loader *l;
+    CHECK_OK(loader_create_src(&src, &opts, order_fn, &o, &l));
+    uint64_t seen = 0;
+    struct cxlp_batch *b;
+    for (uint64_t k = 0;; k++) {
+        CHECK_OK(cxlp_loader_next(l, &b));
+        if (!b)
+            break;
+        CHECK(b->rows == 4);
+        check_shuffled(b, k, seen, N, RS);
+        seen += b->rows;
+        cxlp_loader_release(l, b);
+    }
+    CHECK(seen == N);
+    /* 60 batches of >= 400 us each, waited for a few at a time: the timer
+     * (half the expected wait) ends most sleeps */
+    CHECK(loader_timeouts(l) > 0);
     cxlp_loader_free(l);
     mem_free(&m);
 }
@@ -478,14 +546,16 @@ static void test_threads_from_topology(void)
 int main(void)
 {
     uint64_t seed = test_seed();
-    test_stack(1, 0);
-    test_stack(2, 0);
-    test_stack(3, 1);
+    test_stack(1, 0, 7919);
+    test_stack(2, 0, 1);
+    test_stack(3, 1, 7919);
+    test_stack(1, 1, 1);
     test_pad(seed);
     test_pack(seed + 1);
     test_errors_and_lifetime();
     test_release_elsewhere(1);
     test_release_elsewhere(2);
+    test_slow_source();
     test_threads_from_topology();
     printf("ok\n");
     return 0;
