@@ -467,7 +467,10 @@ CXLP_API int cxlp_schema_field(const struct cxlp_schema *s, const char *name);
  * (CXLP_ERANGE when cap is shorter, with *len set). Any pool; on a pool of
  * tiers the copy it reads is pinned only for the call, and a shard with no
  * copy in a memory tier is fetched first (a miss), so nothing is held
- * afterwards. Thread-safe. */
+ * afterwards; where no memory tier has room for that copy, the record is
+ * read from the shard's home copy (its blocks, verified, in shard format
+ * 3; else the whole shard, verified) into memory freed before the call
+ * returns, as a batch reads it. Thread-safe. */
 CXLP_API int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t cap,
                                   uint64_t *len);
 /* Field `field` of record idx copied into buf, as cxlp_store_read_copy

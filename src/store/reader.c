@@ -54,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <xxhash.h>
 
 #include "common/atomic.h"
@@ -753,6 +754,50 @@ int cxlp_store_read_field(const cxlp_store *s, uint64_t idx, uint32_t field, str
     return store_read_fields(s, idx, &field, 1, v);
 }
 
+/* The view v of record idx copied into buf (cap bytes), its length in *len. */
+static int copy_out(const cxlp_store *s, uint64_t idx, const struct cxlp_view *v, void *buf,
+                    uint64_t cap, uint64_t *len)
+{
+    *len = v->len;
+    if (v->len > cap)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " is %" PRIu64
+                      " bytes, the buffer %" PRIu64, s->name, idx, v->len, cap);
+    memcpy(buf, v->data, v->len);
+    return 0;
+}
+
+/* Record idx (field as read_copy) read from its shard's home copy, where no
+ * memory tier has room for a copy of the shard (full of kept copies, or of
+ * dropped ones readers still pin): as a batch would (engine.c), only the
+ * verified blocks of the record (shard format 3), else the whole shard,
+ * checked and verified, into private memory freed here. Nothing in the
+ * pool changes. */
+static int read_copy_home(const cxlp_store *s, uint64_t idx, const uint32_t *field, void *buf,
+                          uint64_t cap, uint64_t *len)
+{
+    cxlp_store *m = (cxlp_store *)s;
+    uint64_t k = store_shard_of(s, idx), rec = idx - s->first[k], map_len = 0, bytes;
+    struct shard sh;
+    struct shard_col cols[SHARD_MAX_COLS];
+    struct store_io io = {0};
+    uint8_t *p = NULL;
+    int rc = store_read_partial(m, k, &rec, 1, &io, &p, &map_len, &sh, cols, &bytes);
+    if (rc == 1)
+        rc = store_read_private(m, k, &io, &p, &sh, cols);
+    if (rc == 0) {
+        struct cxlp_view v;
+        rc = store_fields_at(s, &sh, k, idx, field, 1, &v);
+        if (rc == 0)
+            rc = copy_out(s, idx, &v, buf, cap, len);
+    }
+    if (map_len)
+        munmap(p, map_len);
+    else
+        free(p);
+    store_io_close(&io);
+    return rc;
+}
+
 /* Record idx whole (field NULL) or its field *field copied into buf, as
  * cxlp_store_read_copy says. */
 static int read_copy(const cxlp_store *s, uint64_t idx, const uint32_t *field, void *buf,
@@ -765,19 +810,16 @@ static int read_copy(const cxlp_store *s, uint64_t idx, const uint32_t *field, v
     for (int tries = 0; tries < 100; tries++) {
         uint64_t pin = s->tiered ? attach_pin_epoch(s->a) : 0;
         rc = store_read_pinned(s, idx, field, 1, &v);
-        if (rc == 0) {
-            *len = v.len;
-            if (v.len <= cap)
-                memcpy(buf, v.data, v.len);
-            else
-                rc = seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " is %" PRIu64
-                            " bytes, the buffer %" PRIu64, s->name, idx, v.len, cap);
-        }
+        if (rc == 0)
+            rc = copy_out(s, idx, &v, buf, cap, len);
         if (s->tiered)
             attach_unpin_epoch(s->a, pin);
         if (rc != CXLP_ENOTFOUND || !s->tiered || idx >= s->count)
             return rc;
-        if ((rc = store_fetch((cxlp_store *)s, store_shard_of(s, idx), FETCH_WAIT)))
+        rc = store_fetch((cxlp_store *)s, store_shard_of(s, idx), FETCH_WAIT);
+        if (rc == CXLP_EFULL)
+            return read_copy_home(s, idx, field, buf, cap, len);
+        if (rc)
             return rc;
     }
     return seterr(NULL, CXLP_EBUSY, "dataset %s: record %" PRIu64 ": its shard was evicted "

@@ -151,6 +151,23 @@ int main(void)
      * of their records: partial reads), every record arrives */
     CHECK_OK(cxlp_pool_open(pool, NULL, &p));
     CHECK(cxlp_migrate(p, "fixed", "dram", NULL, NULL) == CXLP_EFULL);
+    {
+        /* a record read one at a time (ds[i]) has no batch to read into:
+         * from the home copy, its verified blocks, every 97th record */
+        cxlp_store *vs;
+        CHECK_OK(cxlp_store_open(p, "var", &vs));
+        uint64_t nvar = cxlp_store_count(vs), copies[2];
+        size_t nt2;
+        static uint8_t rec[REC_VAR_MAX];
+        for (uint64_t i = 0; i < nvar; i += 97) {
+            uint64_t len;
+            CHECK_OK(cxlp_store_read_copy(vs, i, rec, sizeof rec, &len));
+            CHECK(rec_ok(rec, len, 0, seed, i));
+        }
+        CHECK_OK(cxlp_store_copies(vs, copies, 2, &nt2));
+        CHECK(copies[0] == 0); /* nothing of "var" in dram: read from home */
+        CHECK_OK(cxlp_store_close(vs));
+    }
     CHECK_OK(cxlp_pool_close(p));
     struct epoch pr = run("var", 0, CXLP_ORDER_BLOCK, 2, CXLP_POLICY_LOOKAHEAD, budget, seed);
     CHECK(pr.st.private_reads + pr.st.partial_reads > 0 &&
