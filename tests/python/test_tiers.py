@@ -228,6 +228,10 @@ def test_with_no_room_for_a_copy_batches_read_in_part(tmp_path: Path, policy: st
             p.migrate("fill", "dram")
         ds = CXLDataset(p, "d")
         assert ds.shards()["n_shards"] == 2
+        # ds[i] too: no room for a copy, so from the home copy's blocks
+        for i in (0, 4095, 4096, rows - 1):
+            assert torch.equal(ds[i], torch.from_numpy(data[i]))
+        assert p.tiers()[0]["copies"] == 0  # nothing placed: read from home
         sampler = RandomCXLSampler(ds, seed=3, window="auto", memory_budget=256 << 10)
         loader = CXLDataLoader(ds, batch_size=8, sampler=sampler, memory_policy=policy,
                                memory_budget=256 << 10, lookahead=4)
