@@ -43,7 +43,8 @@
  * interrupt through the hypervisor, tens of microseconds taken from a
  * gather thread (8% of it at 256 B x 256 records per batch, one wake per
  * half ring; docs/benchmarks.md), while the consumer's CPU waits anyway.
- * Sleeps shorter than SLEEP_MIN_NS get no timer. The other
+ * Sleeps shorter than SLEEP_MIN_NS get no timer, nor rings of fewer than
+ * TIMER_MIN_SLOTS slots (large batches). The other
  * way round, releases push slots onto the free stack and wake a parked
  * gather thread only once half the ring is free, so a woken thread fills
  * several slots before it parks again; the consumer wakes gather threads
@@ -106,6 +107,10 @@
 #define NONE UINT64_MAX
 #define SPIN_NS 2000              /* consumer's spin before it sleeps */
 #define SLEEP_MIN_NS 100000       /* consumer: shortest sleep worth a timer */
+#define TIMER_MIN_SLOTS 16u       /* consumer: a timer only in rings of this many slots
+                                     (small batches): with the 6 slots of batches of 2 MiB
+                                     and more it made Python's part of each batch 1.1 ->
+                                     3.3 us (64 KiB x 256; docs/benchmarks.md) */
 #define PREFETCH_ROWS 4           /* STACK: records ahead whose first line is prefetched */
 #define RING_BYTES (UINT64_C(8) << 20) /* small batches: slots up to this much memory, */
 #define RING_SLOTS_MAX 64u        /* and at most this many */
@@ -1356,7 +1361,7 @@ static int wait_ready(cxlp_loader *l, uint64_t k, int exact)
     /* the timer: half the time to make the batches up to waiting_for that
      * are not planned yet, or still being copied (at most one per thread) */
     uint64_t plan0 = __atomic_load_n(&l->next_plan, __ATOMIC_SEQ_CST), timeout = 0;
-    if (!exact && half && l->batch_ns) {
+    if (!exact && half >= TIMER_MIN_SLOTS / 2 && l->batch_ns) {
         uint64_t made = plan0 > k + l->nthreads ? plan0 - k - l->nthreads : 0;
         timeout = (half - MIN(made, half)) * l->batch_ns / 2;
         timeout = timeout < SLEEP_MIN_NS ? 0 : timeout;
