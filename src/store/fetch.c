@@ -426,6 +426,26 @@ int store_read_partial(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,
     return 0;
 }
 
+int store_read_home(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,
+                    struct store_io *io, uint8_t **buf, uint64_t *map_len, struct shard *g,
+                    struct shard_col *cols, uint64_t *bytes)
+{
+    int rc = store_read_partial(s, k, rec, n, io, buf, map_len, g, cols, bytes);
+    if (rc == 1) {
+        *map_len = 0;
+        rc = store_read_private(s, k, io, buf, g, cols);
+    }
+    return rc;
+}
+
+void store_home_free(uint8_t *buf, uint64_t map_len)
+{
+    if (map_len)
+        munmap(buf, map_len);
+    else
+        free(buf);
+}
+
 int store_fetch(cxlp_store *s, uint64_t k, unsigned flags)
 {
     uint64_t t0 = now_ns();

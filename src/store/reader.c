@@ -54,7 +54,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <xxhash.h>
 
 #include "common/atomic.h"
@@ -781,19 +780,14 @@ static int read_copy_home(const cxlp_store *s, uint64_t idx, const uint32_t *fie
     struct shard_col cols[SHARD_MAX_COLS];
     struct store_io io = {0};
     uint8_t *p = NULL;
-    int rc = store_read_partial(m, k, &rec, 1, &io, &p, &map_len, &sh, cols, &bytes);
-    if (rc == 1)
-        rc = store_read_private(m, k, &io, &p, &sh, cols);
+    int rc = store_read_home(m, k, &rec, 1, &io, &p, &map_len, &sh, cols, &bytes);
     if (rc == 0) {
         struct cxlp_view v;
         rc = store_fields_at(s, &sh, k, idx, field, 1, &v);
         if (rc == 0)
             rc = copy_out(s, idx, &v, buf, cap, len);
     }
-    if (map_len)
-        munmap(p, map_len);
-    else
-        free(p);
+    store_home_free(p, map_len);
     store_io_close(&io);
     return rc;
 }

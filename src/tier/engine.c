@@ -641,19 +641,17 @@ static void free_priv(struct tier_batch *b)
 {
     for (size_t i = 0; i < b->n; i++) {
         struct bslot *x = bfind(b, b->keys[i]);
-        if (x->priv_map)
-            munmap(x->priv, x->priv_map);
-        else
-            free(x->priv);
+        store_home_free(x->priv, x->priv_map);
         x->priv = NULL;
         x->priv_map = 0;
     }
 }
 
-/* A partial read of shard k for batch b (ids[0..n)): 0 with x->priv set;
- * 1 when the shard cannot be read so (the caller fetches it whole). */
-static int partial(struct tier_engine *e, struct tier_batch *b, struct bslot *x, uint64_t k,
-                   const uint64_t *ids, size_t n, struct store_io *io, uint64_t *bytes)
+/* Shard k for batch b (ids[0..n)) read from its home copy into the batch's
+ * own memory: only the blocks of the batch's records where the format
+ * allows (x->priv_map set), else whole. */
+static int read_home(struct tier_engine *e, struct tier_batch *b, struct bslot *x, uint64_t k,
+                     const uint64_t *ids, size_t n, struct store_io *io, uint64_t *bytes)
 {
     const cxlp_store *s = e->s;
     size_t m = 0;
@@ -661,8 +659,8 @@ static int partial(struct tier_engine *e, struct tier_batch *b, struct bslot *x,
         if (store_shard_of(s, ids[i]) == k)
             b->rec[m++] = ids[i] - s->first[k];
     uint64_t got = 0;
-    int rc = store_read_partial(e->s, k, b->rec, m, io, &x->priv, &x->priv_map, &x->sh, x->cols,
-                                &got);
+    int rc = store_read_home(e->s, k, b->rec, m, io, &x->priv, &x->priv_map, &x->sh, x->cols,
+                             &got);
     *bytes += got;
     return rc;
 }
@@ -711,18 +709,12 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
                 missing = 1;
                 waited = 1;
                 rc = fetch_now(e, k, io);
-                if (rc == CXLP_EFULL) {
-                    /* the tiers are full of copies others hold: ours
-                     * alone, of the blocks of our records (format 3),
-                     * else of the whole shard */
-                    rc = partial(e, b, x, k, ids, n, io, &part_bytes);
-                    if (rc == 0) {
-                        parts++;
-                        continue;
-                    }
-                    if (rc == 1 && !(rc = store_read_private(e->s, k, io, &x->priv, &x->sh, x->cols)))
-                        priv++;
-                }
+                /* the tiers are full of copies others hold: ours alone,
+                 * of the blocks of our records (format 3), else of the
+                 * whole shard */
+                if (rc == CXLP_EFULL &&
+                    !(rc = read_home(e, b, x, k, ids, n, io, &part_bytes)))
+                    *(x->priv_map ? &parts : &priv) += 1;
                 if (rc) {
                     release_hold(e, b);
                     return rc;
