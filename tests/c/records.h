@@ -8,6 +8,7 @@
 #define CXLP_TEST_RECORDS_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <xxhash.h>
 
@@ -134,6 +135,20 @@ static inline uint64_t rec_count(int fixed, uint64_t seed, uint64_t bytes)
         }
     }
     return i;
+}
+
+/* Creates pool name of two tiers for the tier tests: dram (shm, dram_size)
+ * and its nvme home, the file /tmp/cxlp-NAME.tier of nvme_size (sizes as
+ * cxlp_size_parse reads them); 4 MiB of metadata, lease_slots leases. */
+static inline int rec_tier_pool(const char *name, const char *dram_size, const char *nvme_size,
+                                uint32_t lease_slots, cxlp_pool **out)
+{
+    char dram[192], nvme[256];
+    snprintf(dram, sizeof dram, "dram=shm:%s.d:%s", name, dram_size);
+    snprintf(nvme, sizeof nvme, "nvme=file:/tmp/cxlp-%s.tier:%s", name, nvme_size);
+    const char *tiers[] = {dram, nvme};
+    struct cxlp_pool_opts po = {.meta_bytes = 4u << 20, .lease_slots = lease_slots};
+    return cxlp_pool_create_tiered(name, tiers, 2, &po, out);
 }
 
 /* A loader's index source over a C sampler (ctx: the cxlp_sampler). */

@@ -64,13 +64,8 @@ static void verify_under_migration(void)
 int main(void)
 {
     snprintf(pool, sizeof pool, "%s", test_name("chklive"));
-    char dram[160], nvme[256];
-    snprintf(dram, sizeof dram, "dram=shm:%s.d:4M", pool);
-    snprintf(nvme, sizeof nvme, "nvme=file:/tmp/cxlp-%s.tier:16M", pool);
-    const char *tiers[] = {dram, nvme};
-    struct cxlp_pool_opts po = {.meta_bytes = 4 * MiB, .lease_slots = 16};
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_create_tiered(pool, tiers, 2, &po, &p));
+    CHECK_OK(rec_tier_pool(pool, "4M", "16M", 16, &p));
     uint64_t n;
     CHECK_OK(rec_ingest(p, "small", 1, 3, 1 * MiB, 64 * 1024, &n, NULL));
     verify_under_migration();

@@ -105,13 +105,8 @@ int main(void)
 {
     uint64_t seed = 3;
     snprintf(pool, sizeof pool, "%s", test_name("tierld"));
-    char dram[160], nvme[256];
-    snprintf(dram, sizeof dram, "dram=shm:%s.d:6M", pool); /* 4 MiB for copies */
-    snprintf(nvme, sizeof nvme, "nvme=file:/tmp/cxlp-%s.tier:48M", pool);
-    const char *tiers[] = {dram, nvme};
-    struct cxlp_pool_opts po = {.meta_bytes = 4 * MiB, .lease_slots = 32};
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_create_tiered(pool, tiers, 2, &po, &p));
+    CHECK_OK(rec_tier_pool(pool, "6M", "48M", 32, &p)); /* 4 MiB of dram for copies */
     uint64_t nf, nv;
     CHECK_OK(rec_ingest(p, "fixed", 1, seed, 12 * MiB, SHARD, &nf, NULL));
     CHECK_OK(rec_ingest(p, "var", 0, seed, 4 * MiB, SHARD, &nv, NULL));

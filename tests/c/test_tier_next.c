@@ -9,8 +9,6 @@
 
 #include "test.h"
 #include "records.h"
-#include "pool/loc.h"
-#include "store/store.h"
 
 #define MiB (1ull << 20)
 #define SHARD (64u * 1024)
@@ -49,10 +47,13 @@ static size_t first_shards(uint64_t n, uint64_t epoch, uint64_t *out)
     return k;
 }
 
+/* 1 when the dram tier (tier 0) holds a copy of shard k: in these runs
+ * nothing of the dataset is kept there, so a copy is the stagers'. */
 static int cached(const cxlp_store *s, uint64_t k)
 {
-    uint64_t w = __atomic_load_n(&s->states[k * s->stride + 1], __ATOMIC_ACQUIRE);
-    return loc_present(w) && (w & LOC_CACHE);
+    uint32_t mask;
+    CHECK_OK(cxlp_store_shard_tiers(s, k, &mask));
+    return (int)(mask & 1u);
 }
 
 /* Waits until every shard of want has a cache copy in dram: the stagers
@@ -130,13 +131,8 @@ int main(void)
 {
     uint64_t seed = 9, n;
     snprintf(pool, sizeof pool, "%s", test_name("tiernx"));
-    char dram[160], nvme[256];
-    snprintf(dram, sizeof dram, "dram=shm:%s.d:6M", pool);
-    snprintf(nvme, sizeof nvme, "nvme=file:/tmp/cxlp-%s.tier:48M", pool);
-    const char *tiers[] = {dram, nvme};
-    struct cxlp_pool_opts po = {.meta_bytes = 4 * MiB, .lease_slots = 16};
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_create_tiered(pool, tiers, 2, &po, &p));
+    CHECK_OK(rec_tier_pool(pool, "6M", "48M", 16, &p));
     CHECK_OK(rec_ingest(p, "fixed", 1, seed, 12 * MiB, SHARD, &n, NULL));
     cxlp_store *s;
     CHECK_OK(cxlp_store_open(p, "fixed", &s));
@@ -235,6 +231,10 @@ int main(void)
     CHECK_OK(cxlp_pool_create(one, 32 * MiB, NULL, &p));
     CHECK_OK(rec_ingest(p, "fixed", 1, seed, 1 * MiB, SHARD, &n, NULL));
     CHECK_OK(cxlp_store_open(p, "fixed", &s));
+    uint32_t mask;
+    CHECK_OK(cxlp_store_shard_tiers(s, 0, &mask));
+    CHECK(mask == 1); /* one tier holds every shard */
+    CHECK(cxlp_store_shard_tiers(s, 1u << 20, &mask) == CXLP_ERANGE);
     sm = sampler(n, 0);
     CHECK(cxlp_stager_create(s, &o, rec_sampler_fn, sm, &st) == CXLP_EARG);
     CHECK(strstr(cxlp_errmsg(NULL), "pool of tiers") != NULL);

@@ -356,13 +356,8 @@ int main(void)
 {
     snprintf(pool, sizeof pool, "%s", test_name("tierpr"));
     snprintf(nvme_path, sizeof nvme_path, "/tmp/cxlp-%s.tier", pool);
-    char dram[160], nvme[300];
-    snprintf(dram, sizeof dram, "dram=shm:%s.d:4M", pool);
-    snprintf(nvme, sizeof nvme, "nvme=file:%s:96M", nvme_path);
-    const char *tiers[] = {dram, nvme};
-    struct cxlp_pool_opts po = {.meta_bytes = 4 * MiB, .lease_slots = 16};
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_create_tiered(pool, tiers, 2, &po, &p));
+    CHECK_OK(rec_tier_pool(pool, "4M", "96M", 16, &p)); /* its nvme file: nvme_path */
     uint64_t nf, nv;
     CHECK_OK(rec_ingest(p, "fixed", 1, seed, 4 * MiB, SHARD_B, &nf, NULL));
     CHECK_OK(rec_ingest(p, "var", 0, seed, 4 * MiB, SHARD_B, &nv, NULL));
