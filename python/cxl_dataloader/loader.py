@@ -434,10 +434,10 @@ class CXLDataLoader:
         if key is not None and key == self._ahead_key:
             return
         self._let_go()
-        order = self.sampler._upcoming()
-        if order is None:
+        if key is None:
             return
-        self._ahead = _core.Stager(self.dataset.store, order, self.batch_size, **self._tier)
+        self._ahead = _core.Stager(self.dataset.store, self.sampler._upcoming(key),
+                                   self.batch_size, **self._tier)
         self._ahead_key = key
 
     def __len__(self) -> int:
@@ -656,7 +656,8 @@ class CXLDataLoader:
         # the stager (or the last pass's engine) hands over: the copies it
         # made stay; this pass's engine stages the pass after it
         self._let_go()
-        nxt = self.sampler._upcoming() if cxl and self._stages() else None
+        key = self.sampler._upcoming_key() if cxl and self._stages() else None
+        nxt = self.sampler._upcoming(key) if key is not None else None
         eng = _core.Loader(self.dataset.store, order, self.batch_size,
                            threads=self._threads_asked, prefetch=self.prefetch,
                            collate=self.collate,
@@ -666,7 +667,7 @@ class CXLDataLoader:
                            segments=self.return_segments, fields=self._fields, **self._slots,
                            next_order=nxt, **self._tier)
         self._engine = eng
-        self._ahead_key = self.sampler._upcoming_key() if nxt is not None else None
+        self._ahead_key = key
         self.threads = eng.threads
         # The per-batch loop is the Python cost of the fast path: one C call
         # (take: wait, tensors). Keep anything else out of it; where the

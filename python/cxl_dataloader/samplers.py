@@ -212,12 +212,9 @@ class CXLSamplerBase(torch.utils.data.Sampler):
             return self.seed, self.epoch, self._resume or 0
         return self.seed, self.epoch + 1, 0
 
-    def _upcoming(self) -> Optional["_core.Sampler"]:
-        """A fresh C sampler of that pass (see _upcoming_key), for staging
-        its first shards before it starts; None where it is not known."""
-        key = self._upcoming_key()
-        if key is None:
-            return None
+    def _upcoming(self, key: tuple[int, int, int]) -> "_core.Sampler":
+        """A fresh C sampler of the pass _upcoming_key() named key, for
+        staging its first shards before it starts."""
         saved = self.epoch, self._resume
         self.epoch, self._resume = key[1], key[2]
         try:
