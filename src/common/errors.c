@@ -71,12 +71,13 @@ static int vseterr(struct obj *o, int rc, const char *fmt, va_list ap)
 {
     char msg[ERRMSG_MAX];
     vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg) + 1; /* not the stack bytes after it */
     if (o) {
         pthread_mutex_lock(&obj_err_mu);
-        memcpy(o->err, msg, sizeof msg);
+        memcpy(o->err, msg, n);
         pthread_mutex_unlock(&obj_err_mu);
     }
-    memcpy(last_err, msg, sizeof msg);
+    memcpy(last_err, msg, n);
     return rc;
 }
 

@@ -132,6 +132,7 @@ struct slot {
     int own_map;             /* data is a mapping of its own (else in the arena) */
     uint64_t batch_no;
     int err;
+    char msg[ERRMSG_MAX];    /* err's message, from the gather thread's own */
     uint8_t *data;
     uint64_t *ids;
     size_t ids_cap;
@@ -290,9 +291,9 @@ static int peek_id(cxlp_loader *l, uint64_t *id, int *have)
         size_t n = 0;
         int rc = l->index_fn(l->index_ctx, l->idbuf, l->idbuf_cap, &n);
         if (rc)
-            return seterr(&l->obj, rc, "index source failed: %s", cxlp_strerror(rc));
+            return seterr(NULL, rc, "index source failed: %s", cxlp_strerror(rc));
         if (n > l->idbuf_cap)
-            return seterr(&l->obj, CXLP_EARG, "index source returned %zu ids for a buffer of %zu",
+            return seterr(NULL, CXLP_EARG, "index source returned %zu ids for a buffer of %zu",
                           n, l->idbuf_cap);
         l->idbuf_n = n;
         l->idbuf_pos = 0;
@@ -366,9 +367,9 @@ static int plan_rows(cxlp_loader *l, struct slot *s, uint32_t *rows)
     return 0;
 }
 
-static int read_fail(cxlp_loader *l, uint64_t id, int rc)
+static int read_fail(uint64_t id, int rc)
 {
-    return seterr(&l->obj, rc, "reading record %llu: %s", (unsigned long long)id,
+    return seterr(NULL, rc, "reading record %llu: %s", (unsigned long long)id,
                   cxlp_strerror(rc));
 }
 
@@ -388,11 +389,10 @@ static inline int read_one(const cxlp_loader *l, uint64_t id, uint32_t k, struct
     return l->src.read(l->src.ctx, id, v);
 }
 
-__attribute__((cold, noinline)) static int fields_differ(cxlp_loader *l, uint64_t id,
-                                                        const struct lfield *f, uint64_t len,
-                                                        uint64_t elems)
+__attribute__((cold, noinline)) static int fields_differ(uint64_t id, const struct lfield *f,
+                                                        uint64_t len, uint64_t elems)
 {
-    return seterr(&l->obj, f->var ? CXLP_EARG : CXLP_ECORRUPT,
+    return seterr(NULL, f->var ? CXLP_EARG : CXLP_ECORRUPT,
                   "record %llu: field %u has %llu bytes, %s %llu%s", (unsigned long long)id,
                   f->field, (unsigned long long)len,
                   f->var ? "the padded/packed fields have" : "the schema says",
@@ -410,7 +410,7 @@ static inline int check_fields(cxlp_loader *l, uint64_t id, const struct cxlp_vi
     for (uint32_t k = 0; k < l->nsel; k++) {
         const struct lfield *f = &l->sel[k];
         if (__builtin_expect(v[k].len != (f->var ? elems * (uint64_t)f->isz : f->size), 0))
-            return fields_differ(l, id, f, v[k].len, elems);
+            return fields_differ(id, f, v[k].len, elems);
     }
     return 0;
 }
@@ -436,14 +436,14 @@ static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
             break;
         struct cxlp_view v;
         if ((rc = read_one(l, id, l->var0, &v)))
-            return read_fail(l, id, rc);
+            return read_fail(id, rc);
         if (v.len % isz)
-            return seterr(&l->obj, CXLP_ECORRUPT,
+            return seterr(NULL, CXLP_ECORRUPT,
                           "record %llu: %llu bytes is not a whole number of %d-byte elements",
                           (unsigned long long)id, (unsigned long long)v.len, l->itemsize);
         uint64_t elems = v.len / isz;
         if (l->cur_off > elems)
-            return seterr(&l->obj, CXLP_EARG,
+            return seterr(NULL, CXLP_EARG,
                           "first_offset %llu is past the end of record %llu (%llu elements)",
                           (unsigned long long)l->cur_off, (unsigned long long)id,
                           (unsigned long long)elems);
@@ -451,7 +451,7 @@ static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
             uint64_t row = pos / L, col = pos % L;
             uint64_t take = MIN(elems - l->cur_off, L - col);
             if (nseg >= s->seg_cap && (rc = grow_segments(l, s, nseg + 1))) /* rarely */
-                return seterr(&l->obj, rc, "out of memory planning batch");
+                return seterr(NULL, rc, "out of memory planning batch");
             s->seg_row[nseg] = (int64_t)row;
             s->seg_start[nseg] = (int64_t)col;
             s->seg_len[nseg] = (int64_t)take;
@@ -508,12 +508,12 @@ static int resolve_rows(cxlp_loader *l, struct slot *s)
     if (l->src.resolve) {
         size_t bad = 0;
         int rc = l->src.resolve(l->src.ctx, s->ids, s->b.rows, l->fidx, nsel, s->views, &bad);
-        return rc ? read_fail(l, s->ids[bad], rc) : 0;
+        return rc ? read_fail(s->ids[bad], rc) : 0;
     }
     for (uint32_t i = 0; i < s->b.rows; i++) {
         int rc = read_sel(l, s->ids[i], &s->views[(size_t)i * nsel]);
         if (rc)
-            return read_fail(l, s->ids[i], rc);
+            return read_fail(s->ids[i], rc);
     }
     return 0;
 }
@@ -529,7 +529,7 @@ static int resolve_rows(cxlp_loader *l, struct slot *s)
  * (docs/benchmarks.md). Inlined with nsel constant 1 for the one-field
  * case. */
 static inline __attribute__((always_inline)) int
-stack_field(cxlp_loader *l, const struct slot *s, const struct lfield *f,
+stack_field(const struct slot *s, const struct lfield *f,
             const struct cxlp_view *v, uint32_t nsel, uint8_t *dst)
 {
     const uint64_t rs = f->size;
@@ -538,7 +538,7 @@ stack_field(cxlp_loader *l, const struct slot *s, const struct lfield *f,
     for (uint32_t i = 0; i < n; i++) {
         const struct cxlp_view *vi = &v[(size_t)i * nsel];
         if (vi->len != rs)
-            return seterr(&l->obj, CXLP_ECORRUPT, "record %llu field %u: %llu bytes, schema says %llu",
+            return seterr(NULL, CXLP_ECORRUPT, "record %llu field %u: %llu bytes, schema says %llu",
                           (unsigned long long)s->ids[i], f->field, (unsigned long long)vi->len,
                           (unsigned long long)rs);
         joined += i && vi->data == (const uint8_t *)v[(size_t)(i - 1) * nsel].data + rs;
@@ -571,9 +571,9 @@ static int gather_stack(cxlp_loader *l, struct slot *s)
         return rc;
     const uint32_t nsel = l->nsel;
     if (nsel == 1)
-        return stack_field(l, s, &l->sel[0], s->views, 1, s->data);
+        return stack_field(s, &l->sel[0], s->views, 1, s->data);
     for (uint32_t k = 0; k < nsel && !rc; k++)
-        rc = stack_field(l, s, &l->sel[k], s->views + k, nsel, s->data + l->sel[k].off);
+        rc = stack_field(s, &l->sel[k], s->views + k, nsel, s->data + l->sel[k].off);
     return rc;
 }
 
@@ -674,7 +674,7 @@ static int pack_lookup(cxlp_loader *l, struct slot *s)
         if (g == 0 || s->ids[g] != s->ids[g - 1]) {
             int rc = read_sel(l, s->ids[g], v);
             if (rc)
-                return read_fail(l, s->ids[g], rc);
+                return read_fail(s->ids[g], rc);
             if ((rc = check_fields(l, s->ids[g], v, v[var0].len / isz0)))
                 return rc;
         }
@@ -749,6 +749,8 @@ static void *worker(void *arg)
         int rc = l->o.collate == CXLP_COLLATE_PACK ? plan_pack(l, s, &rows) : plan_rows(l, s, &rows);
         s->batch_no = k;
         s->err = rc;
+        if (rc)
+            strlcpy0(s->msg, cxlp_errmsg(NULL), sizeof s->msg);
         s->b.index = k;
         s->b.rows = rows;
         s->b.resume_records = l->records_done;
@@ -784,7 +786,7 @@ static void *worker(void *arg)
             rc = engine_batch_begin(l->tier, s->ids,
                                     l->o.collate == CXLP_COLLATE_PACK ? s->b.n_segments : rows);
         if (rc)
-            rc = seterr(&l->obj, rc, "staging batch %llu: %s", (unsigned long long)k,
+            rc = seterr(NULL, rc, "staging batch %llu: %s", (unsigned long long)k,
                         cxlp_errmsg(NULL));
         else switch (l->o.collate) {
         case CXLP_COLLATE_STACK: rc = gather_stack(l, s); break;
@@ -798,9 +800,11 @@ static void *worker(void *arg)
         if (__builtin_expect(now != 0 && (rc || now != alarm), 0) && l->src.check) {
             int crc = l->src.check(l->src.ctx);
             if (crc)
-                rc = seterr(&l->obj, crc, "batch %llu: %s", (unsigned long long)k,
+                rc = seterr(NULL, crc, "batch %llu: %s", (unsigned long long)k,
                             cxlp_errmsg(NULL));
         }
+        if (rc)
+            strlcpy0(s->msg, cxlp_errmsg(NULL), sizeof s->msg);
         if (l->tier)
             engine_batch_end(l->tier, rows);
         s->err = rc;
@@ -1395,10 +1399,14 @@ int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out)
             if (__atomic_load_n(&l->next_plan, __ATOMIC_RELAXED) - k >= DELIVER - 1)
                 wake_gatherers(l, UINT32_MAX);
             if (s->err) {
-                int rc = s->err;
+                /* the message onto the handle here, in the consumer's
+                 * thread: a gather thread that fails a later batch writes
+                 * only its slot, so the message read after this return is
+                 * this batch's, whole */
+                int rc = seterr(&l->obj, s->err, "%s", s->msg);
                 push_free(l, s);
                 wake_gatherers(l, 1);
-                return rc; /* the message is on the loader handle */
+                return rc;
             }
             __atomic_fetch_add(&l->refs, 1, __ATOMIC_ACQ_REL);
             *out = &s->b;
