@@ -397,6 +397,7 @@ CXLP_API int cxlp_dtype_size(int dtype);           /* bytes; -1 unknown */
 CXLP_API int cxlp_dtype_parse(const char *name);   /* inverse; -1 unknown */
 
 #define CXLP_MAX_FIELDS 8
+#define CXLP_MAX_STAGERS 8 /* cxlp_loader_opts.tier_stagers */
 #define CXLP_MAX_DIMS 4
 #define CXLP_NAME_MAX 64
 struct cxlp_field {
@@ -1009,8 +1010,9 @@ struct cxlp_loader_opts {
                                 0: as many records as half the budget holds,
                                 at least 8 batches */
     int tier_target;         /* staging tier index; 0 and -1: the fastest memory tier */
-    uint32_t tier_stagers;   /* threads copying shards ahead; 0: 2 for shards of
-                                8 MiB or more, up to 4 for smaller ones */
+    uint32_t tier_stagers;   /* threads copying shards ahead, at most
+                                CXLP_MAX_STAGERS; 0: 2 for shards of 8 MiB or
+                                more, up to 4 for smaller ones */
     uint32_t n_fields;       /* fields to collate, numbers in fields[]; 0: every
                                 field of the dataset, in schema order */
     uint32_t fields[CXLP_MAX_FIELDS];

@@ -303,6 +303,7 @@ PyMODINIT_FUNC PyInit__core(void)
             goto fail;
     PyModule_AddStringConstant(m, "version", cxlp_version());
     PyModule_AddIntConstant(m, "COLLATE_STACK", CXLP_COLLATE_STACK);
+    PyModule_AddIntConstant(m, "MAX_STAGERS", CXLP_MAX_STAGERS);
     PyModule_AddIntConstant(m, "COLLATE_PAD", CXLP_COLLATE_PAD);
     PyModule_AddIntConstant(m, "COLLATE_PACK", CXLP_COLLATE_PACK);
     return m;

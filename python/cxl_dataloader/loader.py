@@ -26,9 +26,9 @@ General path (anything else): torch's DataLoader with the same arguments.
 Arguments beyond torch's (docs/python.md): memory_policy (a NUMA page policy
 of the ring slots, "interleave" or "bind" over the nodes of the pool's
 memory; or, on a pool of tiers, how the staging engine places shards,
-docs/tiers.md; memory_budget and lookahead set its budget and horizon),
-pin_to_cxl (ring slots on a numa pool's node(s); with CUDA, the dataset's
-pool view registered too), numa_bind (gather threads on a node's CPUs; True:
+docs/tiers.md; memory_budget, lookahead and stagers set its budget,
+horizon and copying threads), pin_to_cxl (ring slots on a numa pool's
+node(s); with CUDA, the dataset's pool view registered too), numa_bind (gather threads on a node's CPUs; True:
 the node nearest the pool's memory), device (device="cuda": each batch copied
 there from its CUDA-registered ring slot on a copy stream, prefetch_to_gpu
 batches ahead: gpu.py), dtype (token batches cast, e.g. to torch.long for
@@ -128,7 +128,8 @@ class CXLDataLoader:
                  threads: Optional[int] = None, seed: Optional[int] = None,
                  dtype: Optional[torch.dtype] = None, return_segments: bool = False,
                  columns: Optional[list[str]] = None, prefetch_to_gpu: int = 2,
-                 memory_budget: Optional[int] = None, lookahead: Optional[int] = None) -> None:
+                 memory_budget: Optional[int] = None, lookahead: Optional[int] = None,
+                 stagers: Optional[int] = None) -> None:
         # memory_policy names a NUMA page policy of the loader's memory, or a
         # placement policy of a pool of tiers
         numa_policy = memory_policy if memory_policy in NUMA_POLICIES else None
@@ -141,8 +142,11 @@ class CXLDataLoader:
             raise ValueError(f"memory_budget={memory_budget}: bytes, > 0")
         if lookahead is not None and int(lookahead) <= 0:
             raise ValueError(f"lookahead={lookahead}: batches, > 0")
+        if stagers is not None and not 1 <= int(stagers) <= _core.MAX_STAGERS:
+            raise ValueError(f"stagers={stagers}: threads copying shards ahead, "
+                             f"1..{_core.MAX_STAGERS}")
         tiered = isinstance(dataset, CXLDataset) and dataset.tiered
-        if (tier_policy is not None or memory_budget or lookahead) and not tiered:
+        if (tier_policy is not None or memory_budget or lookahead or stagers) and not tiered:
             _warn(f"memory_policy={memory_policy!r}: the dataset's pool has one tier, so "
                   "there is nothing to place: records are read where they lie")
         # the dataset's tier_policy and prefetch_depth (batches ahead) are the
@@ -151,7 +155,8 @@ class CXLDataLoader:
         horizon = lookahead or (getattr(dataset, "prefetch_depth", None) if tiered else None)
         self._tier = {"tier_policy": _core.policy_parse(policy) if policy else 0,
                       "tier_budget": int(memory_budget or 0),
-                      "tier_horizon": int(horizon or 0)}
+                      "tier_horizon": int(horizon or 0),
+                      "tier_stagers": int(stagers or 0)}
         near = numa_bind is True  # the node nearest the pool's memory (fast path setup)
         if numa_bind is False or near:
             numa_bind = None

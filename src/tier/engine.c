@@ -71,7 +71,7 @@
 #include "tier/tier.h"
 
 #define DEF_HORIZON 8u
-#define MAX_STAGERS 8u
+#define MAX_STAGERS CXLP_MAX_STAGERS
 #define PLAN_MAX 64u
 
 struct tier_engine {
@@ -983,7 +983,12 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     e->horizon = MIN(h, UINT64_C(1) << 22);
     e->replan = MAX(e->batch, e->horizon / 32);
     e->replan_now = 1;
-    e->n_stagers = o->tier_stagers ? MIN(o->tier_stagers, MAX_STAGERS) : def_stagers(s);
+    if (o->tier_stagers > MAX_STAGERS) {
+        engine_free(e);
+        return seterr(NULL, CXLP_EARG, "loader: tier_stagers %u: at most %u", o->tier_stagers,
+                      MAX_STAGERS);
+    }
+    e->n_stagers = o->tier_stagers ? o->tier_stagers : def_stagers(s);
     e->n = s->n_shards;
     e->q_cap = e->horizon + 4096;
     e->recent_cap = (size_t)e->batch * 64 + 65536; /* more than a loader holds in flight */

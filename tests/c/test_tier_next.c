@@ -174,8 +174,11 @@ int main(void)
     sm = sampler(n, 2);
     o.tier_policy = CXLP_POLICY_LRU;
     o.threads = 1;
-    o.tier_stagers = 1;
+    o.tier_stagers = CXLP_MAX_STAGERS + 1;
     cxlp_loader *l;
+    CHECK(cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l) == CXLP_EARG);
+    CHECK(strstr(cxlp_errmsg(NULL), "tier_stagers 9: at most 8"));
+    o.tier_stagers = 1;
     CHECK_OK(cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l));
     struct cxlp_batch *b;
     CHECK_OK(cxlp_loader_next(l, &b));

@@ -321,7 +321,7 @@ def test_on_a_pool_of_tiers_tier_policy_and_prefetch_depth_drive_the_staging(tmp
         assert ds.tiered and ds.tier_policy == "hot_first"
         dl = CXLDataLoader(ds, batch_size=256)
         assert dl._tier == {"tier_policy": _core.policy_parse("hot_first"), "tier_budget": 0,
-                            "tier_horizon": 3}
+                            "tier_horizon": 3, "tier_stagers": 0}
         assert dl.prefetch == 0
         got = np.concatenate([b.numpy() for b in dl])
         assert np.array_equal(got, data)

@@ -207,6 +207,24 @@ def test_staging_ahead_of_a_pass_at_construction_after_set_epoch_and_as_an_epoch
     assert p.verify()
 
 
+def test_stagers_argument_sets_the_count_and_bad_values_are_refused(tiered) -> None:
+    """stagers= (docs/python.md): the threads copying shards ahead, 1..8,
+    reported by stats(); the default follows the shard size (4 for 64 KiB
+    shards); 0, 9 and a pool of one tier are refused or warned by name."""
+    p, name, data = tiered
+    p.migrate("d", "nvme")
+    ds = CXLDataset(p, "d")
+    for n in (1, 3):
+        loader = CXLDataLoader(ds, batch_size=64, sampler=RandomCXLSampler(ds, seed=2),
+                               stagers=n)
+        assert epoch(loader, data) == ROWS
+        assert loader.stats()["stagers"] == n
+        loader.close()
+    for bad in (0, 9, -1):
+        with pytest.raises(ValueError, match=f"stagers={bad}: threads copying shards ahead, 1..8"):
+            CXLDataLoader(ds, batch_size=64, stagers=bad)
+
+
 @pytest.mark.parametrize("policy", ["lookahead", "lru"])
 def test_with_no_room_for_a_copy_batches_read_in_part(tmp_path: Path, policy: str) -> None:
     """Shards of 2 MiB (33 blocks of 64 KiB) and a dram tier full of kept
