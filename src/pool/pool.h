@@ -250,5 +250,8 @@ int pool_open_writable(struct attach *a, cxlp_pool **out);
  * extent map of every object (no data checksums); report may be NULL. Used
  * by cxlp_pool_verify (store layer). */
 int pool_check(cxlp_pool *p, void (*report)(void *ctx, const char *line), void *ctx);
+/* Tries of an unlocked check before a writable handle takes the writer
+ * lock for it (check.c; tests lower it). */
+extern int pool_check_tries;
 
 #endif
