@@ -23,6 +23,10 @@ contents intact) inside the timed loop.
 Measured in the same run, as limits:
   seq read    the tier file's sequential bandwidth with the tier's own reads
               (build/bench_seqread: io_uring, O_DIRECT, 1 MiB x 8 in flight)
+  shard read  the same bytes as the stagers read them: pieces of one shard's
+              size in a random order, as many at once as the loader has
+              stagers (bench_seqread with SHARD STREAMS); not part of the
+              bound, it shows what the shuffled order costs the disk
   all-DRAM    the same records in a pool of one shm tier (the fast path, no
               staging), same loader, same order
 and the peer built for this case:
@@ -78,6 +82,7 @@ from typing import Any
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
+LIMITS = ("seq read", "shard read", "all-DRAM")
 REC = 8192
 WORDS = REC // 8
 BATCH = 256
@@ -334,6 +339,13 @@ def median_run(runs: list[dict]) -> dict:
     return m
 
 
+def default_stagers(shard: int) -> int:
+    """The engine's default stager count for shards of this many bytes
+    (src/tier/engine.c def_stagers: two queues of 8 x 1 MiB reads)."""
+    q = 8 << 20
+    return min(max(2 * q // min(max(shard, 1), q), 2), 4)
+
+
 def chart(res: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -342,7 +354,7 @@ def chart(res: dict, path: Path) -> None:
     names = [r["policy"] for r in rows]
     vals = [r["samples_per_s"] for r in rows]
     fig, ax = plt.subplots(figsize=(8, 4))
-    colors = ["#888888" if r["policy"] in ("all-DRAM", "seq read") else
+    colors = ["#888888" if r["policy"] in LIMITS else
               "#cc7722" if r["policy"] == "mosaic" else "#2266aa" for r in rows]
     lo = [r["samples_per_s"] - r.get("min_samples_per_s", r["samples_per_s"]) for r in rows]
     hi = [r.get("max_samples_per_s", r["samples_per_s"]) - r["samples_per_s"] for r in rows]
@@ -450,6 +462,16 @@ def main() -> int:
             sr = json.loads(p.stdout)
             runs.append({"policy": "seq read", "samples_per_s": sr["gb_per_s"] * 1e9 / REC,
                          "gb_per_s": sr["gb_per_s"], "o_direct": sr["o_direct"]})
+            # the same bytes read as the stagers read them: whole shards in
+            # a random order, as many at once as there are stagers
+            drop_caches()
+            p = subprocess.run([str(seqread), str(home), str(2 << 20), str(n * REC), str(shard),
+                                str(default_stagers(shard)), str(rnd + 1)],
+                               capture_output=True, text=True, check=True)
+            sr = json.loads(p.stdout)
+            runs.append({"policy": "shard read", "samples_per_s": sr["gb_per_s"] * 1e9 / REC,
+                         "gb_per_s": sr["gb_per_s"], "o_direct": sr["o_direct"],
+                         "streams": sr["streams"]})
             drop_caches()
             runs.append(cxl_epoch(f"shm:{dname}", "d", n, None, budget, 0))
             for pol in [] if a.demand_only else a.policies.split(","):
@@ -501,7 +523,7 @@ def main() -> int:
             write_mds(npy, remote, n, shard + REC)
             res["mds_write_s"] = time.perf_counter() - t
             # our window, in records (any policy's run: the order is the same)
-            la = next(r for r in res["runs"] if r["policy"] not in ("seq read", "all-DRAM"))
+            la = next(r for r in res["runs"] if r["policy"] not in LIMITS)
             block = la["window"] * la["shard_size"]
             drop_caches()
             try:
@@ -538,6 +560,11 @@ def main() -> int:
     chart(res, out.with_suffix(".png"))
     print(table(res))
     print()
+    by = {r["policy"]: r for r in res["runs"]}
+    if "lookahead" in by and "shard read" in by:
+        print(f"lookahead / shard read: {by['lookahead']['samples_per_s'] / by['shard read']['samples_per_s']:.2f}; "
+              f"shard read / seq read: {by['shard read']['samples_per_s'] / by['seq read']['samples_per_s']:.2f}")
+        print()
     print(demand_table(res))
     return 0
 
