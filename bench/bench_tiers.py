@@ -38,7 +38,8 @@ and the peer built for this case:
               StreamingDataLoader(num_workers=2); one epoch or --seconds
 and the demand runs: lookahead (--demand-policies) again with a sleep per
 batch standing in for compute, at --demand (80%) of min(all-DRAM, seq read)
-samples/s, paced per batch (batch i's compute ends at t0 + (i + 1) * period
+samples/s, the seq read measured again right before each demand run (this
+VM's disk drifts by tens of percent over minutes), paced per batch (batch i's compute ends at t0 + (i + 1) * period
 + the stall so far: a late batch delays the steps after it) and by a fixed
 schedule (at t0 + (i + 1) * period: after a late batch the loop asks faster
 until back on time); the stall (time the loop waited for batches) as a
@@ -494,12 +495,22 @@ def main() -> int:
         for pol in [p_ for p_ in a.demand_policies.split(",") if p_]:
             for pacing in ("batch", "schedule"):
                 pool.migrate("d", "nvme")
+                # the disk's rate drifts over minutes on a shared VM: the
+                # bound of this demand run is read again right before it
+                drop_caches()
+                p = subprocess.run([str(seqread), str(home), str(2 << 20), str(n * REC)],
+                                   capture_output=True, text=True, check=True)
+                seq_now = json.loads(p.stdout)["gb_per_s"] * 1e9 / REC
+                all_dram = next(r["samples_per_s"] for r in res["runs"] if r["policy"] == "all-DRAM")
+                bound = min(seq_now, all_dram)
                 drop_caches()
                 r = cxl_epoch(spec, "d", n, pol, budget, mem_tier, demand_sps=a.demand * bound,
                               pacing=pacing, window_x=a.window_x, epochs=a.demand_epochs,
                               setup_s=a.setup_s)
                 r["policy"] = f"{pol} @{a.demand:.0%}"
                 r["demand_sps"] = a.demand * bound
+                r["bound_sps"] = bound
+                r["seq_read_before_sps"] = seq_now
                 r["pacing"] = pacing
                 res["demand_runs"].append(r)
                 log(f"{pol} at {a.demand:.0%} of {bound:.0f}, pacing {pacing}: "
@@ -592,9 +603,10 @@ def table(res: dict) -> str:
 
 
 def demand_table(res: dict) -> str:
-    """The demand runs (lookahead at 80% of the bound): the loop's stall
-    split into start-up (the first batch), the rest of the first window and
-    the steady state after it, each as a share of the epoch."""
+    """The demand runs (lookahead at 80% of the bound, the bound read again
+    before each): the loop's stall split into start-up (the first batch),
+    the rest of the first window and the steady state after it, each as a
+    share of the epoch."""
     by = {r["policy"]: r for r in res["runs"]}
     bound = min(by["seq read"]["samples_per_s"], by["all-DRAM"]["samples_per_s"])
     L = ["| policy | pacing | epoch | samples/s | vs bound | epoch s | loop stall, share | "
@@ -605,7 +617,7 @@ def demand_table(res: dict) -> str:
         dt = d["seconds"]
         L.append(f"| {r['policy'].split(' ')[0]} | {r['pacing']} | {d.get('epoch', 0)} | "
                  f"{d['samples_per_s']:,.0f} | "
-                 f"{d['samples_per_s'] / bound:.2f} | "
+                 f"{d['samples_per_s'] / r.get('bound_sps', bound):.2f} | "
                  f"{dt:.2f} | {d['stall_s']:.3f} s, {d['stall_share']:.4f} | "
                  f"{d['stall_first_batch_s']:.3f} s, {d['stall_first_batch_s'] / dt:.4f} | "
                  f"{d['stall_first_window_s']:.3f} s, {d['stall_first_window_s'] / dt:.4f} | "

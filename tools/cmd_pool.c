@@ -833,14 +833,17 @@ int cli_cmd_verify(int argc, char **argv)
     static const struct option lo[] = {
         {"json", no_argument, 0, 'j'},
         {"quiet", no_argument, 0, 'q'},
+        {"lock", no_argument, 0, 'l'},
         {0, 0, 0, 0},
     };
-    int json = 0, quiet = 0, c;
+    int json = 0, quiet = 0, lock = 0, c;
     while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         if (c == -2)
             return EXIT_USAGE;
         if (c == 'j')
             json = 1;
+        else if (c == 'l')
+            lock = 1;
         else
             quiet = 1;
     }
@@ -849,7 +852,9 @@ int cli_cmd_verify(int argc, char **argv)
     const char *spec = argv[optind];
     cxlp_pool *p = NULL;
     struct cxlp_pool_opts o = {0};
-    o.readonly = 1;
+    /* --lock: a writable handle, whose check takes the writer lock when
+     * writers leave it no quiet window (src/pool/check.c) */
+    o.readonly = !lock;
     struct vlines vl = {!quiet, json, 0};
     int rc = cxlp_pool_open(spec, &o, &p);
     const char *msg;

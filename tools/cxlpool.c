@@ -86,8 +86,10 @@ static const struct cli_cmd cmds[] = {
      "  the protection of their leases.\n",
      cli_cmd_leases},
     {"verify", "check a pool's structure and every checksum",
-     "cxlpool verify POOL [--json] [--quiet]\n"
-     "  Exit 0 when every structure and checksum is valid, 3 when corrupt.\n",
+     "cxlpool verify POOL [--json] [--quiet] [--lock]\n"
+     "  Exit 0 when every structure and checksum is valid, 3 when corrupt.\n"
+     "  --lock: open the pool writable, so that when writers never leave the\n"
+     "  check a quiet window it checks once more holding the writer lock.\n",
      cli_cmd_verify},
     {"cat", "print one record",
      "cxlpool cat POOL NAME INDEX [--format raw|hex|dtype|json]\n"

@@ -49,6 +49,9 @@ python3 -c "import numpy as np; np.save('$T/big.npy', np.zeros((96, 1<<18), dtyp
 expect 0 "" "$CXLPOOL" ingest "$P" big "$T/big.npy" --shard-bytes 1M --no-progress
 expect 1 "no free extent" "$CXLPOOL" migrate "$P" big dram --no-progress
 expect 0 "" "$CXLPOOL" verify "$P" --quiet
+# --lock: the same check from a writable handle (docs/cli.md)
+expect 0 "" "$CXLPOOL" verify "$P" --lock
+grep -q "^ok: .* verified" "$T/out" || fail "verify --lock: $(head -c 300 "$T/out")"
 # a full nvme tier: an ingest that does not fit fails before writing
 python3 -c "import numpy as np; np.save('$T/huge.npy', np.zeros((80, 1<<20), dtype=np.uint8))"
 state "$P" >"$T/before"
