@@ -38,11 +38,11 @@ and the peer built for this case:
               StreamingDataLoader(num_workers=2); one epoch or --seconds
 and the demand runs: lookahead (--demand-policies) again with a sleep per
 batch standing in for compute, at --demand (80%) of min(all-DRAM, seq read)
-samples/s, the seq read measured again right before each demand run (this
-VM's disk drifts by tens of percent over minutes), paced per batch (batch i's compute ends at t0 + (i + 1) * period
-+ the stall so far: a late batch delays the steps after it) and by a fixed
-schedule (at t0 + (i + 1) * period: after a late batch the loop asks faster
-until back on time); the stall (time the loop waited for batches) as a
+samples/s, the seq read measured again right before each demand run (this VM's
+disk drifts by tens of percent over minutes), paced per batch (batch i's
+compute ends at t0 + (i + 1) * period + the stall so far: a late batch delays
+the steps after it) and by a fixed schedule (at t0 + (i + 1) * period:
+after a late batch the loop asks faster until back on time); the stall (time the loop waited for batches) as a
 share of the epoch, split into start-up (the first batch: the first
 window's shards, needed by it, staged on demand), the rest of the first
 window and the steady state. Each demand run reads --demand-epochs epochs

@@ -28,8 +28,9 @@ of the ring slots, "interleave" or "bind" over the nodes of the pool's
 memory; or, on a pool of tiers, how the staging engine places shards,
 docs/tiers.md; memory_budget, lookahead and stagers set its budget,
 horizon and copying threads), pin_to_cxl (ring slots on a numa pool's
-node(s); with CUDA, the dataset's pool view registered too), numa_bind (gather threads on a node's CPUs; True:
-the node nearest the pool's memory), device (device="cuda": each batch copied
+node(s); with CUDA, the dataset's pool view registered too), numa_bind
+(gather threads on a node's CPUs; True: the node nearest the pool's
+memory), device (device="cuda": each batch copied
 there from its CUDA-registered ring slot on a copy stream, prefetch_to_gpu
 batches ahead: gpu.py), dtype (token batches cast, e.g. to torch.long for
 nn.Embedding).
