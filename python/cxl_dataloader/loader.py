@@ -147,8 +147,11 @@ class CXLDataLoader:
             raise ValueError(f"stagers={stagers}: threads copying shards ahead, "
                              f"1..{_core.MAX_STAGERS}")
         tiered = isinstance(dataset, CXLDataset) and dataset.tiered
-        if (tier_policy is not None or memory_budget or lookahead or stagers) and not tiered:
-            _warn(f"memory_policy={memory_policy!r}: the dataset's pool has one tier, so "
+        given = [f"{n}={v!r}" for n, v in (("memory_policy", tier_policy),
+                                           ("memory_budget", memory_budget),
+                                           ("lookahead", lookahead), ("stagers", stagers)) if v]
+        if given and not tiered:
+            _warn(f"{', '.join(given)}: the dataset's pool has one tier, so "
                   "there is nothing to place: records are read where they lie")
         # the dataset's tier_policy and prefetch_depth (batches ahead) are the
         # staging engine's policy and horizon unless given here

@@ -102,6 +102,10 @@ def test_memory_policy_on_a_pool_of_one_tier_says_it_places_nothing(fixed) -> No
         with pytest.warns(UserWarning, match="one tier"):
             dl = CXLDataLoader(ds, batch_size=64, memory_policy=policy)
         assert dl.memory_policy == policy and seen(dl) == list(range(300))
+    # the staging engine's other arguments too, each named
+    with pytest.warns(UserWarning, match=r"memory_budget=1048576, stagers=2: .*one tier"):
+        dl = CXLDataLoader(ds, batch_size=64, memory_budget=1 << 20, stagers=2)
+    assert seen(dl) == list(range(300))
     with pytest.raises(ValueError, match="memory_policy"):
         CXLDataLoader(ds, memory_policy="adaptive")
     with warnings.catch_warnings():
