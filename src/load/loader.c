@@ -708,6 +708,15 @@ static int gather_pack(cxlp_loader *l, struct slot *s)
 /* Batch k is ready in s: into deliver[], then the consumer if it sleeps
  * for it. The release store publishes the slot's contents; pairs with the
  * acquire load in cxlp_loader_next. */
+/* The slot's result, with its message taken from this (gather) thread's
+ * own: the consumer puts it on the handle when it returns the batch. */
+static void slot_result(struct slot *s, int rc)
+{
+    s->err = rc;
+    if (rc)
+        strlcpy0(s->msg, cxlp_errmsg(NULL), sizeof s->msg);
+}
+
 static void publish(cxlp_loader *l, struct slot *s, uint64_t k)
 {
     __atomic_store_n(&l->deliver[k & (DELIVER - 1)], s, __ATOMIC_SEQ_CST);
@@ -748,9 +757,7 @@ static void *worker(void *arg)
         uint32_t rows = 0;
         int rc = l->o.collate == CXLP_COLLATE_PACK ? plan_pack(l, s, &rows) : plan_rows(l, s, &rows);
         s->batch_no = k;
-        s->err = rc;
-        if (rc)
-            strlcpy0(s->msg, cxlp_errmsg(NULL), sizeof s->msg);
+        slot_result(s, rc);
         s->b.index = k;
         s->b.rows = rows;
         s->b.resume_records = l->records_done;
@@ -803,11 +810,9 @@ static void *worker(void *arg)
                 rc = seterr(NULL, crc, "batch %llu: %s", (unsigned long long)k,
                             cxlp_errmsg(NULL));
         }
-        if (rc)
-            strlcpy0(s->msg, cxlp_errmsg(NULL), sizeof s->msg);
+        slot_result(s, rc); /* before batch_end, whose errors are not this batch's */
         if (l->tier)
             engine_batch_end(l->tier, rows);
-        s->err = rc;
         publish(l, s, k);
     }
     /* nothing more from this thread: a consumer sleeping for more must look */

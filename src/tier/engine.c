@@ -713,8 +713,12 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
                  * of the blocks of our records (format 3), else of the
                  * whole shard */
                 if (rc == CXLP_EFULL &&
-                    !(rc = read_home(e, b, x, k, ids, n, io, &part_bytes)))
-                    *(x->priv_map ? &parts : &priv) += 1;
+                    !(rc = read_home(e, b, x, k, ids, n, io, &part_bytes))) {
+                    if (x->priv_map)
+                        parts++;
+                    else
+                        priv++;
+                }
                 if (rc) {
                     release_hold(e, b);
                     return rc;
