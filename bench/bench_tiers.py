@@ -453,24 +453,29 @@ def main() -> int:
         dname = name + "dram"
         dpool = CXLMemoryPool(dname, create=True, size=int(n * REC * 1.05) + (64 << 20))
         dpool._pool.import_("d", str(npy), format="npy", shard_bytes=shard)
+        def disk_read(*shard_order: int) -> dict:
+            """bench_seqread over the dataset's bytes of the tier file, the
+            page cache dropped first: sequential, or with (SHARD, STREAMS,
+            SEED) whole shards in a random order."""
+            drop_caches()
+            p = subprocess.run([str(seqread), str(home), str(2 << 20), str(n * REC),
+                                *map(str, shard_order)],
+                               capture_output=True, text=True, check=True)
+            sr = json.loads(p.stdout)
+            sr["samples_per_s"] = sr["gb_per_s"] * 1e9 / REC
+            return sr
+
         rounds: list[list[dict]] = []
         for rnd in range(a.rounds):
             runs: list[dict] = []
             # the tier's own sequential read bandwidth over the dataset's bytes
-            drop_caches()
-            p = subprocess.run([str(seqread), str(home), str(2 << 20), str(n * REC)],
-                               capture_output=True, text=True, check=True)
-            sr = json.loads(p.stdout)
-            runs.append({"policy": "seq read", "samples_per_s": sr["gb_per_s"] * 1e9 / REC,
+            sr = disk_read()
+            runs.append({"policy": "seq read", "samples_per_s": sr["samples_per_s"],
                          "gb_per_s": sr["gb_per_s"], "o_direct": sr["o_direct"]})
             # the same bytes read as the stagers read them: whole shards in
             # a random order, as many at once as there are stagers
-            drop_caches()
-            p = subprocess.run([str(seqread), str(home), str(2 << 20), str(n * REC), str(shard),
-                                str(default_stagers(shard)), str(rnd + 1)],
-                               capture_output=True, text=True, check=True)
-            sr = json.loads(p.stdout)
-            runs.append({"policy": "shard read", "samples_per_s": sr["gb_per_s"] * 1e9 / REC,
+            sr = disk_read(shard, default_stagers(shard), rnd + 1)
+            runs.append({"policy": "shard read", "samples_per_s": sr["samples_per_s"],
                          "gb_per_s": sr["gb_per_s"], "o_direct": sr["o_direct"],
                          "streams": sr["streams"]})
             drop_caches()
@@ -490,18 +495,14 @@ def main() -> int:
         res["runs"] = [median_run([rd[i] for rd in rounds]) for i in range(len(rounds[0]))]
         dpool.close()
         CXLMemoryPool.destroy(dname)
-        bound = min(r["samples_per_s"] for r in res["runs"] if r["policy"] in ("seq read", "all-DRAM"))
+        all_dram = next(r["samples_per_s"] for r in res["runs"] if r["policy"] == "all-DRAM")
         res["demand_runs"] = []
         for pol in [p_ for p_ in a.demand_policies.split(",") if p_]:
             for pacing in ("batch", "schedule"):
                 pool.migrate("d", "nvme")
                 # the disk's rate drifts over minutes on a shared VM: the
                 # bound of this demand run is read again right before it
-                drop_caches()
-                p = subprocess.run([str(seqread), str(home), str(2 << 20), str(n * REC)],
-                                   capture_output=True, text=True, check=True)
-                seq_now = json.loads(p.stdout)["gb_per_s"] * 1e9 / REC
-                all_dram = next(r["samples_per_s"] for r in res["runs"] if r["policy"] == "all-DRAM")
+                seq_now = disk_read()["samples_per_s"]
                 bound = min(seq_now, all_dram)
                 drop_caches()
                 r = cxl_epoch(spec, "d", n, pol, budget, mem_tier, demand_sps=a.demand * bound,
