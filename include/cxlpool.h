@@ -1148,6 +1148,13 @@ CXLP_API uint32_t cxlp_loader_default_threads(const cxlp_store *s, uint32_t thre
 /* Stops the threads. Batches not yet released stay valid; their memory goes
  * when the last of them is released. NULL is a no-op. */
 CXLP_API void cxlp_loader_free(cxlp_loader *l);
+/* The ring memory of a freed loader (its slots, when not bound to nodes) is
+ * kept for the next loader of the process, which takes the mappings of its
+ * sizes: no page faults and no kernel zeroing of the pages again, pass
+ * after pass. The next cxlp_loader_create unmaps whatever it did not take;
+ * this unmaps all that is kept now (at most 1 GiB, one freed loader's).
+ * Any thread. */
+CXLP_API void cxlp_loader_trim(void);
 
 #ifdef __cplusplus
 }

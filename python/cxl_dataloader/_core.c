@@ -268,6 +268,14 @@ static PyObject *mod_size_parse(PyObject *self, PyObject *arg)
     return PyLong_FromUnsignedLongLong(v);
 }
 
+static PyObject *mod_loader_trim(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    cxlp_loader_trim();
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef mod_methods[] = {
     {"policy_parse", mod_policy_parse, METH_O,
      "policy_parse(name): the cxlp_policy number of a placement policy; -1 unknown."},
@@ -276,6 +284,8 @@ static PyMethodDef mod_methods[] = {
     {"destroy", mod_destroy, METH_O, "destroy(spec): remove a pool's backing object."},
     {"strerror", mod_strerror, METH_O, "strerror(rc): name of a return code."},
     {"dtype_size", mod_dtype_size, METH_O, "dtype_size(name): bytes per element."},
+    {"loader_trim", mod_loader_trim, METH_NOARGS,
+     "loader_trim(): unmaps the ring memory freed loaders left for the next one."},
     {NULL, NULL, 0, NULL},
 };
 

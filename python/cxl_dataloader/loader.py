@@ -730,12 +730,15 @@ class CXLDataLoader:
 
     def close(self) -> None:
         """Lets go of what the loader holds beyond a pass: the CUDA
-        registration of the dataset's pool view (pin_to_cxl with CUDA), and
-        the staging for the next pass (a pool of tiers; the copies made
-        stay)."""
+        registration of the dataset's pool view (pin_to_cxl with CUDA), the
+        staging for the next pass (a pool of tiers; the copies made stay),
+        and the last pass's ring memory, which the next pass would reuse
+        (the library keeps a freed loader's ring for the next loader of the
+        process; a pass running now keeps its own)."""
         if self._gpu is not None:
             self._gpu.close()
         self._let_go()
+        _core.loader_trim()
 
     def stats(self) -> dict:
         """Figures of the loader as one dict. On a pool of tiers, what the

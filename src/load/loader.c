@@ -820,6 +820,85 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* Ring memory kept from a freed loader for the next one. A training loop
+ * makes a loader per pass (iter() over the DataLoader), each with the same
+ * ring; a fresh mapping costs the first pass's page faults again, and the
+ * kernel zeroes every page before the gather writes it (clear_page, 6% of
+ * a 64 KiB x 256 pass's CPU samples; a 16 MiB slot is 8 huge pages to
+ * zero). So a freed loader's unbound mappings are kept, whole, and the
+ * next loader takes those of its sizes; whatever it did not take is
+ * unmapped once its ring is made (cxlp_loader_trim): what is held is what
+ * loaders freed since the last one was made, at most KEEP_BYTES. A mapping
+ * is taken only by a loader whose gather threads run on the node of the
+ * one that touched its pages first (l->node). Kept memory holds the last
+ * batches' bytes, which the next ring overwrites as it overwrites its own
+ * slots at every batch. Mappings bound to nodes (bind_slots) are neither
+ * kept nor taken: their pages are placed at the first touch. */
+#define KEEP_MAX 64
+#define KEEP_BYTES (UINT64_C(1) << 30)
+static struct {
+    pthread_mutex_t mu;
+    uint32_t n;
+    uint64_t bytes;
+    struct {
+        uint8_t *p;
+        uint64_t bytes;
+        int node;
+    } m[KEEP_MAX];
+} kept = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+/* A kept mapping of exactly bytes first touched from node, or NULL. */
+static uint8_t *kept_take(uint64_t bytes, int node)
+{
+    uint8_t *p = NULL;
+    pthread_mutex_lock(&kept.mu);
+    for (uint32_t i = 0; i < kept.n; i++)
+        if (kept.m[i].bytes == bytes && kept.m[i].node == node) {
+            p = kept.m[i].p;
+            kept.bytes -= bytes;
+            kept.m[i] = kept.m[--kept.n];
+            break;
+        }
+    pthread_mutex_unlock(&kept.mu);
+    return p;
+}
+
+/* Keeps mapping p of bytes for the next loader, or unmaps it. */
+static void kept_put(uint8_t *p, uint64_t bytes, int node)
+{
+    pthread_mutex_lock(&kept.mu);
+    int keep = kept.n < KEEP_MAX && kept.bytes + bytes <= KEEP_BYTES;
+    if (keep) {
+        kept.m[kept.n].p = p;
+        kept.m[kept.n].node = node;
+        kept.m[kept.n++].bytes = bytes;
+        kept.bytes += bytes;
+    }
+    pthread_mutex_unlock(&kept.mu);
+    if (!keep)
+        munmap(p, (size_t)bytes);
+}
+
+void cxlp_loader_trim(void)
+{
+    pthread_mutex_lock(&kept.mu);
+    for (uint32_t i = 0; i < kept.n; i++)
+        munmap(kept.m[i].p, (size_t)kept.m[i].bytes);
+    kept.n = 0;
+    kept.bytes = 0;
+    pthread_mutex_unlock(&kept.mu);
+}
+
+/* Lets go of a slot's (or the arena's) mapping: kept for the next loader
+ * when unbound. */
+static void slot_unmap(const cxlp_loader *l, uint8_t *p, uint64_t bytes)
+{
+    if (l->o.bind_slots)
+        munmap(p, (size_t)bytes);
+    else
+        kept_put(p, bytes, l->node);
+}
+
 static void slot_free(cxlp_loader *l, struct slot *s)
 {
     if (!s)
@@ -835,7 +914,7 @@ static void slot_free(cxlp_loader *l, struct slot *s)
     for (uint32_t k = 0; k < CXLP_MAX_FIELDS; k++)
         free(s->segf[k]);
     if (s->data && s->own_map)
-        munmap(s->data, (size_t)l->slot_bytes);
+        slot_unmap(l, s->data, l->slot_bytes);
     free(s);
 }
 
@@ -844,10 +923,14 @@ static void slot_free(cxlp_loader *l, struct slot *s)
  * transparent huge pages, so that the gather's first writes fault in 2 MiB
  * at a time and the batch is written through few TLB entries (a batch of
  * 256 records of 64 KiB is 16 MiB: 4096 faults and page walks per slot on
- * 4 KiB pages). NULL with errno on failure. */
-static uint8_t *slot_map(uint64_t bytes)
+ * 4 KiB pages). A kept mapping of the size when the loader's slots are not
+ * bound. NULL with errno on failure. */
+static uint8_t *slot_map(const cxlp_loader *l, uint64_t bytes)
 {
     const uint64_t H = UINT64_C(2) << 20;
+    uint8_t *k = l->o.bind_slots ? NULL : kept_take(bytes, l->node);
+    if (k)
+        return k;
     if (bytes < H) {
         void *p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                        -1, 0);
@@ -896,7 +979,7 @@ static int slot_add(cxlp_loader *l)
     if (l->arena && l->arena_used + l->slot_bytes <= l->arena_bytes) {
         s->data = l->arena + l->arena_used;
         l->arena_used += l->slot_bytes;
-    } else if ((s->data = slot_map(l->slot_bytes))) {
+    } else if ((s->data = slot_map(l, l->slot_bytes))) {
         s->own_map = 1;
     } else {
         int e = errno;
@@ -953,7 +1036,7 @@ static void destroy(cxlp_loader *l)
     for (uint32_t i = 0; l->slots && i < l->nslots; i++)
         slot_free(l, l->slots[i]);
     if (l->arena)
-        munmap(l->arena, (size_t)l->arena_bytes);
+        slot_unmap(l, l->arena, l->arena_bytes);
     free(l->slots);
     free(l->idbuf);
     free(l->gt);
@@ -1194,7 +1277,7 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
      * mappings of their own */
     if (l->slot_bytes < (UINT64_C(2) << 20)) {
         l->arena_bytes = ALIGN_UP((uint64_t)nslots * l->slot_bytes, UINT64_C(2) << 20);
-        if (!(l->arena = slot_map(l->arena_bytes)))
+        if (!(l->arena = slot_map(l, l->arena_bytes)))
             l->arena_bytes = 0; /* then each slot maps its own */
     }
     l->gt = aligned_alloc(CACHELINE, ALIGN_UP(l->nthreads * sizeof *l->gt, CACHELINE));
@@ -1218,6 +1301,7 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
             goto fail;
         }
     }
+    cxlp_loader_trim(); /* what this ring did not take */
     for (uint32_t i = 0; i < l->nthreads; i++)
         l->gt[i].l = l;
     for (uint32_t i = 0; i < l->nthreads; i++) {

@@ -60,3 +60,73 @@ def test_everything_outlives_loader_dataset_and_pool(tmp_path) -> None:
     assert got == stream[: len(got)].tolist() and len(got) == 4 * 3 * 40
     del items, toks, docs, kept, packed
     gc.collect()  # the last references go: the slots and mappings are freed now
+
+
+def _mapping(addr: int) -> tuple[int, int] | None:
+    """The (start, end) of the mapping of this process that holds addr."""
+    with open("/proc/self/maps") as f:
+        for line in f:
+            lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+            if lo <= addr < hi:
+                return lo, hi
+    return None
+
+
+def test_ring_reused_across_passes_never_under_a_held_batch(tmp_path) -> None:
+    """The next pass's loader takes the last pass's ring (the library keeps
+    a freed loader's ring memory: no page faults and no zeroing again);
+    a batch still held keeps its memory out of it; close() unmaps what is
+    kept. Every batch of every pass reads the right records."""
+    name = f"pyt-ring-{uuid.uuid4().hex[:8]}"
+    pool = CXLMemoryPool(name, create=True, size=64 << 20)
+    arr = np.arange(400 * 33, dtype=np.float32).reshape(400, 33)
+    np.save(tmp_path / "a.npy", arr)
+    ds = CXLDataset.ingest(pool, "a", tmp_path / "a.npy")
+    dl = CXLDataLoader(ds, batch_size=16, shuffle=True, seed=4)
+
+    def check(b: torch.Tensor) -> None:
+        ids = (b[:, 0] / 33).long()
+        assert torch.equal(b, torch.from_numpy(arr[ids.numpy()]))
+
+    def one_pass() -> tuple[set, int]:
+        ptrs, seen = set(), 0
+        for b in dl:
+            check(b)
+            ptrs.add(b.data_ptr())
+            seen += len(b)
+        assert seen == 400
+        return ptrs, seen
+
+    first, _ = one_pass()
+    second, _ = one_pass()
+    assert second & first, "the second pass's ring is not the first's"
+
+    # a batch held across passes: its slot is not handed to the next ring
+    it = iter(dl)
+    held = next(it)
+    check(held)
+    copy = held.clone()
+    for b in it:
+        check(b)
+    del b, it
+    third, _ = one_pass()
+    assert held.data_ptr() not in third
+    assert torch.equal(held, copy)
+    ptr = held.data_ptr()
+    del held
+    gc.collect()  # its loader goes now, and its ring is kept mapped
+    m = _mapping(ptr)
+    assert m is not None, "a freed loader's ring was unmapped"
+    # the next pass's loader takes it (and the third pass's ring, kept when
+    # that pass's loader went at this iter(), was unmapped as not taken)
+    fourth, _ = one_pass()
+    assert any(m[0] <= p < m[1] for p in fourth)
+    ptr = next(iter(fourth))
+    m = _mapping(ptr)
+    assert m is not None
+    dl.close()  # the last pass's loader goes, and what is kept is unmapped
+    assert _mapping(ptr) != m
+    one_pass()  # fresh memory, the same records
+    del dl, ds
+    pool.close()
+    CXLMemoryPool.destroy(name)
