@@ -38,7 +38,12 @@ rounds, the first batch of each path is compared byte for byte.
 
 Python time per batch: one more epoch, each next() timed with
 perf_counter_ns, minus what the engine reports it waited (stall_ns, timed in
-C around the wait): the median over that epoch's batches.
+C around the wait): the median over that epoch's batches. In that tight
+loop the engine is behind at large batches, so next() mostly follows a
+sleep in the wait. A paced measure (python_paced) runs one more epoch
+that pauses between batches as training does, and times torch's own
+torch.from_numpy after the same pause: after a sleep the caches are cold,
+and the reference shows how much of the figure that is.
 
 One command writes the raw JSON, the heat-map PNG and the table in
 docs/benchmarks.md (between the sweep markers):
@@ -280,6 +285,46 @@ def python_per_batch(dl: CXLDataLoader) -> float:
     return statistics.median(ns) / 1e3
 
 
+PACED_BATCHES = 200    # batches of the paced measure (a pass ended early)
+PACE_MIN_S = 0.001     # its least pause
+
+
+def python_paced(dl: CXLDataLoader, batch_s: float) -> tuple[float, float]:
+    """Python time per batch when the loop does something else between
+    batches, as training does, beside torch's own cost in the same state.
+    Each of the first PACED_BATCHES batches: sleep, time torch.from_numpy
+    of a small array (the reference), sleep, time next() minus the engine's
+    wait. The pause (1.5x the batch's gather time, at least PACE_MIN_S)
+    lets the engine have the batch ready, so the wait is near 0. After a
+    sleep the thread's caches are cold (on a VM, the host ran something else
+    on the CPU): both figures carry that, and ours minus the reference is
+    what the loader adds. Medians in microseconds: (ours, reference)."""
+    pause = max(PACE_MIN_S, 1.5 * batch_s)
+    clock = time.perf_counter_ns
+    arr = np.zeros(16, dtype=np.uint8)
+    ours, ref = [], []
+    it = iter(dl)
+    try:
+        for _ in range(PACED_BATCHES):
+            time.sleep(pause)
+            a = clock()
+            t = torch.from_numpy(arr)
+            ref.append(clock() - a)
+            del t
+            time.sleep(pause)
+            s0 = dl.stall_ns
+            a = clock()
+            try:
+                b = next(it)
+            except StopIteration:
+                break
+            ours.append((clock() - a) - (dl.stall_ns - s0))
+            del b
+    finally:
+        it.close()  # type: ignore[attr-defined]
+    return statistics.median(ours) / 1e3, statistics.median(ref) / 1e3
+
+
 class Point:
     """One (collate, size, batch) point: the loader, the plain job, the order."""
 
@@ -409,6 +454,9 @@ def run_point(p: Point, rounds: int, epoch0: int) -> dict:
     load.append(loadavg())
     p.dl.set_epoch(epoch0 + rounds + 1)
     py_us = python_per_batch(p.dl)
+    p.dl.set_epoch(epoch0 + rounds + 2)
+    paced_us, ref_us = python_paced(p.dl, statistics.median(x["fast_s"] for x in res)
+                                    / len(p.dl))
     med = statistics.median
     ratio = [x["plain_s"] / x["fast_s"] for x in res]
     cpu = [x["fast_cpu_s"] / x["plain_cpu_s"] for x in res]
@@ -437,7 +485,8 @@ def run_point(p: Point, rounds: int, epoch0: int) -> dict:
         "order_cpu_us_rec": 1e6 * med([x["order_cpu_s"] for x in res]) / n,
         "order_cpu_ratio": med(ocpu), "order_cpu_ratio_min": min(ocpu),
         "order_cpu_ratio_max": max(ocpu),
-        "python_us_per_batch": py_us, "rounds": res,
+        "python_us_per_batch": py_us, "python_us_paced": paced_us,
+        "torch_from_numpy_us_paced": ref_us, "rounds": res,
     }
 
 
@@ -602,7 +651,7 @@ def main() -> int:
                 for b in batches:
                     p = Point(lib, drawer, ds, collate, size, b, a.threads, lens)
                     r = run_point(p, a.rounds, epoch)
-                    epoch += a.rounds + 2
+                    epoch += a.rounds + 3
                     del p
                     points.append(r)
                     log(f"  batch {b:3d} x{r['threads']}: fast {r['fast_gb_s']:6.2f} GB/s, plain "
@@ -611,7 +660,9 @@ def main() -> int:
                         f"{r['cpu_ratio']:.2f} (vs ring of {r['ring_buffers_per_thread']}: "
                         f"x{r['ring_cpu_ratio']:.2f}; vs plain+order {r['order_ratio']:.2f}, "
                         f"CPU x{r['order_cpu_ratio']:.2f}), Python "
-                        f"{r['python_us_per_batch']:.2f} us/batch, "
+                        f"{r['python_us_per_batch']:.2f} us/batch (paced "
+                        f"{r['python_us_paced']:.2f}, torch.from_numpy "
+                        f"{r['torch_from_numpy_us_paced']:.2f}), "
                         f"load {r['load'][0]:.1f}-{r['load'][1]:.1f}")
                 del ds
             finally:
