@@ -1,8 +1,10 @@
 /* The ring's slot memory as cxlp_loader_slots reports it (what the Python
- * layer registers with CUDA for pin_memory), growth of the ring, and slot
- * binding to a NUMA node (pin_to_cxl). */
+ * layer registers with CUDA for pin_memory), growth of the ring, the ring
+ * kept for the next loader, and slot binding to a NUMA node (pin_to_cxl). */
+#include <errno.h>
 #include <numa.h>
 #include <numaif.h>
+#include <sys/mman.h>
 
 #include "test.h"
 #include "common/common.h"
@@ -74,6 +76,62 @@ static void test_slots_listed_and_growth(void)
     cxlp_loader_free(l);
 }
 
+/* 1 when the page at p is mapped in this process. */
+static int mapped(const void *p)
+{
+    void *page = (void *)((uintptr_t)p & ~(uintptr_t)4095);
+    if (msync(page, 4096, MS_ASYNC) == 0)
+        return 1;
+    CHECK(errno == ENOMEM);
+    return 0;
+}
+
+/* Runs a loader over every record, checking each batch; its first slot. */
+static void *run_all(const struct cxlp_loader_opts *o)
+{
+    struct rec_src src = {.read = read_fn, .fixed = 1, .record_size = RS};
+    uint64_t pos = 0, rows = 0;
+    cxlp_loader *l;
+    CHECK_OK(loader_create_src(&src, o, order_fn, &pos, &l));
+    void *addr[8];
+    CHECK(cxlp_loader_slots(l, 0, addr, NULL, 8) >= 1);
+    struct cxlp_batch *b;
+    for (;;) {
+        CHECK_OK(cxlp_loader_next(l, &b));
+        if (!b)
+            break;
+        CHECK(memcmp(b->data, recs + rows * RS, b->rows * RS) == 0);
+        rows += b->rows;
+        cxlp_loader_release(l, b);
+    }
+    CHECK(rows == N);
+    cxlp_loader_free(l);
+    return addr[0];
+}
+
+static void test_ring_kept(void)
+{
+    struct cxlp_loader_opts o = {.batch_size = 2, .threads = 1, .slots = 2, .numa_node = -1};
+    /* a freed loader's ring stays mapped, and the next loader of its
+     * shape takes it and reads right through the old batches' bytes */
+    void *a = run_all(&o);
+    CHECK(mapped(a));
+    void *b = run_all(&o);
+    CHECK(b == a && mapped(b));
+    cxlp_loader_trim();
+    CHECK(!mapped(b));
+    /* rings bound to a node are neither taken nor kept; a new loader
+     * unmaps what it did not take */
+    if (numa_available() < 0)
+        return;
+    void *c = run_all(&o);
+    struct cxlp_loader_opts bound = o;
+    bound.bind_slots = 1;
+    bound.slot_node = 0;
+    void *d = run_all(&bound);
+    CHECK(d != c && !mapped(c) && !mapped(d));
+}
+
 static void test_bind_slots(void)
 {
     struct rec_src src = {.read = read_fn, .fixed = 1, .record_size = RS};
@@ -114,6 +172,7 @@ int main(void)
     for (int i = 0; i < N * RS; i++)
         recs[i] = (uint8_t)(i * 7 + i / RS);
     test_slots_listed_and_growth();
+    test_ring_kept();
     test_bind_slots();
     printf("ok\n");
     return 0;
