@@ -54,7 +54,8 @@ import torch
 from . import _core, _resume, gpu
 from .dataset import CXLDataset
 from .pool import TIER_POLICIES, node_exists
-from .samplers import CXLSamplerBase, RandomCXLSampler
+from .samplers import (CXLSamplerBase, DistributedCXLSampler, RandomCXLSampler,
+                       staging_budget)
 
 MEMORY_POLICIES = TIER_POLICIES
 # memory_policy's other namespace: how the pages of the loader's ring slots
@@ -340,7 +341,36 @@ class CXLDataLoader:
             # view of the pool for the loader's lifetime (close())
             self._gpu = gpu.LoaderGPU(self.device if cuda_dev else None, self.prefetch_to_gpu,
                                       dataset if pin_to_cxl else None)
+        if tiered:
+            self._warn_order(memory_budget)
         self._stage_ahead()
+
+    def _warn_order(self, memory_budget: Optional[int]) -> None:
+        """Warns when the order cannot be staged: a dataset larger than the
+        staging budget read in a full shuffle (every batch draws from every
+        shard, so shards are fetched again and again: a 256 MiB dataset
+        behind a 48 MiB tier read 112x its bytes, docs/benchmarks.md), or in
+        a block order whose window holds more than the budget."""
+        sh = self.dataset.shards()
+        budget = staging_budget(self.dataset, memory_budget)
+        total = sh["n_shards"] * sh["max_bytes"]
+        if budget is None or total <= budget:
+            return
+        s = self.sampler.base if isinstance(self.sampler, DistributedCXLSampler) else self.sampler
+        fix = ('sampler=RandomCXLSampler(ds, window="auto") (or DistributedCXLSampler(ds, '
+               'window="auto")) reads each shard once per epoch')
+        if (isinstance(s, RandomCXLSampler) and s.order == "random") or \
+                isinstance(s, torch.utils.data.RandomSampler):
+            _warn(f"a full shuffle of dataset {self.dataset.name!r} ({sh['n_shards']} shards "
+                  f"of up to {sh['max_bytes']} bytes) behind a staging budget of {budget} bytes: "
+                  f"every batch draws from every shard, so shards are read from the home "
+                  f"tier many times per epoch; {fix}")
+        elif isinstance(s, RandomCXLSampler) and s.order == "block":
+            shard_bytes = sh["max_bytes"] * s.shard_size // max(1, sh["per_shard"] or s.shard_size)
+            if s.window * shard_bytes > budget:
+                _warn(f"the sampler's window of {s.window} shards ({s.window * shard_bytes} "
+                      f"bytes) is more than the staging budget of {budget} bytes: shards are "
+                      f"read from the home tier more than once per epoch; {fix}")
 
     def _init_general(self, dataset: Any, kw: dict) -> None:
         """The general path: torch's DataLoader with the same arguments, its

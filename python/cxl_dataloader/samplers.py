@@ -122,14 +122,24 @@ def auto_window(dataset: Any, shard_size: Optional[int], memory_budget: Optional
     if not getattr(dataset, "tiered", False):
         return per, max(1, n_shards)
     shard_bytes = max(1, sh["max_bytes"] * per // max(1, sh["per_shard"] or per))
-    if memory_budget is None:
-        pool = _core.Pool(dataset.spec, readonly=True)
-        try:
-            mem = [t for t in pool.tiers() if not t["staged"]]
-        finally:
-            pool.close()
-        memory_budget = mem[0]["capacity"] // 4 * 3 if mem else shard_bytes * 2
-    return per, max(1, min(n_shards, int(memory_budget) // (2 * shard_bytes)))
+    budget = staging_budget(dataset, memory_budget)
+    if budget is None:
+        budget = shard_bytes * 2
+    return per, max(1, min(n_shards, budget // (2 * shard_bytes)))
+
+
+def staging_budget(dataset: Any, memory_budget: Optional[int]) -> Optional[int]:
+    """The bytes a loader's staging engine may keep copies in: memory_budget,
+    else what the engine takes by default, 3/4 of the pool's fastest memory
+    tier; None when the pool has no memory tier."""
+    if memory_budget is not None:
+        return int(memory_budget)
+    pool = _core.Pool(dataset.spec, readonly=True)
+    try:
+        mem = [t for t in pool.tiers() if not t["staged"]]
+    finally:
+        pool.close()
+    return mem[0]["capacity"] // 4 * 3 if mem else None
 
 
 class CXLSamplerBase(torch.utils.data.Sampler):

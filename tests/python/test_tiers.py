@@ -207,6 +207,51 @@ def test_staging_ahead_of_a_pass_at_construction_after_set_epoch_and_as_an_epoch
     assert p.verify()
 
 
+def staged_per_record(loader: CXLDataLoader, batches: int) -> float:
+    """Bytes read from the home tier (whole shards and parts) per record
+    delivered, over the first batches of a pass."""
+    n = 0
+    for i, b in enumerate(loader):
+        n += len(b)
+        if i + 1 == batches:
+            break
+    st = loader.stats()
+    return (st["bytes_staged"] + st["partial_bytes"]) / n
+
+
+def test_an_order_that_cannot_be_staged_is_warned_of(tiered) -> None:
+    """A dataset larger than the staging budget read in a full shuffle
+    (shuffle=True, RandomCXLSampler's random order, torch's RandomSampler,
+    a distributed random order), or in a block order whose window is more
+    than the budget, warns with the fix; window="auto" and a sequential
+    order do not. What the warning says, measured: the full shuffle reads
+    far more from the home tier per record than window="auto"."""
+    p, name, data = tiered
+    p.migrate("d", "nvme")
+    ds = CXLDataset(p, "d")
+    full = [dict(shuffle=True, seed=1), dict(sampler=RandomCXLSampler(ds, seed=1)),
+            dict(sampler=torch.utils.data.RandomSampler(ds)),
+            dict(sampler=DistributedCXLSampler(ds, num_replicas=2, rank=0))]
+    for kw in full:
+        with pytest.warns(UserWarning, match=r"full shuffle of dataset 'd' .*staging budget "
+                                             r".*window=\"auto\""):
+            CXLDataLoader(ds, batch_size=64, **kw)
+    wide = RandomCXLSampler(ds, seed=1, shard_size=SHARD // 512, window=150)
+    with pytest.warns(UserWarning, match=r"window of 150 shards .* more than the staging budget"):
+        CXLDataLoader(ds, batch_size=64, sampler=wide)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        auto = CXLDataLoader(ds, batch_size=64,
+                             sampler=RandomCXLSampler(ds, seed=1, window="auto"))
+        CXLDataLoader(ds, batch_size=64)
+    with pytest.warns(UserWarning, match="full shuffle"):
+        shuffled = CXLDataLoader(ds, batch_size=64, shuffle=True, seed=1)
+    per_full = staged_per_record(shuffled, 30)
+    p.migrate("d", "nvme")
+    per_auto = staged_per_record(auto, 30)
+    assert per_full > 10 * per_auto, (per_full, per_auto)
+
+
 def test_stagers_argument_sets_the_count_and_bad_values_are_refused(tiered) -> None:
     """stagers= (docs/python.md): the threads copying shards ahead, 1..8,
     reported by stats(); the default follows the shard size (4 for 64 KiB
@@ -215,8 +260,8 @@ def test_stagers_argument_sets_the_count_and_bad_values_are_refused(tiered) -> N
     p.migrate("d", "nvme")
     ds = CXLDataset(p, "d")
     for n in (1, 3):
-        loader = CXLDataLoader(ds, batch_size=64, sampler=RandomCXLSampler(ds, seed=2),
-                               stagers=n)
+        loader = CXLDataLoader(ds, batch_size=64,
+                               sampler=RandomCXLSampler(ds, seed=2, window="auto"), stagers=n)
         assert epoch(loader, data) == ROWS
         assert loader.stats()["stagers"] == n
         loader.close()
@@ -251,8 +296,10 @@ def test_with_no_room_for_a_copy_batches_read_in_part(tmp_path: Path, policy: st
             assert torch.equal(ds[i], torch.from_numpy(data[i]))
         assert p.tiers()[0]["copies"] == 0  # nothing placed: read from home
         sampler = RandomCXLSampler(ds, seed=3, window="auto", memory_budget=256 << 10)
-        loader = CXLDataLoader(ds, batch_size=8, sampler=sampler, memory_policy=policy,
-                               memory_budget=256 << 10, lookahead=4)
+        # one shard of 2 MiB is more than the budget: said, and read in part
+        with pytest.warns(UserWarning, match="window of 1 shards .* more than the staging"):
+            loader = CXLDataLoader(ds, batch_size=8, sampler=sampler, memory_policy=policy,
+                                   memory_budget=256 << 10, lookahead=4)
         assert epoch(loader, data) == rows
         st = loader.stats()
         assert st["records"] == rows and st["hits"] + st["misses"] == rows
