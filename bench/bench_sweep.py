@@ -267,21 +267,26 @@ def fast_epoch(dl: CXLDataLoader) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
+def timed_next(dl: CXLDataLoader, it: Any) -> Optional[int]:
+    """Nanoseconds of one next(it) less what the engine waited in it; None
+    at the end of the pass. The batch is dropped after the clock stops."""
+    s0 = dl.stall_ns
+    a = time.perf_counter_ns()
+    try:
+        b = next(it)
+    except StopIteration:
+        return None
+    e = time.perf_counter_ns()
+    del b
+    return (e - a) - (dl.stall_ns - s0)
+
+
 def python_per_batch(dl: CXLDataLoader) -> float:
     """Median over one epoch of (time in next() - time the engine waited)."""
     it = iter(dl)
-    clock = time.perf_counter_ns
     ns = []
-    while True:
-        s0 = dl.stall_ns
-        a = clock()
-        try:
-            b = next(it)
-        except StopIteration:
-            break
-        e = clock()
-        ns.append((e - a) - (dl.stall_ns - s0))
-        del b
+    while (t := timed_next(dl, it)) is not None:
+        ns.append(t)
     return statistics.median(ns) / 1e3
 
 
@@ -312,14 +317,9 @@ def python_paced(dl: CXLDataLoader, batch_s: float) -> tuple[float, float]:
             ref.append(clock() - a)
             del t
             time.sleep(pause)
-            s0 = dl.stall_ns
-            a = clock()
-            try:
-                b = next(it)
-            except StopIteration:
+            if (ns := timed_next(dl, it)) is None:
                 break
-            ours.append((clock() - a) - (dl.stall_ns - s0))
-            del b
+            ours.append(ns)
     finally:
         it.close()  # type: ignore[attr-defined]
     return statistics.median(ours) / 1e3, statistics.median(ref) / 1e3

@@ -1152,8 +1152,8 @@ CXLP_API void cxlp_loader_free(cxlp_loader *l);
  * kept for the next loader of the process, which takes the mappings of its
  * sizes: no page faults and no kernel zeroing of the pages again, pass
  * after pass. The next cxlp_loader_create unmaps whatever it did not take;
- * this unmaps all that is kept now (at most 1 GiB, one freed loader's).
- * Any thread. */
+ * this unmaps all that is kept now (what loaders freed since the last one
+ * was made, at most 1 GiB). Any thread. */
 CXLP_API void cxlp_loader_trim(void);
 
 #ifdef __cplusplus

@@ -846,12 +846,36 @@ static struct {
         int node;
     } m[KEEP_MAX];
 } kept = {.mu = PTHREAD_MUTEX_INITIALIZER};
+static pthread_once_t kept_once = PTHREAD_ONCE_INIT;
+
+/* A fork while another thread keeps or takes a mapping must not leave the
+ * child the mutex held (as media/guard.c's table). */
+static void kept_fork_prepare(void)
+{
+    pthread_mutex_lock(&kept.mu);
+}
+
+static void kept_fork_done(void)
+{
+    pthread_mutex_unlock(&kept.mu);
+}
+
+static void kept_install(void)
+{
+    pthread_atfork(kept_fork_prepare, kept_fork_done, kept_fork_done);
+}
+
+static void kept_lock(void)
+{
+    pthread_once(&kept_once, kept_install);
+    pthread_mutex_lock(&kept.mu);
+}
 
 /* A kept mapping of exactly bytes first touched from node, or NULL. */
 static uint8_t *kept_take(uint64_t bytes, int node)
 {
     uint8_t *p = NULL;
-    pthread_mutex_lock(&kept.mu);
+    kept_lock();
     for (uint32_t i = 0; i < kept.n; i++)
         if (kept.m[i].bytes == bytes && kept.m[i].node == node) {
             p = kept.m[i].p;
@@ -866,7 +890,7 @@ static uint8_t *kept_take(uint64_t bytes, int node)
 /* Keeps mapping p of bytes for the next loader, or unmaps it. */
 static void kept_put(uint8_t *p, uint64_t bytes, int node)
 {
-    pthread_mutex_lock(&kept.mu);
+    kept_lock();
     int keep = kept.n < KEEP_MAX && kept.bytes + bytes <= KEEP_BYTES;
     if (keep) {
         kept.m[kept.n].p = p;
@@ -881,7 +905,7 @@ static void kept_put(uint8_t *p, uint64_t bytes, int node)
 
 void cxlp_loader_trim(void)
 {
-    pthread_mutex_lock(&kept.mu);
+    kept_lock();
     for (uint32_t i = 0; i < kept.n; i++)
         munmap(kept.m[i].p, (size_t)kept.m[i].bytes);
     kept.n = 0;
