@@ -29,9 +29,6 @@ Measured in the same run, as limits:
               bound, it shows what the shuffled order costs the disk
   all-DRAM    the same records in a pool of one shm tier (the fast path, no
               staging), same loader, same order
-Each policy's epoch also gets the seq read made just before it: the table's
-"vs bound just before" is each round's epoch against min(that read, the
-round's all-DRAM), median and range over rounds (the disk drifts).
 and the peer built for this case:
   mosaic      MosaicML Streaming over the same records written by its
               MDSWriter into a "remote" directory on the same disk, in shards
@@ -55,6 +52,10 @@ own row; --setup-s waits that long between the loader's construction and
 the first epoch (the model being built: the loader stages meanwhile).
 --demand-only runs the limits once and the demand runs only
 (OUT-demand.json).
+
+Each policy's epoch also gets the seq read made just before it: the table's
+"vs bound just before" is each round's epoch against min(that read, the
+round's all-DRAM), median and range over rounds (the disk drifts).
 
 Regimes: --shard-kib sets the dataset's shard size at ingest (its layout,
 not the order's function), --window-x the sampler's window as a multiple of
