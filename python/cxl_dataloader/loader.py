@@ -55,7 +55,7 @@ from . import _core, _resume, gpu
 from .dataset import CXLDataset
 from .pool import TIER_POLICIES, node_exists
 from .samplers import (CXLSamplerBase, DistributedCXLSampler, RandomCXLSampler,
-                       staging_budget)
+                       order_shard_bytes, staging_budget)
 
 MEMORY_POLICIES = TIER_POLICIES
 # memory_policy's other namespace: how the pages of the loader's ring slots
@@ -366,7 +366,7 @@ class CXLDataLoader:
                   f"every batch draws from every shard, so shards are read from the home "
                   f"tier many times per epoch; {fix}")
         elif isinstance(s, RandomCXLSampler) and s.order == "block":
-            shard_bytes = sh["max_bytes"] * s.shard_size // max(1, sh["per_shard"] or s.shard_size)
+            shard_bytes = order_shard_bytes(sh, s.shard_size)
             if s.window * shard_bytes > budget:
                 _warn(f"the sampler's window of {s.window} shards ({s.window * shard_bytes} "
                       f"bytes) is more than the staging budget of {budget} bytes: shards are "

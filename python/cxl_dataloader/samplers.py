@@ -121,11 +121,18 @@ def auto_window(dataset: Any, shard_size: Optional[int], memory_budget: Optional
     n_shards = -(-len(dataset) // per)
     if not getattr(dataset, "tiered", False):
         return per, max(1, n_shards)
-    shard_bytes = max(1, sh["max_bytes"] * per // max(1, sh["per_shard"] or per))
+    shard_bytes = order_shard_bytes(sh, per)
     budget = staging_budget(dataset, memory_budget)
     if budget is None:
         budget = shard_bytes * 2
     return per, max(1, min(n_shards, budget // (2 * shard_bytes)))
+
+
+def order_shard_bytes(shards: dict, per: int) -> int:
+    """Bytes of one shard of the block order (per records) in a memory tier,
+    from the dataset's shards() (max_bytes a copy of one of its own shards
+    takes, per_shard records each)."""
+    return max(1, shards["max_bytes"] * per // max(1, shards["per_shard"] or per))
 
 
 def staging_budget(dataset: Any, memory_budget: Optional[int]) -> Optional[int]:
