@@ -190,7 +190,8 @@ int pool_check(cxlp_pool *p, void (*report)(void *ctx, const char *line), void *
         int quiet = w0 == 0 && w1 == 0 && g0 == g1;
         clock_gettime(CLOCK_MONOTONIC, &t);
         int last = tries >= pool_check_tries || t.tv_sec - t0.tv_sec >= CHECK_TRY_S;
-        if (last && rc && rc != -ENOMEM && !quiet && p->writable && !a->wlock_word) {
+        int suspect = rc && rc != -ENOMEM && !quiet; /* found while writers were busy */
+        if (last && suspect && p->writable && !a->wlock_word) {
             /* no quiet window came: make one */
             free(l.buf);
             return check_locked(p, report, ctx, tries);
@@ -199,7 +200,7 @@ int pool_check(cxlp_pool *p, void (*report)(void *ctx, const char *line), void *
             for (size_t at = 0; at < l.len; at += strlen(l.buf + at) + 1)
                 report(ctx, l.buf + at);
             free(l.buf);
-            if (rc && rc != -ENOMEM && !quiet)
+            if (suspect)
                 say(report, ctx, "found in %d tries while writers were busy (no quiet window); "
                     "a check from a writable handle takes the writer lock", tries);
             return rc;
