@@ -297,7 +297,7 @@ static struct PyModuleDef core_module = {
 PyMODINIT_FUNC PyInit__core(void)
 {
     PyTypeObject *types[] = {&PoolType, &StoreType, &ArrayType, &LoaderType, &BatchType,
-                            &SamplerType, &WriterType, &StagerType};
+                            &SamplerType, &WriterType, &StagerType, &PassType};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (PyType_Ready(types[i]) < 0)
             return NULL;
@@ -307,7 +307,7 @@ PyMODINIT_FUNC PyInit__core(void)
     if (add_errors(m) < 0)
         goto fail;
     const char *names[] = {"Pool", "Store", "Array", "Loader", "Batch",
-                           "Sampler", "Writer", "Stager"};
+                           "Sampler", "Writer", "Stager", "Pass"};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
         if (PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0)
             goto fail;

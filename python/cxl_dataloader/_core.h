@@ -20,7 +20,7 @@
 
 extern PyObject *CoreError;
 extern PyTypeObject PoolType, StoreType, ArrayType, LoaderType, BatchType;
-extern PyTypeObject SamplerType, WriterType, StagerType;
+extern PyTypeObject SamplerType, WriterType, StagerType, PassType;
 
 /* Raises the CXLError subclass for rc (see _core.c) with the handle's
  * message (NULL: the thread's). Returns NULL for `return core_raise(...)`.

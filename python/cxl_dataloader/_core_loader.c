@@ -580,6 +580,163 @@ PyTypeObject LoaderType = {
     .tp_getset = loader_getset,
 };
 
+/* ---- Pass ---- */
+
+/* A pass of the fast path as Python iterates it: next() is the Loader's
+ * take() with the loop's bookkeeping done in C (the consumed count set on
+ * the sampler, the end of the pass signalled once), so that a batch costs
+ * one C call and no generator frame. on_end() runs exactly once: when take()
+ * runs out or raises, at close(), or when the Pass is freed unfinished (a
+ * break out of the loop), as a generator's finally would. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *loader;        /* the Loader (its take) */
+    PyObject *on_end;        /* callable, cleared once called */
+    PyObject *drawn;         /* object whose _drawn is set per batch, or NULL */
+} PassObject;
+
+static PyObject *drawn_name;
+
+static int pass_init(PassObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"loader", "on_end", "drawn", NULL};
+    PyObject *loader, *on_end, *drawn = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O|O", kwlist, &LoaderType, &loader, &on_end,
+                                     &drawn))
+        return -1;
+    if (!PyCallable_Check(on_end)) {
+        PyErr_SetString(PyExc_TypeError, "on_end must be callable");
+        return -1;
+    }
+    if (self->loader) {
+        PyErr_SetString(PyExc_RuntimeError, "Pass already initialized");
+        return -1;
+    }
+    if (!drawn_name && !(drawn_name = PyUnicode_InternFromString("_drawn")))
+        return -1;
+    self->loader = Py_NewRef(loader);
+    self->on_end = Py_NewRef(on_end);
+    self->drawn = drawn == Py_None ? NULL : Py_NewRef(drawn);
+    return 0;
+}
+
+/* Calls on_end if it has not been; -1 with its exception. */
+static int pass_end(PassObject *self)
+{
+    PyObject *f = self->on_end;
+    if (!f)
+        return 0;
+    self->on_end = NULL;
+    PyObject *r = PyObject_CallNoArgs(f);
+    Py_DECREF(f);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+static PyObject *pass_next(PassObject *self)
+{
+    if (!self->on_end)
+        return NULL;         /* over: StopIteration */
+    LoaderObject *l = (LoaderObject *)self->loader;
+    PyObject *out = loader_take(l, NULL);
+    if (out == Py_None) {
+        Py_DECREF(out);
+        pass_end(self);
+        return NULL;         /* StopIteration, or on_end's exception */
+    }
+    if (!out) {
+        /* take()'s exception goes out; the pass is over, as a generator
+         * is after its body raised */
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        if (pass_end(self) < 0)
+            PyErr_WriteUnraisable((PyObject *)self);
+        PyErr_Restore(t, v, tb);
+        return NULL;
+    }
+    if (self->drawn) {
+        PyObject *n = PyLong_FromUnsignedLongLong(l->resume_records);
+        if (!n || PyObject_SetAttr(self->drawn, drawn_name, n) < 0) {
+            Py_XDECREF(n);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(n);
+    }
+    return out;
+}
+
+static PyObject *pass_close(PassObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (pass_end(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* tp_finalize: a Pass freed (or collected in a cycle) unfinished ends its
+ * pass first */
+static void pass_finalize(PassObject *self)
+{
+    if (!self->on_end)
+        return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    if (pass_end(self) < 0)
+        PyErr_WriteUnraisable((PyObject *)self);
+    PyErr_Restore(t, v, tb);
+}
+
+static int pass_traverse(PassObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->loader);
+    Py_VISIT(self->on_end);
+    Py_VISIT(self->drawn);
+    return 0;
+}
+
+static int pass_clear(PassObject *self)
+{
+    Py_CLEAR(self->loader);
+    Py_CLEAR(self->on_end);
+    Py_CLEAR(self->drawn);
+    return 0;
+}
+
+static void pass_dealloc(PassObject *self)
+{
+    if (PyObject_CallFinalizerFromDealloc((PyObject *)self) < 0)
+        return;              /* resurrected by on_end */
+    PyObject_GC_UnTrack(self);
+    pass_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyMethodDef pass_methods[] = {
+    {"close", (PyCFunction)pass_close, METH_NOARGS,
+     "Ends the pass now (on_end runs, if it has not); next() then raises StopIteration."},
+    {NULL, NULL, 0, NULL},
+};
+
+PyTypeObject PassType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "cxl_dataloader._core.Pass",
+    .tp_basicsize = sizeof(PassObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "Pass(loader, on_end, drawn=None): iterates loader.take() until it returns "
+              "None; sets drawn._drawn to loader.resume_records after each batch; calls "
+              "on_end() once: at the end, on an error, at close() or when freed unfinished",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)pass_init,
+    .tp_dealloc = (destructor)pass_dealloc,
+    .tp_finalize = (destructor)pass_finalize,
+    .tp_traverse = (traverseproc)pass_traverse,
+    .tp_clear = (inquiry)pass_clear,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)pass_next,
+    .tp_methods = pass_methods,
+};
+
 /* ---- Batch ---- */
 
 static void batch_dealloc(BatchObject *self)

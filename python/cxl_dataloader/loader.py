@@ -44,6 +44,7 @@ position, after a pass the start of the next one.
 from __future__ import annotations
 
 import copy
+import functools
 import operator
 import warnings
 from typing import Any, Callable, Iterator, Optional, Union
@@ -625,7 +626,7 @@ class CXLDataLoader:
                 done = resume.get("batches", 0) if resume is not None else 0
                 self._batches = done
                 limit = total - done
-        gen = self._fast_pass(token, cxl, order, start, off)
+        gen = self._fast_pass(token, cxl, order, off)
         if limit is not None:
             gen = self._limited(gen, limit)
         if self.dtype is not None:
@@ -685,8 +686,18 @@ class CXLDataLoader:
         finally:
             self._end_pass(token)
 
-    def _fast_pass(self, token: int, cxl: bool, order: Any, start: int,
-                   off: int) -> Iterator[Any]:
+    def _fast_pass(self, token: int, cxl: bool, order: Any, off: int) -> Iterator[Any]:
+        """The pass's engine, started now, and its batches: a _core.Pass (the
+        per-batch loop in C: one call of take() a batch, no generator frame)
+        unless the batches go on to a device."""
+        eng = self._fast_engine(cxl, order, off)
+        end = functools.partial(self._fast_end, token, cxl, eng)
+        dev = self.device if self.device is not None and self.device.type != "cpu" else None
+        if self._gpu is None and dev is None:
+            return _core.Pass(eng, end, self.sampler if cxl else None)
+        return self._fast_gen(eng, cxl, dev, end)
+
+    def _fast_engine(self, cxl: bool, order: Any, off: int) -> Any:
         # take() builds each batch's tensors in C, one per field, through
         # torch's DLPack import; the document boundaries of packed rows
         # (segment s is record seg_id[s], elements [seg_offset, +seg_len) of
@@ -708,33 +719,33 @@ class CXLDataLoader:
         self._engine = eng
         self._ahead_key = key
         self.threads = eng.threads
-        # The per-batch loop is the Python cost of the fast path: one C call
-        # (take: wait, tensors). Keep anything else out of it; where the
-        # stream stands is read from the engine when asked (_where).
-        take = eng.take
-        dev = self.device if self.device is not None and self.device.type != "cpu" else None
+        return eng
+
+    def _fast_end(self, token: int, cxl: bool, eng: Any) -> None:
+        """The end of a fast pass (run out, broken off or failed), once."""
+        self._pos, self._off = self._where()
+        self._at = None
+        self._stall_ns += eng.stall_ns
+        self._engine = None
+        self._last_engine = eng
+        if cxl:
+            self.sampler._finish()
+        self._end_pass(token)
+
+    def _fast_gen(self, eng: Any, cxl: bool, dev: Any, end: Callable[[], None]) -> Iterator[Any]:
+        """The fast pass's batches on to a device: through the CUDA side, or
+        copied with .to(device)."""
         try:
             if self._gpu is not None:
                 yield from self._gpu_pass(eng, cxl)
                 return
-            while True:
-                out = take()
-                if out is None:
-                    break
+            take = eng.take
+            while (out := take()) is not None:
                 if cxl:
                     self.sampler._drawn = eng.resume_records
-                if dev is not None:
-                    out = self._to_device(out, non_blocking=False)
-                yield out
+                yield self._to_device(out, non_blocking=False)
         finally:
-            self._pos, self._off = self._where()
-            self._at = None
-            self._stall_ns += eng.stall_ns
-            self._engine = None
-            self._last_engine = eng
-            if cxl:
-                self.sampler._finish()
-            self._end_pass(token)
+            end()
 
     def _gpu_pass(self, eng: Any, cxl: bool) -> Iterator[Any]:
         """The fast path's batches through the CUDA side (gpu.LoaderGPU):

@@ -8,6 +8,7 @@ import gc
 import uuid
 
 import numpy as np
+import pytest
 import torch
 
 from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool
@@ -127,6 +128,97 @@ def test_ring_reused_across_passes_never_under_a_held_batch(tmp_path) -> None:
     dl.close()  # the last pass's loader goes, and what is kept is unmapped
     assert _mapping(ptr) != m
     one_pass()  # fresh memory, the same records
+    del dl, ds
+    pool.close()
+    CXLMemoryPool.destroy(name)
+
+
+def test_a_pass_ends_once_however_it_ends(tmp_path) -> None:
+    """The fast path's iterator (_core.Pass: the per-batch loop in C, where
+    a generator ran before) ends its pass exactly once, however the loop
+    ends: run out, close(), freed unfinished (a break), collected in a
+    reference cycle, or an error inside a batch (which still reaches the
+    caller); a batch held past the end stays intact, and the sampler's
+    count follows every batch."""
+    from types import SimpleNamespace
+
+    from cxl_dataloader import _core
+
+    name = f"pyt-pass-{uuid.uuid4().hex[:8]}"
+    pool = CXLMemoryPool(name, create=True, size=64 << 20)
+    arr = np.arange(100 * 8, dtype=np.int64).reshape(100, 8)
+    np.save(tmp_path / "a.npy", arr)
+    ds = CXLDataset.ingest(pool, "a", tmp_path / "a.npy")
+    order = np.random.default_rng(0).permutation(100).astype(np.int64)
+    ends: list[str] = []
+
+    def make(tag: str, tensor=torch._C._from_dlpack, drawn=None):
+        eng = _core.Loader(ds.store, order, 10, tensor=tensor)
+        return _core.Pass(eng, lambda: ends.append(tag), drawn)
+
+    drawn = SimpleNamespace(_drawn=-1)
+    p = make("out", drawn=drawn)
+    assert iter(p) is p
+    got = []
+    for k, b in enumerate(p):
+        got.append(b)
+        assert drawn._drawn == 10 * (k + 1) and ends == []
+    assert ends == ["out"]
+    assert torch.equal(torch.cat(got), torch.from_numpy(arr[order]))
+    p.close()
+    del p
+    gc.collect()
+    assert ends == ["out"]
+
+    p = make("close")
+    held = next(p)
+    p.close()
+    p.close()
+    assert ends == ["out", "close"]
+    assert list(p) == []
+    del p
+    assert torch.equal(held, torch.from_numpy(arr[order[:10]]))
+
+    for b in make("break"):
+        break
+    assert ends[-1] == "break" and len(ends) == 3
+
+    # a cycle through the Pass: its on_end holds a list that holds it
+    cell: list = []
+    p = _core.Pass(_core.Loader(ds.store, order, 10, tensor=torch._C._from_dlpack),
+                   lambda c=cell: ends.append(("cycle", len(c))))
+    cell.append(p)
+    next(p)
+    del p, cell
+    gc.collect()
+    assert ends[-1] == ("cycle", 1) and len(ends) == 4
+
+    def fails_at_third(cap, n=[0]):  # noqa: B006 - the count of calls
+        n[0] += 1
+        if n[0] == 3:
+            raise RuntimeError("converter failed")
+        return torch._C._from_dlpack(cap)
+
+    p = make("error", tensor=fails_at_third)
+    next(p), next(p)
+    with pytest.raises(RuntimeError, match="converter failed"):
+        next(p)
+    assert ends[-1] == "error" and len(ends) == 5
+    assert list(p) == []
+    del p
+    gc.collect()
+    assert len(ends) == 5
+
+    # the loader's own passes: a break ends the pass (the state names the
+    # next epoch) and the sampler's count is the batches handed out
+    dl = CXLDataLoader(ds, batch_size=10, shuffle=True, seed=1)
+    it = iter(dl)
+    assert isinstance(it, _core.Pass)
+    next(it), next(it)
+    assert dl.state_dict()["sampler"]["consumed"] == 20
+    del it
+    st = dl.state_dict()
+    assert st["epoch"] == 1 and st["sampler"]["consumed"] == 0
     del dl, ds
     pool.close()
     CXLMemoryPool.destroy(name)
