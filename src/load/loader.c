@@ -95,6 +95,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/common.h"
 #include "common/futex.h"
@@ -102,6 +103,10 @@
 #include "media/media.h"
 #include "store/store.h"
 #include "tier/tier.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define DELIVER 4096u             /* D: batches in flight at most; a power of two */
 #define NONE UINT64_MAX
@@ -200,6 +205,7 @@ struct cxlp_loader {
     uint32_t nslots, cap_slots;
     struct slot **slots;     /* each slot its own allocation: the array grows */
     uint64_t slot_bytes;
+    uint64_t nt_ring;        /* STACK: from this many ring bytes, non-temporal stores */
     struct tier_engine *tier;/* tiered datasets: the staging engine (tier/engine.c) */
     uint8_t *arena;          /* the first slots' memory when they are small */
     uint64_t arena_bytes, arena_used;
@@ -518,6 +524,24 @@ static int resolve_rows(cxlp_loader *l, struct slot *s)
     return 0;
 }
 
+#if defined(__SSE2__)
+/* n bytes (a multiple of 64; dst 16-byte aligned) with non-temporal
+ * stores: whole lines written around the caches */
+static inline void copy_nt(uint8_t *dst, const uint8_t *src, uint64_t n)
+{
+    for (uint64_t o = 0; o < n; o += 64) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(src + o));
+        __m128i b = _mm_loadu_si128((const __m128i *)(src + o + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(src + o + 32));
+        __m128i d = _mm_loadu_si128((const __m128i *)(src + o + 48));
+        _mm_stream_si128((__m128i *)(dst + o), a);
+        _mm_stream_si128((__m128i *)(dst + o + 16), b);
+        _mm_stream_si128((__m128i *)(dst + o + 32), c);
+        _mm_stream_si128((__m128i *)(dst + o + 48), d);
+    }
+}
+#endif
+
 /* Field k of a STACK batch: its values of rows i (views v[i * nsel]) into
  * dst. Every length is checked first, and whether any record sits right
  * after the one before it in the pool: then runs of such records are
@@ -526,11 +550,15 @@ static int resolve_rows(cxlp_loader *l, struct slot *s)
  * line of the record PREFETCH_ROWS ahead. Such a loop lets the core keep
  * several records' cache misses in flight: with the search for runs
  * between the copies, 256 B records gathered 5-10% slower
- * (docs/benchmarks.md). Inlined with nsel constant 1 for the one-field
- * case. */
+ * (docs/benchmarks.md). nt (a ring larger than the cache can hold, so
+ * the slot's lines are not in it): records whose size is a multiple of a
+ * line are written with non-temporal stores, which write whole lines
+ * without first reading them from memory as a cached store must (and
+ * leave the cache to the loop). Inlined with nsel constant 1 for the
+ * one-field case. */
 static inline __attribute__((always_inline)) int
 stack_field(const struct slot *s, const struct lfield *f,
-            const struct cxlp_view *v, uint32_t nsel, uint8_t *dst)
+            const struct cxlp_view *v, uint32_t nsel, uint8_t *dst, int nt)
 {
     const uint64_t rs = f->size;
     const uint32_t n = s->b.rows;
@@ -543,7 +571,19 @@ stack_field(const struct slot *s, const struct lfield *f,
                           (unsigned long long)rs);
         joined += i && vi->data == (const uint8_t *)v[(size_t)(i - 1) * nsel].data + rs;
     }
+    (void)nt;
     if (!joined) {
+#if defined(__SSE2__)
+        if (nt && rs % 64 == 0 && (uintptr_t)dst % 16 == 0) {
+            for (uint32_t i = 0; i < n; i++) {
+                if (i + PREFETCH_ROWS < n)
+                    __builtin_prefetch(v[(size_t)(i + PREFETCH_ROWS) * nsel].data);
+                copy_nt(dst + (uint64_t)i * rs, v[(size_t)i * nsel].data, rs);
+            }
+            _mm_sfence(); /* the streamed lines reach memory before publish() */
+            return 0;
+        }
+#endif
         for (uint32_t i = 0; i < n; i++) {
             if (i + PREFETCH_ROWS < n)
                 __builtin_prefetch(v[(size_t)(i + PREFETCH_ROWS) * nsel].data);
@@ -570,10 +610,12 @@ static int gather_stack(cxlp_loader *l, struct slot *s)
     if (rc)
         return rc;
     const uint32_t nsel = l->nsel;
+    const int nt = (uint64_t)__atomic_load_n(&l->nslots, __ATOMIC_RELAXED) * l->slot_bytes >=
+                   l->nt_ring;
     if (nsel == 1)
-        return stack_field(s, &l->sel[0], s->views, 1, s->data);
+        return stack_field(s, &l->sel[0], s->views, 1, s->data, nt);
     for (uint32_t k = 0; k < nsel && !rc; k++)
-        rc = stack_field(s, &l->sel[k], s->views + k, nsel, s->data + l->sel[k].off);
+        rc = stack_field(s, &l->sel[k], s->views + k, nsel, s->data + l->sel[k].off, nt);
     return rc;
 }
 
@@ -1217,6 +1259,18 @@ uint32_t cxlp_loader_default_threads(const cxlp_store *s, uint32_t threads, int 
     return threads_for(threads, loader_cpus(numa_node, s ? store_numa_node(s) : -1, &node));
 }
 
+/* Ring bytes from which STACK stores are non-temporal: 3/4 of the last
+ * level cache, the share glibc's memcpy also takes as its threshold (a
+ * ring that large does not stay in the cache between the gather and the
+ * loop, nor between two uses of a slot); no size known: never. */
+static uint64_t nt_ring_bytes(void)
+{
+    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    if (llc <= 0)
+        llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return llc > 0 ? (uint64_t)llc / 4 * 3 : UINT64_MAX;
+}
+
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,
                       cxlp_index_fn index_fn, void *index_ctx, cxlp_loader **out)
 {
@@ -1278,6 +1332,7 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     l->slot_bytes = ALIGN_UP(slot_bytes ? slot_bytes : 1, 4096);
     if (l->slot_bytes >= (UINT64_C(2) << 20)) /* whole 2 MiB pages (slot_map) */
         l->slot_bytes = ALIGN_UP(l->slot_bytes, UINT64_C(2) << 20);
+    l->nt_ring = src->nt_ring ? src->nt_ring : nt_ring_bytes();
     /* prefetch batches ahead per thread, twice over (one thread descheduled
      * mid-batch must not leave the others without a free slot); by default
      * 2, and for small batches enough slots (up to RING_BYTES) that a gather

@@ -35,6 +35,8 @@ struct rec_src {
     int node;                /* NUMA node the records live on; -1 unknown */
     struct tier_engine *tier;/* tiered datasets: batches are made resident and
                                 pinned by it (tier/engine.c); the loader owns it */
+    uint64_t nt_ring;        /* tests: ring bytes from which STACK stores are
+                                non-temporal; 0: 3/4 of the last level cache */
 };
 
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,

@@ -102,13 +102,17 @@ static struct rec_src src_of(const struct mem *m, int fixed, uint64_t rs)
 
 /* mul 1: records in pool order, so most of a batch is one run (copied as
  * one) and the batch across the wrap to record 0 is two; else a shuffle,
- * one copy per record */
-static void test_stack(uint32_t threads, int drop_last, uint64_t mul)
+ * one copy per record. nt_ring 1: every ring counts as larger than the
+ * cache, so records of whole lines (RS a multiple of 64) are written with
+ * non-temporal stores */
+static void test_stack(uint32_t threads, int drop_last, uint64_t mul, uint64_t RS,
+                       uint64_t nt_ring)
 {
     struct mem m;
-    const uint64_t N = 1000, RS = 24;
+    const uint64_t N = 1000;
     mem_fixed(&m, N, RS);
     struct rec_src src = src_of(&m, 1, RS);
+    src.nt_ring = nt_ring;
     struct order o = {.n = N, .mul = mul, .fail_at = UINT64_MAX};
     struct cxlp_loader_opts opts = {.batch_size = 32, .threads = threads, .slots = 3,
                                     .collate = CXLP_COLLATE_STACK, .drop_last = drop_last,
@@ -547,10 +551,13 @@ static void test_threads_from_topology(void)
 int main(void)
 {
     uint64_t seed = test_seed();
-    test_stack(1, 0, 7919);
-    test_stack(2, 0, 1);
-    test_stack(3, 1, 7919);
-    test_stack(1, 1, 1);
+    test_stack(1, 0, 7919, 24, 0);
+    test_stack(2, 0, 1, 24, 0);
+    test_stack(3, 1, 7919, 24, 0);
+    test_stack(1, 1, 1, 24, 0);
+    test_stack(2, 0, 7919, 192, 1);
+    test_stack(1, 1, 7919, 4096, 1);
+    test_stack(1, 0, 7919, 200, 1); /* not whole lines: memcpy */
     test_pad(seed);
     test_pack(seed + 1);
     test_errors_and_lifetime();
