@@ -1125,6 +1125,11 @@ CXLP_API int cxlp_loader_create(cxlp_store *s, const struct cxlp_loader_opts *op
  * microseconds when a CPU is spare (fewer gather threads than CPUs), then
  * sleeps until the gather thread that publishes it wakes it. */
 CXLP_API int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out);
+/* 1 when cxlp_loader_next would return now without waiting (the next batch
+ * is ready, or the stream has ended), else 0; never blocks. Consumer
+ * thread. A binding that releases a lock around a blocking call (Python's
+ * GIL) can skip that, and timing the wait, when the batch is ready. */
+CXLP_API int cxlp_loader_ready(cxlp_loader *l);
 /* Returns a batch's slot to the ring. Thread-safe; any order. */
 CXLP_API void cxlp_loader_release(cxlp_loader *l, struct cxlp_batch *b);
 /* The ring's slot memory, for registering it with a device (e.g.

@@ -1595,6 +1595,12 @@ int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out)
     }
 }
 
+int cxlp_loader_ready(cxlp_loader *l)
+{
+    uint64_t k = l->next_out;
+    return ready(l, k) || k >= __atomic_load_n(&l->end_batch, __ATOMIC_SEQ_CST);
+}
+
 void cxlp_loader_release(cxlp_loader *l, struct cxlp_batch *b)
 {
     if (!l || !b)

@@ -512,6 +512,48 @@ static void test_slow_source(uint32_t slots)
     mem_free(&m);
 }
 
+/* cxlp_loader_ready: 0 while the next batch is not made (its ids held back
+ * by the source), 1 once it is ready, and 1 at the end of the stream. */
+static int gate_open;
+
+static int gated_order(void *ctx, uint64_t *out, size_t max, size_t *n)
+{
+    while (!__atomic_load_n(&gate_open, __ATOMIC_ACQUIRE))
+        usleep(1000);
+    return order_fn(ctx, out, max, n);
+}
+
+static void test_ready(void)
+{
+    struct mem m;
+    mem_fixed(&m, 20, 8);
+    struct rec_src src = src_of(&m, 1, 8);
+    struct order o = {.n = 20, .mul = 1, .fail_at = UINT64_MAX};
+    struct cxlp_loader_opts opts = {.batch_size = 4, .threads = 1, .collate = CXLP_COLLATE_STACK,
+                                    .numa_node = -1};
+    cxlp_loader *l;
+    CHECK_OK(loader_create_src(&src, &opts, gated_order, &o, &l));
+    usleep(20000);
+    CHECK(cxlp_loader_ready(l) == 0);
+    __atomic_store_n(&gate_open, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < 10000 && !cxlp_loader_ready(l); i++)
+        usleep(1000);
+    CHECK(cxlp_loader_ready(l) == 1);
+    struct cxlp_batch *b;
+    int n = 0;
+    while (cxlp_loader_next(l, &b) == 0 && b) {
+        CHECK(b->index == (uint64_t)n && b->ids[0] == ((uint64_t)n * 4 + 3) % 20);
+        n++;
+        cxlp_loader_release(l, b);
+    }
+    CHECK(n == 5);
+    CHECK(cxlp_loader_ready(l) == 1); /* the end: next returns at once */
+    CHECK_OK(cxlp_loader_next(l, &b));
+    CHECK(b == NULL);
+    cxlp_loader_free(l);
+    mem_free(&m);
+}
+
 /* Never more gather threads than CPUs to run them; the default leaves one
  * CPU to the consumer where there are several. */
 static void test_threads_from_topology(void)
@@ -566,6 +608,7 @@ int main(void)
     test_slow_source(16);
     test_slow_source(8);
     test_threads_from_topology();
+    test_ready();
     printf("ok\n");
     return 0;
 }
