@@ -50,7 +50,8 @@
  * several slots before it parks again; the consumer wakes gather threads
  * itself before it parks, and a gather thread that parks wakes the
  * consumer, so neither hysteresis can stall the other. Small batches get
- * more slots (RING_BYTES) so that both halves are many batches. How many
+ * more slots so that both halves are many batches: half the gather
+ * threads' L2, or RING_BYTES where that is too small. How many
  * threads gather, and where, comes from the topology (loader_cpus): never
  * more than the CPUs the process may use, one less by default (the
  * consumer's), on the node of the pool's memory or the nearest node with
@@ -117,7 +118,8 @@
                                      and more it made Python's part of each batch 1.1 ->
                                      3.3 us (64 KiB x 256; docs/benchmarks.md) */
 #define PREFETCH_ROWS 4           /* STACK: records ahead whose first line is prefetched */
-#define RING_BYTES (UINT64_C(8) << 20) /* small batches: slots up to this much memory, */
+#define RING_BYTES (UINT64_C(8) << 20) /* small batches (their least ring past the L2):
+                                          slots up to this much memory, */
 #define RING_SLOTS_MAX 64u        /* and at most this many */
 
 /* A chosen field: which source field, how it collates, where in the slot. */
@@ -1271,6 +1273,13 @@ static uint64_t nt_ring_bytes(void)
     return llc > 0 ? (uint64_t)llc / 4 * 3 : UINT64_MAX;
 }
 
+/* A core's L2 cache in bytes; 0 unknown. */
+static uint64_t l2_bytes(void)
+{
+    long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,
                       cxlp_index_fn index_fn, void *index_ctx, cxlp_loader **out)
 {
@@ -1335,16 +1344,24 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     l->nt_ring = src->nt_ring ? src->nt_ring : nt_ring_bytes();
     /* prefetch batches ahead per thread, twice over (one thread descheduled
      * mid-batch must not leave the others without a free slot); by default
-     * 2, and for small batches enough slots (up to RING_BYTES) that a gather
-     * thread woken when half the ring is free makes many batches per
-     * wake-up, and the consumer woken when half the ring is ready takes
-     * many */
+     * 2, and for small batches more slots, so that a gather thread woken
+     * when half the ring is free makes many batches per wake-up and the
+     * consumer woken when half the ring is ready takes many: half the gather
+     * threads' L2 where that holds TIMER_MIN_SLOTS slots (so the consumer
+     * keeps its timer): the slot a thread rewrites is then still in its
+     * L2, and its stores do not fetch the lines from farther away
+     * (docs/benchmarks.md, "A ring in half the L2"); else RING_BYTES (with
+     * 128 KiB slots a ring of the whole L2, or of half of it without the
+     * timer, was slower than one of 8 MiB) */
     uint32_t nslots = opts->slots;
     if (!nslots && opts->prefetch) {
         nslots = 2 * opts->prefetch * l->nthreads + 2;
     } else if (!nslots) {
-        nslots = 2 * 2 * l->nthreads + 2;
-        nslots = (uint32_t)MAX(nslots, MIN(RING_SLOTS_MAX, RING_BYTES / l->slot_bytes));
+        uint64_t l2 = l2_bytes() * l->nthreads;
+        uint64_t least = MAX(2 * 2 * l->nthreads + 2, TIMER_MIN_SLOTS);
+        uint64_t n = l2 && least * l->slot_bytes <= l2 / 2 ? l2 / 2 / l->slot_bytes
+                                                           : RING_BYTES / l->slot_bytes;
+        nslots = (uint32_t)MAX(2 * 2 * l->nthreads + 2, MIN(RING_SLOTS_MAX, n));
     }
     if (opts->max_slots && opts->max_slots < nslots)
         nslots = opts->max_slots;
