@@ -7,6 +7,7 @@ import ctypes.util
 import gc
 import inspect
 import os
+import subprocess
 import uuid
 import warnings
 from pathlib import Path
@@ -238,3 +239,28 @@ def test_ring_slots_are_listed_and_grow_when_batches_are_kept(fixed) -> None:
     addrs = {a for a, _ in eng.slots()}
     assert {b.data_ptr() for b in kept} <= addrs
     assert eng.slots(eng.n_slots) == [] and len(eng.slots(n0)) == eng.n_slots - n0
+
+
+def test_default_ring_of_small_batches_fits_half_the_l2(pool: CXLMemoryPool, tmp_path) -> None:
+    """docs/python.md, prefetch_factor's default: small batches get as many
+    slots as fit half the gather threads' L2 where that is at least 16
+    (at most 64), else as many as fit 8 MiB; never fewer than 2 x 2 x
+    threads + 2. Checked over batch sizes from 4 KiB to 1 MiB."""
+    # glibc's sysconf, as the loader reads it (Python's os.sysconf lacks the name)
+    got = subprocess.run(["getconf", "LEVEL2_CACHE_SIZE"], capture_output=True, text=True)
+    l2 = int(got.stdout.strip() or 0) if got.returncode == 0 else 0
+    arr = np.zeros((4096, 1024), dtype=np.uint8)
+    np.save(tmp_path / "k.npy", arr)
+    ds = CXLDataset.ingest(pool, "k", tmp_path / "k.npy")
+    for batch in (4, 16, 32, 64, 128, 256, 1024):
+        dl = CXLDataLoader(ds, batch_size=batch)
+        it = iter(dl)
+        next(it)
+        n, t, slot = dl._engine.n_slots, dl.threads, batch * 1024
+        least = 2 * 2 * t + 2
+        half = max(l2, 0) * t // 2
+        if l2 > 0 and max(least, 16) * slot <= half:
+            assert n == min(64, half // slot) and n * slot <= half, (batch, n)
+        else:
+            assert n == max(least, min(64, (8 << 20) // slot)), (batch, n)
+        del it
