@@ -640,6 +640,17 @@ static int pass_end(PassObject *self)
     return r ? 0 : -1;
 }
 
+/* pass_end where an exception may be set, which is kept; on_end's own
+ * exception is reported as unraisable. */
+static void pass_end_keeping_error(PassObject *self)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    if (pass_end(self) < 0)
+        PyErr_WriteUnraisable((PyObject *)self);
+    PyErr_Restore(t, v, tb);
+}
+
 static PyObject *pass_next(PassObject *self)
 {
     if (!self->on_end)
@@ -654,11 +665,7 @@ static PyObject *pass_next(PassObject *self)
     if (!out) {
         /* take()'s exception goes out; the pass is over, as a generator
          * is after its body raised */
-        PyObject *t, *v, *tb;
-        PyErr_Fetch(&t, &v, &tb);
-        if (pass_end(self) < 0)
-            PyErr_WriteUnraisable((PyObject *)self);
-        PyErr_Restore(t, v, tb);
+        pass_end_keeping_error(self);
         return NULL;
     }
     if (self->drawn) {
@@ -685,13 +692,8 @@ static PyObject *pass_close(PassObject *self, PyObject *unused)
  * pass first */
 static void pass_finalize(PassObject *self)
 {
-    if (!self->on_end)
-        return;
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
-    if (pass_end(self) < 0)
-        PyErr_WriteUnraisable((PyObject *)self);
-    PyErr_Restore(t, v, tb);
+    if (self->on_end)
+        pass_end_keeping_error(self);
 }
 
 static int pass_traverse(PassObject *self, visitproc visit, void *arg)
