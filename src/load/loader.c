@@ -1261,23 +1261,23 @@ uint32_t cxlp_loader_default_threads(const cxlp_store *s, uint32_t threads, int 
     return threads_for(threads, loader_cpus(numa_node, s ? store_numa_node(s) : -1, &node));
 }
 
-/* Ring bytes from which STACK stores are non-temporal: 3/4 of the last
- * level cache, the share glibc's memcpy also takes as its threshold (a
- * ring that large does not stay in the cache between the gather and the
- * loop, nor between two uses of a slot); no size known: never. */
-static uint64_t nt_ring_bytes(void)
-{
-    long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
-    if (llc <= 0)
-        llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return llc > 0 ? (uint64_t)llc / 4 * 3 : UINT64_MAX;
-}
-
 /* A core's L2 cache in bytes; 0 unknown. */
 static uint64_t l2_bytes(void)
 {
     long v = sysconf(_SC_LEVEL2_CACHE_SIZE);
     return v > 0 ? (uint64_t)v : 0;
+}
+
+/* Ring bytes from which STACK stores are non-temporal: 3/4 of the last
+ * level cache (the L2 where no L3 is known), the share glibc's memcpy also
+ * takes as its threshold (a ring that large does not stay in the cache
+ * between the gather and the loop, nor between two uses of a slot); no
+ * size known: never. */
+static uint64_t nt_ring_bytes(void)
+{
+    long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    uint64_t llc = l3 > 0 ? (uint64_t)l3 : l2_bytes();
+    return llc ? llc / 4 * 3 : UINT64_MAX;
 }
 
 int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *opts,
@@ -1357,11 +1357,12 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     if (!nslots && opts->prefetch) {
         nslots = 2 * opts->prefetch * l->nthreads + 2;
     } else if (!nslots) {
+        nslots = 2 * 2 * l->nthreads + 2;
         uint64_t l2 = l2_bytes() * l->nthreads;
-        uint64_t least = MAX(2 * 2 * l->nthreads + 2, TIMER_MIN_SLOTS);
-        uint64_t n = l2 && least * l->slot_bytes <= l2 / 2 ? l2 / 2 / l->slot_bytes
-                                                           : RING_BYTES / l->slot_bytes;
-        nslots = (uint32_t)MAX(2 * 2 * l->nthreads + 2, MIN(RING_SLOTS_MAX, n));
+        uint64_t n = l2 && MAX(nslots, TIMER_MIN_SLOTS) * l->slot_bytes <= l2 / 2
+                         ? l2 / 2 / l->slot_bytes
+                         : RING_BYTES / l->slot_bytes;
+        nslots = (uint32_t)MAX(nslots, MIN(RING_SLOTS_MAX, n));
     }
     if (opts->max_slots && opts->max_slots < nslots)
         nslots = opts->max_slots;
@@ -1488,6 +1489,13 @@ static struct slot *ready(cxlp_loader *l, uint64_t k)
     return s && s->batch_no == k ? s : NULL;
 }
 
+/* Batch k is ready, or the stream ends before it: cxlp_loader_next(k)
+ * returns without waiting. */
+static int ready_or_end(cxlp_loader *l, uint64_t k)
+{
+    return ready(l, k) || k >= __atomic_load_n(&l->end_batch, __ATOMIC_SEQ_CST);
+}
+
 /* Every slot is lent to the consumer and it asks for one more: the ring
  * grows by one, up to max_slots. Consumer thread. */
 static int grow(cxlp_loader *l)
@@ -1539,7 +1547,7 @@ static int wait_ready(cxlp_loader *l, uint64_t k, int exact)
     uint32_t half = __atomic_load_n(&l->nslots, __ATOMIC_RELAXED) / 2;
     __atomic_store_n(&l->waiting_for, k + (exact || !half ? 0 : half - 1), __ATOMIC_SEQ_CST);
     uint32_t key = park_prepare(&l->cons);
-    if (ready(l, k) || k >= __atomic_load_n(&l->end_batch, __ATOMIC_SEQ_CST)) {
+    if (ready_or_end(l, k)) {
         park_cancel(&l->cons);
         return 0;
     }
@@ -1614,8 +1622,7 @@ int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out)
 
 int cxlp_loader_ready(cxlp_loader *l)
 {
-    uint64_t k = l->next_out;
-    return ready(l, k) || k >= __atomic_load_n(&l->end_batch, __ATOMIC_SEQ_CST);
+    return ready_or_end(l, l->next_out);
 }
 
 void cxlp_loader_release(cxlp_loader *l, struct cxlp_batch *b)
