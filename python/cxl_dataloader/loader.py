@@ -688,14 +688,16 @@ class CXLDataLoader:
 
     def _fast_pass(self, token: int, cxl: bool, order: Any, off: int) -> Iterator[Any]:
         """The pass's engine, started now, and its batches: a _core.Pass (the
-        per-batch loop in C: one call of take() a batch, no generator frame)
-        unless the batches go on to a device."""
+        per-batch loop in C: one call of take() a batch, no generator frame),
+        copied on with .to(device) for a device other than the CPU, or
+        through the CUDA side."""
         eng = self._fast_engine(cxl, order, off)
         end = functools.partial(self._fast_end, token, cxl, eng)
+        if self._gpu is not None:
+            return self._gpu_gen(eng, cxl, end)
+        it = _core.Pass(eng, end, self.sampler if cxl else None)
         dev = self.device if self.device is not None and self.device.type != "cpu" else None
-        if self._gpu is None and dev is None:
-            return _core.Pass(eng, end, self.sampler if cxl else None)
-        return self._fast_gen(eng, cxl, dev, end)
+        return it if dev is None else self._on_device(it)
 
     def _fast_engine(self, cxl: bool, order: Any, off: int) -> Any:
         # take() builds each batch's tensors in C, one per field, through
@@ -732,18 +734,18 @@ class CXLDataLoader:
             self.sampler._finish()
         self._end_pass(token)
 
-    def _fast_gen(self, eng: Any, cxl: bool, dev: Any, end: Callable[[], None]) -> Iterator[Any]:
-        """The fast pass's batches on to a device: through the CUDA side, or
-        copied with .to(device)."""
+    def _on_device(self, it: Any) -> Iterator[Any]:
+        """The pass's batches copied to self.device."""
         try:
-            if self._gpu is not None:
-                yield from self._gpu_pass(eng, cxl)
-                return
-            take = eng.take
-            while (out := take()) is not None:
-                if cxl:
-                    self.sampler._drawn = eng.resume_records
+            for out in it:
                 yield self._to_device(out, non_blocking=False)
+        finally:
+            it.close()
+
+    def _gpu_gen(self, eng: Any, cxl: bool, end: Callable[[], None]) -> Iterator[Any]:
+        """The fast pass's batches through the CUDA side; end() once it is over."""
+        try:
+            yield from self._gpu_pass(eng, cxl)
         finally:
             end()
 
