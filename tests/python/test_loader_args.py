@@ -227,6 +227,29 @@ def test_device_cpu_hands_out_the_slot_itself(fixed) -> None:
     assert torch.equal(b, torch.from_numpy(arr[:30]))
 
 
+def test_device_other_than_cpu_copies_each_batch_and_keeps_the_pass_state(fixed) -> None:
+    """device= other than the CPU (here "meta", which every torch build
+    has): each batch is copied there, and the pass's state (mid-pass, after
+    a break, after a whole epoch) is the CPU loader's with the same seed."""
+    ds, arr = fixed
+    on = CXLDataLoader(ds, batch_size=30, shuffle=True, seed=5, device="meta")
+    off = CXLDataLoader(ds, batch_size=30, shuffle=True, seed=5)
+    states = []
+    for dl in (on, off):
+        it = iter(dl)
+        b = next(it)
+        next(it)
+        assert b.shape == (30, 8) and b.device.type == ("meta" if dl is on else "cpu")
+        mid = dl.state_dict()
+        del it  # a break
+        after = dl.state_dict()
+        n = sum(len(b) for b in dl)
+        states.append((mid, after, n, dl.state_dict()))
+    assert states[0] == states[1]
+    assert states[0][0]["sampler"]["consumed"] == 60 and states[0][1]["epoch"] == 1
+    assert states[0][2] == len(arr)
+
+
 def test_ring_slots_are_listed_and_grow_when_batches_are_kept(fixed) -> None:
     ds, _ = fixed
     dl = CXLDataLoader(ds, batch_size=10, num_workers=1, prefetch_factor=1)
