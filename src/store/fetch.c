@@ -267,10 +267,9 @@ int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t *
     return 0;
 }
 
-/* A partial read in progress: the sparse copy and which of its blocks are
- * read and verified. */
+/* One shard of a partial read in progress: its sparse copy and which of its
+ * blocks are read and verified. */
 struct partial {
-    cxlp_store *s;
     uint64_t k;
     uint8_t *p;
     uint64_t len;              /* the mapping: the extent's length */
@@ -279,12 +278,77 @@ struct partial {
                                   page's read): never read again, so the
                                   header and sums checked stay the ones
                                   every block is verified against */
+    struct shard *g;
+    struct shard_col *cols;
+    const uint64_t *rec;       /* the records wanted, shard-local */
+    size_t n;
+    uint8_t need[SHARD_DATA_OFF / 8], have[SHARD_DATA_OFF / 8], ok[SHARD_DATA_OFF / 8];
+};
+
+/* The shards of one partial read. They share the home tier's reader, and
+ * each step reads what all of them need in one io_uring call (media_readv,
+ * MEDIA_IO_DEPTH requests in flight): a batch whose records lie in many
+ * shards pays a round trip per step, not per step and shard. */
+struct parts {
+    cxlp_store *s;
     uint32_t u;                /* the home tier */
     struct media_reader *r;
-    struct shard *g;
-    uint8_t need[SHARD_DATA_OFF / 8], have[SHARD_DATA_OFF / 8], ok[SHARD_DATA_OFF / 8];
+    struct partial *x;
+    size_t n;
+    struct media_read_range *v; /* the step's ranges */
+    size_t nv, cap_v;
     uint64_t bytes;            /* read so far */
 };
+
+/* "shard 7" or "shards 7 and 12 more", for messages. */
+static const char *parts_named(const struct parts *P, char *buf, size_t cap)
+{
+    if (P->n == 1)
+        snprintf(buf, cap, "shard %" PRIu64, P->x[0].k);
+    else
+        snprintf(buf, cap, "shards %" PRIu64 " and %zu more", P->x[0].k, P->n - 1);
+    return buf;
+}
+
+/* One more range for the step's read, merged with the last one where it
+ * follows it in the tier. */
+static int add_range(struct parts *P, uint64_t off, uint64_t len, void *dst)
+{
+    struct media_read_range *l = P->nv ? &P->v[P->nv - 1] : NULL;
+    if (l && l->off + l->len == off && (uint8_t *)l->dst + l->len == (uint8_t *)dst) {
+        l->len += len;
+        return 0;
+    }
+    if (P->nv == P->cap_v) {
+        size_t cap = P->cap_v ? 2 * P->cap_v : 64;
+        struct media_read_range *v = realloc(P->v, cap * sizeof *v);
+        if (!v)
+            return seterr(NULL, -ENOMEM, "dataset %s: out of memory for a partial read",
+                          P->s->name);
+        P->v = v;
+        P->cap_v = cap;
+    }
+    P->v[P->nv++] = (struct media_read_range){off, len, dst};
+    P->bytes += len;
+    return 0;
+}
+
+/* Reads the step's ranges; what names the step in a message. */
+static int read_ranges(struct parts *P, const char *what)
+{
+    if (!P->nv)
+        return 0;
+    int rc = media_readv(P->r, P->v, P->nv, NULL);
+    size_t nv = P->nv;
+    P->nv = 0;
+    if (rc) {
+        char who[64];
+        return seterr(NULL, rc, "dataset %s %s: partial read of %zu ranges (%s) from tier %u "
+                      "(%s): %s", P->s->name, parts_named(P, who, sizeof who), nv, what, P->u,
+                      attach_tier(P->s->a, P->u)->path, cxlp_strerror(rc));
+    }
+    return 0;
+}
 
 /* Marks the blocks holding bytes [lo, hi) of the shard as needed. */
 static void need_bytes(struct partial *x, uint64_t lo, uint64_t hi)
@@ -295,135 +359,188 @@ static void need_bytes(struct partial *x, uint64_t lo, uint64_t hi)
         x->need[b] = 1;
 }
 
-/* Reads the needed blocks not read yet (whole blocks, runs of them one
- * range each, all ranges in one call), then verifies every needed block not
- * verified yet against its sum. */
-static int load_needed(struct partial *x)
+/* Reads the needed blocks of every shard not read yet (whole blocks, runs
+ * of them one range each, all in one call), then verifies every needed
+ * block not verified yet against its sum. */
+static int load_needed(struct parts *P, const char *what)
 {
-    struct media_read_range v[SHARD_DATA_OFF / 8];
-    size_t n = 0;
-    const uint64_t B = UINT64_C(1) << x->g->bsum_shift;
-    for (uint64_t b = 0; b < x->g->n_bsums; b++) {
-        if (!x->need[b] || x->have[b])
-            continue;
-        uint64_t lo = MAX(b * B, x->head), hi = MIN(b * B + B, x->len);
-        if (n && v[n - 1].off + v[n - 1].len == x->off + lo)
-            v[n - 1].len += hi - lo;
-        else
-            v[n++] = (struct media_read_range){x->off + lo, hi - lo, x->p + lo};
-        x->have[b] = 1;
-        x->bytes += hi - lo;
+    int rc;
+    for (size_t i = 0; i < P->n; i++) {
+        struct partial *x = &P->x[i];
+        const uint64_t B = UINT64_C(1) << x->g->bsum_shift;
+        for (uint64_t b = 0; b < x->g->n_bsums; b++) {
+            if (!x->need[b] || x->have[b])
+                continue;
+            uint64_t lo = MAX(b * B, x->head), hi = MIN(b * B + B, x->len);
+            if ((rc = add_range(P, x->off + lo, hi - lo, x->p + lo)))
+                return rc;
+            x->have[b] = 1;
+        }
     }
-    cxlp_store *s = x->s;
-    if (n) {
-        int rc = media_readv(x->r, v, n, NULL);
-        if (rc)
-            return seterr(NULL, rc, "dataset %s shard %" PRIu64 ": partial read of %zu ranges "
-                          "from tier %u (%s): %s", s->name, x->k, n, x->u,
-                          attach_tier(s->a, x->u)->path, cxlp_strerror(rc));
-    }
-    for (uint64_t b = 0; b < x->g->n_bsums; b++) {
-        if (!x->need[b] || x->ok[b])
-            continue;
-        char err[ERRMSG_MAX];
-        int rc = shard_verify_blocks(x->g, b, 1, err, sizeof err);
-        if (rc)
-            return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (partial read from tier %u, "
-                          "%s, at %#" PRIx64 "): %s", s->name, x->k, x->u,
-                          attach_tier(s->a, x->u)->path, x->off, err);
-        x->ok[b] = 1;
+    if ((rc = read_ranges(P, what)))
+        return rc;
+    cxlp_store *s = P->s;
+    for (size_t i = 0; i < P->n; i++) {
+        struct partial *x = &P->x[i];
+        for (uint64_t b = 0; b < x->g->n_bsums; b++) {
+            if (!x->need[b] || x->ok[b])
+                continue;
+            char err[ERRMSG_MAX];
+            if ((rc = shard_verify_blocks(x->g, b, 1, err, sizeof err)))
+                return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (partial read from tier "
+                              "%u, %s, at %#" PRIx64 "): %s", s->name, x->k, P->u,
+                              attach_tier(s->a, P->u)->path, x->off, err);
+            x->ok[b] = 1;
+        }
     }
     return 0;
 }
 
-static int read_partial(struct partial *x, const uint64_t *rec, size_t n, struct shard_col *cols)
+/* The steps: every shard's header page; the variable-size columns'
+ * indexes; the blocks of the records. 1 when the dataset's shards have no
+ * block sums (format 1 or 2). */
+static int read_parts(struct parts *P)
 {
-    cxlp_store *s = x->s;
-    struct shard *g = x->g;
+    cxlp_store *s = P->s;
     char err[ERRMSG_MAX];
-    /* the header page, with the first block of the smallest size: the
-     * header, the directory and the sums (under the header checksum) */
-    uint64_t head = x->head = MIN(x->len, UINT64_C(1) << SHARD_BSUM_SHIFT);
-    int rc = media_read(x->r, x->off, head, x->p, NULL);
-    if (rc)
-        return seterr(NULL, rc, "dataset %s shard %" PRIu64 ": reading its header from tier %u "
-                      "(%s) at %#" PRIx64 ": %s", s->name, x->k, x->u,
-                      attach_tier(s->a, x->u)->path, x->off, cxlp_strerror(rc));
-    x->bytes = head;
-    rc = shard_open_head(g, cols, s->ncols, x->p, s->loc[x->k].len, err, sizeof err);
-    if (rc)
-        return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (partial read from tier %u, %s): %s",
-                      s->name, x->k, x->u, attach_tier(s->a, x->u)->path, err);
-    if (!g->n_bsums) {
-        /* shard format 1 or 2: read whole. Every shard of a dataset has
-         * one format (store_shard_check), so the next ones are too; a
-         * hint only: a wrong one costs whole reads, never a wrong byte */
-        at_store_relaxed(&s->no_bsums, 1);
-        return 1;
+    int rc;
+    /* the header page alone: the header, the directory and the sums,
+     * under the header checksum. The rest of block 0 is read as any other
+     * block, when a record needs it (load_needed starts it at head). Each
+     * shard's reads of a step are one range of the step's call, and a
+     * batch reads mostly one record a shard (a full shuffle): reading 4 KiB
+     * here instead of block 0's 64 KiB halved the bytes of such a batch */
+    for (size_t i = 0; i < P->n; i++) {
+        struct partial *x = &P->x[i];
+        x->head = MIN(x->len, (uint64_t)SHARD_DATA_OFF);
+        if ((rc = add_range(P, x->off, x->head, x->p)))
+            return rc;
     }
-    for (uint64_t b = 0; b < g->n_bsums; b++) /* read whole by the header's read */
-        x->have[b] = MIN((b + 1) << g->bsum_shift, x->len) <= head;
-    /* the indexes, verified before shard_open walks them */
-    for (uint32_t c = 0; c < g->n_cols; c++)
-        if (cols[c].kind == SHARD_KIND_VAR)
-            need_bytes(x, cols[c].index_off, cols[c].index_off + cols[c].index_len);
-    if ((rc = load_needed(x)) || (rc = store_shard_check(s, x->k, x->p, g, cols, 0, "partial read")))
+    if ((rc = read_ranges(P, "headers")))
         return rc;
-    for (size_t i = 0; i < n; i++) {
-        if (rec[i] >= g->n_records)
-            return seterr(NULL, CXLP_ERANGE, "dataset %s shard %" PRIu64 ": record %" PRIu64
-                          " of %" PRIu64, s->name, x->k, rec[i], g->n_records);
-        for (uint32_t c = 0; c < g->n_cols; c++) {
-            const uint8_t *q;
-            uint64_t l;
-            if (shard_col_record(&cols[c], rec[i], &q, &l)) {
-                shard_explain(g, c, rec[i], err, sizeof err);
-                return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (partial read): %s",
-                              s->name, x->k, err);
+    for (size_t i = 0; i < P->n; i++) {
+        struct partial *x = &P->x[i];
+        struct shard *g = x->g;
+        rc = shard_open_head(g, x->cols, s->ncols, x->p, s->loc[x->k].len, err, sizeof err);
+        if (rc)
+            return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (partial read from tier %u, "
+                          "%s): %s", s->name, x->k, P->u, attach_tier(s->a, P->u)->path, err);
+        if (!g->n_bsums) {
+            /* shard format 1 or 2: read whole. Every shard of a dataset
+             * has one format (store_shard_check), so the next ones are
+             * too; a hint only: a wrong one costs whole reads, never a
+             * wrong byte */
+            at_store_relaxed(&s->no_bsums, 1);
+            return 1;
+        }
+        for (uint64_t b = 0; b < g->n_bsums; b++) /* read whole by the header's read */
+            x->have[b] = MIN((b + 1) << g->bsum_shift, x->len) <= x->head;
+        /* the indexes, verified before shard_open walks them */
+        for (uint32_t c = 0; c < g->n_cols; c++)
+            if (x->cols[c].kind == SHARD_KIND_VAR)
+                need_bytes(x, x->cols[c].index_off, x->cols[c].index_off + x->cols[c].index_len);
+    }
+    if ((rc = load_needed(P, "indexes")))
+        return rc;
+    for (size_t i = 0; i < P->n; i++) {
+        struct partial *x = &P->x[i];
+        struct shard *g = x->g;
+        if ((rc = store_shard_check(s, x->k, x->p, g, x->cols, 0, "partial read")))
+            return rc;
+        for (size_t j = 0; j < x->n; j++) {
+            if (x->rec[j] >= g->n_records)
+                return seterr(NULL, CXLP_ERANGE, "dataset %s shard %" PRIu64 ": record %" PRIu64
+                              " of %" PRIu64, s->name, x->k, x->rec[j], g->n_records);
+            for (uint32_t c = 0; c < g->n_cols; c++) {
+                const uint8_t *q;
+                uint64_t l;
+                if (shard_col_record(&x->cols[c], x->rec[j], &q, &l)) {
+                    shard_explain(g, c, x->rec[j], err, sizeof err);
+                    return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (partial "
+                                  "read): %s", s->name, x->k, err);
+                }
+                need_bytes(x, (uint64_t)(q - x->p), (uint64_t)(q - x->p) + l);
             }
-            need_bytes(x, (uint64_t)(q - x->p), (uint64_t)(q - x->p) + l);
         }
     }
-    return load_needed(x);
+    return load_needed(P, "records");
+}
+
+int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store_io *io,
+                     uint64_t *bytes)
+{
+    *bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        v[i].buf = NULL;
+        v[i].buf_len = 0;
+    }
+    struct attach *a = s->a;
+    uint32_t ver = at_load_acquire(&s->version); /* 0 until a shard settled it */
+    if (!s->tiered || (ver && ver != SHARD_VERSION) || at_load_relaxed(&s->no_bsums))
+        return 1;
+    struct parts P = {.s = s, .u = attach_home(a), .n = n};
+    if (!(attach_tier(a, P.u)->flags & TIER_STAGED))
+        return 1;
+    int rc = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        uint64_t k = v[i].k;
+        if (k >= s->n_shards)
+            rc = seterr(NULL, CXLP_ERANGE, "dataset %s: shard %" PRIu64 " of %" PRIu64, s->name,
+                        k, s->n_shards);
+        else if (!loc_present(store_word(s, k, P.u)))
+            rc = 1;
+    }
+    if (rc || !n)
+        return rc;
+    if (!(P.x = calloc(n, sizeof *P.x)))
+        return seterr(NULL, -ENOMEM, "dataset %s: out of memory for a partial read of %zu "
+                      "shards", s->name, n);
+    for (size_t i = 0; i < n && !rc; i++) {
+        struct partial *x = &P.x[i];
+        uint64_t k = x->k = v[i].k;
+        x->g = v[i].g;
+        x->cols = v[i].cols;
+        x->rec = v[i].rec;
+        x->n = v[i].n;
+        x->len = ALIGN_UP(s->loc[k].len, POOL_EXTENT_ALIGN); /* as an extent holds it */
+        x->off = loc_off(store_word(s, k, P.u));
+        if ((rc = word_in_tier(s, k, P.u, x->off, x->len)))
+            break;
+        /* sparse: only the pages of the blocks read are ever touched */
+        void *p = mmap(NULL, x->len, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (p == MAP_FAILED) {
+            rc = seterr(NULL, -errno, "dataset %s shard %" PRIu64 ": no address space for a "
+                        "partial read of %" PRIu64 " bytes", s->name, k, x->len);
+            break;
+        }
+        x->p = v[i].buf = p;
+        v[i].buf_len = x->len;
+    }
+    if (!rc && !(rc = tier_reader(s, P.x[0].k, P.u, io, &P.r)))
+        rc = read_parts(&P);
+    *bytes = P.bytes;
+    if (rc)
+        for (size_t i = 0; i < n; i++) {
+            if (v[i].buf)
+                munmap(v[i].buf, v[i].buf_len);
+            v[i].buf = NULL;
+            v[i].buf_len = 0;
+        }
+    free(P.x);
+    free(P.v);
+    return rc;
 }
 
 int store_read_partial(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,
                        struct store_io *io, uint8_t **buf, uint64_t *buf_len,
                        struct shard *g, struct shard_col *cols, uint64_t *bytes)
 {
-    *buf = NULL;
-    *buf_len = *bytes = 0;
-    struct attach *a = s->a;
-    uint32_t v = at_load_acquire(&s->version); /* 0 until a shard settled it */
-    if (!s->tiered || k >= s->n_shards || (v && v != SHARD_VERSION) ||
-        at_load_relaxed(&s->no_bsums))
-        return 1;
-    struct partial x = {.s = s, .k = k, .u = attach_home(a), .g = g};
-    const struct attach_tier *at = attach_tier(a, x.u);
-    uint64_t w = store_word(s, k, x.u);
-    if (!(at->flags & TIER_STAGED) || !loc_present(w))
-        return 1;
-    x.len = ALIGN_UP(s->loc[k].len, POOL_EXTENT_ALIGN); /* as an extent holds it */
-    x.off = loc_off(w);
-    int rc;
-    if ((rc = word_in_tier(s, k, x.u, x.off, x.len)) || (rc = tier_reader(s, k, x.u, io, &x.r)))
-        return rc;
-    /* sparse: only the pages of the blocks read are ever touched */
-    void *p = mmap(NULL, x.len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                   -1, 0);
-    if (p == MAP_FAILED)
-        return seterr(NULL, -errno, "dataset %s shard %" PRIu64 ": no address space for a "
-                      "partial read of %" PRIu64 " bytes", s->name, k, x.len);
-    x.p = p;
-    rc = read_partial(&x, rec, n, cols);
-    *bytes = x.bytes;
-    if (rc) {
-        munmap(p, x.len);
-        return rc;
-    }
-    *buf = p;
-    *buf_len = x.len;
-    return 0;
+    struct store_part v = {.k = k, .rec = rec, .n = n, .g = g, .cols = cols};
+    int rc = store_read_parts(s, &v, 1, io, bytes);
+    *buf = v.buf;
+    *buf_len = v.buf_len;
+    return rc;
 }
 
 int store_read_home(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,

@@ -68,6 +68,25 @@ int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t *
 int store_read_partial(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,
                        struct store_io *io, uint8_t **buf, uint64_t *buf_len,
                        struct shard *g, struct shard_col *cols, uint64_t *bytes);
+/* A partial read of several shards of one dataset at once, as
+ * store_read_partial reads one: each step (headers; indexes; records) of
+ * every shard in one io_uring call, so a batch whose records lie in many
+ * shards pays three round trips, not three per shard. v[i] names shard k,
+ * its records rec[0..n) and where to describe it (g, cols); on 0 buf and
+ * buf_len are its mapping (for munmap), on anything else every buf is
+ * NULL. *bytes: bytes read from the tier. 0, 1 or an error as
+ * store_read_partial. */
+struct store_part {
+    uint64_t k;
+    const uint64_t *rec;
+    size_t n;
+    struct shard *g;
+    struct shard_col *cols;
+    uint8_t *buf;
+    uint64_t buf_len;
+};
+int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store_io *io,
+                     uint64_t *bytes);
 /* Shard k read from its home copy into private memory where no memory tier
  * has room for a copy: in part (store_read_partial, records rec[0..n))
  * where its format allows, else whole (store_read_private). *map_len is

@@ -84,6 +84,11 @@ struct tier_engine {
     uint32_t rank;             /* its rank among the pool's memory tiers */
     uint64_t budget;
     uint64_t batch, horizon;   /* ids per batch; ids held ahead */
+    int in_part;               /* tier_read_in_part: no staging; a shard not
+                                  in memory is read in part by its batch
+                                  (cleared for a dataset whose shards have
+                                  no block sums: under mu, an atomic store,
+                                  as gather threads read it unlocked) */
     uint64_t *states_rw;       /* the dataset's words, writable (heat) */
     cxlp_index_fn src;
     void *src_ctx;
@@ -403,6 +408,11 @@ static void *stager(void *arg)
     struct store_io io = {0};
     pthread_mutex_lock(&e->mu);
     while (!e->stop) {
+        if (e->in_part) {
+            /* nothing is staged while batches read in part */
+            pthread_cond_wait(&e->cv_work, &e->mu);
+            continue;
+        }
         if (stale(e))
             replan(e);
         uint64_t k = TIER_NONE;
@@ -486,6 +496,8 @@ struct bslot {
     uint8_t *priv;             /* a private copy (no tier had room), or NULL */
     uint64_t priv_map;         /* 0: priv is malloc'ed; else a partial read's
                                   mapping of this many bytes */
+    int home;                  /* to be read from the home copy this round */
+    size_t roff;               /* its records' place in rec[] */
 };
 struct tier_batch {
     const struct tier_engine *e;
@@ -494,7 +506,8 @@ struct tier_batch {
     size_t cap, n;
     uint64_t *keys;            /* the distinct shards, in insertion order */
     size_t n_ids;
-    uint64_t *rec;             /* a partial read's records (cap entries) */
+    uint64_t *rec;             /* the partial reads' records, by shard (cap entries) */
+    struct store_part *parts;  /* the partial reads of a round (cap entries) */
 };
 
 static __thread struct tier_batch *cur;
@@ -514,6 +527,7 @@ static void tls_free(void *p)
     free(t->tb.m);
     free(t->tb.keys);
     free(t->tb.rec);
+    free(t->tb.parts);
     store_io_close(&t->io);
     free(t);
 }
@@ -551,16 +565,20 @@ static int batch_index(struct tier_batch *b, const cxlp_store *s, const uint64_t
         free(b->m);
         free(b->keys);
         free(b->rec);
+        free(b->parts);
         b->m = malloc(cap * sizeof *b->m);
         b->keys = malloc(cap * sizeof *b->keys);
         b->rec = malloc(cap * sizeof *b->rec);
-        if (!b->m || !b->keys || !b->rec) {
+        b->parts = malloc(cap * sizeof *b->parts);
+        if (!b->m || !b->keys || !b->rec || !b->parts) {
             free(b->m);
             free(b->keys);
             free(b->rec);
+            free(b->parts);
             b->m = NULL;
             b->keys = NULL;
             b->rec = NULL;
+            b->parts = NULL;
             b->cap = 0;
             return -ENOMEM;
         }
@@ -577,6 +595,7 @@ static int batch_index(struct tier_batch *b, const cxlp_store *s, const uint64_t
             x->records = 0;
             x->priv = NULL;
             x->priv_map = 0;
+            x->home = 0;
             b->keys[b->n++] = k;
         }
         x->records++;
@@ -647,22 +666,58 @@ static void free_priv(struct tier_batch *b)
     }
 }
 
-/* Shard k for batch b (ids[0..n)) read from its home copy into the batch's
- * own memory: only the blocks of the batch's records where the format
- * allows (x->priv_map set), else whole. */
-static int read_home(struct tier_engine *e, struct tier_batch *b, struct bslot *x, uint64_t k,
-                     const uint64_t *ids, size_t n, struct store_io *io, uint64_t *bytes)
+/* The shards of batch b (ids[0..n)) marked home, read from their home
+ * copies into the batch's own memory: only the blocks of the batch's
+ * records, all the shards' reads of a step in one call (format 3), else
+ * each whole (x->priv_map 0). Counts them in *parts and *priv. */
+static int read_home(struct tier_engine *e, struct tier_batch *b, const uint64_t *ids, size_t n,
+                     struct store_io *io, uint64_t *bytes, uint64_t *parts, uint64_t *priv)
 {
-    const cxlp_store *s = e->s;
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++)
-        if (store_shard_of(s, ids[i]) == k)
-            b->rec[m++] = ids[i] - s->first[k];
+    cxlp_store *s = e->s;
+    size_t np = 0, at = 0;
+    for (size_t i = 0; i < b->n; i++) {
+        struct bslot *x = bfind(b, b->keys[i]);
+        if (!x->home)
+            continue;
+        x->roff = at;
+        b->parts[np++] = (struct store_part){.k = b->keys[i], .rec = b->rec + at, .n = 0,
+                                             .g = &x->sh, .cols = x->cols};
+        at += x->records;
+    }
+    if (!np)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        uint64_t k = store_shard_of(s, ids[i]);
+        struct bslot *x = bfind(b, k);
+        if (x->home)
+            b->rec[x->roff++] = ids[i] - s->first[k];
+    }
+    for (size_t j = 0; j < np; j++)
+        b->parts[j].n = bfind(b, b->parts[j].k)->records;
     uint64_t got = 0;
-    int rc = store_read_home(e->s, k, b->rec, m, io, &x->priv, &x->priv_map, &x->sh, x->cols,
-                             &got);
+    int rc = store_read_parts(s, b->parts, np, io, &got);
     *bytes += got;
-    return rc;
+    for (size_t j = 0; j < np && rc != 1; j++) {
+        struct bslot *x = bfind(b, b->parts[j].k);
+        x->home = 0;
+        if (!rc) {
+            x->priv = b->parts[j].buf;
+            x->priv_map = b->parts[j].buf_len;
+            ++*parts;
+        }
+    }
+    if (rc != 1)
+        return rc;
+    /* no block sums (format 1 or 2): each whole */
+    for (size_t j = 0; j < np; j++) {
+        struct bslot *x = bfind(b, b->parts[j].k);
+        x->home = 0;
+        x->priv_map = 0;
+        if ((rc = store_read_private(s, b->parts[j].k, io, &x->priv, &x->sh, x->cols)))
+            return rc;
+        ++*priv;
+    }
+    return 0;
 }
 
 static void release_hold(struct tier_engine *e, struct tier_batch *b)
@@ -696,7 +751,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
         e->busy[b->keys[i]]++;
     pthread_mutex_unlock(&e->mu);
     for (;;) {
-        int missing = 0;
+        int missing = 0, in_part = at_load_relaxed(&e->in_part);
         for (size_t i = 0; i < b->n; i++) {
             uint64_t k = b->keys[i];
             struct bslot *x = bfind(b, k);
@@ -708,22 +763,33 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
             if (!r) {
                 missing = 1;
                 waited = 1;
-                rc = fetch_now(e, k, io);
-                /* the tiers are full of copies others hold: ours alone,
-                 * of the blocks of our records (format 3), else of the
-                 * whole shard */
-                if (rc == CXLP_EFULL &&
-                    !(rc = read_home(e, b, x, k, ids, n, io, &part_bytes))) {
-                    if (x->priv_map)
-                        parts++;
-                    else
-                        priv++;
+                /* read in part (tier_read_in_part), or the tiers are full
+                 * of copies others hold: ours alone, below */
+                rc = in_part ? CXLP_EFULL : fetch_now(e, k, io);
+                if (rc == CXLP_EFULL) {
+                    x->home = 1;
+                    rc = 0;
                 }
                 if (rc) {
                     release_hold(e, b);
                     return rc;
                 }
             }
+        }
+        /* of the blocks of our records (format 3), every shard's in one
+         * read a step, else each whole shard */
+        if (missing && (rc = read_home(e, b, ids, n, io, &part_bytes, &parts, &priv))) {
+            release_hold(e, b);
+            return rc;
+        }
+        if (in_part && priv) {
+            /* the dataset's shards have no block sums: staged, as without
+             * tier_read_in_part, from the next batch on */
+            pthread_mutex_lock(&e->mu);
+            at_store_relaxed(&e->in_part, 0); /* gather threads read it unlocked */
+            e->st.read_in_part = 0;
+            pthread_cond_broadcast(&e->cv_work);
+            pthread_mutex_unlock(&e->mu);
         }
         first = 0;
         if (missing)
@@ -993,6 +1059,7 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
                       MAX_STAGERS);
     }
     e->n_stagers = o->tier_stagers ? o->tier_stagers : def_stagers(s);
+    e->in_part = e->st.read_in_part = !!o->tier_read_in_part;
     e->n = s->n_shards;
     e->q_cap = e->horizon + 4096;
     e->recent_cap = (size_t)e->batch * 64 + 65536; /* more than a loader holds in flight */

@@ -92,16 +92,20 @@ static void direct(const char *name, int fixed)
     const uint64_t whole = ALIGN_UP(s->loc[k].len, 4096);
     printf("%s: 3 records of shard %llu (%llu bytes) in part: %llu bytes read\n", name,
            (unsigned long long)k, (unsigned long long)whole, (unsigned long long)bytes);
-    /* the header's 64 KiB and at most two more blocks per distinct record
-     * (a variable-size record may straddle a block), plus the index */
+    /* the header page and at most two more blocks per distinct record (a
+     * variable-size record may straddle a block), plus the index */
     CHECK(bytes >= 64 * KiB && bytes < whole / 2);
-    /* fixed: records 2 (block 0, read with the header), nr / 2 (block 8)
-     * and nr - 1 (the last block, the 4 KiB past 1 MiB): exactly those */
+    /* fixed: records 2 (block 0: the header page, then the rest of the
+     * block), nr / 2 (block 8) and nr - 1 (the last block, the 4 KiB past
+     * 1 MiB): exactly those */
     if (fixed)
         CHECK(nr == SHARD_B / REC_FIXED_SIZE && bytes == 2 * 64 * KiB + (whole - 16 * 64 * KiB));
-    /* no records: the header page and (variable size) the index only */
+    /* no records: the header page alone (fixed), and the index's blocks
+     * (variable size) */
     uint64_t b0 = partial_ok(s, fixed, k, rec, 0);
-    CHECK(b0 < bytes && b0 >= 64 * KiB);
+    CHECK(b0 < bytes && b0 >= SHARD_DATA_OFF);
+    if (fixed)
+        CHECK(b0 == SHARD_DATA_OFF);
     /* a record past the shard */
     struct store_io io = {0};
     uint8_t *buf;
@@ -115,10 +119,62 @@ static void direct(const char *name, int fixed)
     CHECK_OK(cxlp_pool_close(p));
 }
 
+/* Several shards in one partial read (store_read_parts, as a batch reads
+ * the shards of its records): each shard's records right, each read the
+ * bytes a read of it alone reads, nothing staged. */
+static void several(const char *name, int fixed)
+{
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, name, &s));
+    CHECK(s->n_shards >= 4);
+    enum { NS = 3 };
+    uint64_t rec[NS][3], alone = 0;
+    struct shard g[NS];
+    struct shard_col cols[NS][SHARD_MAX_COLS];
+    struct store_part v[NS];
+    for (int i = 0; i < NS; i++) {
+        uint64_t k = (uint64_t)i + 1, nr = s->loc[k].n_records;
+        rec[i][0] = (uint64_t)i * 7 % nr;
+        rec[i][1] = nr / 3 + (uint64_t)i;
+        rec[i][2] = nr - 1;
+        alone += partial_ok(s, fixed, k, rec[i], 3);
+        v[i] = (struct store_part){.k = k, .rec = rec[i], .n = 3, .g = &g[i], .cols = cols[i]};
+    }
+    struct store_io io = {0};
+    uint64_t bytes;
+    CHECK_OK(store_read_parts(s, v, NS, &io, &bytes));
+    CHECK(bytes == alone);
+    printf("%s: 3 records of each of 3 shards in one partial read: %llu bytes\n", name,
+           (unsigned long long)bytes);
+    for (int i = 0; i < NS; i++) {
+        uint64_t k = v[i].k;
+        CHECK(g[i].base == v[i].buf && v[i].buf_len == ALIGN_UP(s->loc[k].len, 4096));
+        for (int j = 0; j < 3; j++) {
+            const uint8_t *q;
+            uint64_t len;
+            CHECK_OK(shard_col_record(&g[i].col[0], rec[i][j], &q, &len));
+            CHECK(rec_ok(q, len, fixed, seed, s->first[k] + rec[i][j]));
+        }
+        munmap(v[i].buf, v[i].buf_len);
+        CHECK(!in_memory(s, k));
+    }
+    /* a record past its shard in one of them: refused, nothing mapped */
+    rec[1][2] = s->loc[2].n_records;
+    CHECK_RC(store_read_parts(s, v, NS, &io, &bytes), CXLP_ERANGE);
+    CHECK(strstr(cxlp_errmsg(NULL), "shard 2: record"));
+    for (int i = 0; i < NS; i++)
+        CHECK(v[i].buf == NULL && v[i].buf_len == 0);
+    store_io_close(&io);
+    CHECK_OK(cxlp_store_close(s));
+    CHECK_OK(cxlp_pool_close(p));
+}
+
 /* A shard of 40 MiB: more 64 KiB blocks than the header page holds sums
- * for, so its blocks are 128 KiB and the header's 64 KiB read holds only
- * the first half of block 0. Records there, in the rest of block 0 and
- * further on read right, the header's bytes read once. */
+ * for, so its blocks are 128 KiB. The header page is read first, then the
+ * rest of block 0 (never the header's bytes again) and further blocks:
+ * records in each read right. */
 static void big(void)
 {
     cxlp_pool *p;
@@ -127,8 +183,8 @@ static void big(void)
     CHECK_OK(cxlp_store_open(p, "big", &s));
     CHECK(s->n_shards == 1);
     uint64_t nr = s->loc[0].n_records;
-    /* record 0 in the header's read; 100 at 106,496 (block 0, past the
-     * header's read); nr / 2 and nr - 1 further blocks */
+    /* records 0 and 100 (at 4,096 and 106,496: block 0, past the header
+     * page); nr / 2 and nr - 1 further blocks */
     const uint64_t rec[] = {0, 100, nr / 2, nr - 1};
     struct store_io io = {0};
     uint8_t *buf;
@@ -143,12 +199,12 @@ static void big(void)
         CHECK_OK(shard_col_record(&g.col[0], rec[i], &q, &len));
         CHECK(rec_ok(q, len, 1, seed, rec[i]));
     }
-    /* the header's 64 KiB, the other half of block 0, two more blocks
-     * (the last one short) */
+    /* the header page, the rest of block 0, two more blocks (the last one
+     * short) */
     const uint64_t last = blen - (uint64_t)(g.n_bsums - 1) * 128 * KiB;
     printf("big: 4 records of a %llu-byte shard of 128 KiB blocks: %llu bytes read\n",
            (unsigned long long)blen, (unsigned long long)bytes);
-    CHECK(bytes == 64 * KiB + 64 * KiB + 128 * KiB + last);
+    CHECK(bytes == SHARD_DATA_OFF + (128 * KiB - SHARD_DATA_OFF) + 128 * KiB + last);
     munmap(buf, blen);
     store_io_close(&io);
     CHECK(!in_memory(s, 0));
@@ -188,6 +244,19 @@ static void corrupt(void)
     const char *m = cxlp_errmsg(NULL);
     printf("corrupt block: %s\n", m);
     CHECK(strstr(m, "dataset fixed shard 1") && strstr(m, "block 5 ") && strstr(m, nvme_path));
+    /* the same record among other shards' in one read: named alike */
+    {
+        struct shard g3[3];
+        struct shard_col c3[3][SHARD_MAX_COLS];
+        const uint64_t r0 = 0;
+        struct store_part v[3] = {{.k = 0, .rec = &r0, .n = 1, .g = &g3[0], .cols = c3[0]},
+                                  {.k = k, .rec = &bad, .n = 1, .g = &g3[1], .cols = c3[1]},
+                                  {.k = k + 1, .rec = &r0, .n = 1, .g = &g3[2], .cols = c3[2]}};
+        CHECK_RC(store_read_parts(s, v, 3, &io, &got), CXLP_ECORRUPT);
+        CHECK(strstr(cxlp_errmsg(NULL), "dataset fixed shard 1 ") &&
+              strstr(cxlp_errmsg(NULL), "block 5 "));
+        CHECK(v[0].buf == NULL && v[1].buf == NULL && v[2].buf == NULL);
+    }
     store_io_close(&io);
     partial_ok(s, 1, k, good, 3);
     partial_ok(s, 1, k + 1, good, 3);
@@ -352,6 +421,67 @@ static void loader(const char *name, int fixed, int old, int corrupt)
     CHECK_OK(cxlp_pool_close(p));
 }
 
+/* A full shuffle with tier_read_in_part (the Python loader's default for a
+ * full shuffle of a dataset larger than the budget), room in the dram
+ * tier: nothing is staged, every batch reads its records' blocks in part,
+ * every record comes once and intact. old (format 2, no block sums): the
+ * first batches find it out and read whole, and the engine stages from
+ * then on as without the option (the dram tier's 2 MiB hold one shard at
+ * a time, so the other shards of a batch are read whole privately). */
+static void in_part(const char *name, int fixed, int old)
+{
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, name, &s));
+    uint64_t n = cxlp_store_count(s);
+    struct cxlp_sampler_config cfg = {.kind = CXLP_ORDER_RANDOM, .n = n, .seed = 5, .world = 1};
+    cxlp_sampler *sm;
+    CHECK_OK(cxlp_sampler_create(&cfg, &sm));
+    struct cxlp_loader_opts o = {.batch_size = 16, .threads = 2,
+                                 .tier_policy = CXLP_POLICY_LOOKAHEAD,
+                                 .tier_budget = 2 * MiB, .tier_read_in_part = 1};
+    if (!fixed) {
+        o.collate = CXLP_COLLATE_PAD;
+        o.seq_len = REC_VAR_MAX;
+    }
+    cxlp_loader *l;
+    CHECK_OK(cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l));
+    uint8_t *seen = calloc(n, 1);
+    uint64_t got = 0, bad;
+    struct cxlp_batch *b;
+    while (cxlp_loader_next(l, &b) == 0 && b) {
+        CHECK(rec_batch_ok(b, seen, n, fixed, seed, &bad));
+        got += b->rows;
+        cxlp_loader_release(l, b);
+    }
+    CHECK(got == n);
+    struct cxlp_loader_stats st;
+    CHECK_OK(cxlp_loader_stats(l, &st));
+    printf("%s: full shuffle, read in part: %llu records, %llu partial reads, %.1f MiB read in "
+           "part, %llu private reads, %llu staged, in part at the end: %d\n", name,
+           (unsigned long long)got, (unsigned long long)st.partial_reads,
+           (double)st.partial_bytes / MiB, (unsigned long long)st.private_reads,
+           (unsigned long long)(st.prefetched + st.fetched), st.read_in_part);
+    CHECK(st.misses + st.hits == n);
+    if (old) {
+        CHECK(!st.read_in_part && st.partial_reads == 0 && st.private_reads >= 1);
+        CHECK(st.prefetched + st.fetched > 0);
+    } else {
+        CHECK(st.read_in_part && st.prefetched + st.fetched == 0 && st.bytes_staged == 0);
+        CHECK(st.private_reads == 0 && st.hits == 0 && st.partial_reads >= n / 16);
+    }
+    for (uint64_t k = 0; k < s->n_shards && !old; k++)
+        CHECK(!in_memory(s, k));
+    cxlp_loader_free(l);
+    cxlp_sampler_free(sm);
+    free(seen);
+    CHECK_OK(cxlp_store_close(s));
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK_OK(cxlp_migrate(p, name, "nvme", NULL, NULL)); /* cold again */
+    CHECK_OK(cxlp_pool_close(p));
+}
+
 int main(void)
 {
     snprintf(pool, sizeof pool, "%s", test_name("tierpr"));
@@ -367,8 +497,13 @@ int main(void)
     CHECK_OK(cxlp_pool_close(p));
     direct("fixed", 1);
     direct("var", 0);
+    several("fixed", 1);
+    several("var", 0);
     big();
+    in_part("fixed", 1, 0);
+    in_part("var", 0, 0);
     to_format2("old");
+    in_part("old", 1, 1);
     /* the dram tier full of kept copies (a migration that ran out of
      * room): no miss can make a copy, where a batch read private copies
      * it reads in part */
