@@ -132,7 +132,7 @@ class CXLDataLoader:
                  dtype: Optional[torch.dtype] = None, return_segments: bool = False,
                  columns: Optional[list[str]] = None, prefetch_to_gpu: int = 2,
                  memory_budget: Optional[int] = None, lookahead: Optional[int] = None,
-                 stagers: Optional[int] = None) -> None:
+                 stagers: Optional[int] = None, read_in_part: Optional[bool] = None) -> None:
         # memory_policy names a NUMA page policy of the loader's memory, or a
         # placement policy of a pool of tiers
         numa_policy = memory_policy if memory_policy in NUMA_POLICIES else None
@@ -145,13 +145,17 @@ class CXLDataLoader:
             raise ValueError(f"memory_budget={memory_budget}: bytes, > 0")
         if lookahead is not None and int(lookahead) <= 0:
             raise ValueError(f"lookahead={lookahead}: batches, > 0")
+        if read_in_part not in (None, True, False):
+            raise ValueError(f"read_in_part={read_in_part!r}: True, False or None (the "
+                             "default: True for a full shuffle larger than the budget)")
         if stagers is not None and not 1 <= int(stagers) <= _core.MAX_STAGERS:
             raise ValueError(f"stagers={stagers}: threads copying shards ahead, "
                              f"1..{_core.MAX_STAGERS}")
         tiered = isinstance(dataset, CXLDataset) and dataset.tiered
         given = [f"{n}={v!r}" for n, v in (("memory_policy", tier_policy),
                                            ("memory_budget", memory_budget),
-                                           ("lookahead", lookahead), ("stagers", stagers)) if v]
+                                           ("lookahead", lookahead), ("stagers", stagers),
+                                           ("read_in_part", read_in_part)) if v is not None]
         if given and not tiered:
             _warn(f"{', '.join(given)}: the dataset's pool has one tier, so "
                   "there is nothing to place: records are read where they lie")
@@ -163,6 +167,10 @@ class CXLDataLoader:
                       "tier_budget": int(memory_budget or 0),
                       "tier_horizon": int(horizon or 0),
                       "tier_stagers": int(stagers or 0)}
+        # None: on for an order that cannot be staged (_warn_order)
+        self._read_in_part = read_in_part
+        if read_in_part is not None:
+            self._tier["tier_read_in_part"] = bool(read_in_part)
         near = numa_bind is True  # the node nearest the pool's memory (fast path setup)
         if numa_bind is False or near:
             numa_bind = None
@@ -362,10 +370,17 @@ class CXLDataLoader:
                'window="auto")) reads each shard once per epoch')
         if (isinstance(s, RandomCXLSampler) and s.order == "random") or \
                 isinstance(s, torch.utils.data.RandomSampler):
+            # staging would fetch whole shards again and again for a record
+            # or two each: unless told otherwise, nothing is staged and
+            # batches read their records' blocks in part (docs/tiers.md)
+            part = self._read_in_part is not False
+            self._tier["tier_read_in_part"] = part
+            how = ("so nothing is staged and each batch reads the blocks of its records from "
+                   "the home tier" if part else "so shards are read from the home tier many "
+                   "times per epoch")
             _warn(f"a full shuffle of dataset {self.dataset.name!r} ({sh['n_shards']} shards "
                   f"of up to {sh['max_bytes']} bytes) behind a staging budget of {budget} bytes: "
-                  f"every batch draws from every shard, so shards are read from the home "
-                  f"tier many times per epoch; {fix}")
+                  f"every batch draws from every shard, {how}; {fix}")
         elif isinstance(s, RandomCXLSampler) and s.order == "block":
             shard_bytes = order_shard_bytes(sh, s.shard_size)
             if s.window * shard_bytes > budget:

@@ -107,6 +107,9 @@ def test_memory_policy_on_a_pool_of_one_tier_says_it_places_nothing(fixed) -> No
     with pytest.warns(UserWarning, match=r"memory_budget=1048576, stagers=2: .*one tier"):
         dl = CXLDataLoader(ds, batch_size=64, memory_budget=1 << 20, stagers=2)
     assert seen(dl) == list(range(300))
+    with pytest.warns(UserWarning, match=r"read_in_part=False: .*one tier"):
+        dl = CXLDataLoader(ds, batch_size=64, read_in_part=False)
+    assert seen(dl) == list(range(300))
     with pytest.raises(ValueError, match="memory_policy"):
         CXLDataLoader(ds, memory_policy="adaptive")
     with warnings.catch_warnings():
