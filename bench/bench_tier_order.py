@@ -16,6 +16,7 @@ staged plus partial reads) over the dataset's bytes, hits and misses; every
 record is checked to come exactly once.
 
     python3 bench/bench_tier_order.py [--mib 256] [--tier-mib 48] [--shard-kib 1024]
+                                      [--rows part,staged,block]
 """
 from __future__ import annotations
 
@@ -46,6 +47,8 @@ def main() -> int:
     ap.add_argument("--shard-kib", type=int, default=1024, help="shard size at ingest")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--dir", default="/var/tmp/tier-order")
+    ap.add_argument("--rows", default="part,staged,block",
+                    help="which of the three to run (default all)")
     a = ap.parse_args()
     n = (a.mib << 20) // REC
     work = Path(a.dir) / f"run-{os.getpid()}"
@@ -67,12 +70,13 @@ def main() -> int:
               f"a {a.tier_mib} MiB dram tier, batch {a.batch}; load {os.getloadavg()[0]:.1f}")
         print("| order | seconds | samples/s | home bytes / dataset | hits | misses | complete |")
         print("|---|---:|---:|---:|---:|---:|---|")
-        for label, kw in [("full shuffle (shuffle=True), read in part (the default)",
-                           dict(shuffle=True, seed=1)),
-                          ("full shuffle, staged (read_in_part=False)",
+        rows = {"part": ("full shuffle (shuffle=True), read in part (the default)",
+                         dict(shuffle=True, seed=1)),
+                "staged": ("full shuffle, staged (read_in_part=False)",
                            dict(shuffle=True, seed=1, read_in_part=False)),
-                          ('block, window="auto"',
-                           dict(sampler=RandomCXLSampler(ds, seed=1, window="auto")))]:
+                "block": ('block, window="auto"',
+                          dict(sampler=RandomCXLSampler(ds, seed=1, window="auto")))}
+        for label, kw in (rows[r] for r in a.rows.split(",")):
             ds.migrate_to("nvme")  # cold: every copy home
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the full shuffle's warning is the point

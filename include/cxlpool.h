@@ -1028,16 +1028,19 @@ struct cxlp_loader_opts {
      * tier. */
     cxlp_index_fn tier_next_fn;
     void *tier_next_ctx;
-    /* 1: nothing is staged; a batch reads the records whose shards are not
-     * in a memory tier from their home copies in part, only the blocks
-     * that hold them, verified against their block sums, every shard's
-     * reads of a step in one io_uring call, into memory freed when the
-     * batch ends (stats: partial_reads). For an order that cannot be
-     * staged: a full shuffle of a dataset larger than the budget, where
-     * staging fetches whole shards again and again for a record or two
-     * each. Shards with a copy in memory (placed, kept, or staged before)
-     * are read there. A dataset whose shards have no block sums (format 1
-     * or 2) is staged as with 0, from the batch that finds it out on. */
+    /* 1: a batch reads the records whose shards are not in a memory tier
+     * from their home copies in part, only the blocks that hold them,
+     * verified against their block sums, every shard's reads of a step in
+     * one io_uring call, into memory freed when the batch ends (stats:
+     * partial_reads); no batch waits for a copy. The stagers copy shards
+     * of the horizon only while the budget has room, and nothing is
+     * evicted: the copies made serve later batches from memory. For an
+     * order that cannot be staged: a full shuffle of a dataset larger than
+     * the budget, where staging fetches whole shards again and again for
+     * a record or two each. Shards with a copy in memory (placed, kept,
+     * staged) are read there. A dataset whose shards have no block sums
+     * (format 1 or 2) is staged as with 0, from the batch that finds it
+     * out on. */
     int tier_read_in_part;
 };
 

@@ -371,13 +371,14 @@ class CXLDataLoader:
         if (isinstance(s, RandomCXLSampler) and s.order == "random") or \
                 isinstance(s, torch.utils.data.RandomSampler):
             # staging would fetch whole shards again and again for a record
-            # or two each: unless told otherwise, nothing is staged and
-            # batches read their records' blocks in part (docs/tiers.md)
+            # or two each: unless told otherwise, shards are copied only
+            # into the budget's room and batches read the rest in part
+            # (docs/tiers.md)
             part = self._read_in_part is not False
             self._tier["tier_read_in_part"] = part
-            how = ("so nothing is staged and each batch reads the blocks of its records from "
-                   "the home tier" if part else "so shards are read from the home tier many "
-                   "times per epoch")
+            how = ("so shards are copied only while the budget has room and each batch reads "
+                   "the blocks of its other records from the home tier" if part else
+                   "so shards are read from the home tier many times per epoch")
             _warn(f"a full shuffle of dataset {self.dataset.name!r} ({sh['n_shards']} shards "
                   f"of up to {sh['max_bytes']} bytes) behind a staging budget of {budget} bytes: "
                   f"every batch draws from every shard, {how}; {fix}")

@@ -77,8 +77,14 @@ static void store_free(cxlp_store *s)
         attach_unpin(s->a, s->gen);
         attach_unref(s->a);
     }
-    if (s->mu_init)
+    if (s->home_io) {
+        store_io_close(s->home_io);
+        free(s->home_io);
+    }
+    if (s->mu_init) {
         pthread_mutex_destroy(&s->mu);
+        pthread_mutex_destroy(&s->home_mu);
+    }
     free(s->first);
     free(s->shards);
     free(s->cols);
@@ -300,6 +306,7 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
         return rc; /* the pool layer's message names the dataset */
     }
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->home_mu, NULL);
     s->mu_init = 1;
     s->name = s->ds.info.name;
     s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';
@@ -770,7 +777,9 @@ static int copy_out(const cxlp_store *s, uint64_t idx, const struct cxlp_view *v
  * dropped ones readers still pin): as a batch would (engine.c), only the
  * verified blocks of the record (shard format 3), else the whole shard,
  * checked and verified, into private memory freed here. Nothing in the
- * pool changes. */
+ * pool changes. The store keeps its readers of the tier's file between
+ * calls (opening one, an io_uring among them, cost a third of such a
+ * read); a call that finds them in use by another thread makes its own. */
 static int read_copy_home(const cxlp_store *s, uint64_t idx, const uint32_t *field, void *buf,
                           uint64_t cap, uint64_t *len)
 {
@@ -778,9 +787,14 @@ static int read_copy_home(const cxlp_store *s, uint64_t idx, const uint32_t *fie
     uint64_t k = store_shard_of(s, idx), rec = idx - s->first[k], map_len = 0, bytes;
     struct shard sh;
     struct shard_col cols[SHARD_MAX_COLS];
-    struct store_io io = {0};
+    struct store_io own = {0}, *io = &own;
+    int kept = pthread_mutex_trylock(&m->home_mu) == 0;
+    if (kept && !m->home_io)
+        m->home_io = calloc(1, sizeof *m->home_io);
+    if (kept && m->home_io)
+        io = m->home_io;
     uint8_t *p = NULL;
-    int rc = store_read_home(m, k, &rec, 1, &io, &p, &map_len, &sh, cols, &bytes);
+    int rc = store_read_home(m, k, &rec, 1, io, &p, &map_len, &sh, cols, &bytes);
     if (rc == 0) {
         struct cxlp_view v;
         rc = store_fields_at(s, &sh, k, idx, field, 1, &v);
@@ -788,7 +802,9 @@ static int read_copy_home(const cxlp_store *s, uint64_t idx, const uint32_t *fie
             rc = copy_out(s, idx, &v, buf, cap, len);
     }
     store_home_free(p, map_len);
-    store_io_close(&io);
+    store_io_close(&own);
+    if (kept)
+        pthread_mutex_unlock(&m->home_mu);
     return rc;
 }
 

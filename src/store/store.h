@@ -17,6 +17,8 @@
 #include "pool/pool.h"
 #include "store/shard.h"
 
+struct store_io;
+
 /* An open dataset (reader.c): immutable after open except where noted. */
 struct cxlp_store {
     struct obj obj;
@@ -50,6 +52,10 @@ struct cxlp_store {
     int life_pinned;          /* cxlp_store_read views: epoch pinned until close */
     uint64_t life_pin;
     cxlp_pool *wp;            /* writable handle for copies (fetch.c), under mu */
+    struct store_io *home_io; /* readers of staged tiers for reads of records
+                               * from their home copies (read_copy_home),
+                               * under home_mu; made on first use */
+    pthread_mutex_t home_mu;
     int nc;                   /* non-coherent pool: invalidate before reading */
 };
 

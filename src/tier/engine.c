@@ -84,8 +84,9 @@ struct tier_engine {
     uint32_t rank;             /* its rank among the pool's memory tiers */
     uint64_t budget;
     uint64_t batch, horizon;   /* ids per batch; ids held ahead */
-    int in_part;               /* tier_read_in_part: no staging; a shard not
-                                  in memory is read in part by its batch
+    int in_part;               /* tier_read_in_part: copies only into room
+                                  (none evicted); a shard not in memory is
+                                  read in part by its batch
                                   (cleared for a dataset whose shards have
                                   no block sums: under mu, an atomic store,
                                   as gather threads read it unlocked) */
@@ -114,6 +115,7 @@ struct tier_engine {
     uint64_t *res_list;
     size_t n_res;
     uint64_t used;
+    uint64_t copying;          /* bytes of the copies stage() is making */
     uint64_t *window, *wdist, *touched;
     size_t n_window, n_touched, cap_touched;
     uint64_t plans;            /* planning rounds (residency rescans) */
@@ -355,12 +357,14 @@ static int stage(struct tier_engine *e, uint64_t k, int miss, struct store_io *i
 {
     e->busy[k]++;
     e->staging[k] = 1;
+    e->copying += e->len[k];
     pthread_mutex_unlock(&e->mu);
     struct copy_stat cs = {0};
     int rc = store_copy(e->s, k, e->tier, FETCH_WAIT, 0, io, &cs);
     pthread_mutex_lock(&e->mu);
     e->busy[k]--;
     e->staging[k] = 0;
+    e->copying -= e->len[k];
     if (rc == 0) {
         e->st.bytes_staged += cs.bytes;
         if (miss)
@@ -393,7 +397,7 @@ static void replan(struct tier_engine *e)
     e->replan_now = 0;
     struct tier_view v = view(e);
     uint64_t drop[PLAN_MAX];
-    size_t nd = e->ops->drop(&v, drop, PLAN_MAX);
+    size_t nd = e->in_part ? 0 : e->ops->drop(&v, drop, PLAN_MAX); /* see stager() */
     for (size_t i = 0; i < nd && !e->stop; i++)
         if (e->resident[drop[i]] && !e->busy[drop[i]])
             evict(e, drop[i]);
@@ -408,11 +412,6 @@ static void *stager(void *arg)
     struct store_io io = {0};
     pthread_mutex_lock(&e->mu);
     while (!e->stop) {
-        if (e->in_part) {
-            /* nothing is staged while batches read in part */
-            pthread_cond_wait(&e->cv_work, &e->mu);
-            continue;
-        }
         if (stale(e))
             replan(e);
         uint64_t k = TIER_NONE;
@@ -421,7 +420,14 @@ static void *stager(void *arg)
             if (!e->staging[c] && !e->resident[c] && !e->kept[c])
                 k = c;
         }
-        if (k == TIER_NONE || room(e, k, 0)) {
+        /* reading in part, a copy is made only while the budget has room
+         * and none is evicted for it: in a full shuffle every shard is as
+         * likely next as any, so the copies held serve as well as any
+         * others would, and a copy made for a record or two is what
+         * reading in part avoids */
+        int no_room = k != TIER_NONE && (e->in_part ? e->used + e->copying + e->len[k] > e->budget
+                                                    : room(e, k, 0));
+        if (k == TIER_NONE || no_room) {
             if (k != TIER_NONE)
                 e->cand_i--; /* no room yet: the same shard next time */
             struct timespec ts;
@@ -783,8 +789,8 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
             return rc;
         }
         if (in_part && priv) {
-            /* the dataset's shards have no block sums: staged, as without
-             * tier_read_in_part, from the next batch on */
+            /* the dataset's shards have no block sums: staged as without
+             * tier_read_in_part from the next batch on */
             pthread_mutex_lock(&e->mu);
             at_store_relaxed(&e->in_part, 0); /* gather threads read it unlocked */
             e->st.read_in_part = 0;
