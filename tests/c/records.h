@@ -158,4 +158,22 @@ static inline int rec_sampler_fn(void *ctx, uint64_t *out, size_t max, size_t *n
     return 0;
 }
 
+/* A loader over dataset s in the order cfg (*sm, for cxlp_sampler_free)
+ * with opts o: variable-size records (fixed 0) collated PAD to
+ * REC_VAR_MAX. 0 or the failing call's code. */
+static inline int rec_loader(cxlp_store *s, int fixed, const struct cxlp_sampler_config *cfg,
+                             struct cxlp_loader_opts o, cxlp_sampler **sm, cxlp_loader **l)
+{
+    int rc = cxlp_sampler_create(cfg, sm);
+    if (rc)
+        return rc;
+    if (!fixed) {
+        o.collate = CXLP_COLLATE_PAD;
+        o.seq_len = REC_VAR_MAX;
+    }
+    if ((rc = cxlp_loader_create(s, &o, rec_sampler_fn, *sm, l)))
+        cxlp_sampler_free(*sm);
+    return rc;
+}
+
 #endif

@@ -37,16 +37,11 @@ static struct epoch run_threads(const char *name, int fixed, int kind, uint64_t 
     uint64_t per = fixed ? SHARD / REC_FIXED_SIZE : n / in.n_shards + 1;
     struct cxlp_sampler_config cfg = {.kind = kind, .n = n, .seed = 11, .shard_size = per,
                                       .window = window, .world = 1};
-    cxlp_sampler *sm;
-    CHECK_OK(cxlp_sampler_create(&cfg, &sm));
     struct cxlp_loader_opts o = {.batch_size = batch, .threads = threads, .tier_policy = policy,
                                  .tier_budget = budget, .tier_horizon = 8};
-    if (!fixed) {
-        o.collate = CXLP_COLLATE_PAD;
-        o.seq_len = REC_VAR_MAX;
-    }
+    cxlp_sampler *sm;
     cxlp_loader *l;
-    CHECK_OK(cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l));
+    CHECK_OK(rec_loader(s, fixed, &cfg, o, &sm, &l));
     uint8_t *seen = calloc(n, 1);
     struct epoch ep = {0};
     struct cxlp_batch *b;

@@ -53,6 +53,28 @@ static void rehash_page(uint8_t *page)
     memcpy(page + 120, &h.hdr_checksum, 8);
 }
 
+/* The test pool and dataset name in it. */
+static void open_ds(const char *name, cxlp_pool **p, cxlp_store **s)
+{
+    CHECK_OK(cxlp_pool_open(pool, NULL, p));
+    CHECK_OK(cxlp_store_open(*p, name, s));
+}
+
+/* Records rec[0..n) of shard k, read in part into buf (blen bytes)
+ * described by g, are the ones written. */
+static void part_right(cxlp_store *s, int fixed, uint64_t k, const struct shard *g,
+                       const uint8_t *buf, uint64_t blen, const uint64_t *rec, size_t n)
+{
+    CHECK(g->version == SHARD_VERSION && g->n_bsums > 1 && g->base == buf);
+    CHECK(blen == ALIGN_UP(s->loc[k].len, 4096));
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *p;
+        uint64_t len;
+        CHECK_OK(shard_col_record(&g->col[0], rec[i], &p, &len));
+        CHECK(rec_ok(p, len, fixed, seed, s->first[k] + rec[i]));
+    }
+}
+
 /* Reads records rec[0..n) of shard k in part and checks them; returns the
  * bytes read. */
 static uint64_t partial_ok(cxlp_store *s, int fixed, uint64_t k, const uint64_t *rec, size_t n)
@@ -66,14 +88,7 @@ static uint64_t partial_ok(cxlp_store *s, int fixed, uint64_t k, const uint64_t 
     if (rc)
         fprintf(stderr, "partial read: %s\n", cxlp_errmsg(NULL));
     CHECK_OK(rc);
-    CHECK(g.version == SHARD_VERSION && g.n_bsums > 1 && g.base == buf);
-    CHECK(blen == ALIGN_UP(s->loc[k].len, 4096));
-    for (size_t i = 0; i < n; i++) {
-        const uint8_t *p;
-        uint64_t len;
-        CHECK_OK(shard_col_record(&g.col[0], rec[i], &p, &len));
-        CHECK(rec_ok(p, len, fixed, seed, s->first[k] + rec[i]));
-    }
+    part_right(s, fixed, k, &g, buf, blen, rec, n);
     munmap(buf, blen);
     store_io_close(&io);
     CHECK(!in_memory(s, k)); /* nothing staged */
@@ -83,9 +98,8 @@ static uint64_t partial_ok(cxlp_store *s, int fixed, uint64_t k, const uint64_t 
 static void direct(const char *name, int fixed)
 {
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
     cxlp_store *s;
-    CHECK_OK(cxlp_store_open(p, name, &s));
+    open_ds(name, &p, &s);
     CHECK(s->n_shards >= 3);
     uint64_t k = 1, nr = s->loc[k].n_records;
     const uint64_t rec[] = {2, nr / 2, nr - 1, 2};
@@ -126,9 +140,8 @@ static void direct(const char *name, int fixed)
 static void several(const char *name, int fixed)
 {
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
     cxlp_store *s;
-    CHECK_OK(cxlp_store_open(p, name, &s));
+    open_ds(name, &p, &s);
     CHECK(s->n_shards >= 4);
     enum { NS = 3 };
     uint64_t rec[NS][3], alone = 0;
@@ -150,16 +163,9 @@ static void several(const char *name, int fixed)
     printf("%s: 3 records of each of 3 shards in one partial read: %llu bytes\n", name,
            (unsigned long long)bytes);
     for (int i = 0; i < NS; i++) {
-        uint64_t k = v[i].k;
-        CHECK(g[i].base == v[i].buf && v[i].buf_len == ALIGN_UP(s->loc[k].len, 4096));
-        for (int j = 0; j < 3; j++) {
-            const uint8_t *q;
-            uint64_t len;
-            CHECK_OK(shard_col_record(&g[i].col[0], rec[i][j], &q, &len));
-            CHECK(rec_ok(q, len, fixed, seed, s->first[k] + rec[i][j]));
-        }
+        part_right(s, fixed, v[i].k, &g[i], v[i].buf, v[i].buf_len, rec[i], 3);
         munmap(v[i].buf, v[i].buf_len);
-        CHECK(!in_memory(s, k));
+        CHECK(!in_memory(s, v[i].k));
     }
     /* a record past its shard in one of them: refused, nothing mapped */
     rec[1][2] = s->loc[2].n_records;
@@ -179,9 +185,8 @@ static void several(const char *name, int fixed)
 static void big(void)
 {
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
     cxlp_store *s;
-    CHECK_OK(cxlp_store_open(p, "big", &s));
+    open_ds("big", &p, &s);
     CHECK(s->n_shards == 1);
     uint64_t nr = s->loc[0].n_records;
     /* records 0 and 100 (at 4,096 and 106,496: block 0, past the header
@@ -221,9 +226,8 @@ static void loader(const char *name, int fixed, int old, int corrupt);
 static void corrupt(void)
 {
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
     cxlp_store *s;
-    CHECK_OK(cxlp_store_open(p, "fixed", &s));
+    open_ds("fixed", &p, &s);
     const uint64_t k = 1, blk = 5;
     uint64_t at = home_off(s, k) + blk * 64 * KiB + 100;
     int fd = open(nvme_path, O_RDWR);
@@ -303,9 +307,8 @@ static void corrupt(void)
 static void to_format2(const char *name)
 {
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
     cxlp_store *s;
-    CHECK_OK(cxlp_store_open(p, name, &s));
+    open_ds(name, &p, &s);
     for (uint64_t k = 0; k < s->n_shards; k++) {
         uint64_t off = home_off(s, k);
         int fd = open(nvme_path, O_RDWR);
@@ -356,23 +359,17 @@ static void to_format2(const char *name)
 static void loader(const char *name, int fixed, int old, int corrupt)
 {
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
     cxlp_store *s;
-    CHECK_OK(cxlp_store_open(p, name, &s));
+    open_ds(name, &p, &s);
     uint64_t n = cxlp_store_count(s);
     struct cxlp_sampler_config cfg = {.kind = CXLP_ORDER_BLOCK, .n = n, .seed = 11,
                                       .shard_size = s->loc[0].n_records, .window = 2, .world = 1};
-    cxlp_sampler *sm;
-    CHECK_OK(cxlp_sampler_create(&cfg, &sm));
     struct cxlp_loader_opts o = {.batch_size = 16, .threads = 2,
                                  .tier_policy = CXLP_POLICY_LOOKAHEAD,
                                  .tier_budget = 256 * KiB, .tier_horizon = 4};
-    if (!fixed) {
-        o.collate = CXLP_COLLATE_PAD;
-        o.seq_len = REC_VAR_MAX;
-    }
+    cxlp_sampler *sm;
     cxlp_loader *l;
-    CHECK_OK(cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l));
+    CHECK_OK(rec_loader(s, fixed, &cfg, o, &sm, &l));
     uint8_t *seen = calloc(n, 1);
     uint64_t got = 0;
     struct cxlp_batch *b;
@@ -434,22 +431,16 @@ static void loader(const char *name, int fixed, int old, int corrupt)
 static void in_part(const char *name, int fixed, int old)
 {
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
     cxlp_store *s;
-    CHECK_OK(cxlp_store_open(p, name, &s));
+    open_ds(name, &p, &s);
     uint64_t n = cxlp_store_count(s);
     struct cxlp_sampler_config cfg = {.kind = CXLP_ORDER_RANDOM, .n = n, .seed = 5, .world = 1};
-    cxlp_sampler *sm;
-    CHECK_OK(cxlp_sampler_create(&cfg, &sm));
     struct cxlp_loader_opts o = {.batch_size = 16, .threads = 2,
                                  .tier_policy = CXLP_POLICY_LOOKAHEAD,
                                  .tier_budget = 2 * MiB, .tier_read_in_part = 1};
-    if (!fixed) {
-        o.collate = CXLP_COLLATE_PAD;
-        o.seq_len = REC_VAR_MAX;
-    }
+    cxlp_sampler *sm;
     cxlp_loader *l;
-    CHECK_OK(cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l));
+    CHECK_OK(rec_loader(s, fixed, &cfg, o, &sm, &l));
     uint8_t *seen = calloc(n, 1);
     uint64_t got = 0, bad;
     struct cxlp_batch *b;
@@ -511,9 +502,8 @@ static void *copy_records(void *arg)
 static void copies_home(void)
 {
     cxlp_pool *p;
-    CHECK_OK(cxlp_pool_open(pool, NULL, &p));
     cxlp_store *s;
-    CHECK_OK(cxlp_store_open(p, "fixed", &s));
+    open_ds("fixed", &p, &s);
     struct copier c[3];
     pthread_t th[3];
     for (int i = 0; i < 3; i++) {
