@@ -16,7 +16,7 @@ staged plus partial reads) over the dataset's bytes, hits and misses; every
 record is checked to come exactly once.
 
     python3 bench/bench_tier_order.py [--mib 256] [--tier-mib 48] [--shard-kib 1024]
-                                      [--rows part,staged,block]
+                                      [--rows part,staged,block,wide,wide-part]
 """
 from __future__ import annotations
 
@@ -48,7 +48,8 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--dir", default="/var/tmp/tier-order")
     ap.add_argument("--rows", default="part,staged,block",
-                    help="which of the three to run (default all)")
+                    help="which to run: part, staged, block, wide, wide-part "
+                         "(default the first three)")
     a = ap.parse_args()
     n = (a.mib << 20) // REC
     work = Path(a.dir) / f"run-{os.getpid()}"
@@ -76,6 +77,14 @@ def main() -> int:
                            dict(shuffle=True, seed=1, read_in_part=False)),
                 "block": ('block, window="auto"',
                           dict(sampler=RandomCXLSampler(ds, seed=1, window="auto")))}
+        # a block order whose window holds 3x what the budget does: staged
+        # (the default for it) and read in part
+        wide = 3 * RandomCXLSampler(ds, seed=1, window="auto").window
+        rows["wide"] = (f"block, window={wide} (3x auto), staged",
+                        dict(sampler=RandomCXLSampler(ds, seed=1, window=wide)))
+        rows["wide-part"] = (f"block, window={wide} (3x auto), read_in_part=True",
+                             dict(sampler=RandomCXLSampler(ds, seed=1, window=wide),
+                                  read_in_part=True))
         for label, kw in (rows[r] for r in a.rows.split(",")):
             ds.migrate_to("nvme")  # cold: every copy home
             with warnings.catch_warnings():
