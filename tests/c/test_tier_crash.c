@@ -2,7 +2,9 @@
  * and round between the tiers of a pool (dram, cxl, nvme home): every shard
  * copied, verified, published, its other copies dropped; or (every other
  * random attempt) reads it with a loader whose lookahead engine stages and
- * evicts shards under a small budget. The parent SIGKILLs it at
+ * evicts shards under a small budget, every other epoch a full shuffle
+ * read in part (tier_read_in_part: copies only into the budget's room,
+ * partial reads of the home copies). The parent SIGKILLs it at
  * the instants random kills rarely hit, through CXLP_FAULT (a copy's room
  * reserved; its word stored before the catalog flip; the flip of a drop
  * done but its words not cleared; the words cleared but the epoch not
@@ -37,21 +39,24 @@ static void bump(void *ctx, uint64_t done, uint64_t total)
     __atomic_fetch_add(progress, 1, __ATOMIC_RELAXED);
 }
 
-/* Epochs of a loader with the lookahead engine until killed. */
+/* Epochs of a loader with the lookahead engine until killed: the block
+ * order, then a full shuffle read in part, in turn. */
 static void read_forever(cxlp_pool *p)
 {
     cxlp_store *s;
     if (cxlp_store_open(p, "d", &s))
         _exit(4);
     for (uint64_t epoch = 0;; epoch++) {
-        struct cxlp_sampler_config cfg = {.kind = CXLP_ORDER_BLOCK, .n = cxlp_store_count(s),
-                                          .seed = 3, .epoch = epoch, .shard_size = 64,
-                                          .window = 2, .world = 1};
+        int part = (int)(epoch % 2);
+        struct cxlp_sampler_config cfg = {.kind = part ? CXLP_ORDER_RANDOM : CXLP_ORDER_BLOCK,
+                                          .n = cxlp_store_count(s), .seed = 3, .epoch = epoch,
+                                          .shard_size = 64, .window = 2, .world = 1};
         cxlp_sampler *sm;
         cxlp_loader *l;
         struct cxlp_loader_opts o = {.batch_size = 16, .threads = 2,
                                      .tier_policy = CXLP_POLICY_LOOKAHEAD,
-                                     .tier_budget = 1 * MiB, .tier_horizon = 4};
+                                     .tier_budget = 1 * MiB, .tier_horizon = 4,
+                                     .tier_read_in_part = part};
         if (cxlp_sampler_create(&cfg, &sm) || cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l))
             _exit(5);
         struct cxlp_batch *b;
