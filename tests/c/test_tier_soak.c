@@ -3,7 +3,9 @@
  * readers verify every record's contents over and over: two read records
  * one by one (cxlp_store_read_copy: a pin per record, a fetch when no
  * memory tier holds the shard), two read whole epochs through a loader
- * whose lookahead engine stages and evicts under a small budget. Readers
+ * whose lookahead engine stages and evicts under a small budget (every
+ * other epoch a full shuffle read in part, tier_read_in_part: partial
+ * reads of the home copies, copies only into the budget's room). Readers
  * count every record they checked; any mismatch, error or crash fails.
  *
  * Processes by default (separate address spaces, as ranks are); with
@@ -124,14 +126,16 @@ static void streamer(struct counts *c, double end, uint64_t k)
         return bad(c, "loader open");
     cxlp_pool_close(p);
     for (uint64_t epoch = 0; now() < end; epoch++) {
-        struct cxlp_sampler_config cfg = {.kind = CXLP_ORDER_BLOCK, .n = n_rec, .seed = k,
-                                          .epoch = epoch, .shard_size = 64, .window = 3,
-                                          .world = 1};
+        int part = (int)(epoch % 2);
+        struct cxlp_sampler_config cfg = {.kind = part ? CXLP_ORDER_RANDOM : CXLP_ORDER_BLOCK,
+                                          .n = n_rec, .seed = k, .epoch = epoch,
+                                          .shard_size = 64, .window = 3, .world = 1};
         cxlp_sampler *sm;
         cxlp_loader *l;
         struct cxlp_loader_opts o = {.batch_size = 16, .threads = 2,
                                      .tier_policy = CXLP_POLICY_LOOKAHEAD,
-                                     .tier_budget = 2 * MiB, .tier_horizon = 4, .numa_node = -1};
+                                     .tier_budget = 2 * MiB, .tier_horizon = 4, .numa_node = -1,
+                                     .tier_read_in_part = part};
         if (cxlp_sampler_create(&cfg, &sm) || cxlp_loader_create(s, &o, rec_sampler_fn, sm, &l)) {
             bad(c, "loader create");
             break;
