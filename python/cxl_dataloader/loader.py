@@ -27,7 +27,9 @@ Arguments beyond torch's (docs/python.md): memory_policy (a NUMA page policy
 of the ring slots, "interleave" or "bind" over the nodes of the pool's
 memory; or, on a pool of tiers, how the staging engine places shards,
 docs/tiers.md; memory_budget, lookahead and stagers set its budget,
-horizon and copying threads), pin_to_cxl (ring slots on a numa pool's
+horizon and copying threads; read_in_part reads the records of shards not
+in memory in part, by default for a full shuffle larger than the budget),
+pin_to_cxl (ring slots on a numa pool's
 node(s); with CUDA, the dataset's pool view registered too), numa_bind
 (gather threads on a node's CPUs; True: the node nearest the pool's
 memory), device (device="cuda": each batch copied
