@@ -267,10 +267,62 @@ int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t *
     return 0;
 }
 
+/* The header pages a store keeps of the home copies it read in part, one
+ * slot per shard modulo their count (at most HEAD_CACHE_MAX: 16 MiB), each
+ * checked as a whole shard's header is before it is kept, and taken only
+ * for the same home word (tier, offset, version). A partial read of a
+ * shard whose page is kept starts at its indexes: in a full shuffle read
+ * in part, where each batch reads one or two records from each of dozens
+ * of shards, the header step was 17% of the read time (docs/benchmarks.md).
+ * A hash table of the shards read last would keep more of a dataset of
+ * many shards; this keeps every header of a dataset of up to 4,096 shards,
+ * and the slot of a shard is found with a modulo. */
+#define HEAD_CACHE_MAX 4096u
+struct head_page {
+    uint64_t k1;               /* shard + 1; 0: empty */
+    uint64_t word;             /* the home word it was read at */
+    uint8_t page[SHARD_DATA_OFF];
+};
+
+/* Copies shard k's kept header page (home word w) to dst: 1, or 0 when none. */
+static int head_get(cxlp_store *s, uint64_t k, uint64_t w, uint8_t *dst)
+{
+    int hit = 0;
+    pthread_mutex_lock(&s->heads_mu);
+    if (s->heads) {
+        const struct head_page *h = &s->heads[k % s->n_heads];
+        if ((hit = h->k1 == k + 1 && h->word == w))
+            memcpy(dst, h->page, SHARD_DATA_OFF);
+    }
+    pthread_mutex_unlock(&s->heads_mu);
+    return hit;
+}
+
+/* Keeps shard k's checked header page (home word w), in place of whatever
+ * its slot held. */
+static void head_put(cxlp_store *s, uint64_t k, uint64_t w, const uint8_t *src)
+{
+    pthread_mutex_lock(&s->heads_mu);
+    if (!s->heads && s->n_shards) {
+        uint32_t n = (uint32_t)MIN(s->n_shards, HEAD_CACHE_MAX);
+        if ((s->heads = calloc(n, sizeof *s->heads))) /* pages touched as kept */
+            s->n_heads = n;
+    }
+    if (s->heads) {
+        struct head_page *h = &s->heads[k % s->n_heads];
+        h->k1 = k + 1;
+        h->word = w;
+        memcpy(h->page, src, SHARD_DATA_OFF);
+    }
+    pthread_mutex_unlock(&s->heads_mu);
+}
+
 /* One shard of a partial read in progress: its sparse copy and which of its
  * blocks are read and verified. */
 struct partial {
     uint64_t k;
+    uint64_t word;             /* its home word, as resolved for this read */
+    int kept;                  /* its header page came from the store's */
     uint8_t *p;
     uint64_t len;              /* the mapping: the extent's length */
     uint64_t off;              /* the home copy's offset in its tier */
@@ -414,7 +466,8 @@ static int read_parts(struct parts *P)
     for (size_t i = 0; i < P->n; i++) {
         struct partial *x = &P->x[i];
         x->head = MIN(x->len, (uint64_t)SHARD_DATA_OFF);
-        if ((rc = add_range(P, x->off, x->head, x->p)))
+        x->kept = x->head == SHARD_DATA_OFF && head_get(s, x->k, x->word, x->p);
+        if (!x->kept && (rc = add_range(P, x->off, x->head, x->p)))
             return rc;
     }
     if ((rc = read_ranges(P, "headers")))
@@ -448,6 +501,8 @@ static int read_parts(struct parts *P)
         struct shard *g = x->g;
         if ((rc = store_shard_check(s, x->k, x->p, g, x->cols, 0, "partial read")))
             return rc;
+        if (!x->kept && x->head == SHARD_DATA_OFF)
+            head_put(s, x->k, x->word, x->p);
         for (size_t j = 0; j < x->n; j++) {
             if (x->rec[j] >= g->n_records)
                 return seterr(NULL, CXLP_ERANGE, "dataset %s shard %" PRIu64 ": record %" PRIu64
@@ -504,7 +559,8 @@ int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store
         x->rec = v[i].rec;
         x->n = v[i].n;
         x->len = ALIGN_UP(s->loc[k].len, POOL_EXTENT_ALIGN); /* as an extent holds it */
-        x->off = loc_off(store_word(s, k, P.u));
+        x->word = store_word(s, k, P.u);
+        x->off = loc_off(x->word);
         if ((rc = word_in_tier(s, k, P.u, x->off, x->len)))
             break;
         /* sparse: only the pages of the blocks read are ever touched */

@@ -18,6 +18,7 @@
 #include "store/shard.h"
 
 struct store_io;
+struct head_page;
 
 /* An open dataset (reader.c): immutable after open except where noted. */
 struct cxlp_store {
@@ -56,6 +57,11 @@ struct cxlp_store {
                                * from their home copies (read_copy_home),
                                * under home_mu; made on first use */
     pthread_mutex_t home_mu;
+    struct head_page *heads;  /* verified header pages of home copies read in
+                               * part (fetch.c), n_heads of them by shard,
+                               * under heads_mu; made on first use */
+    uint32_t n_heads;
+    pthread_mutex_t heads_mu; /* not home_mu: a home read holds that one */
     int nc;                   /* non-coherent pool: invalidate before reading */
 };
 
