@@ -580,8 +580,9 @@ PyTypeObject LoaderType = {
               "slot_nodes), slot_node=0, tensor=None, segments=False, tier_policy=0, "
               "tier_budget=0, tier_horizon=0, tier_target=-1, tier_stagers=0, fields=None, "
               "slot_nodes=None, next_order=None (a Sampler of the next pass: its first shards "
-              "are staged once this pass's ids are all in view), tier_read_in_part=False (no "
-              "staging: records of shards not in memory read in part from the home tier))",
+              "are staged once this pass's ids are all in view), tier_read_in_part=False (records "
+              "of shards not in memory read in part from the home tier, copies made only into "
+              "the budget's room))",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)loader_init,
     .tp_dealloc = (destructor)loader_dealloc,

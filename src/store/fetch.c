@@ -600,16 +600,25 @@ int store_read_partial(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,
     return rc;
 }
 
-int store_read_home(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,
-                    struct store_io *io, uint8_t **buf, uint64_t *map_len, struct shard *g,
-                    struct shard_col *cols, uint64_t *bytes)
+int store_read_home(cxlp_store *s, struct store_part *v, size_t n, struct store_io *io,
+                    uint64_t *bytes, size_t *whole)
 {
-    int rc = store_read_partial(s, k, rec, n, io, buf, map_len, g, cols, bytes);
-    if (rc == 1) {
-        *map_len = 0;
-        rc = store_read_private(s, k, io, buf, g, cols);
+    *whole = 0;
+    int rc = store_read_parts(s, v, n, io, bytes);
+    if (rc != 1)
+        return rc;
+    for (size_t i = 0; i < n; i++) {
+        v[i].buf_len = 0;
+        if ((rc = store_read_private(s, v[i].k, io, &v[i].buf, v[i].g, v[i].cols))) {
+            for (size_t j = 0; j < i; j++) {
+                free(v[j].buf);
+                v[j].buf = NULL;
+            }
+            return rc;
+        }
     }
-    return rc;
+    *whole = n;
+    return 0;
 }
 
 void store_home_free(uint8_t *buf, uint64_t map_len)

@@ -87,14 +87,14 @@ struct store_part {
 };
 int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store_io *io,
                      uint64_t *bytes);
-/* Shard k read from its home copy into private memory where no memory tier
- * has room for a copy: in part (store_read_partial, records rec[0..n))
- * where its format allows, else whole (store_read_private). *map_len is
- * the partial read's mapping size, 0 for a whole read; free with
- * store_home_free. 0 or as those two. */
-int store_read_home(cxlp_store *s, uint64_t k, const uint64_t *rec, size_t n,
-                    struct store_io *io, uint8_t **buf, uint64_t *map_len, struct shard *g,
-                    struct shard_col *cols, uint64_t *bytes);
+/* The shards v[0..n) read from their home copies into private memory
+ * (where no memory tier has room for a copy, or a batch reads in part): in
+ * part (store_read_parts) where their format allows, else each whole
+ * (store_read_private; *whole says how many, n or 0). v[i].buf_len is the
+ * partial read's mapping size, 0 for a whole read; free each with
+ * store_home_free. 0, or as those two with every buf NULL. */
+int store_read_home(cxlp_store *s, struct store_part *v, size_t n, struct store_io *io,
+                    uint64_t *bytes, size_t *whole);
 /* Frees what store_read_home read (buf NULL: nothing). */
 void store_home_free(uint8_t *buf, uint64_t map_len);
 /* The writable handle staging uses (opened on first use; owned by s). */

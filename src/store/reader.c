@@ -787,7 +787,7 @@ static int read_copy_home(const cxlp_store *s, uint64_t idx, const uint32_t *fie
                           uint64_t cap, uint64_t *len)
 {
     cxlp_store *m = (cxlp_store *)s;
-    uint64_t k = store_shard_of(s, idx), rec = idx - s->first[k], map_len = 0, bytes;
+    uint64_t k = store_shard_of(s, idx), rec = idx - s->first[k], bytes;
     struct shard sh;
     struct shard_col cols[SHARD_MAX_COLS];
     struct store_io own = {0}, *io = &own;
@@ -796,15 +796,16 @@ static int read_copy_home(const cxlp_store *s, uint64_t idx, const uint32_t *fie
         m->home_io = calloc(1, sizeof *m->home_io);
     if (kept && m->home_io)
         io = m->home_io;
-    uint8_t *p = NULL;
-    int rc = store_read_home(m, k, &rec, 1, io, &p, &map_len, &sh, cols, &bytes);
+    struct store_part part = {.k = k, .rec = &rec, .n = 1, .g = &sh, .cols = cols};
+    size_t whole;
+    int rc = store_read_home(m, &part, 1, io, &bytes, &whole);
     if (rc == 0) {
         struct cxlp_view v;
         rc = store_fields_at(s, &sh, k, idx, field, 1, &v);
         if (rc == 0)
             rc = copy_out(s, idx, &v, buf, cap, len);
     }
-    store_home_free(p, map_len);
+    store_home_free(part.buf, part.buf_len);
     store_io_close(&own);
     if (kept)
         pthread_mutex_unlock(&m->home_mu);

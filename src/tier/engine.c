@@ -701,29 +701,18 @@ static int read_home(struct tier_engine *e, struct tier_batch *b, const uint64_t
     for (size_t j = 0; j < np; j++)
         b->parts[j].n = bfind(b, b->parts[j].k)->records;
     uint64_t got = 0;
-    int rc = store_read_parts(s, b->parts, np, io, &got);
+    size_t whole;
+    int rc = store_read_home(s, b->parts, np, io, &got, &whole);
     *bytes += got;
-    for (size_t j = 0; j < np && rc != 1; j++) {
-        struct bslot *x = bfind(b, b->parts[j].k);
-        x->home = 0;
-        if (!rc) {
-            x->priv = b->parts[j].buf;
-            x->priv_map = b->parts[j].buf_len;
-            ++*parts;
-        }
-    }
-    if (rc != 1)
-        return rc;
-    /* no block sums (format 1 or 2): each whole */
     for (size_t j = 0; j < np; j++) {
         struct bslot *x = bfind(b, b->parts[j].k);
         x->home = 0;
-        x->priv_map = 0;
-        if ((rc = store_read_private(s, b->parts[j].k, io, &x->priv, &x->sh, x->cols)))
-            return rc;
-        ++*priv;
+        x->priv = b->parts[j].buf; /* NULL on failure */
+        x->priv_map = b->parts[j].buf_len;
     }
-    return 0;
+    *parts += rc ? 0 : np - whole;
+    *priv += rc ? 0 : whole;
+    return rc;
 }
 
 static void release_hold(struct tier_engine *e, struct tier_batch *b)
