@@ -1,16 +1,17 @@
 /*
  * fuzz_shard.c - libFuzzer target for the shard header, column directory
- * and index parser (formats 1, 2 and 3: version 3's block sums too).
+ * and index parser (formats 1 to 4: the block sums of 3 and 4 too, and
+ * version 4's sums area).
  *
  * The input bytes are one shard extent, as a pool would hold it: open its
- * header alone and verify every block sum (a partial read's first steps,
- * version 3), then validate it whole, read every record of every column
+ * header alone and verify every page of sums and every block sum (a
+ * partial read's first steps, versions 3 and 4), then validate it whole, read every record of every column
  * (each view must lie inside its column's data), verify the checksums. Any
  * input must end in 0 or an error code, never in a crash or an access
  * outside the buffer. Seeds:
  * fuzz/corpus/fuzz_shard/ (written by `test_store_format --write-seeds DIR`:
- * format 1 and 2 shards as earlier builds wrote them, format 3 shards of one
- * and three columns and one of four 64 KiB blocks).
+ * format 1, 2 and 3 shards as earlier builds wrote them, format 4 shards of
+ * one and three columns, and one with its sums in a sums area).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -29,7 +30,8 @@ static void scan(uint8_t *buf, size_t size)
     struct shard_col cols[SHARD_MAX_COLS];
     /* what a partial read opens first (the header's fields only), then
      * every block sum against its block, as a partial read verifies them */
-    if (shard_open_head(&s, cols, SHARD_MAX_COLS, buf, size, err, sizeof err) == 0 && s.n_bsums)
+    if (shard_open_head(&s, cols, SHARD_MAX_COLS, buf, size, err, sizeof err) == 0 && s.n_bsums &&
+        shard_verify_sum_pages(&s, 0, shard_sum_pages(&s), err, sizeof err) == 0)
         (void)shard_verify_blocks(&s, 0, s.n_bsums, err, sizeof err);
     if (shard_open(&s, cols, SHARD_MAX_COLS, buf, size, err, sizeof err) == 0) {
         uint64_t sum = 0;
@@ -50,15 +52,16 @@ static void scan(uint8_t *buf, size_t size)
             }
         }
         (void)shard_verify(&s, err, sizeof err);
-        if (s.n_bsums)
+        if (s.n_bsums && shard_verify_sum_pages(&s, 0, shard_sum_pages(&s), err, sizeof err) == 0)
             (void)shard_verify_blocks(&s, 0, s.n_bsums, err, sizeof err);
         (void)sum;
     }
 }
 
 /* Writes the header checksum the input's version expects (format 1: the
- * header; format 2: the header and the column directory it names; format 3:
- * and the block sums it names, when they lie inside the input). */
+ * header; format 2: the header and the column directory it names; formats 3
+ * and 4: and the block sums or page sums it names, when they lie inside the
+ * input). */
 static void rehash(uint8_t *buf, size_t size)
 {
     uint32_t version, n_cols, n_bsums;
@@ -66,9 +69,13 @@ static void rehash(uint8_t *buf, size_t size)
     memcpy(&n_cols, buf + 12, 4);
     memcpy(&n_bsums, buf + offsetof(struct shard_hdr2, n_bsums), 4);
     uint64_t h;
-    if ((version == SHARD_VERSION || version == SHARD_VERSION_V2) && n_cols <= SHARD_MAX_COLS &&
-        size >= SHARD_HDR_BYTES + (uint64_t)n_cols * SHARD_COL_BYTES) {
-        uint64_t nb = version == SHARD_VERSION ? n_bsums : 0;
+    uint64_t sums_off;
+    memcpy(&sums_off, buf + offsetof(struct shard_hdr2, sums_off), 8);
+    if ((version == SHARD_VERSION || version == SHARD_VERSION_V3 || version == SHARD_VERSION_V2) &&
+        n_cols <= SHARD_MAX_COLS && size >= SHARD_HDR_BYTES + (uint64_t)n_cols * SHARD_COL_BYTES) {
+        uint64_t nb = version >= SHARD_VERSION_V3 ? n_bsums : 0;
+        if (version == SHARD_VERSION && sums_off) /* the page sums */
+            nb = (nb + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS;
         if (shard_bsum_off(n_cols) + nb * 8 > size)
             nb = 0;
         XXH3_state_t st;

@@ -278,47 +278,142 @@ int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t *
  * many shards; this keeps every header of a dataset of up to 4,096 shards,
  * and the slot of a shard is found with a modulo. */
 #define HEAD_CACHE_MAX 4096u
+/* The pages of format 4 sums areas kept likewise, a slot per (shard, page)
+ * hashed: in a full shuffle read in part each record's blocks need a page
+ * of sums, 4 KiB beside 8 KiB of blocks, and every page covers 2 MiB of
+ * its shard, so a page read once serves the epoch's later records there.
+ * 4,096 pages (16 MiB) hold every page of 8 GiB of 4 KiB blocks. */
+#define SUMS_CACHE_MAX 4096u
 struct head_page {
     uint64_t k1;               /* shard + 1; 0: empty */
+    uint64_t p;                /* header page: 0; page of sums: its index + 1 */
     uint64_t word;             /* the home word it was read at */
     uint8_t page[SHARD_DATA_OFF];
 };
 
-/* Copies shard k's kept header page (home word w) to dst: 1, or 0 when none. */
-static int head_get(cxlp_store *s, uint64_t k, uint64_t w, uint8_t *dst)
+/* A table of kept pages: the header pages (one slot per shard) or the
+ * pages of sums. */
+struct kept {
+    struct head_page **t;
+    uint32_t *n;
+    uint32_t max;
+};
+
+static struct kept kept_heads(cxlp_store *s)
+{
+    return (struct kept){&s->heads, &s->n_heads, (uint32_t)MIN(s->n_shards, HEAD_CACHE_MAX)};
+}
+
+static struct kept kept_sums(cxlp_store *s)
+{
+    return (struct kept){&s->sums, &s->n_sums, SUMS_CACHE_MAX};
+}
+
+static uint64_t kept_slot(const struct kept *c, uint64_t k, uint64_t p)
+{
+    return (k + p * UINT64_C(0x9e3779b97f4a7c15)) % *c->n;
+}
+
+/* Copies page p of shard k (home word w), if kept, to dst: 1, or 0. */
+static int kept_get(cxlp_store *s, struct kept c, uint64_t k, uint64_t p, uint64_t w,
+                    uint8_t *dst)
 {
     int hit = 0;
     pthread_mutex_lock(&s->heads_mu);
-    if (s->heads) {
-        const struct head_page *h = &s->heads[k % s->n_heads];
-        if ((hit = h->k1 == k + 1 && h->word == w))
+    if (*c.t) {
+        const struct head_page *h = &(*c.t)[kept_slot(&c, k, p)];
+        if ((hit = h->k1 == k + 1 && h->p == p && h->word == w))
             memcpy(dst, h->page, SHARD_DATA_OFF);
     }
     pthread_mutex_unlock(&s->heads_mu);
     return hit;
 }
 
-/* Keeps shard k's checked header page (home word w), in place of whatever
- * its slot held. */
-static void head_put(cxlp_store *s, uint64_t k, uint64_t w, const uint8_t *src)
+/* Keeps page p of shard k (home word w), checked, in place of whatever its
+ * slot held. */
+static void kept_put(cxlp_store *s, struct kept c, uint64_t k, uint64_t p, uint64_t w,
+                     const uint8_t *src)
 {
     pthread_mutex_lock(&s->heads_mu);
-    if (!s->heads && s->n_shards) {
-        uint32_t n = (uint32_t)MIN(s->n_shards, HEAD_CACHE_MAX);
-        if ((s->heads = calloc(n, sizeof *s->heads))) /* pages touched as kept */
-            s->n_heads = n;
+    if (!*c.t && c.max) {
+        if ((*c.t = calloc(c.max, sizeof **c.t))) /* pages touched as kept */
+            *c.n = c.max;
     }
-    if (s->heads) {
-        struct head_page *h = &s->heads[k % s->n_heads];
+    if (*c.t) {
+        struct head_page *h = &(*c.t)[kept_slot(&c, k, p)];
         h->k1 = k + 1;
+        h->p = p;
         h->word = w;
         memcpy(h->page, src, SHARD_DATA_OFF);
     }
     pthread_mutex_unlock(&s->heads_mu);
 }
 
+/* A sorted set of block or page numbers (a partial read of a large shard
+ * touches a few of its up to 2^18 blocks: a list, not a bitmap). */
+struct nums {
+    uint64_t *v;
+    size_t n, cap;
+};
+
+static int nums_push(struct nums *a, uint64_t x)
+{
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 16;
+        uint64_t *v = realloc(a->v, cap * sizeof *v);
+        if (!v)
+            return seterr(NULL, -ENOMEM, "out of memory for a partial read");
+        a->v = v;
+        a->cap = cap;
+    }
+    a->v[a->n++] = x;
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sorts a and drops repeats. */
+static void nums_settle(struct nums *a)
+{
+    if (a->n < 2)
+        return;
+    qsort(a->v, a->n, sizeof *a->v, cmp_u64);
+    size_t m = 1;
+    for (size_t i = 1; i < a->n; i++)
+        if (a->v[i] != a->v[m - 1])
+            a->v[m++] = a->v[i];
+    a->n = m;
+}
+
+static int nums_has(const struct nums *a, uint64_t x)
+{
+    return a->n && bsearch(&x, a->v, a->n, sizeof *a->v, cmp_u64) != NULL;
+}
+
+/* Adds add's numbers to a (a stays sorted). */
+static int nums_merge(struct nums *a, const struct nums *add)
+{
+    for (size_t i = 0; i < add->n; i++) {
+        int rc = nums_push(a, add->v[i]);
+        if (rc)
+            return rc;
+    }
+    nums_settle(a);
+    return 0;
+}
+
+static void nums_free(struct nums *a)
+{
+    free(a->v);
+    *a = (struct nums){0};
+}
+
 /* One shard of a partial read in progress: its sparse copy and which of its
- * blocks are read and verified. */
+ * blocks (and pages of its sums area) are read and verified. */
 struct partial {
     uint64_t k;
     uint64_t word;             /* its home word, as resolved for this read */
@@ -334,7 +429,11 @@ struct partial {
     struct shard_col *cols;
     const uint64_t *rec;       /* the records wanted, shard-local */
     size_t n;
-    uint8_t need[SHARD_DATA_OFF / 8], have[SHARD_DATA_OFF / 8], ok[SHARD_DATA_OFF / 8];
+    struct nums want;          /* blocks the step needs; then those it reads */
+    struct nums fresh;         /* pages of the sums area the step reads
+                                  (or takes from the store's) */
+    struct nums done;          /* blocks read and verified */
+    struct nums pages;         /* pages of the sums area read and verified */
 };
 
 /* The shards of one partial read. They share the home tier's reader, and
@@ -369,6 +468,7 @@ static int add_range(struct parts *P, uint64_t off, uint64_t len, void *dst)
     struct media_read_range *l = P->nv ? &P->v[P->nv - 1] : NULL;
     if (l && l->off + l->len == off && (uint8_t *)l->dst + l->len == (uint8_t *)dst) {
         l->len += len;
+        P->bytes += len; /* (before 2026-12-02 a merged range went uncounted) */
         return 0;
     }
     if (P->nv == P->cap_v) {
@@ -403,30 +503,56 @@ static int read_ranges(struct parts *P, const char *what)
 }
 
 /* Marks the blocks holding bytes [lo, hi) of the shard as needed. */
-static void need_bytes(struct partial *x, uint64_t lo, uint64_t hi)
+static int need_bytes(struct partial *x, uint64_t lo, uint64_t hi)
 {
+    int rc = 0;
     if (lo >= hi)
-        return;
-    for (uint64_t b = lo >> x->g->bsum_shift; b <= (hi - 1) >> x->g->bsum_shift && b < x->g->n_bsums; b++)
-        x->need[b] = 1;
+        return 0;
+    for (uint64_t b = lo >> x->g->bsum_shift;
+         !rc && b <= (hi - 1) >> x->g->bsum_shift && b < x->g->n_bsums; b++)
+        rc = nums_push(&x->want, b);
+    return rc;
 }
 
 /* Reads the needed blocks of every shard not read yet (whole blocks, runs
- * of them one range each, all in one call), then verifies every needed
- * block not verified yet against its sum. */
+ * of them one range each, and the pages of the sums area that hold their
+ * sums: all in one call), then verifies each page read against its page
+ * sum and each block read against its sum. */
 static int load_needed(struct parts *P, const char *what)
 {
     int rc;
     for (size_t i = 0; i < P->n; i++) {
         struct partial *x = &P->x[i];
-        const uint64_t B = UINT64_C(1) << x->g->bsum_shift;
-        for (uint64_t b = 0; b < x->g->n_bsums; b++) {
-            if (!x->need[b] || x->have[b])
+        const struct shard *g = x->g;
+        const uint64_t B = UINT64_C(1) << g->bsum_shift;
+        /* a block's reads end where the blocks do: a sums area's pages are
+         * read as pages (each once) */
+        const uint64_t end = g->sums_off ? g->sums_off : x->len;
+        nums_settle(&x->want);
+        size_t m = 0;
+        for (size_t j = 0; j < x->want.n; j++) {
+            uint64_t b = x->want.v[j];
+            if (nums_has(&x->done, b))
                 continue;
-            uint64_t lo = MAX(b * B, x->head), hi = MIN(b * B + B, x->len);
+            x->want.v[m++] = b;
+            uint64_t lo = MAX(b * B, x->head), hi = MIN(b * B + B, end);
+            if (lo < hi && (rc = add_range(P, x->off + lo, hi - lo, x->p + lo)))
+                return rc;
+            if (g->sums_off && !nums_has(&x->pages, b / SHARD_PAGE_SUMS) &&
+                (rc = nums_push(&x->fresh, b / SHARD_PAGE_SUMS)))
+                return rc;
+        }
+        x->want.n = m;
+        nums_settle(&x->fresh);
+        for (size_t j = 0; j < x->fresh.n; j++) {
+            uint64_t lo = g->sums_off + x->fresh.v[j] * SHARD_SUMS_PAGE;
+            uint64_t hi = MIN(lo + SHARD_SUMS_PAGE, x->len);
+            /* a kept page is verified again below, as one read is */
+            if (hi - lo == SHARD_SUMS_PAGE &&
+                kept_get(P->s, kept_sums(P->s), x->k, x->fresh.v[j] + 1, x->word, x->p + lo))
+                continue;
             if ((rc = add_range(P, x->off + lo, hi - lo, x->p + lo)))
                 return rc;
-            x->have[b] = 1;
         }
     }
     if ((rc = read_ranges(P, what)))
@@ -434,16 +560,22 @@ static int load_needed(struct parts *P, const char *what)
     cxlp_store *s = P->s;
     for (size_t i = 0; i < P->n; i++) {
         struct partial *x = &P->x[i];
-        for (uint64_t b = 0; b < x->g->n_bsums; b++) {
-            if (!x->need[b] || x->ok[b])
-                continue;
-            char err[ERRMSG_MAX];
-            if ((rc = shard_verify_blocks(x->g, b, 1, err, sizeof err)))
-                return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (partial read from tier "
-                              "%u, %s, at %#" PRIx64 "): %s", s->name, x->k, P->u,
-                              attach_tier(s->a, P->u)->path, x->off, err);
-            x->ok[b] = 1;
+        char err[ERRMSG_MAX];
+        for (size_t j = 0; j < x->fresh.n && !rc; j++) {
+            uint64_t lo = x->g->sums_off + x->fresh.v[j] * SHARD_SUMS_PAGE;
+            rc = shard_verify_sum_pages(x->g, x->fresh.v[j], 1, err, sizeof err);
+            if (!rc && lo + SHARD_SUMS_PAGE <= x->len)
+                kept_put(s, kept_sums(s), x->k, x->fresh.v[j] + 1, x->word, x->p + lo);
         }
+        for (size_t j = 0; j < x->want.n && !rc; j++)
+            rc = shard_verify_blocks(x->g, x->want.v[j], 1, err, sizeof err);
+        if (rc)
+            return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (partial read from tier "
+                          "%u, %s, at %#" PRIx64 "): %s", s->name, x->k, P->u,
+                          attach_tier(s->a, P->u)->path, x->off, err);
+        if ((rc = nums_merge(&x->pages, &x->fresh)) || (rc = nums_merge(&x->done, &x->want)))
+            return rc;
+        x->fresh.n = x->want.n = 0;
     }
     return 0;
 }
@@ -466,7 +598,7 @@ static int read_parts(struct parts *P)
     for (size_t i = 0; i < P->n; i++) {
         struct partial *x = &P->x[i];
         x->head = MIN(x->len, (uint64_t)SHARD_DATA_OFF);
-        x->kept = x->head == SHARD_DATA_OFF && head_get(s, x->k, x->word, x->p);
+        x->kept = x->head == SHARD_DATA_OFF && kept_get(s, kept_heads(s), x->k, 0, x->word, x->p);
         if (!x->kept && (rc = add_range(P, x->off, x->head, x->p)))
             return rc;
     }
@@ -487,12 +619,13 @@ static int read_parts(struct parts *P)
             at_store_relaxed(&s->no_bsums, 1);
             return 1;
         }
-        for (uint64_t b = 0; b < g->n_bsums; b++) /* read whole by the header's read */
-            x->have[b] = MIN((b + 1) << g->bsum_shift, x->len) <= x->head;
         /* the indexes, verified before shard_open walks them */
-        for (uint32_t c = 0; c < g->n_cols; c++)
+        for (uint32_t c = 0; c < g->n_cols && !rc; c++)
             if (x->cols[c].kind == SHARD_KIND_VAR)
-                need_bytes(x, x->cols[c].index_off, x->cols[c].index_off + x->cols[c].index_len);
+                rc = need_bytes(x, x->cols[c].index_off,
+                                x->cols[c].index_off + x->cols[c].index_len);
+        if (rc)
+            return rc;
     }
     if ((rc = load_needed(P, "indexes")))
         return rc;
@@ -502,7 +635,7 @@ static int read_parts(struct parts *P)
         if ((rc = store_shard_check(s, x->k, x->p, g, x->cols, 0, "partial read")))
             return rc;
         if (!x->kept && x->head == SHARD_DATA_OFF)
-            head_put(s, x->k, x->word, x->p);
+            kept_put(s, kept_heads(s), x->k, 0, x->word, x->p);
         for (size_t j = 0; j < x->n; j++) {
             if (x->rec[j] >= g->n_records)
                 return seterr(NULL, CXLP_ERANGE, "dataset %s shard %" PRIu64 ": record %" PRIu64
@@ -515,7 +648,8 @@ static int read_parts(struct parts *P)
                     return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " (partial "
                                   "read): %s", s->name, x->k, err);
                 }
-                need_bytes(x, (uint64_t)(q - x->p), (uint64_t)(q - x->p) + l);
+                if ((rc = need_bytes(x, (uint64_t)(q - x->p), (uint64_t)(q - x->p) + l)))
+                    return rc;
             }
         }
     }
@@ -532,7 +666,7 @@ int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store
     }
     struct attach *a = s->a;
     uint32_t ver = at_load_acquire(&s->version); /* 0 until a shard settled it */
-    if (!s->tiered || (ver && ver != SHARD_VERSION) || at_load_relaxed(&s->no_bsums))
+    if (!s->tiered || (ver && ver < SHARD_VERSION_V3) || at_load_relaxed(&s->no_bsums))
         return 1;
     struct parts P = {.s = s, .u = attach_home(a), .n = n};
     if (!(attach_tier(a, P.u)->flags & TIER_STAGED))
@@ -577,6 +711,12 @@ int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store
     if (!rc && !(rc = tier_reader(s, P.x[0].k, P.u, io, &P.r)))
         rc = read_parts(&P);
     *bytes = P.bytes;
+    for (size_t i = 0; i < n; i++) {
+        nums_free(&P.x[i].want);
+        nums_free(&P.x[i].fresh);
+        nums_free(&P.x[i].done);
+        nums_free(&P.x[i].pages);
+    }
     if (rc)
         for (size_t i = 0; i < n; i++) {
             if (v[i].buf)

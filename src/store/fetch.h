@@ -52,7 +52,7 @@ struct shard;
 struct shard_col;
 int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t **buf,
                        struct shard *g, struct shard_col *cols);
-/* A partial read (shard format 3): of shard k's home copy on a staged tier,
+/* A partial read (shard format 3 or 4): of shard k's home copy on a staged tier,
  * only the blocks that hold records rec[0..n) (shard-local indices, any
  * order, repeats allowed) in any column, with the header page and the
  * variable-size columns' indexes, read with one io_uring call per step

@@ -82,6 +82,7 @@ static void store_free(cxlp_store *s)
         free(s->home_io);
     }
     free(s->heads);
+    free(s->sums);
     if (s->mu_init) {
         pthread_mutex_destroy(&s->mu);
         pthread_mutex_destroy(&s->home_mu);
@@ -778,7 +779,7 @@ static int copy_out(const cxlp_store *s, uint64_t idx, const struct cxlp_view *v
 /* Record idx (field as read_copy) read from its shard's home copy, where no
  * memory tier has room for a copy of the shard (full of kept copies, or of
  * dropped ones readers still pin): as a batch would (engine.c), only the
- * verified blocks of the record (shard format 3), else the whole shard,
+ * verified blocks of the record (shard format 3 or 4), else the whole shard,
  * checked and verified, into private memory freed here. Nothing in the
  * pool changes. The store keeps its readers of the tier's file between
  * calls (opening one, an io_uring among them, cost a third of such a
@@ -1037,8 +1038,10 @@ static int verify_copy(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, cons
     int rc = store_shard_check(s, k, base, &sh, cols, 0, where);
     if (rc)
         return seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
-    /* format 3: the block sums too, which partial reads trust */
+    /* formats 3 and 4: the block sums too (and the pages of a sums area),
+     * which partial reads trust */
     if ((rc = shard_verify(&sh, err, sizeof err)) ||
+        (rc = shard_verify_sum_pages(&sh, 0, shard_sum_pages(&sh), err, sizeof err)) ||
         (sh.n_bsums && (rc = shard_verify_blocks(&sh, 0, sh.n_bsums, err, sizeof err))))
         return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (%s, %" PRIu64 " bytes): %s",
                       s->name, k, where, len, err);

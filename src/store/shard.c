@@ -24,9 +24,11 @@
  * directory, so these hold for the entries it uses even if the shard changes
  * after open.
  */
-#include <stdio.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 #ifdef CXLP_HAVE_XXH_DISPATCH
@@ -71,9 +73,12 @@ uint64_t shard_layout_of(uint32_t version)
         /* version 3 adds the block sums */
         3, offsetof(struct shard_hdr2, bsum_shift), offsetof(struct shard_hdr2, n_bsums),
         SHARD_BSUM_SHIFT, SHARD_BSUM_SHIFT_MAX,
+        /* version 4: smaller blocks, and the sums area */
+        4, offsetof(struct shard_hdr2, sums_off), SHARD_BSUM_SHIFT4, SHARD_SUMS_PAGE,
     };
     size_t n = sizeof facts / sizeof facts[0];
-    return layout_signature(facts, version == SHARD_VERSION_V2 ? n - 5 : n);
+    return layout_signature(facts, version == SHARD_VERSION_V2 ? n - 9
+                                   : version == SHARD_VERSION_V3 ? n - 4 : n);
 }
 
 uint64_t shard_layout(void)
@@ -185,7 +190,8 @@ static int open_v1(struct shard *s, struct shard_col *cols, const uint8_t *base,
                     errlen);
 }
 
-/* Versions 2 and 3 (3: version 2 with block sums). */
+/* Versions 2, 3 and 4 (3: version 2 with block sums; 4: smaller blocks,
+ * and a sums area when their sums do not fit the header page). */
 static int open_v2(struct shard *s, struct shard_col *cols, uint32_t max_cols,
                    const uint8_t *base, uint64_t extent_len, int walk, char *err, size_t errlen)
 {
@@ -206,36 +212,61 @@ static int open_v2(struct shard *s, struct shard_col *cols, uint32_t max_cols,
                     extent_len, h.n_cols);
     struct shard_dirent2 dir[SHARD_MAX_COLS];
     memcpy(dir, base + SHARD_HDR_BYTES, (size_t)dir_len);
-    /* version 3's block sums: in the header page after the directory, so
-     * their bounds need only the header's fields */
-    uint64_t n_bsums = h.version == SHARD_VERSION ? h.n_bsums : 0;
+    /* the block sums: in the header page after the directory (or there
+     * the page sums of the sums area), so their bounds need only the
+     * header's fields */
+    const int v4 = h.version == SHARD_VERSION;
+    uint64_t n_bsums = h.version >= SHARD_VERSION_V3 ? h.n_bsums : 0;
+    uint64_t sums_off = v4 ? h.sums_off : 0;
     if (h.version == SHARD_VERSION_V2 && (h.bsum_shift || h.n_bsums))
         return FAIL(CXLP_ECORRUPT, "version 2 shard with block sums (header offset %u)",
                     (unsigned)offsetof(struct shard_hdr2, bsum_shift));
-    if (h.version == SHARD_VERSION &&
-        (h.bsum_shift < SHARD_BSUM_SHIFT || h.bsum_shift > SHARD_BSUM_SHIFT_MAX ||
-         n_bsums == 0 || n_bsums > shard_bsum_cap(h.n_cols) ||
-         extent_len < SHARD_DATA_OFF))
-        return FAIL(CXLP_ECORRUPT, "block sums: %" PRIu64 " of blocks of 2^%u bytes (header offset %u): block of 2^%u..2^%u bytes, 1..%" PRIu64 " sums, in an extent of at least %u bytes (it has %" PRIu64 ")",
+    if (h.version == SHARD_VERSION_V3 && h.sums_off)
+        return FAIL(CXLP_ECORRUPT, "version 3 shard with a sums area (header offset %u)",
+                    (unsigned)offsetof(struct shard_hdr2, sums_off));
+    /* what the header page holds: the block sums, or the page sums */
+    uint64_t n_hsums = sums_off ? (n_bsums + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS : n_bsums;
+    uint32_t min_shift = v4 ? SHARD_BSUM_SHIFT4 : SHARD_BSUM_SHIFT;
+    if (n_bsums &&
+        (h.bsum_shift < min_shift || h.bsum_shift > SHARD_BSUM_SHIFT_MAX ||
+         n_hsums > shard_bsum_cap(h.n_cols) || extent_len < SHARD_DATA_OFF))
+        return FAIL(CXLP_ECORRUPT, "block sums: %" PRIu64 " of blocks of 2^%u bytes (header offset %u)%s: block of 2^%u..2^%u bytes, at most %" PRIu64 " sums in the header page, in an extent of at least %u bytes (it has %" PRIu64 ")",
                     n_bsums, h.bsum_shift, (unsigned)offsetof(struct shard_hdr2, bsum_shift),
-                    SHARD_BSUM_SHIFT, SHARD_BSUM_SHIFT_MAX, shard_bsum_cap(h.n_cols),
-                    SHARD_DATA_OFF, extent_len);
+                    sums_off ? " in a sums area" : "", min_shift, SHARD_BSUM_SHIFT_MAX,
+                    shard_bsum_cap(h.n_cols), SHARD_DATA_OFF, extent_len);
+    if (h.version >= SHARD_VERSION_V3 && n_bsums == 0)
+        return FAIL(CXLP_ECORRUPT, "version %u shard without block sums (header offset %u)",
+                    h.version, (unsigned)offsetof(struct shard_hdr2, n_bsums));
     XXH3_state_t st;
     XXH3_64bits_reset(&st);
     XXH3_64bits_update(&st, &h, HDR_SUM_BYTES);
     XXH3_64bits_update(&st, dir, (size_t)dir_len);
-    XXH3_64bits_update(&st, base + shard_bsum_off(h.n_cols), (size_t)n_bsums * 8);
+    XXH3_64bits_update(&st, base + shard_bsum_off(h.n_cols), (size_t)n_hsums * 8);
     uint64_t hs = XXH3_64bits_digest(&st);
     if (hs != h.hdr_checksum)
-        return FAIL(CXLP_ECORRUPT, "shard header checksum mismatch at offset %u (stored %016" PRIx64 ", computed %016" PRIx64 " over the header, the directory of %u columns and %" PRIu64 " block sums)",
-                    (unsigned)HDR_SUM_BYTES, h.hdr_checksum, hs, h.n_cols, n_bsums);
+        return FAIL(CXLP_ECORRUPT, "shard header checksum mismatch at offset %u (stored %016" PRIx64 ", computed %016" PRIx64 " over the header, the directory of %u columns and %" PRIu64 " %s sums)",
+                    (unsigned)HDR_SUM_BYTES, h.hdr_checksum, hs, h.n_cols, n_hsums,
+                    sums_off ? "page" : "block");
     if (h.used > extent_len || h.used < SHARD_DATA_OFF)
         return FAIL(CXLP_ECORRUPT, "shard uses %" PRIu64 " bytes (header offset %u) of an extent of %" PRIu64,
                     h.used, (unsigned)offsetof(struct shard_hdr2, used), extent_len);
-    if (n_bsums && n_bsums != (h.used >> h.bsum_shift) + ((h.used & ((UINT64_C(1) << h.bsum_shift) - 1)) != 0))
-        return FAIL(CXLP_ECORRUPT, "%" PRIu64 " block sums of 2^%u bytes (header offset %u) do not cover the %" PRIu64 " bytes the shard uses",
-                    n_bsums, h.bsum_shift, (unsigned)offsetof(struct shard_hdr2, n_bsums), h.used);
+    /* the blocks end where the shard does, or where its sums area starts */
+    uint64_t bend = h.used;
+    if (sums_off && (sums_off % SHARD_SUMS_PAGE || sums_off < SHARD_DATA_OFF ||
+                     n_bsums > (h.used - SHARD_DATA_OFF) / 8 ||
+                     sums_off != h.used - n_bsums * 8))
+        return FAIL(CXLP_ECORRUPT, "sums area at %" PRIu64 " (header offset %u): %" PRIu64 " sums must end where the shard's %" PRIu64 " bytes do, from a multiple of %u past the header page",
+                    sums_off, (unsigned)offsetof(struct shard_hdr2, sums_off), n_bsums, h.used,
+                    SHARD_SUMS_PAGE);
+    if (sums_off)
+        bend = sums_off;
+    if (n_bsums && n_bsums != (bend >> h.bsum_shift) + ((bend & ((UINT64_C(1) << h.bsum_shift) - 1)) != 0))
+        return FAIL(CXLP_ECORRUPT, "%" PRIu64 " block sums of 2^%u bytes (header offset %u) do not cover the %" PRIu64 " bytes the %s",
+                    n_bsums, h.bsum_shift, (unsigned)offsetof(struct shard_hdr2, n_bsums), bend,
+                    sums_off ? "sums area starts at" : "shard uses");
     s->used = h.used;
+    s->bend = bend;
+    s->sums_off = sums_off;
     s->bsum_shift = n_bsums ? h.bsum_shift : 0;
     s->n_bsums = (uint32_t)n_bsums;
     s->n_cols = h.n_cols;
@@ -260,10 +291,13 @@ static int open_v2(struct shard *s, struct shard_col *cols, uint32_t max_cols,
         int rc = col_open(&cols[c], base, extent_len, h.n_records, &d, where, walk, err, errlen);
         if (rc)
             return rc;
-        if (d.index_off + d.index_len > h.used && e->kind == SHARD_KIND_VAR)
-            return FAIL(CXLP_ECORRUPT, "%s: index ends past the %" PRIu64 " bytes the shard uses", where, h.used);
-        if (e->data_off + e->data_len > h.used)
-            return FAIL(CXLP_ECORRUPT, "%s: data ends past the %" PRIu64 " bytes the shard uses", where, h.used);
+        /* bend: the shard's bytes before its sums area */
+        if (d.index_off + d.index_len > bend && e->kind == SHARD_KIND_VAR)
+            return FAIL(CXLP_ECORRUPT, "%s: index ends past byte %" PRIu64 " (where the shard's %s)", where, bend,
+                        sums_off ? "sums area starts" : "bytes end");
+        if (e->data_off + e->data_len > bend)
+            return FAIL(CXLP_ECORRUPT, "%s: data ends past byte %" PRIu64 " (where the shard's %s)", where, bend,
+                        sums_off ? "sums area starts" : "bytes end");
     }
     return 0;
 }
@@ -290,7 +324,8 @@ static int open_any(struct shard *s, struct shard_col *cols, uint32_t max_cols,
     int rc;
     if (version == SHARD_VERSION_V1)
         rc = open_v1(s, cols, base, extent_len, walk, err, errlen);
-    else if (version == SHARD_VERSION_V2 || version == SHARD_VERSION)
+    else if (version == SHARD_VERSION_V2 || version == SHARD_VERSION_V3 ||
+             version == SHARD_VERSION)
         rc = open_v2(s, cols, max_cols, base, extent_len, walk, err, errlen);
     else
         return FAIL(CXLP_EFORMAT, "shard format version %u at offset %u, this build reads %u to %u",
@@ -331,7 +366,7 @@ int shard_verify(const struct shard *s, char *err, size_t errlen)
 int shard_verify_blocks(const struct shard *s, uint64_t first, uint64_t n, char *err,
                         size_t errlen)
 {
-    const uint8_t *sums = s->base + shard_bsum_off(s->n_cols);
+    const uint8_t *sums = s->base + (s->sums_off ? s->sums_off : shard_bsum_off(s->n_cols));
     for (uint64_t b = first; b < first + n && b < s->n_bsums; b++) {
         uint64_t lo, hi, want;
         shard_block_span(s, b, &lo, &hi);
@@ -340,6 +375,22 @@ int shard_verify_blocks(const struct shard *s, uint64_t first, uint64_t n, char 
         if (h != want)
             return FAIL(CXLP_ECORRUPT, "block %" PRIu64 " (bytes [%" PRIu64 ", %" PRIu64 ")) checksum mismatch: stored %016" PRIx64 ", computed %016" PRIx64,
                         b, lo, hi, want, h);
+    }
+    return 0;
+}
+
+int shard_verify_sum_pages(const struct shard *s, uint64_t first, uint64_t n, char *err,
+                           size_t errlen)
+{
+    const uint8_t *tops = s->base + shard_bsum_off(s->n_cols);
+    for (uint64_t p = first; p < first + n && p < shard_sum_pages(s); p++) {
+        uint64_t cnt = MIN((uint64_t)SHARD_PAGE_SUMS, s->n_bsums - p * SHARD_PAGE_SUMS), want;
+        uint64_t at = s->sums_off + p * SHARD_SUMS_PAGE;
+        memcpy(&want, tops + p * 8, 8);
+        uint64_t h = XXH3_64bits(s->base + at, (size_t)cnt * 8);
+        if (h != want)
+            return FAIL(CXLP_ECORRUPT, "page %" PRIu64 " of the block sums (bytes [%" PRIu64 ", %" PRIu64 ")) checksum mismatch: stored %016" PRIx64 ", computed %016" PRIx64,
+                        p, at, at + cnt * 8, want, h);
     }
     return 0;
 }
@@ -425,7 +476,9 @@ static uint64_t col_checksum(const uint8_t *data, uint64_t data_len, const uint8
     return XXH3_64bits_digest(st);
 }
 
-uint32_t shard_bsum_shift_for(uint64_t used, uint32_t n_cols)
+/* Version 3's block size: from 64 KiB, the smallest whose sums fit the
+ * header page (the encoder of version 3 shards, for tests, uses it). */
+static uint32_t shift_v3(uint64_t used, uint32_t n_cols)
 {
     uint32_t shift = SHARD_BSUM_SHIFT;
     uint64_t last = used > SHARD_DATA_OFF ? used - 1 : SHARD_DATA_OFF - 1;
@@ -434,14 +487,68 @@ uint32_t shard_bsum_shift_for(uint64_t used, uint32_t n_cols)
     return shift;
 }
 
-void shard_bsums_begin(struct shard_bsums *bs, struct XXH3_state_s *st, uint64_t cap,
-                       uint32_t n_cols)
+/* Blocks of 2^shift bytes ending at end. */
+static uint64_t blocks_to(uint64_t end, uint32_t shift)
+{
+    uint64_t last = end > SHARD_DATA_OFF ? end - 1 : SHARD_DATA_OFF - 1;
+    return (last >> shift) + 1;
+}
+
+uint32_t shard_bsum_shift_for(uint64_t end, uint32_t n_cols)
+{
+    uint32_t shift = SHARD_BSUM_SHIFT4;
+    uint64_t cap = shard_bsum_cap(n_cols);
+    while (shift < 63 && (blocks_to(end, shift) + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS > cap)
+        shift++;
+    return shift;
+}
+
+uint64_t shard_room(uint64_t cap, uint32_t n_cols)
+{
+    uint32_t shift = shard_bsum_shift_for(cap, n_cols);
+    uint64_t nb = blocks_to(cap, shift);
+    if (nb <= shard_bsum_cap(n_cols))
+        return cap; /* the sums fit the header page */
+    uint64_t area = SHARD_SUMS_PAGE + nb * 8; /* the alignment, then the sums */
+    return cap > area ? cap - area : 0;
+}
+
+uint64_t shard_cap_for(uint64_t end, uint32_t n_cols)
+{
+    uint64_t cap = end;
+    while (shard_room(cap, n_cols) < end)
+        cap += end - shard_room(cap, n_cols);
+    return cap;
+}
+
+int shard_bsums_begin(struct shard_bsums *bs, struct XXH3_state_s *st, uint64_t cap,
+                      uint32_t n_cols)
 {
     bs->shift = shard_bsum_shift_for(cap, n_cols);
     bs->at = SHARD_DATA_OFF;
     bs->limit = cap;
     bs->st = st;
     XXH3_64bits_reset(st);
+    uint64_t need = blocks_to(cap, bs->shift);
+    if (need > bs->cap_sum) {
+        uint64_t *p = realloc(bs->sum, need * sizeof *p);
+        if (!p)
+            return -ENOMEM;
+        bs->sum = p;
+        bs->cap_sum = need;
+    }
+    /* blocks inside the header page (block 0 of 4 KiB blocks) cover no
+     * byte: the sum of nothing */
+    for (uint64_t b = 0; b < (SHARD_DATA_OFF >> bs->shift) && b < need; b++)
+        bs->sum[b] = XXH3_64bits(NULL, 0);
+    return 0;
+}
+
+void shard_bsums_free(struct shard_bsums *bs)
+{
+    free(bs->sum);
+    bs->sum = NULL;
+    bs->cap_sum = 0;
 }
 
 void shard_bsums_update(struct shard_bsums *bs, const uint8_t *base, uint64_t upto)
@@ -449,7 +556,7 @@ void shard_bsums_update(struct shard_bsums *bs, const uint8_t *base, uint64_t up
     uint64_t mask = (UINT64_C(1) << bs->shift) - 1;
     upto = MIN(upto, bs->limit);
     while (bs->at < upto) {
-        /* b < shard_bsum_cap: at < limit, and the shift fits limit's sums */
+        /* b < cap_sum: at < limit, whose blocks begin sized the array */
         uint64_t b = bs->at >> bs->shift, end = MIN((bs->at | mask) + 1, upto);
         XXH3_64bits_update(bs->st, base + bs->at, (size_t)(end - bs->at));
         bs->at = end;
@@ -464,6 +571,9 @@ static int seal(uint8_t *base, uint64_t cap, uint64_t n_records,
                 const struct shard_col_in *cols, uint32_t n_cols, uint32_t version,
                 struct shard_bsums *bs, uint64_t *used)
 {
+    const int force_area = version == SHARD_BUILD_V4_AREA;
+    if (force_area)
+        version = SHARD_VERSION;
     if (n_cols == 0 || n_cols > SHARD_MAX_COLS)
         return CXLP_EARG;
     uint64_t end = SHARD_DATA_OFF;
@@ -527,39 +637,77 @@ static int seal(uint8_t *base, uint64_t cap, uint64_t n_records,
     h.n_records = n_records;
     h.dir_off = SHARD_HDR_BYTES;
     h.used = pos;
-    /* block sums: the smallest block (from 64 KiB) whose sums fit the
-     * header page. The caller's sums (bs) hold the bytes it wrote, hashed
-     * as they landed, when taken at this block size; what follows them
-     * (the staged columns, padding and indexes just written) is absorbed
-     * here. Otherwise one pass over the whole shard. */
-    uint64_t none = 0;
-    const uint64_t *sums = &none;
-    struct shard_bsums own;
+    /* block sums: the smallest block (version 4: from 4 KiB; 3: from
+     * 64 KiB) whose sums, or their page sums, fit the header page. The
+     * caller's sums (bs) hold the bytes it wrote, hashed as they landed,
+     * when taken at this block size; what follows them (the staged
+     * columns, padding and indexes just written) is absorbed here.
+     * Otherwise one pass over the whole shard. */
+    uint64_t none = 0, bend = pos, n_hsums = 0;
+    const uint64_t *sums = &none, *hsums = &none;
+    uint64_t tops[SHARD_DATA_OFF / 8];
+    struct shard_bsums own = {0};
     XXH3_state_t own_st;
-    if (version == SHARD_VERSION) {
-        h.bsum_shift = shard_bsum_shift_for(pos, n_cols);
-        h.n_bsums = (uint32_t)(((pos - 1) >> h.bsum_shift) + 1);
-        if (!bs || bs->shift != h.bsum_shift || bs->at > pos || bs->limit < pos) {
-            shard_bsums_begin(&own, &own_st, pos, n_cols);
+    if (version >= SHARD_VERSION_V3) {
+        h.bsum_shift = version == SHARD_VERSION ? shard_bsum_shift_for(pos, n_cols)
+                                                : shift_v3(pos, n_cols);
+        if (version == SHARD_VERSION &&
+            (force_area || blocks_to(pos, h.bsum_shift) > shard_bsum_cap(n_cols))) {
+            /* a sums area: the blocks end at its 4 KiB aligned start */
+            bend = ALIGN_UP(pos, SHARD_SUMS_PAGE);
+            if (bend > cap)
+                return CXLP_EARG;
+            memset(base + pos, 0, bend - pos);
+            h.sums_off = bend;
+        }
+        h.n_bsums = (uint32_t)(((bend - 1) >> h.bsum_shift) + 1);
+        if (!bs || bs->shift != h.bsum_shift || bs->at > bend || bs->limit < bend) {
+            int rc = shard_bsums_begin(&own, &own_st, bend, n_cols);
+            if (rc) {
+                shard_bsums_free(&own);
+                return rc;
+            }
+            own.shift = h.bsum_shift; /* version 3's own rule */
+            if (version != SHARD_VERSION && blocks_to(bend, own.shift) > own.cap_sum) {
+                shard_bsums_free(&own);
+                return CXLP_EARG;
+            }
             bs = &own;
         }
-        shard_bsums_update(bs, base, pos);
-        if (pos & ((UINT64_C(1) << h.bsum_shift) - 1)) /* the last block is partial */
+        shard_bsums_update(bs, base, bend);
+        if (bend & ((UINT64_C(1) << h.bsum_shift) - 1)) /* the last block is partial */
             bs->sum[h.n_bsums - 1] = XXH3_64bits_digest(bs->st);
-        sums = bs->sum;
+        sums = hsums = bs->sum;
+        n_hsums = h.n_bsums;
+        if (h.sums_off) {
+            if ((uint64_t)h.n_bsums * 8 > cap - bend) {
+                shard_bsums_free(&own);
+                return CXLP_EARG;
+            }
+            n_hsums = (h.n_bsums + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS;
+            for (uint64_t p = 0; p < n_hsums; p++)
+                tops[p] = XXH3_64bits(sums + p * SHARD_PAGE_SUMS,
+                                      (size_t)MIN((uint64_t)SHARD_PAGE_SUMS,
+                                                  h.n_bsums - p * SHARD_PAGE_SUMS) * 8);
+            hsums = tops;
+            memcpy(base + bend, sums, (size_t)h.n_bsums * 8);
+            pos = bend + (uint64_t)h.n_bsums * 8;
+            h.used = pos;
+        }
     }
     XXH3_state_t st;
     XXH3_64bits_reset(&st);
     XXH3_64bits_update(&st, &h, HDR_SUM_BYTES);
     XXH3_64bits_update(&st, dir, (size_t)n_cols * SHARD_COL_BYTES);
-    XXH3_64bits_update(&st, sums, (size_t)h.n_bsums * 8);
+    XXH3_64bits_update(&st, hsums, (size_t)n_hsums * 8);
     h.hdr_checksum = XXH3_64bits_digest(&st);
     /* header page last: the directory and sums first, then the header that
      * checks them */
     memset(base + sizeof h, 0, SHARD_DATA_OFF - sizeof h);
     memcpy(base + SHARD_HDR_BYTES, dir, (size_t)n_cols * SHARD_COL_BYTES);
-    memcpy(base + shard_bsum_off(n_cols), sums, (size_t)h.n_bsums * 8);
+    memcpy(base + shard_bsum_off(n_cols), hsums, (size_t)n_hsums * 8);
     memcpy(base, &h, sizeof h);
+    shard_bsums_free(&own);
     *used = pos;
     return 0;
 }
@@ -580,7 +728,8 @@ int shard_seal2_sums(uint8_t *base, uint64_t cap, uint64_t n_records,
 int shard_build2(uint8_t *buf, uint64_t cap, uint64_t n_records, struct shard_col_in *cols,
                  const void *const *data, uint32_t n_cols, uint32_t version, uint64_t *used)
 {
-    if (version != SHARD_VERSION && version != SHARD_VERSION_V2)
+    if (version != SHARD_VERSION && version != SHARD_VERSION_V3 &&
+        version != SHARD_VERSION_V2 && version != SHARD_BUILD_V4_AREA)
         return CXLP_EARG;
     uint64_t off = SHARD_DATA_OFF;
     if (n_cols == 0 || n_cols > SHARD_MAX_COLS)

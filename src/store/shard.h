@@ -6,14 +6,25 @@
  * ids, stored column-wise: one column per schema field, so that one field
  * reads without touching the others (the design's vertical partitioning).
  *
- * Version 3 (what the writer produces; version 2 is the same without the
- * block sums, and still read):
+ * Version 4 (what the writer produces; versions 2 and 3 are still read):
  *
  *   [0, 128)                       struct shard_hdr2
  *   [128, 128 + 64 * n_cols)       column directory: struct shard_dirent2 each
- *   [.., + 8 * n_bsums)            version 3: block sums (see shard_bsum_off)
+ *   [.., + 8 * n_bsums)            the block sums (see shard_bsum_off), or
+ *                                  when they do not fit the header page,
+ *                                  the page sums of the sums area below
  *   [SHARD_DATA_OFF, ...)          each column's data, at a 64-byte aligned
  *                                  offset, then each variable column's index
+ *   [sums_off, + 8 * n_bsums)      version 4, sums not in the header page:
+ *                                  the sums area, 4 KiB aligned, in pages of
+ *                                  512 block sums under one page sum each
+ *
+ * Version 3 is version 4 with blocks of 64 KiB and more and the sums always
+ * in the header page: a block of a large shard was 1 MiB (at 256 MiB), so a
+ * partial read of one 8 KiB record read 1 MiB. Version 4 keeps 4 KiB blocks
+ * up to shards of 976 MiB (one column), at 8 bytes of sums per 4 KiB; a
+ * partial read of a large shard reads the page of sums its blocks need
+ * beside them. Version 2 is version 3 without block sums.
  *
  * A column is exactly what a whole version-1 shard held: fixed-size records
  * (record i is [i*record_size, (i+1)*record_size) of the column's data, no
@@ -74,7 +85,8 @@
 #include "common/common.h"
 
 #define SHARD_MAGIC "CXLPSHD1"
-#define SHARD_VERSION 3u          /* what the writer produces */
+#define SHARD_VERSION 4u          /* what the writer produces */
+#define SHARD_VERSION_V3 3u       /* still read: block sums in the header page only */
 #define SHARD_VERSION_V2 2u       /* still read: version 3 without block sums */
 #define SHARD_VERSION_V1 1u       /* still read */
 #define SHARD_KIND_FIXED 0u
@@ -88,6 +100,9 @@
 #define SHARD_COL_BYTES 64u
 #define SHARD_COL_ALIGN 64u       /* every column's data starts 64-byte aligned */
 #define SHARD_BSUM_SHIFT 16u      /* version 3: smallest block of a block sum, 64 KiB */
+#define SHARD_BSUM_SHIFT4 12u     /* version 4: smallest block, 4 KiB */
+#define SHARD_SUMS_PAGE 4096u     /* version 4: a page of the sums area, under one page sum */
+#define SHARD_PAGE_SUMS (SHARD_SUMS_PAGE / 8u) /* block sums a page holds */
 #define SHARD_BSUM_SHIFT_MAX 40u  /* largest (1 TiB): bounds the field at open */
 
 /* Version 1 header: one column. */
@@ -119,11 +134,14 @@ struct shard_hdr2 {
     uint64_t n_records;      /* records in this shard (every column has them all) */
     uint64_t dir_off;        /* SHARD_HDR_BYTES */
     uint64_t used;           /* bytes of the extent the shard occupies */
-    uint32_t bsum_shift;     /* version 3: log2 of the block of a block sum; 2: 0 */
-    uint32_t n_bsums;        /* version 3: ceil(used / block); 2: 0 */
-    uint64_t reserved[8];    /* zero */
+    uint32_t bsum_shift;     /* version 3, 4: log2 of the block of a block sum; 2: 0 */
+    uint32_t n_bsums;        /* version 3, 4: ceil(end of the blocks / block); 2: 0 */
+    uint64_t sums_off;       /* version 4: the sums area's offset (4 KiB
+                              * aligned, where the blocks end), 0 when the
+                              * sums lie in the header page; else 0 */
+    uint64_t reserved[7];    /* zero */
     uint64_t hdr_checksum;   /* XXH3-64 of bytes [0, 120), the directory, the
-                              * block sums (version 3) */
+                              * block sums or the page sums (version 3, 4) */
 };
 _Static_assert(sizeof(struct shard_hdr2) == SHARD_HDR_BYTES, "shard header is 128 bytes");
 
@@ -167,9 +185,11 @@ struct shard {
     uint32_t n_cols;
     uint64_t n_records;
     struct shard_col *col;
-    uint64_t used;           /* version 3: bytes the block sums cover the end of */
-    uint32_t bsum_shift;     /* version 3: log2 of the block; else 0 */
-    uint32_t n_bsums;        /* version 3: block sums at shard_bsum_off(n_cols); else 0 */
+    uint64_t used;           /* version 2+: bytes the shard occupies */
+    uint64_t bend;           /* version 3, 4: where the blocks end (used, or sums_off) */
+    uint64_t sums_off;       /* version 4: the sums area; 0: sums at shard_bsum_off */
+    uint32_t bsum_shift;     /* version 3, 4: log2 of the block; else 0 */
+    uint32_t n_bsums;        /* version 3, 4: block sums; else 0 */
 };
 
 /* Signatures of this build's shard layouts (struct sizes, constants). */
@@ -201,11 +221,14 @@ int shard_open_head(struct shard *s, struct shard_col *cols, uint32_t max_cols,
  * column. */
 int shard_verify(const struct shard *s, char *err, size_t errlen);
 
-/* Version 3 block sums: block b covers the shard's bytes
- * [max(b << bsum_shift, SHARD_DATA_OFF), min((b + 1) << bsum_shift, used)):
+/* Block sums (version 3, 4): block b covers the shard's bytes
+ * [max(b << bsum_shift, SHARD_DATA_OFF), min((b + 1) << bsum_shift, bend)):
  * every byte of data and index, none of the header page (the header
- * checksum covers the header, the directory and the sums). The sums lie
- * right after the directory, inside the header page. */
+ * checksum covers the header, the directory and the sums) nor of the sums
+ * area. The sums lie right after the directory, inside the header page;
+ * version 4's sums that do not fit it lie in the sums area at sums_off,
+ * and the header page holds a page sum (XXH3-64) of each of its pages of
+ * SHARD_PAGE_SUMS sums (the last one: of the sums it has). */
 static inline uint64_t shard_bsum_off(uint32_t n_cols)
 {
     return SHARD_HDR_BYTES + (uint64_t)n_cols * SHARD_COL_BYTES;
@@ -215,21 +238,31 @@ static inline uint64_t shard_bsum_cap(uint32_t n_cols)
 {
     return (SHARD_DATA_OFF - shard_bsum_off(n_cols)) / 8;
 }
+/* Pages of s's sums area (0: its sums lie in the header page). */
+static inline uint64_t shard_sum_pages(const struct shard *s)
+{
+    return s->sums_off ? (s->n_bsums + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS : 0;
+}
 /* The bytes [*lo, *hi) block b of s covers (b < n_bsums). */
 static inline void shard_block_span(const struct shard *s, uint64_t b, uint64_t *lo,
                                     uint64_t *hi)
 {
     uint64_t a = b << s->bsum_shift, e = a + (UINT64_C(1) << s->bsum_shift);
     *lo = a < SHARD_DATA_OFF ? SHARD_DATA_OFF : a;
-    *hi = e < s->used ? e : s->used;
+    *hi = e < s->bend ? e : s->bend;
     if (*lo > *hi)
         *lo = *hi;
 }
 /* Verifies blocks [first, first + n) of s (n_bsums > 0) against their sums,
- * reading the bytes and the sums at s->base. 0 or CXLP_ECORRUPT naming the
- * block and its byte range. */
+ * reading the bytes and the sums at s->base (in a sums area: pages the
+ * caller verified with shard_verify_sum_pages). 0 or CXLP_ECORRUPT naming
+ * the block and its byte range. */
 int shard_verify_blocks(const struct shard *s, uint64_t first, uint64_t n, char *err,
                         size_t errlen);
+/* Verifies pages [first, first + n) of s's sums area against their page
+ * sums in the header page. 0 or CXLP_ECORRUPT naming the page. */
+int shard_verify_sum_pages(const struct shard *s, uint64_t first, uint64_t n, char *err,
+                           size_t errlen);
 
 /* What a pool's shard table keeps of a shard, to check a copy of it without
  * reading its records: payload bytes (every column's data) and one checksum
@@ -373,40 +406,49 @@ struct shard_col_in {
     struct XXH3_state_s *hash; /* state that absorbed exactly the data bytes, or NULL */
 };
 
-/* Version 3's block size for a shard of used bytes and n_cols columns: the
- * smallest (from SHARD_BSUM_SHIFT) whose sums fit the header page. Grows
- * with used, so a block size taken from an extent's capacity is never
- * smaller than the one its shard ends with. */
-uint32_t shard_bsum_shift_for(uint64_t used, uint32_t n_cols);
+/* The block size (log2) of a version 4 shard whose blocks end at end
+ * (n_cols columns): from 4 KiB, the smallest whose sums fit the header page
+ * or whose page sums do. Grows with end, so a block size taken from an
+ * extent's capacity is never smaller than the one its shard ends with. */
+uint32_t shard_bsum_shift_for(uint64_t end, uint32_t n_cols);
+/* Bytes of an extent of cap bytes that data and indexes may fill: what is
+ * left once the sums area a shard of that size may need (and its 4 KiB
+ * alignment) is set aside; cap itself when the sums fit the header page. */
+uint64_t shard_room(uint64_t cap, uint32_t n_cols);
+/* The smallest extent whose shard_room holds end bytes. */
+uint64_t shard_cap_for(uint64_t end, uint32_t n_cols);
 
-/* Version 3 block sums computed while a shard's bytes are written, in
- * order from SHARD_DATA_OFF: the writer feeds each chunk right after it
- * lands (still in cache), so sealing re-reads nothing but the tail it
- * writes itself. The block size is fixed up front from the extent's
- * capacity (shard_bsum_shift_for(cap)): XXH3 sums of small blocks do not
- * combine into a larger block's sum, so the size cannot grow later. */
+/* Block sums computed while a shard's bytes are written, in order from
+ * SHARD_DATA_OFF: the writer feeds each chunk right after it lands (still
+ * in cache), so sealing re-reads nothing but the tail it writes itself.
+ * The block size is fixed up front from the extent's capacity
+ * (shard_bsum_shift_for(cap)): XXH3 sums of small blocks do not combine
+ * into a larger block's sum, so the size cannot grow later. Zero-initialize;
+ * shard_bsums_free releases the sums. */
 struct shard_bsums {
     uint32_t shift;            /* block size the sums are taken at */
     uint64_t at;               /* bytes [SHARD_DATA_OFF, at) absorbed */
     uint64_t limit;            /* at never passes it (the extent's capacity) */
     struct XXH3_state_s *st;   /* the block at `at`: its bytes before `at` */
-    uint64_t sum[SHARD_DATA_OFF / 8]; /* sums of the blocks before at's */
+    uint64_t *sum;             /* sums of the blocks before at's */
+    uint64_t cap_sum;          /* entries sum has room for */
 };
 
 /* Starts sums at the block size for a shard of at most cap bytes; st is a
- * state the caller owns. */
-void shard_bsums_begin(struct shard_bsums *bs, struct XXH3_state_s *st, uint64_t cap,
-                       uint32_t n_cols);
+ * state the caller owns. 0, or -ENOMEM (room for the sums). */
+int shard_bsums_begin(struct shard_bsums *bs, struct XXH3_state_s *st, uint64_t cap,
+                      uint32_t n_cols);
+void shard_bsums_free(struct shard_bsums *bs);
 /* Absorbs the shard's bytes [bs->at, upto) at base (clamped to limit). */
 void shard_bsums_update(struct shard_bsums *bs, const uint8_t *base, uint64_t upto);
 
-/* Seals a version 3 shard: writes each var column's index (in column order,
+/* Seals a version 4 shard: writes each var column's index (in column order,
  * 8-aligned, after the end of the last column's data), finishes each
- * column's checksum, computes the block sums, then the directory and the
- * header. The columns' data
- * must not overlap. cap is the extent size; *used receives the bytes the
- * shard occupies. CXLP_EARG when it does not fit or the input is
- * inconsistent (our bug, or the caller's). */
+ * column's checksum, computes the block sums (and the sums area, when they
+ * do not fit the header page), then the directory and the header. The
+ * columns' data must not overlap. cap is the extent size; *used receives
+ * the bytes the shard occupies. CXLP_EARG when it does not fit or the input
+ * is inconsistent (our bug, or the caller's); -ENOMEM. */
 int shard_seal2(uint8_t *base, uint64_t cap, uint64_t n_records,
                 const struct shard_col_in *cols, uint32_t n_cols, uint64_t *used);
 /* shard_seal2 with block sums begun over the same bytes (bs, begun with
@@ -422,8 +464,11 @@ int shard_seal2_sums(uint8_t *base, uint64_t cap, uint64_t n_records,
 
 /* One-shot encoder for tests and seed generators: copies each column's
  * data[k] (data_len in cols[k]) to 64-aligned offsets after the header
- * page, then seals a shard of version (SHARD_VERSION, or SHARD_VERSION_V2
- * as earlier builds wrote it: no block sums). */
+ * page, then seals a shard of version (SHARD_VERSION, or SHARD_VERSION_V3
+ * or SHARD_VERSION_V2 as earlier builds wrote them). */
+#define SHARD_BUILD_V4_AREA 0x104u /* shard_build2: version 4 with its sums in a sums
+                                    * area even when they fit the header page (a
+                                    * small shard of that layout: tests, fuzz seeds) */
 int shard_build2(uint8_t *buf, uint64_t cap, uint64_t n_records, struct shard_col_in *cols,
                  const void *const *data, uint32_t n_cols, uint32_t version, uint64_t *used);
 

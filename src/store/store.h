@@ -61,6 +61,10 @@ struct cxlp_store {
                                * part (fetch.c), n_heads of them by shard,
                                * under heads_mu; made on first use */
     uint32_t n_heads;
+    struct head_page *sums;   /* verified pages of sums areas (format 4)
+                               * read in part, n_sums of them by shard and
+                               * page, under heads_mu; made on first use */
+    uint32_t n_sums;
     pthread_mutex_t heads_mu; /* not home_mu: a home read holds that one */
     int nc;                   /* non-coherent pool: invalidate before reading */
 };

@@ -48,7 +48,7 @@
  * lands (still in cache), never re-read from memory at seal; a direct chunk
  * is hashed at its commit_direct, so importers that read 256 KiB..1 MiB at a
  * time hash from L2 (with 4 MiB chunks the hash's CPU time doubles).
- * The shard's block sums (version 3) are taken in the same step, over the
+ * The shard's block sums (version 4) are taken in the same step, over the
  * same bytes, at the block size the shard's extent implies (shard_bsums):
  * a full shard ends with that block size, so sealing hashes only what it
  * writes itself (staged columns, indexes). A shard that ends short of the
@@ -58,6 +58,10 @@
  * Hashing at the smallest block size always and combining is not possible
  * for the same reason; fixing the block size from the extent for good
  * would give a small last shard coarse blocks, which cost partial reads.
+ * (Blocks are 4 KiB up to extents of 976 MiB, so this is rare.) A shard
+ * whose sums do not fit its header page (past about 1.9 MiB) keeps them in
+ * a sums area after its indexes: each extent sets its size aside
+ * (shard_room), so records never take the sums' room.
  *
  * Alternatives rejected: staging records in private memory and copying whole
  * shards (a second copy of every byte); one reservation of a guessed size
@@ -140,7 +144,8 @@ struct cxlp_writer {
     /* the open shard */
     int open;
     uint64_t s_off, s_cap, s_len, s_n, s_hashed;
-    uint64_t s_data_cap;      /* fixed: per_shard * field size; var: s_cap - SHARD_DATA_OFF */
+    uint64_t s_room;          /* of s_cap, what data and indexes may fill (shard_room) */
+    uint64_t s_data_cap;      /* fixed: per_shard * field size; var: s_room - SHARD_DATA_OFF */
     uint64_t s_rec_cap;       /* fixed: records this shard takes; var: UINT64_MAX */
     uint64_t *starts;         /* primary var column: data offset of each record */
     uint64_t cap_starts;
@@ -174,15 +179,21 @@ static uint64_t per_shard_records(const cxlp_writer *w)
     return n ? n : 1;
 }
 
+/* Extent bytes a shard whose data and indexes end at end takes: with the
+ * sums area it may need, rounded to the carve alignment. */
+static uint64_t extent_for(const cxlp_writer *w, uint64_t end)
+{
+    return ALIGN_UP(shard_cap_for(end, w->nf), SHARD_ALIGN);
+}
+
 /* Extent bytes a fixed-size shard of n records takes (every column at its
- * 64-byte aligned start), rounded to the carve alignment. One field: the
- * header page and n * record_size. */
+ * 64-byte aligned start). One field: the header page and n * record_size. */
 static uint64_t fixed_shard_extent(const cxlp_writer *w, uint64_t n)
 {
     uint64_t end = SHARD_DATA_OFF;
     for (uint32_t k = 0; k < w->nf; k++)
         end = ALIGN_UP(end, SHARD_COL_ALIGN) + n * w->fsize[k];
-    return ALIGN_UP(end, SHARD_ALIGN);
+    return extent_for(w, end);
 }
 
 /* Bytes the shard's columns take with add[k] more bytes in column k and n
@@ -367,6 +378,7 @@ static int open_shard(cxlp_writer *w, uint64_t need, uint64_t want)
     w->open = 1;
     w->s_off = r->ext.off + at;
     w->s_cap = MIN(room, MAX(need, want));
+    w->s_room = shard_room(w->s_cap, w->nf);
     w->s_len = w->s_n = w->s_hashed = 0;
     r->used = at + w->s_cap; /* provisional; trimmed at seal */
     w->prim = pick_primary(w);
@@ -378,16 +390,18 @@ static int open_shard(cxlp_writer *w, uint64_t need, uint64_t want)
     if (w->schema.fixed) {
         /* columns after the first may each start up to 63 bytes late */
         uint64_t slack = w->nf > 1 ? (uint64_t)SHARD_COL_ALIGN * w->nf : 0;
-        uint64_t fit = w->s_cap > SHARD_DATA_OFF + slack
-                       ? (w->s_cap - SHARD_DATA_OFF - slack) / w->unit : 0;
+        uint64_t fit = w->s_room > SHARD_DATA_OFF + slack
+                       ? (w->s_room - SHARD_DATA_OFF - slack) / w->unit : 0;
         w->s_rec_cap = MIN(fit, per_shard_records(w));
         w->s_data_cap = w->s_rec_cap * w->fsize[w->prim];
     } else {
         w->s_rec_cap = UINT64_MAX;
-        w->s_data_cap = w->s_cap - SHARD_DATA_OFF;
+        w->s_data_cap = w->s_room > SHARD_DATA_OFF ? w->s_room - SHARD_DATA_OFF : 0;
     }
     XXH3_64bits_reset(w->hash);
-    shard_bsums_begin(&w->bsums, w->bsums.st, w->s_cap, w->nf);
+    if (shard_bsums_begin(&w->bsums, w->bsums.st, w->s_cap, w->nf))
+        return fail(w, seterr(&w->obj, -ENOMEM, "dataset %s: out of memory for the block sums "
+                              "of a shard of %" PRIu64 " bytes", w->name, w->s_cap));
     return 0;
 }
 
@@ -635,7 +649,7 @@ static int var_fits(const cxlp_writer *w, uint64_t len, uint64_t n)
     if (add_overflow_u64(w->s_len, len, &end) || end > w->s_data_cap)
         return 0;
     add[0] = len;
-    return layout_need(w, 0, add, w->s_n + n, w->s_cap) <= w->s_cap;
+    return layout_need(w, 0, add, w->s_n + n, w->s_cap) <= w->s_room;
 }
 
 /* Extent bytes a new variable-size shard asks for: a whole shard_bytes,
@@ -645,7 +659,7 @@ static int var_fits(const cxlp_writer *w, uint64_t len, uint64_t n)
  * otherwise took a whole shard_bytes extent for its last few MiB. */
 static uint64_t var_want(const cxlp_writer *w)
 {
-    uint64_t full = ALIGN_UP(SHARD_DATA_OFF + w->shard_bytes, SHARD_ALIGN);
+    uint64_t full = extent_for(w, SHARD_DATA_OFF + w->shard_bytes);
     if (w->nf != 1 || !w->expected || !w->expected_records ||
         w->expected <= w->data_bytes || w->expected_records <= w->n_records)
         return full;
@@ -653,7 +667,7 @@ static uint64_t var_want(const cxlp_writer *w)
     if (add[0] >= w->shard_bytes)
         return full;
     uint64_t need = layout_need(w, 1, add, w->expected_records - w->n_records, UINT64_MAX);
-    return MIN(ALIGN_UP(need, SHARD_ALIGN), full);
+    return MIN(extent_for(w, need), full);
 }
 
 void writer_expect_records(cxlp_writer *w, uint64_t n)
@@ -677,7 +691,7 @@ static int next_shard(cxlp_writer *w, const uint64_t *add, uint64_t n)
         return fail(w, seterr(&w->obj, CXLP_EARG, "dataset %s: %" PRIu64 " records are too large",
                               w->name, n));
     /* index bound at the widest delta: fits whatever the shard's size */
-    uint64_t need = ALIGN_UP(layout_need(w, 1, add, n, UINT64_MAX), SHARD_ALIGN);
+    uint64_t need = extent_for(w, layout_need(w, 1, add, n, UINT64_MAX));
     return open_shard(w, need, var_want(w));
 }
 
@@ -810,7 +824,7 @@ static int append_cols(cxlp_writer *w, uint64_t n, const struct col_src *src)
                 for (uint32_t f = 0; f < w->nf; f++)
                     next[f] = add[f] + src_bytes(w, f, &src[f], i + k, 1);
                 if (w->s_len + next[w->prim] > w->s_data_cap ||
-                    layout_need(w, 0, next, w->s_n + k + 1, w->s_cap) > w->s_cap)
+                    layout_need(w, 0, next, w->s_n + k + 1, w->s_cap) > w->s_room)
                     break;
                 memcpy(add, next, sizeof add);
                 k++;
@@ -826,7 +840,7 @@ static int append_cols(cxlp_writer *w, uint64_t n, const struct col_src *src)
                 rc = open_shard(w, fixed_shard_extent(w, 1), fixed_shard_extent(w, per_shard_records(w)));
             if (rc)
                 return rc;
-            if (w->s_rec_cap == 0 || (!w->schema.fixed && layout_need(w, 0, one, 1, w->s_cap) > w->s_cap))
+            if (w->s_rec_cap == 0 || (!w->schema.fixed && layout_need(w, 0, one, 1, w->s_cap) > w->s_room))
                 return fail(w, seterr(&w->obj, CXLP_EPANIC, "dataset %s: a record does not fit a new shard of %" PRIu64 " bytes",
                                       w->name, w->s_cap));
             continue;
@@ -988,12 +1002,12 @@ int cxlp_writer_direct(cxlp_writer *w, uint64_t len, void **dst)
         uint64_t want = fixed_shard_extent(w, per_shard_records(w));
         if (len > UINT64_MAX / 2)
             return seterr(&w->obj, CXLP_EARG, "dataset %s: direct(%" PRIu64 ") too large", w->name, len);
-        uint64_t need = ALIGN_UP(SHARD_DATA_OFF + len, SHARD_ALIGN);
+        uint64_t need = extent_for(w, SHARD_DATA_OFF + len);
         rc = open_shard(w, need, want);
         if (rc)
             return rc;
         if (w->s_data_cap < len) /* a chunk larger than a shard: this shard grows */
-            w->s_data_cap = (w->s_cap - SHARD_DATA_OFF) / w->unit * w->unit;
+            w->s_data_cap = (w->s_room - SHARD_DATA_OFF) / w->unit * w->unit;
     }
     w->direct_len = len;
     *dst = shard_data(w) + w->s_len;
@@ -1088,6 +1102,7 @@ static void writer_free(cxlp_writer *w)
         XXH3_freeState(w->hash);
     if (w->bsums.st)
         XXH3_freeState(w->bsums.st);
+    shard_bsums_free(&w->bsums);
     for (uint32_t k = 0; k < CXLP_MAX_FIELDS; k++) {
         if (w->stage[k].hash)
             XXH3_freeState(w->stage[k].hash);

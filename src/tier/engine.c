@@ -34,7 +34,7 @@
  *          take (full of kept copies, or of dropped ones readers still pin)
  *          is read into the batch's own memory, verified, and freed at
  *          batch_end (a private read)
- *   where a private read would read a whole shard (format 3), the batch
+ *   where a private read would read a whole shard (format 3 or 4), the batch
  *          reads only the blocks of its records, each verified against
  *          its block sum, into its own sparse memory, freed at batch_end
  *          (a partial read; fetch.h)
@@ -674,7 +674,7 @@ static void free_priv(struct tier_batch *b)
 
 /* The shards of batch b (ids[0..n)) marked home, read from their home
  * copies into the batch's own memory: only the blocks of the batch's
- * records, all the shards' reads of a step in one call (format 3), else
+ * records, all the shards' reads of a step in one call (format 3 or 4), else
  * each whole (x->priv_map 0). Counts them in *parts and *priv. */
 static int read_home(struct tier_engine *e, struct tier_batch *b, const uint64_t *ids, size_t n,
                      struct store_io *io, uint64_t *bytes, uint64_t *parts, uint64_t *priv)
@@ -771,7 +771,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
                 }
             }
         }
-        /* of the blocks of our records (format 3), every shard's in one
+        /* of the blocks of our records (format 3 or 4), every shard's in one
          * read a step, else each whole shard */
         if (missing && (rc = read_home(e, b, ids, n, io, &part_bytes, &parts, &priv))) {
             release_hold(e, b);

@@ -44,7 +44,10 @@ static int scan(const uint8_t *buf, uint64_t len)
         }
     }
     rc = shard_verify(&s, err, sizeof err);
-    return rc || !s.n_bsums ? rc : shard_verify_blocks(&s, 0, s.n_bsums, err, sizeof err);
+    if (!rc)
+        rc = shard_verify_sum_pages(&s, 0, shard_sum_pages(&s), err, sizeof err);
+    rc = rc || !s.n_bsums ? rc : shard_verify_blocks(&s, 0, s.n_bsums, err, sizeof err);
+    return rc;
 }
 
 /* A format 2 shard of n records: a fixed int64 column, a variable column
@@ -87,8 +90,9 @@ static void cols3_free(struct cols3 *t)
 static uint8_t *cols3_build_v(struct cols3 *t, uint64_t n, uint64_t *cap, uint64_t *used,
                               uint32_t version)
 {
-    *cap = SHARD_DATA_OFF + t->in[0].data_len + t->in[1].data_len + t->in[2].data_len +
-           3 * SHARD_COL_ALIGN + shard_index_bound(n, UINT64_MAX) + 64;
+    *cap = shard_cap_for(SHARD_DATA_OFF + t->in[0].data_len + t->in[1].data_len +
+                         t->in[2].data_len + 3 * SHARD_COL_ALIGN +
+                         shard_index_bound(n, UINT64_MAX) + 64, 3);
     uint8_t *buf = alloc_buf(*cap);
     const void *d[3] = {t->data[0], t->data[1], t->data[2]};
     CHECK_OK(shard_build2(buf, *cap, n, t->in, d, 3, version, used));
@@ -100,14 +104,18 @@ static uint8_t *cols3_build(struct cols3 *t, uint64_t n, uint64_t *cap, uint64_t
     return cols3_build_v(t, n, cap, used, SHARD_VERSION);
 }
 
-/* Rewrites the version 2/3 header checksum after a test edited the header,
- * the directory or the block sums, so the check behind it is reached. */
+/* Rewrites the version 2/3/4 header checksum after a test edited the
+ * header, the directory or the block sums (page sums), so the check behind
+ * it is reached. */
 static void rehash2(uint8_t *buf)
 {
     struct shard_hdr2 h;
     memcpy(&h, buf, sizeof h);
     uint64_t n = h.n_cols <= SHARD_MAX_COLS ? h.n_cols : SHARD_MAX_COLS;
-    uint64_t nb = h.version == SHARD_VERSION ? MIN(h.n_bsums, shard_bsum_cap((uint32_t)n)) : 0;
+    uint64_t nb = h.version >= SHARD_VERSION_V3 ? h.n_bsums : 0;
+    if (h.version == SHARD_VERSION && h.sums_off)
+        nb = (nb + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS;
+    nb = MIN(nb, shard_bsum_cap((uint32_t)n));
     uint8_t tmp[SHARD_DATA_OFF];
     memcpy(tmp, buf, 120);
     memcpy(tmp + 120, buf + SHARD_HDR_BYTES, n * SHARD_COL_BYTES + nb * 8);
@@ -173,7 +181,7 @@ static void test_columns(uint64_t *seed)
     uint32_t v9 = 9;
     memcpy(buf + 8, &v9, 4);
     CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_EFORMAT);
-    CHECK(strstr(err, "version 9") && strstr(err, "reads 1 to 3"));
+    CHECK(strstr(err, "version 9") && strstr(err, "reads 1 to 4"));
     free(buf);
     /* the sealer refuses overlapping columns */
     buf = alloc_buf(cap);
@@ -410,7 +418,8 @@ static void test_width8(void)
     uint64_t big = (UINT64_C(1) << 32) + 5;
     uint64_t starts[3] = {0, 10, 10 + big};
     uint64_t data_len = 10 + big + 3;
-    uint64_t cap = shard_extent_need(data_len, shard_index_len(starts, 3));
+    /* and the sums area: 128 Ki + 1 blocks of 32 KiB */
+    uint64_t cap = shard_cap_for(shard_extent_need(data_len, shard_index_len(starts, 3)), 1);
     uint8_t *buf = mmap(NULL, cap, PROT_READ | PROT_WRITE,
                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (buf == MAP_FAILED)
@@ -424,6 +433,7 @@ static void test_width8(void)
     struct shard s;
     CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
     CHECK(block_width(&s, 0) == 8);
+    CHECK(s.bsum_shift == 15 && s.sums_off && s.n_bsums == (1u << 17) + 1 && shard_sum_pages(&s) == 257);
     const uint8_t *p;
     uint64_t l;
     CHECK_OK(shard_record(&s, 0, &p, &l));
@@ -482,7 +492,7 @@ static uint8_t *v3_blocks_build(uint64_t *used)
     uint8_t *buf = alloc_buf(cap);
     struct shard_col_in in = {SHARD_KIND_FIXED, 8, 0, BLK_RECS * 8, NULL, NULL};
     const void *dp[1] = {d};
-    CHECK_OK(shard_build2(buf, cap, BLK_RECS, &in, dp, 1, SHARD_VERSION, used));
+    CHECK_OK(shard_build2(buf, cap, BLK_RECS, &in, dp, 1, SHARD_VERSION_V3, used));
     free(d);
     return buf;
 }
@@ -558,7 +568,7 @@ static void test_blocks(void)
     buf = alloc_buf(cap);
     struct shard_col_in in = {SHARD_KIND_FIXED, 64, 0, big, NULL, NULL};
     const void *dp[1] = {d};
-    CHECK_OK(shard_build2(buf, cap, big / 64, &in, dp, 1, SHARD_VERSION, &used));
+    CHECK_OK(shard_build2(buf, cap, big / 64, &in, dp, 1, SHARD_VERSION_V3, &used));
     CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
     CHECK(s.bsum_shift == 17 && s.n_bsums <= shard_bsum_cap(1) &&
           (uint64_t)s.n_bsums << 17 >= used);
@@ -576,11 +586,113 @@ static void test_blocks(void)
     free(d);
 }
 
+/* Version 4: 4 KiB blocks, their sums in a sums area once they do not fit
+ * the header page (pages of 512 sums, each under a page sum there); a
+ * corrupt page or block named, every field of the area bounds-checked;
+ * a small shard built with an area on purpose reads the same. */
+static void test_sums_area(void)
+{
+    const uint64_t n = 4 * 65536 + 77; /* 8-byte records: 2 MiB + 616 bytes */
+    uint64_t *d = malloc(n * 8), used;
+    CHECK(d);
+    for (uint64_t i = 0; i < n; i++)
+        d[i] = i * 0x9e3779b97f4a7c15u;
+    uint64_t cap = shard_cap_for(SHARD_DATA_OFF + n * 8, 1);
+    CHECK(shard_room(cap, 1) >= SHARD_DATA_OFF + n * 8 && cap > SHARD_DATA_OFF + n * 8);
+    uint8_t *buf = alloc_buf(cap);
+    struct shard_col_in in = {SHARD_KIND_FIXED, 8, 0, n * 8, NULL, NULL};
+    const void *dp[1] = {d};
+    CHECK_OK(shard_build2(buf, cap, n, &in, dp, 1, SHARD_VERSION, &used));
+    struct shard s;
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
+    uint64_t bend = ALIGN_UP(SHARD_DATA_OFF + n * 8, SHARD_SUMS_PAGE);
+    CHECK(s.version == 4 && s.bsum_shift == 12 && s.sums_off == bend && s.bend == bend);
+    CHECK(s.n_bsums == bend / 4096 && used == bend + 8 * s.n_bsums && used <= cap);
+    CHECK(shard_sum_pages(&s) == 2); /* 514 sums: a page of 512 and one of 2 */
+    CHECK_OK(scan(buf, used));
+    uint64_t lo, hi;
+    shard_block_span(&s, s.n_bsums - 1, &lo, &hi);
+    CHECK(hi == bend && lo == bend - 4096);
+    shard_block_span(&s, 0, &lo, &hi);
+    CHECK(lo == hi); /* block 0 is the header page: covers nothing */
+    /* a byte of the second page of sums: that page fails, named */
+    buf[bend + 512 * 8 + 3] ^= 2;
+    CHECK_OK(shard_verify_sum_pages(&s, 0, 1, err, sizeof err));
+    CHECK_RC(shard_verify_sum_pages(&s, 1, 1, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "page 1 of the block sums"));
+    buf[bend + 512 * 8 + 3] ^= 2;
+    /* a byte of a block: its sum names it */
+    buf[300 * 4096 + 5] ^= 1;
+    CHECK_RC(shard_verify_blocks(&s, 300, 1, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "block 300 "));
+    CHECK_OK(shard_verify_blocks(&s, 299, 1, err, sizeof err));
+    buf[300 * 4096 + 5] ^= 1;
+    /* the page sums are under the header checksum */
+    buf[shard_bsum_off(1) + 8] ^= 1;
+    CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "header checksum") && strstr(err, "2 page sums"));
+    buf[shard_bsum_off(1) + 8] ^= 1;
+    /* each field of the area, with the checksum made right */
+    struct shard_hdr2 h0, h;
+    memcpy(&h0, buf, sizeof h0);
+    struct { uint64_t sums_off, used; uint32_t shift, n; const char *what; } bad[] = {
+        {bend + 8, used + 8, 12, h0.n_bsums, "sums area"},      /* not page aligned */
+        {bend, used, 12, h0.n_bsums + 1, "sums area"},          /* more sums than room */
+        {bend - 4096, used - 4096, 12, h0.n_bsums, "cover"},    /* blocks past the area */
+        {bend, used, 13, h0.n_bsums, "cover"},
+        {bend, used, 11, h0.n_bsums, "block sums"},              /* below 4 KiB */
+        {0, used, 12, h0.n_bsums, "block sums"},                 /* 514 do not fit the page */
+        {2048, used, 12, h0.n_bsums, "sums area"},               /* inside the header page */
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        h = h0;
+        h.sums_off = bad[k].sums_off;
+        h.used = bad[k].used;
+        h.bsum_shift = bad[k].shift;
+        h.n_bsums = bad[k].n;
+        memcpy(buf, &h, sizeof h);
+        rehash2(buf);
+        CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, cap, err, sizeof err), CXLP_ECORRUPT);
+        if (!strstr(err, bad[k].what))
+            fprintf(stderr, "case %zu: %s\n", k, err);
+        CHECK(strstr(err, bad[k].what));
+    }
+    /* a version 3 header may not name an area */
+    h = h0;
+    h.version = SHARD_VERSION_V3;
+    h.layout = shard_layout_of(SHARD_VERSION_V3);
+    memcpy(buf, &h, sizeof h);
+    rehash2(buf);
+    CHECK_RC(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err), CXLP_ECORRUPT);
+    CHECK(strstr(err, "version 3 shard with a sums area"));
+    memcpy(buf, &h0, sizeof h0);
+    CHECK_OK(scan(buf, used));
+    /* the same records as version 3: 64 KiB blocks in the header page */
+    uint64_t used3;
+    CHECK_OK(shard_build2(buf, cap, n, &in, dp, 1, SHARD_VERSION_V3, &used3));
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used3, err, sizeof err));
+    CHECK(s.version == 3 && s.bsum_shift == 16 && s.sums_off == 0 && used3 < used);
+    CHECK_OK(scan(buf, used3));
+    free(buf);
+    /* a small shard with an area on purpose (fuzz seeds): one page */
+    buf = alloc_buf(3 * 4096 + 64 * 8 + 64);
+    in.data_len = 64 * 8;
+    CHECK_OK(shard_build2(buf, 3 * 4096 + 64 * 8 + 64, 64, &in, dp, 1, SHARD_BUILD_V4_AREA,
+                         &used));
+    CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, buf, used, err, sizeof err));
+    CHECK(s.version == 4 && s.sums_off == 8192 && s.n_bsums == 2 && used == 8192 + 16);
+    CHECK(shard_sum_pages(&s) == 1);
+    CHECK_OK(scan(buf, used));
+    free(buf);
+    free(d);
+}
+
 /* Block sums taken as the bytes land (shard_bsums, what the writer does)
  * seal the same shard, byte for byte, as sums taken at seal: fed in pieces
  * of any size up to any point, at the block size of the exact extent and of
- * one twice as large (a larger block size than the shard ends with: taken
- * again at seal), below and above the size where blocks grow to 128 KiB. */
+ * one twice as large, for a shard whose sums fit the header page and one
+ * with a sums area. (A larger block size than the shard ends with, taken
+ * again at seal, needs extents past 976 MiB in version 4.) */
 static void test_bsums_streamed(uint64_t *seed)
 {
     const uint64_t ns[] = {2000, 230000};
@@ -596,9 +708,9 @@ static void test_bsums_streamed(uint64_t *seed)
             uint8_t *buf = alloc_buf(bcap);
             for (int c = 0; c < 3; c++)
                 memcpy(buf + t.in[c].data_off, t.data[c], t.in[c].data_len);
-            struct shard_bsums *bs = malloc(sizeof *bs);
+            struct shard_bsums *bs = calloc(1, sizeof *bs);
             CHECK(bs);
-            shard_bsums_begin(bs, st, bcap, 3);
+            CHECK_OK(shard_bsums_begin(bs, st, bcap, 3));
             CHECK(bs->shift == shard_bsum_shift_for(bcap, 3));
             uint64_t stop = t.in[1].data_off + test_rand(seed) % (t.in[1].data_len + 1);
             for (uint64_t at = SHARD_DATA_OFF; at < stop;) {
@@ -610,15 +722,17 @@ static void test_bsums_streamed(uint64_t *seed)
             }
             CHECK_OK(shard_seal2_sums(buf, bcap, n, t.in, 3, bs, &bused));
             CHECK(bused == used && memcmp(buf, ref, used) == 0);
+            shard_bsums_free(bs);
             free(bs);
             free(buf);
         }
         struct shard s;
         CHECK_OK(shard_open(&s, cols_s, SHARD_MAX_COLS, ref, used, err, sizeof err));
-        /* the large one spans both block sizes: 128 KiB blocks when the
-         * extent is exact, 256 KiB hashed for the one twice as large */
-        CHECK(s.bsum_shift == (k ? 17u : 16u));
-        CHECK(k == 0 || shard_bsum_shift_for(2 * cap, 3) == 18);
+        /* 4 KiB blocks both: the small one's sums in the header page, the
+         * large one's (36 MB: 9,000 blocks) in a sums area */
+        CHECK(s.bsum_shift == SHARD_BSUM_SHIFT4 && s.version == SHARD_VERSION);
+        CHECK(k ? s.sums_off == s.bend && shard_sum_pages(&s) > 1 : s.sums_off == 0);
+        CHECK_OK(scan(ref, used));
         XXH3_freeState(st);
         free(ref);
         cols3_free(&t);
@@ -673,17 +787,29 @@ static int write_seeds(const char *dir)
     buf = alloc_buf(8192);
     CHECK_OK(shard_build2(buf, 8192, 8, &one, d, 1, SHARD_VERSION_V2, &used));
     write_file(dir, "cols-1-var", buf, used);
-    /* format 3: the same shards with block sums, and one of several blocks */
-    CHECK_OK(shard_build2(buf, 8192, 8, &one, d, 1, SHARD_VERSION, &used));
+    /* format 3 as earlier builds wrote it, format 4: the same shards with
+     * block sums, and one of several blocks */
+    CHECK_OK(shard_build2(buf, 8192, 8, &one, d, 1, SHARD_VERSION_V3, &used));
     write_file(dir, "v3-cols-1-var", buf, used);
+    CHECK_OK(shard_build2(buf, 8192, 8, &one, d, 1, SHARD_VERSION, &used));
+    write_file(dir, "v4-cols-1-var", buf, used);
     free(buf);
     cols3_make(&t, 90, &seed);
-    buf = cols3_build(&t, 90, &cap, &used);
+    buf = cols3_build_v(&t, 90, &cap, &used, SHARD_VERSION_V3);
     write_file(dir, "v3-cols-3-mixed", buf, used);
+    free(buf);
+    buf = cols3_build(&t, 90, &cap, &used);
+    write_file(dir, "v4-cols-3-mixed", buf, used);
     free(buf);
     cols3_free(&t);
     buf = v3_blocks_build(&used);
     write_file(dir, "v3-blocks-4", buf, used);
+    free(buf);
+    /* format 4 with a sums area (small: built so on purpose) */
+    buf = alloc_buf(3 * 4096 + 96);
+    one.starts = starts;
+    CHECK_OK(shard_build2(buf, 3 * 4096 + 96, 8, &one, d, 1, SHARD_BUILD_V4_AREA, &used));
+    write_file(dir, "v4-area-1-var", buf, used);
     free(buf);
     return 0;
 }
@@ -739,6 +865,7 @@ int main(int argc, char **argv)
     test_empty();
     test_width8();
     test_blocks();
+    test_sums_area();
     test_bsums_streamed(&seed);
     replay_corpus();
     printf("ok\n");

@@ -1,4 +1,4 @@
-/* Partial reads (shard format 3): a shard homed on an nvme tier read in
+/* Partial reads (shard formats 3 and 4): a shard homed on an nvme tier read in
  * part, only the blocks of the records asked for, each verified against its
  * block sum; the right records, fewer bytes than the shard, nothing staged.
  * A corrupt block or a wrong sum fails the reads that need it, named, and
@@ -39,13 +39,16 @@ static int in_memory(cxlp_store *s, uint64_t k)
     return loc_present(__atomic_load_n(&s->states[k * s->stride + 1 + 0], __ATOMIC_ACQUIRE));
 }
 
-/* Writes the header checksum of the header page of a shard of version 2
- * or 3: XXH3-64 of header bytes [0, 120), the directory, the block sums. */
+/* Writes the header checksum of the header page of a shard of version 2,
+ * 3 or 4: XXH3-64 of header bytes [0, 120), the directory, the block sums
+ * (the page sums of a sums area). */
 static void rehash_page(uint8_t *page)
 {
     struct shard_hdr2 h;
     memcpy(&h, page, sizeof h);
     size_t dir = (size_t)h.n_cols * SHARD_COL_BYTES, sums = (size_t)h.n_bsums * 8;
+    if (h.version == SHARD_VERSION && h.sums_off) /* the page sums of a sums area */
+        sums = (h.n_bsums + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS * 8;
     uint8_t tmp[SHARD_DATA_OFF];
     memcpy(tmp, page, 120);
     memcpy(tmp + 120, page + SHARD_HDR_BYTES, dir + sums);
@@ -107,14 +110,15 @@ static void direct(const char *name, int fixed)
     const uint64_t whole = ALIGN_UP(s->loc[k].len, 4096);
     printf("%s: 3 records of shard %llu (%llu bytes) in part: %llu bytes read\n", name,
            (unsigned long long)k, (unsigned long long)whole, (unsigned long long)bytes);
-    /* the header page and at most two more blocks per distinct record (a
-     * variable-size record may straddle a block), plus the index */
-    CHECK(bytes >= 64 * KiB && bytes < whole / 2);
-    /* fixed: records 2 (block 0: the header page, then the rest of the
-     * block), nr / 2 (block 8) and nr - 1 (the last block, the 4 KiB past
-     * 1 MiB): exactly those */
+    /* the header page and at most two more 4 KiB blocks per distinct
+     * record (a variable-size record may straddle a block), plus the
+     * index */
+    CHECK(bytes >= 2 * SHARD_DATA_OFF && bytes < whole / 2);
+    /* fixed: records 2 (block 1, the first past the header page), nr / 2
+     * (block 129) and nr - 1 (the last block, the 4 KiB past 1 MiB), each
+     * of 1 KiB inside one block: the header page and exactly those */
     if (fixed)
-        CHECK(nr == SHARD_B / REC_FIXED_SIZE && bytes == 2 * 64 * KiB + (whole - 16 * 64 * KiB));
+        CHECK(nr == SHARD_B / REC_FIXED_SIZE && bytes == SHARD_DATA_OFF + 3 * 4 * KiB);
     /* the same records again: the header page is the store's, kept from
      * the read above, so only the blocks are read */
     CHECK(partial_ok(s, fixed, k, rec, 4) == bytes - SHARD_DATA_OFF);
@@ -187,10 +191,13 @@ static void several(const char *name, int fixed)
     CHECK_OK(cxlp_pool_close(p));
 }
 
-/* A shard of 40 MiB: more 64 KiB blocks than the header page holds sums
- * for, so its blocks are 128 KiB. The header page is read first, then the
- * rest of block 0 (never the header's bytes again) and further blocks:
- * records in each read right. */
+/* A shard of 40 MiB: more 4 KiB blocks than the header page holds sums
+ * for, so they lie in a sums area after the records, under page sums in
+ * the header page. The header page is read first, then the blocks of the
+ * records and the pages of sums those blocks need (each once, in the same
+ * read): records in each read right. A byte of one page of sums flipped on
+ * the tier: a read needing that page fails naming it, one needing others
+ * does not. */
 static void big(void)
 {
     cxlp_pool *p;
@@ -198,8 +205,8 @@ static void big(void)
     open_ds("big", &p, &s);
     CHECK(s->n_shards == 1);
     uint64_t nr = s->loc[0].n_records;
-    /* records 0 and 100 (at 4,096 and 106,496: block 0, past the header
-     * page); nr / 2 and nr - 1 further blocks */
+    /* records 0 and 100 (at 4,096 and 106,496: blocks 1 and 26, page 0 of
+     * the sums); nr / 2 and nr - 1 (pages 10 and 20) */
     const uint64_t rec[] = {0, 100, nr / 2, nr - 1};
     struct store_io io = {0};
     uint8_t *buf;
@@ -207,19 +214,55 @@ static void big(void)
     struct shard g;
     struct shard_col cols[SHARD_MAX_COLS];
     CHECK_OK(store_read_partial(s, 0, rec, 4, &io, &buf, &blen, &g, cols, &bytes));
-    CHECK(g.bsum_shift == 17 && g.n_bsums > shard_bsum_cap(1) / 2);
+    CHECK(g.bsum_shift == 12 && g.sums_off && shard_sum_pages(&g) == 21);
     for (size_t i = 0; i < 4; i++) {
         const uint8_t *q;
         uint64_t len;
         CHECK_OK(shard_col_record(&g.col[0], rec[i], &q, &len));
         CHECK(rec_ok(q, len, 1, seed, rec[i]));
     }
-    /* the header page, the rest of block 0, two more blocks (the last one
-     * short) */
-    const uint64_t last = blen - (uint64_t)(g.n_bsums - 1) * 128 * KiB;
-    printf("big: 4 records of a %llu-byte shard of 128 KiB blocks: %llu bytes read\n",
-           (unsigned long long)blen, (unsigned long long)bytes);
-    CHECK(bytes == SHARD_DATA_OFF + (128 * KiB - SHARD_DATA_OFF) + 128 * KiB + last);
+    printf("big: 4 records of a %llu-byte shard of 4 KiB blocks (%llu pages of sums): %llu "
+           "bytes read\n", (unsigned long long)blen, (unsigned long long)shard_sum_pages(&g),
+           (unsigned long long)bytes);
+    /* the header page, four blocks, three pages of sums */
+    CHECK(bytes == SHARD_DATA_OFF + 4 * 4 * KiB + 3 * SHARD_SUMS_PAGE);
+    const uint64_t page10 = home_off(s, 0) + g.sums_off + 10 * SHARD_SUMS_PAGE + 24;
+    munmap(buf, blen);
+    /* again: the header page and the pages of sums are the store's, kept
+     * from that read (each verified again), so only the blocks are read */
+    CHECK_OK(store_read_partial(s, 0, rec, 4, &io, &buf, &blen, &g, cols, &bytes));
+    CHECK(bytes == 4 * 4 * KiB);
+    for (size_t i = 0; i < 4; i++) {
+        const uint8_t *q;
+        uint64_t len;
+        CHECK_OK(shard_col_record(&g.col[0], rec[i], &q, &len));
+        CHECK(rec_ok(q, len, 1, seed, rec[i]));
+    }
+    munmap(buf, blen);
+    /* the corrupt page below is seen by a handle that kept none */
+    CHECK_OK(cxlp_store_close(s));
+    CHECK_OK(cxlp_store_open(p, "big", &s));
+    int fd = open(nvme_path, O_RDWR);
+    CHECK(fd >= 0);
+    uint8_t c;
+    CHECK(pread(fd, &c, 1, (off_t)page10) == 1);
+    c ^= 0x40;
+    CHECK(pwrite(fd, &c, 1, (off_t)page10) == 1);
+    fsync(fd);
+    CHECK_RC(store_read_partial(s, 0, &rec[2], 1, &io, &buf, &blen, &g, cols, &bytes),
+             CXLP_ECORRUPT);
+    printf("big: corrupt page of sums: %s\n", cxlp_errmsg(NULL));
+    CHECK(strstr(cxlp_errmsg(NULL), "dataset big shard 0") &&
+          strstr(cxlp_errmsg(NULL), "page 10 of the block sums"));
+    CHECK_OK(store_read_partial(s, 0, rec, 2, &io, &buf, &blen, &g, cols, &bytes));
+    munmap(buf, blen);
+    CHECK_RC(cxlp_store_verify(s), CXLP_ECORRUPT);
+    CHECK(strstr(cxlp_errmsg(s), "page 10 of the block sums"));
+    c ^= 0x40;
+    CHECK(pwrite(fd, &c, 1, (off_t)page10) == 1);
+    fsync(fd);
+    close(fd);
+    CHECK_OK(store_read_partial(s, 0, &rec[2], 1, &io, &buf, &blen, &g, cols, &bytes));
     munmap(buf, blen);
     store_io_close(&io);
     CHECK(!in_memory(s, 0));
@@ -237,8 +280,8 @@ static void corrupt(void)
     cxlp_pool *p;
     cxlp_store *s;
     open_ds("fixed", &p, &s);
-    const uint64_t k = 1, blk = 5;
-    uint64_t at = home_off(s, k) + blk * 64 * KiB + 100;
+    const uint64_t k = 1, blk = 80;
+    uint64_t at = home_off(s, k) + blk * 4 * KiB + 100;
     int fd = open(nvme_path, O_RDWR);
     CHECK(fd >= 0);
     uint8_t c;
@@ -246,8 +289,8 @@ static void corrupt(void)
     c ^= 0x10;
     CHECK(pwrite(fd, &c, 1, (off_t)at) == 1);
     fsync(fd);
-    /* the record holding byte blk * 64 KiB + 100 of the shard */
-    const uint64_t bad = (blk * 64 * KiB + 100 - SHARD_DATA_OFF) / REC_FIXED_SIZE;
+    /* the record holding byte blk * 4 KiB + 100 of the shard */
+    const uint64_t bad = (blk * 4 * KiB + 100 - SHARD_DATA_OFF) / REC_FIXED_SIZE;
     const uint64_t good[] = {0, bad + 80, s->loc[k].n_records - 1};
     struct store_io io = {0};
     uint8_t *buf;
@@ -257,7 +300,7 @@ static void corrupt(void)
     CHECK_RC(store_read_partial(s, k, &bad, 1, &io, &buf, &blen, &g, cols, &got), CXLP_ECORRUPT);
     const char *m = cxlp_errmsg(NULL);
     printf("corrupt block: %s\n", m);
-    CHECK(strstr(m, "dataset fixed shard 1") && strstr(m, "block 5 ") && strstr(m, nvme_path));
+    CHECK(strstr(m, "dataset fixed shard 1") && strstr(m, "block 80 ") && strstr(m, nvme_path));
     /* the same record among other shards' in one read: named alike */
     {
         struct shard g3[3];
@@ -268,7 +311,7 @@ static void corrupt(void)
                                   {.k = k + 1, .rec = &r0, .n = 1, .g = &g3[2], .cols = c3[2]}};
         CHECK_RC(store_read_parts(s, v, 3, &io, &got), CXLP_ECORRUPT);
         CHECK(strstr(cxlp_errmsg(NULL), "dataset fixed shard 1 ") &&
-              strstr(cxlp_errmsg(NULL), "block 5 "));
+              strstr(cxlp_errmsg(NULL), "block 80 "));
         CHECK(v[0].buf == NULL && v[1].buf == NULL && v[2].buf == NULL);
     }
     store_io_close(&io);
@@ -298,9 +341,9 @@ static void corrupt(void)
     CHECK(pwrite(fd, page, sizeof page, (off_t)home_off(s, k)) == (ssize_t)sizeof page);
     CHECK_RC(cxlp_store_verify(s), CXLP_ECORRUPT);
     printf("wrong block sum: %s\n", cxlp_errmsg(s));
-    CHECK(strstr(cxlp_errmsg(s), "shard 1") && strstr(cxlp_errmsg(s), "block 5 "));
+    CHECK(strstr(cxlp_errmsg(s), "shard 1") && strstr(cxlp_errmsg(s), "block 80 "));
     CHECK_RC(store_read_partial(s, k, &bad, 1, &io, &buf, &blen, &g, cols, &got), CXLP_ECORRUPT);
-    CHECK(strstr(cxlp_errmsg(NULL), "block 5 "));
+    CHECK(strstr(cxlp_errmsg(NULL), "block 80 "));
     store_io_close(&io);
     partial_ok(s, 1, k, good, 3);
     CHECK(pwrite(fd, orig, sizeof orig, (off_t)home_off(s, k)) == (ssize_t)sizeof orig);
@@ -388,7 +431,7 @@ static void loader(const char *name, int fixed, int old, int corrupt)
             printf("%s: loader stopped after %llu records: %s\n", name, (unsigned long long)got,
                    cxlp_errmsg(l));
             CHECK(rc == CXLP_ECORRUPT && strstr(cxlp_errmsg(l), "shard 1") &&
-                  strstr(cxlp_errmsg(l), "block 5 "));
+                  strstr(cxlp_errmsg(l), "block 80 "));
             break;
         }
         if (rc)

@@ -413,9 +413,12 @@ class C:
                 f.seek(fix_header_at)
                 hdr = f.read(128)
                 # format 2: over header bytes 0..119 and the column
-                # directory; format 3: then the block sums after it
+                # directory; formats 3 and 4: then the block sums after it
+                # (format 4 with a sums area: the page sums, one per 512)
                 version, n_cols = struct.unpack("<II", hdr[8:16])
-                n_bsums = struct.unpack("<I", hdr[52:56])[0] if version == 3 else 0
+                n_bsums = struct.unpack("<I", hdr[52:56])[0] if version in (3, 4) else 0
+                if version == 4 and struct.unpack("<Q", hdr[56:64])[0]:
+                    n_bsums = (n_bsums + 511) // 512
                 body = hdr[:120] + f.read(64 * n_cols + 8 * n_bsums)
                 xxh = ctypes.CDLL("libxxhash.so.0")
                 xxh.XXH3_64bits.restype = ctypes.c_uint64

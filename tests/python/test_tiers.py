@@ -225,7 +225,8 @@ def test_an_order_that_cannot_be_staged_is_warned_of(tiered) -> None:
     a distributed random order), or in a block order whose window is more
     than the budget, warns with the fix; window="auto" and a sequential
     order do not. What the warning says, measured: the full shuffle reads
-    far more from the home tier per record than window="auto"."""
+    more from the home tier per record than window="auto" (read in part, a
+    4 KiB block for each 512-byte record not in memory: 1.9x to 8x here)."""
     p, name, data = tiered
     p.migrate("d", "nvme")
     ds = CXLDataset(p, "d")
@@ -249,7 +250,7 @@ def test_an_order_that_cannot_be_staged_is_warned_of(tiered) -> None:
     per_full = staged_per_record(shuffled, 30)
     p.migrate("d", "nvme")
     per_auto = staged_per_record(auto, 30)
-    assert per_full > 10 * per_auto, (per_full, per_auto)
+    assert per_full > 1.5 * per_auto, (per_full, per_auto)
 
 
 def test_stagers_argument_sets_the_count_and_bad_values_are_refused(tiered) -> None:
@@ -330,11 +331,12 @@ def test_a_full_shuffle_larger_than_the_budget_reads_in_part(tiered) -> None:
 
 @pytest.mark.parametrize("policy", ["lookahead", "lru"])
 def test_with_no_room_for_a_copy_batches_read_in_part(tmp_path: Path, policy: str) -> None:
-    """Shards of 2 MiB (33 blocks of 64 KiB) and a dram tier full of kept
-    copies of another dataset: no miss can make a copy, so where a batch
-    read a private copy of a whole shard it reads in part the blocks of its
-    8 records from the nvme home (docs/tiers.md, "Partial reads"),
-    verified, and the epoch delivers every record once and intact."""
+    """Shards of 2 MiB (513 blocks of 4 KiB, their sums in a sums area) and
+    a dram tier full of kept copies of another dataset: no miss can make a
+    copy, so where a batch read a private copy of a whole shard it reads in
+    part the blocks of its 8 records from the nvme home (docs/tiers.md,
+    "Partial reads"), verified, and the epoch delivers every record once
+    and intact."""
     name = f"pyt-tierpr-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tier_file = f"/var/tmp/cxlp-{name}.tier"
     p = CXLMemoryPool(name, create=True, meta_bytes=4 << 20,
@@ -363,10 +365,10 @@ def test_with_no_room_for_a_copy_batches_read_in_part(tmp_path: Path, policy: st
         assert st["records"] == rows and st["hits"] + st["misses"] == rows
         assert st["fetched"] == 0 and st["private_reads"] == 0
         # at least one partial read per batch; each reads the blocks of the
-        # batch's records (at most 8 of 33; block 0 without its 4 KiB
-        # header page), and the header page the first time
+        # batch's records (at most 8 of 513, 4 KiB each), the pages of sums
+        # they need (at most 2), and the header page the first time
         assert st["partial_reads"] >= st["batches"] == rows // 8
-        assert 60 << 10 <= st["partial_bytes"] / st["partial_reads"] <= 9 * (64 << 10)
+        assert 4 << 10 <= st["partial_bytes"] / st["partial_reads"] <= 11 * (4 << 10)
         assert p.verify()
         del loader, ds
     finally:
