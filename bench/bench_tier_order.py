@@ -12,7 +12,9 @@ Records of 8 KiB (int32, record i starts with i), a dram tier of --tier-mib
 before a file tier on --dir read with O_DIRECT (the page cache never holds
 it), the loader's default policy (lookahead) and budget. Reported per
 order: seconds, samples/s, bytes read from the home tier (whole shards
-staged plus partial reads) over the dataset's bytes, hits and misses; every
+staged plus partial reads, as the loader counts them) over the dataset's
+bytes, the same from the kernel (read_bytes of /proc/self/io: what the
+process read from the disk, whoever counted it), hits and misses; every
 record is checked to come exactly once.
 
     python3 bench/bench_tier_order.py [--mib 256] [--tier-mib 48] [--shard-kib 1024]
@@ -38,6 +40,16 @@ from cxl_dataloader import (CXLDataLoader, CXLDataset, CXLMemoryPool,  # noqa: E
                             RandomCXLSampler)
 
 REC = 8192
+
+
+def disk_read_bytes() -> int:
+    """Bytes this process (every thread, io_uring's workers too) read from
+    block devices: the O_DIRECT reads of the home tier."""
+    with open("/proc/self/io") as f:
+        for line in f:
+            if line.startswith("read_bytes:"):
+                return int(line.split()[1])
+    return 0
 
 
 def main() -> int:
@@ -69,8 +81,9 @@ def main() -> int:
         ds = CXLDataset(pool, "d")
         print(f"{a.mib} MiB of {REC}-byte records in {ds.shards()['n_shards']} shards, "
               f"a {a.tier_mib} MiB dram tier, batch {a.batch}; load {os.getloadavg()[0]:.1f}")
-        print("| order | seconds | samples/s | home bytes / dataset | hits | misses | complete |")
-        print("|---|---:|---:|---:|---:|---:|---|")
+        print("| order | seconds | samples/s | home bytes / dataset | disk bytes / dataset | "
+              "hits | misses | complete |")
+        print("|---|---:|---:|---:|---:|---:|---:|---|")
         rows = {"part": ("full shuffle (shuffle=True), read in part (the default)",
                          dict(shuffle=True, seed=1)),
                 "staged": ("full shuffle, staged (read_in_part=False)",
@@ -91,14 +104,17 @@ def main() -> int:
                 warnings.simplefilter("ignore")  # the full shuffle's warning is the point
                 dl = CXLDataLoader(ds, batch_size=a.batch, **kw)
             seen = np.zeros(n, dtype=np.int32)
+            disk0 = disk_read_bytes()
             t = time.perf_counter()
             for b in dl:
                 np.add.at(seen, b[:, 0].numpy(), 1)
             dt = time.perf_counter() - t
+            disk = (disk_read_bytes() - disk0) / (n * REC)
             st = dl.stats()
             home = (st["bytes_staged"] + st["partial_bytes"]) / (n * REC)
-            print(f"| {label} | {dt:.2f} | {n / dt:,.0f} | {home:.2f} | {st['hits']} | "
-                  f"{st['misses']} | {'yes' if (seen == 1).all() else 'NO'} |", flush=True)
+            print(f"| {label} | {dt:.2f} | {n / dt:,.0f} | {home:.2f} | {disk:.2f} | "
+                  f"{st['hits']} | {st['misses']} | {'yes' if (seen == 1).all() else 'NO'} |",
+                  flush=True)
             dl.close()
             del dl
         del ds
