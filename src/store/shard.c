@@ -558,6 +558,14 @@ void shard_bsums_update(struct shard_bsums *bs, const uint8_t *base, uint64_t up
     while (bs->at < upto) {
         /* b < cap_sum: at < limit, whose blocks begin sized the array */
         uint64_t b = bs->at >> bs->shift, end = MIN((bs->at | mask) + 1, upto);
+        if ((bs->at & mask) == 0 && end - bs->at == mask + 1) {
+            /* a whole block at once: the one-shot hash, without the
+             * streaming state's buffering (4 KiB blocks: 64 per 256 KiB
+             * piece the writer feeds) */
+            bs->sum[b] = XXH3_64bits(base + bs->at, (size_t)(mask + 1));
+            bs->at = end;
+            continue;
+        }
         XXH3_64bits_update(bs->st, base + bs->at, (size_t)(end - bs->at));
         bs->at = end;
         if ((end & mask) == 0) {
