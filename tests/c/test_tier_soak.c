@@ -4,9 +4,13 @@
  * one by one (cxlp_store_read_copy: a pin per record, a fetch when no
  * memory tier holds the shard), two read whole epochs through a loader
  * whose lookahead engine stages and evicts under a small budget (every
- * other epoch a full shuffle read in part, tier_read_in_part: partial
- * reads of the home copies, copies only into the budget's room). Readers
- * count every record they checked; any mismatch, error or crash fails.
+ * third epoch a full shuffle read in part, tier_read_in_part: partial
+ * reads of the home copies, copies only into the budget's room; and every
+ * third a full shuffle of a second dataset, "a", whose 3 MiB shards keep
+ * their block sums in sums areas (shard format 4): partial reads of its
+ * blocks and pages of sums, none copied, the pages kept and shared by the
+ * gather threads). Readers count every record they checked; any mismatch,
+ * error or crash fails.
  *
  * Processes by default (separate address spaces, as ranks are); with
  * --threads (how the TSan build runs it) the readers and the migrator are
@@ -25,7 +29,7 @@
 #define MiB (1ull << 20)
 
 static char pool[128];
-static uint64_t seed = 5, n_rec;
+static uint64_t seed = 5, n_rec, n_rec_a;
 static double seconds;
 
 struct counts {
@@ -121,15 +125,18 @@ static void streamer(struct counts *c, double end, uint64_t k)
 {
     cxlp_pool *p;
     struct cxlp_pool_opts ro = {.readonly = 1};
-    cxlp_store *s;
-    if (cxlp_pool_open(pool, &ro, &p) || cxlp_store_open(p, "d", &s))
+    cxlp_store *sd, *sa;
+    if (cxlp_pool_open(pool, &ro, &p) || cxlp_store_open(p, "d", &sd) ||
+        cxlp_store_open(p, "a", &sa))
         return bad(c, "loader open");
     cxlp_pool_close(p);
     for (uint64_t epoch = 0; now() < end; epoch++) {
-        int part = (int)(epoch % 2);
+        int part = epoch % 3 != 0, area = epoch % 3 == 2;
+        cxlp_store *s = area ? sa : sd;
         struct cxlp_sampler_config cfg = {.kind = part ? CXLP_ORDER_RANDOM : CXLP_ORDER_BLOCK,
-                                          .n = n_rec, .seed = k, .epoch = epoch,
-                                          .shard_size = 64, .window = 3, .world = 1};
+                                          .n = area ? n_rec_a : n_rec, .seed = k,
+                                          .epoch = epoch, .shard_size = 64, .window = 3,
+                                          .world = 1};
         cxlp_sampler *sm;
         cxlp_loader *l;
         struct cxlp_loader_opts o = {.batch_size = 16, .threads = 2,
@@ -161,7 +168,8 @@ static void streamer(struct counts *c, double end, uint64_t k)
         if (rc)
             break;
     }
-    cxlp_store_close(s);
+    cxlp_store_close(sa);
+    cxlp_store_close(sd);
 }
 
 static void role(int i, double end)
@@ -201,6 +209,8 @@ int main(int argc, char **argv)
     cxlp_pool *p;
     CHECK_OK(cxlp_pool_create_tiered(pool, tiers, 3, &po, &p));
     CHECK_OK(rec_ingest(p, "d", 1, seed, 8 * MiB, 64 * 1024, &n_rec, NULL));
+    CHECK_OK(rec_ingest(p, "a", 1, seed, 6 * MiB, 3 * MiB, &n_rec_a, NULL));
+    CHECK_OK(cxlp_migrate(p, "a", "nvme", NULL, NULL)); /* read from its home only */
     CHECK_OK(cxlp_pool_close(p));
 
     cnt = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
