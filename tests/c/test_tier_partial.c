@@ -56,6 +56,19 @@ static void rehash_page(uint8_t *page)
     memcpy(page + 120, &h.hdr_checksum, 8);
 }
 
+/* Flips the bits of mask in the byte at offset at of the nvme tier's file. */
+static void flip(uint64_t at, uint8_t mask)
+{
+    int fd = open(nvme_path, O_RDWR);
+    CHECK(fd >= 0);
+    uint8_t c;
+    CHECK(pread(fd, &c, 1, (off_t)at) == 1);
+    c ^= mask;
+    CHECK(pwrite(fd, &c, 1, (off_t)at) == 1);
+    fsync(fd);
+    close(fd);
+}
+
 /* The test pool and dataset name in it. */
 static void open_ds(const char *name, cxlp_pool **p, cxlp_store **s)
 {
@@ -242,13 +255,7 @@ static void big(void)
     /* the corrupt page below is seen by a handle that kept none */
     CHECK_OK(cxlp_store_close(s));
     CHECK_OK(cxlp_store_open(p, "big", &s));
-    int fd = open(nvme_path, O_RDWR);
-    CHECK(fd >= 0);
-    uint8_t c;
-    CHECK(pread(fd, &c, 1, (off_t)page10) == 1);
-    c ^= 0x40;
-    CHECK(pwrite(fd, &c, 1, (off_t)page10) == 1);
-    fsync(fd);
+    flip(page10, 0x40);
     CHECK_RC(store_read_partial(s, 0, &rec[2], 1, &io, &buf, &blen, &g, cols, &bytes),
              CXLP_ECORRUPT);
     printf("big: corrupt page of sums: %s\n", cxlp_errmsg(NULL));
@@ -258,10 +265,7 @@ static void big(void)
     munmap(buf, blen);
     CHECK_RC(cxlp_store_verify(s), CXLP_ECORRUPT);
     CHECK(strstr(cxlp_errmsg(s), "page 10 of the block sums"));
-    c ^= 0x40;
-    CHECK(pwrite(fd, &c, 1, (off_t)page10) == 1);
-    fsync(fd);
-    close(fd);
+    flip(page10, 0x40);
     CHECK_OK(store_read_partial(s, 0, &rec[2], 1, &io, &buf, &blen, &g, cols, &bytes));
     munmap(buf, blen);
     store_io_close(&io);
@@ -282,13 +286,7 @@ static void corrupt(void)
     open_ds("fixed", &p, &s);
     const uint64_t k = 1, blk = 80;
     uint64_t at = home_off(s, k) + blk * 4 * KiB + 100;
-    int fd = open(nvme_path, O_RDWR);
-    CHECK(fd >= 0);
-    uint8_t c;
-    CHECK(pread(fd, &c, 1, (off_t)at) == 1);
-    c ^= 0x10;
-    CHECK(pwrite(fd, &c, 1, (off_t)at) == 1);
-    fsync(fd);
+    flip(at, 0x10);
     /* the record holding byte blk * 4 KiB + 100 of the shard */
     const uint64_t bad = (blk * 4 * KiB + 100 - SHARD_DATA_OFF) / REC_FIXED_SIZE;
     const uint64_t good[] = {0, bad + 80, s->loc[k].n_records - 1};
@@ -324,8 +322,7 @@ static void corrupt(void)
     /* through a loader: the epoch fails on that block; every batch before
      * the failure held intact records */
     loader("fixed", 1, 0, 1);
-    c ^= 0x10;
-    CHECK(pwrite(fd, &c, 1, (off_t)at) == 1);
+    flip(at, 0x10);
     CHECK_OK(cxlp_pool_open(pool, NULL, &p));
     CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
     /* a wrong sum with the header checksum made right (the data and the
@@ -334,6 +331,8 @@ static void corrupt(void)
     CHECK_OK(cxlp_store_open(p, "fixed", &s));
     uint64_t sum_at = home_off(s, k) + shard_bsum_off(1) + blk * 8;
     uint8_t page[SHARD_DATA_OFF], orig[SHARD_DATA_OFF];
+    int fd = open(nvme_path, O_RDWR);
+    CHECK(fd >= 0);
     CHECK(pread(fd, orig, sizeof orig, (off_t)home_off(s, k)) == (ssize_t)sizeof orig);
     memcpy(page, orig, sizeof page);
     page[sum_at - home_off(s, k)] ^= 1;
