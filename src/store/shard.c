@@ -505,10 +505,13 @@ uint32_t shard_bsum_shift_for(uint64_t end, uint32_t n_cols)
 
 uint64_t shard_room(uint64_t cap, uint32_t n_cols)
 {
-    uint32_t shift = shard_bsum_shift_for(cap, n_cols);
-    uint64_t nb = blocks_to(cap, shift);
-    if (nb <= shard_bsum_cap(n_cols))
+    if (blocks_to(cap, SHARD_BSUM_SHIFT4) <= shard_bsum_cap(n_cols))
         return cap; /* the sums fit the header page */
+    /* the most sums a shard ending anywhere up to cap can have: a shard
+     * ending short of cap may take a smaller block than cap's, but never
+     * more pages than the header page holds page sums for */
+    uint64_t nb = MIN(blocks_to(cap, SHARD_BSUM_SHIFT4),
+                      shard_bsum_cap(n_cols) * SHARD_PAGE_SUMS);
     uint64_t area = SHARD_SUMS_PAGE + nb * 8; /* the alignment, then the sums */
     return cap > area ? cap - area : 0;
 }
@@ -657,16 +660,17 @@ static int seal(uint8_t *base, uint64_t cap, uint64_t n_records,
     struct shard_bsums own = {0};
     XXH3_state_t own_st;
     if (version >= SHARD_VERSION_V3) {
-        h.bsum_shift = version == SHARD_VERSION ? shard_bsum_shift_for(pos, n_cols)
-                                                : shift_v3(pos, n_cols);
+        h.bsum_shift = version == SHARD_VERSION ? SHARD_BSUM_SHIFT4 : shift_v3(pos, n_cols);
         if (version == SHARD_VERSION &&
             (force_area || blocks_to(pos, h.bsum_shift) > shard_bsum_cap(n_cols))) {
-            /* a sums area: the blocks end at its 4 KiB aligned start */
+            /* a sums area: the blocks end at its 4 KiB aligned start, and
+             * their size is the one that end takes (the page sums fit) */
             bend = ALIGN_UP(pos, SHARD_SUMS_PAGE);
             if (bend > cap)
                 return CXLP_EARG;
             memset(base + pos, 0, bend - pos);
             h.sums_off = bend;
+            h.bsum_shift = shard_bsum_shift_for(bend, n_cols);
         }
         h.n_bsums = (uint32_t)(((bend - 1) >> h.bsum_shift) + 1);
         if (!bs || bs->shift != h.bsum_shift || bs->at > bend || bs->limit < bend) {
@@ -675,11 +679,9 @@ static int seal(uint8_t *base, uint64_t cap, uint64_t n_records,
                 shard_bsums_free(&own);
                 return rc;
             }
-            own.shift = h.bsum_shift; /* version 3's own rule */
-            if (version != SHARD_VERSION && blocks_to(bend, own.shift) > own.cap_sum) {
-                shard_bsums_free(&own);
-                return CXLP_EARG;
-            }
+            /* version 3's own rule: larger blocks than begin's, so fewer
+             * sums than it made room for (and block 0 is not empty) */
+            own.shift = h.bsum_shift;
             bs = &own;
         }
         shard_bsums_update(bs, base, bend);

@@ -687,6 +687,36 @@ static void test_sums_area(void)
     free(d);
 }
 
+/* The room the writer leaves for a sums area is enough wherever a shard
+ * ends, up to its extent: the block size sealing picks from where the
+ * blocks end (shard_bsum_shift_for) may be smaller than the extent's, with
+ * more sums. Checked by arithmetic around the sizes where the block grows
+ * (976 MiB, 1952 MiB: 488 pages of 512 sums of one column), no buffer. */
+static void test_room(void)
+{
+    const uint64_t grow = (uint64_t)shard_bsum_cap(1) * SHARD_PAGE_SUMS << 12;
+    const uint64_t ends[] = {SHARD_DATA_OFF, 1 << 20, 2 << 20, 64 << 20, 256ull << 20,
+                             grow - 8192, grow - 4096, grow - 8, grow, grow + 8, grow + 4096,
+                             2 * grow - 4096, 2 * grow, 2 * grow + 4096, 7 * grow + 12345};
+    for (size_t i = 0; i < sizeof ends / sizeof ends[0]; i++) {
+        uint64_t cap = shard_cap_for(ends[i], 1);
+        CHECK(shard_room(cap, 1) >= ends[i]);
+        for (uint64_t end = ends[i] > 8192 ? ends[i] - 8192 : SHARD_DATA_OFF;
+             end <= shard_room(cap, 1); end += 4093) {
+            /* what seal does with a shard whose data and indexes end at end */
+            uint64_t inline_n = (end - 1) / 4096 + 1;
+            if (inline_n <= shard_bsum_cap(1))
+                continue; /* the sums in the header page */
+            uint64_t bend = ALIGN_UP(end, SHARD_SUMS_PAGE);
+            uint32_t shift = shard_bsum_shift_for(bend, 1);
+            uint64_t n = ((bend - 1) >> shift) + 1;
+            CHECK((n + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS <= shard_bsum_cap(1));
+            CHECK(bend + 8 * n <= cap);
+        }
+    }
+    CHECK(shard_bsum_shift_for(grow, 1) == 12 && shard_bsum_shift_for(grow + 4096, 1) == 13);
+}
+
 /* Block sums taken as the bytes land (shard_bsums, what the writer does)
  * seal the same shard, byte for byte, as sums taken at seal: fed in pieces
  * of any size up to any point, at the block size of the exact extent and of
@@ -866,6 +896,7 @@ int main(int argc, char **argv)
     test_width8();
     test_blocks();
     test_sums_area();
+    test_room();
     test_bsums_streamed(&seed);
     replay_corpus();
     printf("ok\n");
