@@ -468,7 +468,7 @@ static int add_range(struct parts *P, uint64_t off, uint64_t len, void *dst)
     struct media_read_range *l = P->nv ? &P->v[P->nv - 1] : NULL;
     if (l && l->off + l->len == off && (uint8_t *)l->dst + l->len == (uint8_t *)dst) {
         l->len += len;
-        P->bytes += len; /* (before 2026-12-02 a merged range went uncounted) */
+        P->bytes += len; /* a merged range is read too */
         return 0;
     }
     if (P->nv == P->cap_v) {
