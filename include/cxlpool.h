@@ -557,6 +557,17 @@ CXLP_API int cxlp_store_hugepages(cxlp_store *s);
  * and devdax pools have them always. Reads one byte per 2 MiB piece through
  * a mapping of its own. Thread-safe. */
 CXLP_API int cxlp_store_pages(const cxlp_store *s, uint64_t *bytes, uint64_t *huge_bytes);
+/* The shard format the dataset was written in (every shard of a dataset has
+ * the one its first shard has): *format 1 to 4; *block_bytes the block a
+ * partial read reads and verifies (format 4: 4 KiB up to shards of 976 MiB;
+ * format 3: 64 KiB and up; formats 1 and 2: 0, no block sums: read whole);
+ * *sums_area 1 when the block sums lie outside the header page (format 4,
+ * shards past about 1.9 MiB). A dataset without shards: *format 0, no
+ * blocks. Any pointer may be NULL. On a pool of tiers
+ * reads the first shard's header page from its fastest copy. 0, or an
+ * error naming the shard. Thread-safe. */
+CXLP_API int cxlp_store_format(cxlp_store *s, uint32_t *format, uint64_t *block_bytes,
+                               int *sums_area);
 
 struct cxlp_writer_opts {
     uint64_t shard_bytes;    /* target shard payload; 0 means 256 MiB */

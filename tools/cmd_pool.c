@@ -521,8 +521,17 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
         return ex;
     }
     const struct cxlp_schema *sc = cxlp_store_schema(s);
-    uint64_t pbytes, phuge;
+    uint64_t pbytes = 0, phuge = 0, block = 0;
+    uint32_t format = 0;
+    int area = 0;
+    /* page sizes: of a pool of one tier (copies on a pool of tiers come and
+     * go: cxlpool tiers says where they are) */
     rc = cxlp_store_pages(s, &pbytes, &phuge);
+    const int pages = rc == 0;
+    if (rc == CXLP_EUNSUPPORTED)
+        rc = 0;
+    if (!rc)
+        rc = cxlp_store_format(s, &format, &block, &area);
     if (rc) {
         int ex = cli_report_error(rc, NULL, name);
         cxlp_store_close(s);
@@ -531,8 +540,16 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
     if (json) {
         printf("{\"dataset\": ");
         print_dataset_json(&d);
-        printf(", \"pages\": {\"bytes\": %" PRIu64 ", \"huge_bytes\": %" PRIu64 "}", pbytes,
-               phuge);
+        if (pages)
+            printf(", \"pages\": {\"bytes\": %" PRIu64 ", \"huge_bytes\": %" PRIu64 "}",
+                   pbytes, phuge);
+        else
+            printf(", \"pages\": null");
+        if (format)
+            printf(", \"shard_format\": {\"version\": %u, \"block_bytes\": %" PRIu64
+                   ", \"sums_area\": %s}", format, block, area ? "true" : "false");
+        else
+            printf(", \"shard_format\": null"); /* no shards */
         printf(", \"schema\": {\"fixed\": %s, \"record_size\": %" PRIu64 ", \"fields\": [",
                sc->fixed ? "true" : "false", sc->record_size);
         for (uint32_t i = 0; i < sc->n_fields && i < CXLP_MAX_FIELDS; i++) {
@@ -561,7 +578,19 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
         if (d.n_docs)
             printf("docs:     %" PRIu64 "\n", d.n_docs);
         printf("pages:    ");
-        print_pages(pbytes, phuge);
+        if (pages)
+            print_pages(pbytes, phuge);
+        else
+            printf("not reported on a pool of tiers (copies move between tiers)\n");
+        if (!format)
+            printf("format:   no shards\n");
+        else if (!block)
+            printf("format:   shard format %u, no block sums (a partial read reads whole "
+                   "shards; re-ingest for 4 KiB blocks)\n", format);
+        else
+            printf("format:   shard format %u, blocks of %s%s%s\n", format,
+                   cli_fmt_bytes(block, b1), area ? ", sums in a sums area" : "",
+                   format < 4 ? " (re-ingest for 4 KiB blocks)" : "");
         printf("schema:\n");
         for (uint32_t i = 0; i < sc->n_fields && i < CXLP_MAX_FIELDS; i++) {
             const struct cxlp_field *f = &sc->fields[i];

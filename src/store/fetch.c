@@ -241,6 +241,21 @@ out:
     return rc;
 }
 
+int store_read_head(cxlp_store *s, uint64_t k, uint8_t *page, struct shard *g,
+                    struct shard_col *cols)
+{
+    if (k >= s->n_shards)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: shard %" PRIu64 " of %" PRIu64, s->name, k,
+                      s->n_shards);
+    struct store_io io = {0};
+    int rc = read_source(s, k, UINT32_MAX, page, SHARD_DATA_OFF, &io, NULL);
+    store_io_close(&io);
+    char err[ERRMSG_MAX];
+    if (!rc && (rc = shard_open_head(g, cols, s->ncols, page, s->loc[k].len, err, sizeof err)))
+        seterr(NULL, rc, "dataset %s shard %" PRIu64 " (header page): %s", s->name, k, err);
+    return rc;
+}
+
 int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t **buf,
                        struct shard *g, struct shard_col *cols)
 {

@@ -95,6 +95,13 @@ int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store
  * store_home_free. 0, or as those two with every buf NULL. */
 int store_read_home(cxlp_store *s, struct store_part *v, size_t n, struct store_io *io,
                     uint64_t *bytes, size_t *whole);
+/* Shard k's header page (page: SHARD_DATA_OFF bytes, 4 KiB aligned), read
+ * from its fastest copy and checked as a partial read's first step is
+ * (shard_open_head: the header, the directory and the sums it holds): g
+ * (columns in cols) describes the header's fields only; no record may be
+ * read through it. 0 or an error naming the shard. */
+int store_read_head(cxlp_store *s, uint64_t k, uint8_t *page, struct shard *g,
+                    struct shard_col *cols);
 /* Frees what store_read_home read (buf NULL: nothing). */
 void store_home_free(uint8_t *buf, uint64_t map_len);
 /* The writable handle staging uses (opened on first use; owned by s). */

@@ -977,6 +977,38 @@ int cxlp_store_pages(const cxlp_store *s, uint64_t *bytes, uint64_t *huge_bytes)
     return 0;
 }
 
+int cxlp_store_format(cxlp_store *s, uint32_t *format, uint64_t *block_bytes, int *sums_area)
+{
+    if (!s || s->obj.magic != OBJ_MAGIC)
+        return seterr(NULL, CXLP_EARG, "store_format: not a store handle");
+    struct shard head = {0}, *g = &s->shards[0];
+    if (!s->n_shards)
+        g = &head; /* no shard, no format */
+    if (s->tiered && s->n_shards) {
+        /* no copy is checked at open on a pool of tiers: the first
+         * shard's header page, from its fastest copy */
+        struct shard_col *cols = malloc(s->ncols * sizeof *cols);
+        void *page = NULL;
+        int rc = cols && !posix_memalign(&page, 4096, SHARD_DATA_OFF) ? 0 : -ENOMEM;
+        if (!rc)
+            rc = store_read_head(s, 0, page, &head, cols);
+        else
+            seterr(NULL, rc, "dataset %s: out of memory", s->name);
+        free(page);
+        free(cols);
+        if (rc)
+            return seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
+        g = &head;
+    }
+    if (format)
+        *format = g->version;
+    if (block_bytes)
+        *block_bytes = g->n_bsums ? UINT64_C(1) << g->bsum_shift : 0;
+    if (sums_area)
+        *sums_area = g->sums_off != 0;
+    return 0;
+}
+
 int cxlp_store_private(const cxlp_store *s, const void *data, uint64_t len, void **out)
 {
     if (!s || s->obj.magic != OBJ_MAGIC || !out)

@@ -228,6 +228,11 @@ static void big(void)
     struct shard_col cols[SHARD_MAX_COLS];
     CHECK_OK(store_read_partial(s, 0, rec, 4, &io, &buf, &blen, &g, cols, &bytes));
     CHECK(g.bsum_shift == 12 && g.sums_off && shard_sum_pages(&g) == 21);
+    uint32_t fmt;
+    uint64_t block;
+    int area;
+    CHECK_OK(cxlp_store_format(s, &fmt, &block, &area)); /* the home copy's header */
+    CHECK(fmt == 4 && block == 4096 && area == 1);
     for (size_t i = 0; i < 4; i++) {
         const uint8_t *q;
         uint64_t len;
@@ -392,6 +397,12 @@ static void to_format2(const char *name)
     CHECK(store_read_partial(s, k, &r0, 1, &io, &buf, &blen, &g, cols, &got) == 1);
     CHECK(buf == NULL);
     store_io_close(&io);
+    /* what cxlpool stat says of it: format 2, no blocks */
+    uint32_t fmt;
+    uint64_t block;
+    int area;
+    CHECK_OK(cxlp_store_format(s, &fmt, &block, &area));
+    CHECK(fmt == 2 && block == 0 && area == 0);
     struct cxlp_view v;
     CHECK_OK(cxlp_store_read(s, s->first[k] + 1, &v));
     CHECK(rec_ok(v.data, v.len, 1, seed, s->first[k] + 1));

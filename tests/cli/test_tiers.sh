@@ -38,6 +38,16 @@ expect 0 "" "$CXLPOOL" top "$P" --interval 0.1 --count 2
 grep -q "^d  *16  *16  *16" "$T/out" && ok || fail "top: $(cat "$T/out")"
 expect 0 "" "$CXLPOOL" verify "$P" --quiet
 expect 0 "" "$CXLPOOL" migrate "$P" d nvme --no-progress
+# a dataset's stat on a pool of tiers: no page sizes (copies move), the
+# shard format read from the header of its only copy, on the nvme home
+expect 0 "" "$CXLPOOL" stat "$P" d
+grep -q "^pages: *not reported on a pool of tiers" "$T/out" && \
+  grep -q "^format: *shard format 4, blocks of 4.00 KiB$" "$T/out" && ok || \
+  fail "stat of a dataset of tiers: $(cat "$T/out")"
+"$CXLPOOL" stat "$P" d --json | python3 -c "
+import json, sys; s = json.load(sys.stdin)
+assert s['pages'] is None and s['shard_format'] == {'version': 4, 'block_bytes': 4096, 'sums_area': False}, s
+" && ok || fail "stat --json of a dataset of tiers"
 expect 0 "" "$CXLPOOL" policy "$P" d lru
 expect 0 "" "$CXLPOOL" policy "$P" d
 grep -q "^d: lru" "$T/out" && ok || fail "policy shows lru: $(cat "$T/out")"
@@ -48,6 +58,15 @@ expect 4 "no dataset" "$CXLPOOL" migrate "$P" nope dram
 python3 -c "import numpy as np; np.save('$T/big.npy', np.zeros((96, 1<<18), dtype=np.uint8))"
 expect 0 "" "$CXLPOOL" ingest "$P" big "$T/big.npy" --shard-bytes 1M --no-progress
 expect 1 "no free extent" "$CXLPOOL" migrate "$P" big dram --no-progress
+# shards of 1 MiB (257 blocks of 4 KiB) keep their sums in the header page;
+# the same records in 3 MiB shards have a sums area
+expect 0 "" "$CXLPOOL" stat "$P" big
+grep -q "^format: *shard format 4, blocks of 4.00 KiB$" "$T/out" && ok || fail "stat big: $(cat "$T/out")"
+expect 0 "" "$CXLPOOL" ingest "$P" big3 "$T/big.npy" --shard-bytes 3M --no-progress
+expect 0 "" "$CXLPOOL" stat "$P" big3
+grep -q "^format: *shard format 4, blocks of 4.00 KiB, sums in a sums area$" "$T/out" && ok || \
+  fail "stat big3: $(cat "$T/out")"
+expect 0 "" "$CXLPOOL" rm "$P" big3
 expect 0 "" "$CXLPOOL" verify "$P" --quiet
 # --lock: the same check from a writable handle (docs/cli.md)
 expect 0 "" "$CXLPOOL" verify "$P" --lock
