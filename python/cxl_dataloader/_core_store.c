@@ -305,6 +305,24 @@ static PyObject *store_shards(StoreObject *self, PyObject *unused)
                          (unsigned long long)per, "max_bytes", (unsigned long long)max);
 }
 
+static PyObject *store_format(StoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!store_ok(self))
+        return NULL;
+    uint32_t version;
+    uint64_t block;
+    int area;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* a pool of tiers: a read of a header page */
+    rc = cxlp_store_format(self->s, &version, &block, &area);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return core_raise(rc, self->s);
+    return Py_BuildValue("{s:I,s:K,s:O}", "version", (unsigned int)version, "block_bytes",
+                         (unsigned long long)block, "sums_area", area ? Py_True : Py_False);
+}
+
 static PyObject *store_shard_tiers(StoreObject *self, PyObject *args)
 {
     unsigned long long k;
@@ -560,6 +578,9 @@ static PyMethodDef store_methods[] = {
     {"close", (PyCFunction)store_close, METH_NOARGS, "No more get(); views stay valid."},
     {"shards", (PyCFunction)store_shards, METH_NOARGS,
      "n_shards, per_shard (records each; 0 when they differ), max_bytes of one."},
+    {"format", (PyCFunction)store_format, METH_NOARGS,
+     "{'version': shard format, 'block_bytes': of a block sum (0: none), 'sums_area'} "
+     "(cxlp_store_format)."},
     {"shard_tiers", (PyCFunction)store_shard_tiers, METH_VARARGS,
      "shard_tiers(k) -> bit t set: tier t holds a copy of shard k now."},
     {NULL, NULL, 0, NULL},

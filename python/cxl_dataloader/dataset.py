@@ -229,6 +229,15 @@ class CXLDataset(torch.utils.data.Dataset):
         in a memory tier)."""
         return self._store.shards()
 
+    def shard_format(self) -> dict:
+        """The shard format the dataset was written in: version (4 in this
+        build; 1 to 3 written by earlier ones; 0 without shards),
+        block_bytes (what a partial read reads per block: 4096 in format 4,
+        64 KiB and up in format 3, 0 for formats without block sums) and
+        sums_area (the block sums lie outside the header page). On a pool
+        of tiers this reads the first shard's header page."""
+        return self._store.format()
+
     def shard_tiers(self, shard: int) -> list[int]:
         """The tiers (indexes into the pool's ``tiers()``) that hold a copy
         of shard ``shard`` now, fastest first: a moment's view, as copies

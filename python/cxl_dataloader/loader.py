@@ -381,6 +381,8 @@ class CXLDataLoader:
             how = ("so shards are copied only while the budget has room and each batch reads "
                    "the blocks of its other records from the home tier" if part else
                    "so shards are read from the home tier many times per epoch")
+            if part:
+                how += self._reingest_advice()
             _warn(f"a full shuffle of dataset {self.dataset.name!r} ({sh['n_shards']} shards "
                   f"of up to {sh['max_bytes']} bytes) behind a staging budget of {budget} bytes: "
                   f"every batch draws from every shard, {how}; {fix}")
@@ -390,6 +392,20 @@ class CXLDataLoader:
                 _warn(f"the sampler's window of {s.window} shards ({s.window * shard_bytes} "
                       f"bytes) is more than the staging budget of {budget} bytes: shards are "
                       f"read from the home tier more than once per epoch; {fix}")
+
+    def _reingest_advice(self) -> str:
+        """For a dataset read in part: nothing when its shards have 4 KiB
+        blocks (shard format 4); else what its format costs per record and
+        the fix (docs/store-format.md)."""
+        fmt = self.dataset.shard_format()
+        block = fmt["block_bytes"]
+        if not fmt["version"] or block == 4096:
+            return ""
+        cost = (f"whole blocks of {block} bytes" if block else
+                "whole shards (no block sums)")
+        return (f" (its shards are of shard format {fmt['version']}, written by an earlier "
+                f"build: a record read in part costs {cost}; ingest it again for 4 KiB "
+                f"blocks)")
 
     def _init_general(self, dataset: Any, kw: dict) -> None:
         """The general path: torch's DataLoader with the same arguments, its

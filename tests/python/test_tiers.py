@@ -219,6 +219,33 @@ def staged_per_record(loader: CXLDataLoader, batches: int) -> float:
     return (st["bytes_staged"] + st["partial_bytes"]) / n
 
 
+def test_shard_format_and_the_warning_for_an_earlier_one(tiered) -> None:
+    """ds.shard_format(): format 4 with 4 KiB blocks, the sums in the header
+    page for these 64 KiB shards. The full shuffle's warning adds nothing for
+    it; for a dataset of an earlier format (shard_format() as such a dataset
+    answers: format 3's 64 KiB blocks, format 2 without block sums) it names
+    what a record read in part costs and the fix."""
+    p, name, data = tiered
+    p.migrate("d", "nvme")
+    ds = CXLDataset(p, "d")
+    assert ds.shard_format() == {"version": 4, "block_bytes": 4096, "sums_area": False}
+    with pytest.warns(UserWarning, match="full shuffle") as rec:
+        CXLDataLoader(ds, batch_size=64, shuffle=True, seed=1)
+    assert not any("ingest it again" in str(w.message) for w in rec)
+    for fmt, cost in (({"version": 3, "block_bytes": 65536, "sums_area": False},
+                       "shard format 3, .* costs whole blocks of 65536 bytes"),
+                      ({"version": 2, "block_bytes": 0, "sums_area": False},
+                       r"shard format 2, .* costs whole shards \(no block sums\)")):
+        ds.shard_format = lambda fmt=fmt: fmt  # type: ignore[method-assign]
+        with pytest.warns(UserWarning, match=f"full shuffle .*{cost}; ingest it again for "
+                                             f"4 KiB blocks"):
+            CXLDataLoader(ds, batch_size=64, shuffle=True, seed=1)
+        # read_in_part=False stages: nothing is read in part, no advice
+        with pytest.warns(UserWarning, match="full shuffle") as rec:
+            CXLDataLoader(ds, batch_size=64, shuffle=True, seed=1, read_in_part=False)
+        assert not any("ingest it again" in str(w.message) for w in rec)
+
+
 def test_an_order_that_cannot_be_staged_is_warned_of(tiered) -> None:
     """A dataset larger than the staging budget read in a full shuffle
     (shuffle=True, RandomCXLSampler's random order, torch's RandomSampler,
@@ -351,6 +378,7 @@ def test_with_no_room_for_a_copy_batches_read_in_part(tmp_path: Path, policy: st
             p.migrate("fill", "dram")
         ds = CXLDataset(p, "d")
         assert ds.shards()["n_shards"] == 2
+        assert ds.shard_format() == {"version": 4, "block_bytes": 4096, "sums_area": True}
         # ds[i] too: no room for a copy, so from the home copy's blocks
         for i in (0, 4095, 4096, rows - 1):
             assert torch.equal(ds[i], torch.from_numpy(data[i]))
