@@ -525,7 +525,7 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
     uint32_t format = 0;
     int area = 0;
     /* page sizes: of a pool of one tier (copies on a pool of tiers come and
-     * go: cxlpool tiers says where they are) */
+     * go: cxlpool stat POOL and cxlpool top say where they are) */
     rc = cxlp_store_pages(s, &pbytes, &phuge);
     const int pages = rc == 0;
     if (rc == CXLP_EUNSUPPORTED)
