@@ -981,24 +981,21 @@ int cxlp_store_format(cxlp_store *s, uint32_t *format, uint64_t *block_bytes, in
 {
     if (!s || s->obj.magic != OBJ_MAGIC)
         return seterr(NULL, CXLP_EARG, "store_format: not a store handle");
-    struct shard head = {0}, *g = &s->shards[0];
-    if (!s->n_shards)
-        g = &head; /* no shard, no format */
-    if (s->tiered && s->n_shards) {
+    struct shard head = {0}; /* no shard, no format */
+    const struct shard *g = &head;
+    if (s->n_shards && !s->tiered) {
+        g = &s->shards[0]; /* checked at open */
+    } else if (s->n_shards) {
         /* no copy is checked at open on a pool of tiers: the first
-         * shard's header page, from its fastest copy */
-        struct shard_col *cols = malloc(s->ncols * sizeof *cols);
+         * shard's header page, from its fastest copy (O_DIRECT: aligned) */
+        struct shard_col cols[SHARD_MAX_COLS];
         void *page = NULL;
-        int rc = cols && !posix_memalign(&page, 4096, SHARD_DATA_OFF) ? 0 : -ENOMEM;
-        if (!rc)
-            rc = store_read_head(s, 0, page, &head, cols);
-        else
-            seterr(NULL, rc, "dataset %s: out of memory", s->name);
+        if (posix_memalign(&page, 4096, SHARD_DATA_OFF))
+            return seterr(&s->obj, -ENOMEM, "dataset %s: out of memory", s->name);
+        int rc = store_read_head(s, 0, page, &head, cols);
         free(page);
-        free(cols);
         if (rc)
             return seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
-        g = &head;
     }
     if (format)
         *format = g->version;
