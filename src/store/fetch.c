@@ -529,6 +529,15 @@ static int need_bytes(struct partial *x, uint64_t lo, uint64_t hi)
     return rc;
 }
 
+/* Where page p of x's sums area starts in its mapping; 1 in *whole when
+ * all of its 4 KiB lie inside (what the store's kept pages hold). */
+static uint64_t sums_page(const struct partial *x, uint64_t p, int *whole)
+{
+    uint64_t at = x->g->sums_off + p * SHARD_SUMS_PAGE;
+    *whole = at + SHARD_SUMS_PAGE <= x->len;
+    return at;
+}
+
 /* Reads the needed blocks of every shard not read yet (whole blocks, runs
  * of them one range each, and the pages of the sums area that hold their
  * sums: all in one call), then verifies each page read against its page
@@ -560,10 +569,11 @@ static int load_needed(struct parts *P, const char *what)
         x->want.n = m;
         nums_settle(&x->fresh);
         for (size_t j = 0; j < x->fresh.n; j++) {
-            uint64_t lo = g->sums_off + x->fresh.v[j] * SHARD_SUMS_PAGE;
+            int whole;
+            uint64_t lo = sums_page(x, x->fresh.v[j], &whole);
             uint64_t hi = MIN(lo + SHARD_SUMS_PAGE, x->len);
             /* a kept page is verified again below, as one read is */
-            if (hi - lo == SHARD_SUMS_PAGE &&
+            if (whole &&
                 kept_get(P->s, kept_sums(P->s), x->k, x->fresh.v[j] + 1, x->word, x->p + lo))
                 continue;
             if ((rc = add_range(P, x->off + lo, hi - lo, x->p + lo)))
@@ -577,9 +587,10 @@ static int load_needed(struct parts *P, const char *what)
         struct partial *x = &P->x[i];
         char err[ERRMSG_MAX];
         for (size_t j = 0; j < x->fresh.n && !rc; j++) {
-            uint64_t lo = x->g->sums_off + x->fresh.v[j] * SHARD_SUMS_PAGE;
+            int whole;
+            uint64_t lo = sums_page(x, x->fresh.v[j], &whole);
             rc = shard_verify_sum_pages(x->g, x->fresh.v[j], 1, err, sizeof err);
-            if (!rc && lo + SHARD_SUMS_PAGE <= x->len)
+            if (!rc && whole)
                 kept_put(s, kept_sums(s), x->k, x->fresh.v[j] + 1, x->word, x->p + lo);
         }
         for (size_t j = 0; j < x->want.n && !rc; j++)
