@@ -73,9 +73,7 @@ static void rehash(uint8_t *buf, size_t size)
     memcpy(&sums_off, buf + offsetof(struct shard_hdr2, sums_off), 8);
     if ((version == SHARD_VERSION || version == SHARD_VERSION_V3 || version == SHARD_VERSION_V2) &&
         n_cols <= SHARD_MAX_COLS && size >= SHARD_HDR_BYTES + (uint64_t)n_cols * SHARD_COL_BYTES) {
-        uint64_t nb = version >= SHARD_VERSION_V3 ? n_bsums : 0;
-        if (version == SHARD_VERSION && sums_off) /* the page sums */
-            nb = (nb + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS;
+        uint64_t nb = shard_head_sums(version, n_bsums, sums_off);
         if (shard_bsum_off(n_cols) + nb * 8 > size)
             nb = 0;
         XXH3_state_t st;

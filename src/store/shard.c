@@ -225,7 +225,7 @@ static int open_v2(struct shard *s, struct shard_col *cols, uint32_t max_cols,
         return FAIL(CXLP_ECORRUPT, "version 3 shard with a sums area (header offset %u)",
                     (unsigned)offsetof(struct shard_hdr2, sums_off));
     /* what the header page holds: the block sums, or the page sums */
-    uint64_t n_hsums = sums_off ? (n_bsums + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS : n_bsums;
+    uint64_t n_hsums = shard_head_sums(h.version, n_bsums, sums_off);
     uint32_t min_shift = v4 ? SHARD_BSUM_SHIFT4 : SHARD_BSUM_SHIFT;
     if (n_bsums &&
         (h.bsum_shift < min_shift || h.bsum_shift > SHARD_BSUM_SHIFT_MAX ||
@@ -498,7 +498,7 @@ uint32_t shard_bsum_shift_for(uint64_t end, uint32_t n_cols)
 {
     uint32_t shift = SHARD_BSUM_SHIFT4;
     uint64_t cap = shard_bsum_cap(n_cols);
-    while (shift < 63 && (blocks_to(end, shift) + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS > cap)
+    while (shift < 63 && shard_pages_for(blocks_to(end, shift)) > cap)
         shift++;
     return shift;
 }
@@ -694,7 +694,7 @@ static int seal(uint8_t *base, uint64_t cap, uint64_t n_records,
                 shard_bsums_free(&own);
                 return CXLP_EARG;
             }
-            n_hsums = (h.n_bsums + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS;
+            n_hsums = shard_pages_for(h.n_bsums);
             for (uint64_t p = 0; p < n_hsums; p++)
                 tops[p] = XXH3_64bits(sums + p * SHARD_PAGE_SUMS,
                                       (size_t)MIN((uint64_t)SHARD_PAGE_SUMS,

@@ -238,10 +238,25 @@ static inline uint64_t shard_bsum_cap(uint32_t n_cols)
 {
     return (SHARD_DATA_OFF - shard_bsum_off(n_cols)) / 8;
 }
+/* Pages of SHARD_PAGE_SUMS that n block sums fill. */
+static inline uint64_t shard_pages_for(uint64_t n)
+{
+    return (n + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS;
+}
+/* The 8-byte sums the header page of a version v shard holds after its
+ * directory, under the header checksum: its n_bsums block sums, or
+ * (version 4 with a sums area at sums_off) one page sum per page of them;
+ * none before version 3. From the header's fields alone. */
+static inline uint64_t shard_head_sums(uint32_t v, uint64_t n_bsums, uint64_t sums_off)
+{
+    if (v != SHARD_VERSION && v != SHARD_VERSION_V3)
+        return 0;
+    return v == SHARD_VERSION && sums_off ? shard_pages_for(n_bsums) : n_bsums;
+}
 /* Pages of s's sums area (0: its sums lie in the header page). */
 static inline uint64_t shard_sum_pages(const struct shard *s)
 {
-    return s->sums_off ? (s->n_bsums + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS : 0;
+    return s->sums_off ? shard_pages_for(s->n_bsums) : 0;
 }
 /* The bytes [*lo, *hi) block b of s covers (b < n_bsums). */
 static inline void shard_block_span(const struct shard *s, uint64_t b, uint64_t *lo,

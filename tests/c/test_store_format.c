@@ -112,10 +112,8 @@ static void rehash2(uint8_t *buf)
     struct shard_hdr2 h;
     memcpy(&h, buf, sizeof h);
     uint64_t n = h.n_cols <= SHARD_MAX_COLS ? h.n_cols : SHARD_MAX_COLS;
-    uint64_t nb = h.version >= SHARD_VERSION_V3 ? h.n_bsums : 0;
-    if (h.version == SHARD_VERSION && h.sums_off)
-        nb = (nb + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS;
-    nb = MIN(nb, shard_bsum_cap((uint32_t)n));
+    uint64_t nb = MIN(shard_head_sums(h.version, h.n_bsums, h.sums_off),
+                      shard_bsum_cap((uint32_t)n));
     uint8_t tmp[SHARD_DATA_OFF];
     memcpy(tmp, buf, 120);
     memcpy(tmp + 120, buf + SHARD_HDR_BYTES, n * SHARD_COL_BYTES + nb * 8);
@@ -710,7 +708,7 @@ static void test_room(void)
             uint64_t bend = ALIGN_UP(end, SHARD_SUMS_PAGE);
             uint32_t shift = shard_bsum_shift_for(bend, 1);
             uint64_t n = ((bend - 1) >> shift) + 1;
-            CHECK((n + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS <= shard_bsum_cap(1));
+            CHECK(shard_pages_for(n) <= shard_bsum_cap(1));
             CHECK(bend + 8 * n <= cap);
         }
     }

@@ -46,9 +46,8 @@ static void rehash_page(uint8_t *page)
 {
     struct shard_hdr2 h;
     memcpy(&h, page, sizeof h);
-    size_t dir = (size_t)h.n_cols * SHARD_COL_BYTES, sums = (size_t)h.n_bsums * 8;
-    if (h.version == SHARD_VERSION && h.sums_off) /* the page sums of a sums area */
-        sums = (h.n_bsums + SHARD_PAGE_SUMS - 1) / SHARD_PAGE_SUMS * 8;
+    size_t dir = (size_t)h.n_cols * SHARD_COL_BYTES;
+    size_t sums = (size_t)shard_head_sums(h.version, h.n_bsums, h.sums_off) * 8;
     uint8_t tmp[SHARD_DATA_OFF];
     memcpy(tmp, page, 120);
     memcpy(tmp + 120, page + SHARD_HDR_BYTES, dir + sums);
