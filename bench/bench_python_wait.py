@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if list((ROOT / "python" / "cxl_dataloader").glob("_core*.so")):
     sys.path.insert(0, str(ROOT / "python"))  # an in-tree build; else the installed package
 
+from bench_sweep import python_per_batch  # noqa: E402  (this interpreter's cxl_dataloader)
 from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool  # noqa: E402
 
 REC = 65536
@@ -54,23 +55,10 @@ def spinners(cmd: str) -> list[subprocess.Popen]:
 
 
 def python_us(ds: CXLDataset, batch: int, epochs: int) -> float:
-    """Median over epochs of each epoch's median Python time per batch."""
+    """Median over epochs of each epoch's median Python time per batch,
+    each measured as bench_sweep.py measures it."""
     dl = CXLDataLoader(ds, batch_size=batch, shuffle=True, threads=1, seed=1)
-    per = []
-    for _ in range(epochs):
-        it = iter(dl)
-        ns = []
-        while True:
-            s0 = dl.stall_ns
-            a = time.perf_counter_ns()
-            try:
-                b = next(it)
-            except StopIteration:
-                break
-            e = time.perf_counter_ns()
-            del b
-            ns.append((e - a) - (dl.stall_ns - s0))
-        per.append(statistics.median(ns) / 1e3)
+    per = [python_per_batch(dl) for _ in range(epochs)]
     dl.close()
     return statistics.median(per)
 
