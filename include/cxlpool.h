@@ -468,9 +468,10 @@ CXLP_API int cxlp_schema_field(const struct cxlp_schema *s, const char *name);
  * (CXLP_ERANGE when cap is shorter, with *len set). Any pool; on a pool of
  * tiers the copy it reads is pinned only for the call, and a shard with no
  * copy in a memory tier is fetched first (a miss), so nothing is held
- * afterwards; where no memory tier has room for that copy, the record is
- * read from the shard's home copy (its blocks, verified, in shard format
- * 3; else the whole shard, verified) into memory freed before the call
+ * afterwards; where no memory tier has room for that copy (or the dataset
+ * was removed or rewritten since the store opened, so none can be placed
+ * for it), the record is read from the shard's home copy (its blocks,
+ * verified, in shard formats 3 and 4; else the whole shard, verified) into memory freed before the call
  * returns, as a batch reads it. Thread-safe. */
 CXLP_API int cxlp_store_read_copy(const cxlp_store *s, uint64_t idx, void *buf, uint64_t cap,
                                   uint64_t *len);
@@ -641,6 +642,35 @@ CXLP_API void cxlp_writer_abort(cxlp_writer *w);
 CXLP_API int cxlp_pool_concat(cxlp_pool *p, const char *name, const char *const *parts,
                               size_t n_parts);
 CXLP_API const char *cxlp_writer_errmsg(const cxlp_writer *w);
+
+struct cxlp_rewrite_opts {
+    uint64_t shard_bytes;    /* target shard payload; 0: the dataset's own
+                                (its largest shard's payload) */
+    int no_hugepages;        /* as cxlp_writer_opts */
+    /* progress(ctx, shards_done, n_shards) after each shard; may be NULL */
+    void (*progress)(void *ctx, uint64_t done, uint64_t total);
+    void *progress_ctx;
+};
+/* Writes dataset name again in this build's shard format (format 4: 4 KiB
+ * block sums, what a record read in part costs; cxlp_store_format says what
+ * a dataset has) and puts it in the old one's place in one atomic catalog
+ * flip: the same records, schema, document index and placement policy,
+ * shards of opts->shard_bytes. Each old shard is read from one copy
+ * (fastest first; a pool of tiers reads its home copy from the file when no
+ * memory tier holds one) and verified whole, every checksum, before a byte
+ * of it is written again; the new shards go where an ingest writes. Needs
+ * room for a second copy of the dataset meanwhile (CXLP_EFULL before
+ * anything changes, when the pool has none). Readers keep reading: a store
+ * opened before keeps the old dataset until it closes, then its space is
+ * freed; a store opened after the flip reads the new one. Killed at any
+ * instant, the pool holds the old dataset or the new one, never both and
+ * never a part (the new shards are reclaimed as an aborted ingest's are).
+ * CXLP_ENOTFOUND (no such dataset, or removed meanwhile), CXLP_EBUSY (the
+ * name was removed and published again meanwhile: nothing replaced),
+ * CXLP_ECORRUPT (an old shard fails its checksums: nothing replaced), and
+ * cxlp_writer_begin's codes. opts may be NULL. */
+CXLP_API int cxlp_pool_rewrite(cxlp_pool *p, const char *name,
+                               const struct cxlp_rewrite_opts *opts);
 
 /* ======================================================================
  * import: what users already have

@@ -97,6 +97,7 @@ int cli_cmd_leases(int argc, char **argv);
 int cli_cmd_verify(int argc, char **argv);
 int cli_cmd_cat(int argc, char **argv);
 int cli_cmd_rm(int argc, char **argv);
+int cli_cmd_rewrite(int argc, char **argv);
 int cli_cmd_destroy(int argc, char **argv);
 int cli_cmd_bench(int argc, char **argv);
 int cli_cmd_order(int argc, char **argv);
@@ -115,6 +116,14 @@ struct progress {
 };
 void cli_progress_cb(void *ctx, uint64_t done, uint64_t total);
 void cli_progress_end(struct progress *pg);
+/* "WHAT: done/total shards (pct%)" on stderr, redrawn at most five times a
+ * second, when show (a terminal); the callback of migrate and rewrite. */
+struct shards_progress {
+    const char *what;
+    double last;
+    int show;
+};
+void cli_shards_progress(void *ctx, uint64_t done, uint64_t total);
 
 /* Half-precision conversions for `cat` (IEEE binary16 and bfloat16). */
 double cli_half_to_double(uint16_t h);

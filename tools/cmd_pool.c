@@ -507,6 +507,23 @@ static void print_pages(uint64_t bytes, uint64_t huge)
            bytes ? 100.0 * (double)huge / (double)bytes : 0.0);
 }
 
+/* What cxlp_store_format says, in words: "shard format 4, blocks of 4.00
+ * KiB[, sums in a sums area]", "shard format 2, no block sums", "no
+ * shards". */
+static const char *shard_format_str(uint32_t format, uint64_t block, int area, char *buf,
+                                    size_t cap)
+{
+    char b[32];
+    if (!format)
+        snprintf(buf, cap, "no shards");
+    else if (!block)
+        snprintf(buf, cap, "shard format %u, no block sums", format);
+    else
+        snprintf(buf, cap, "shard format %u, blocks of %s%s", format, cli_fmt_bytes(block, b),
+                 area ? ", sums in a sums area" : "");
+    return buf;
+}
+
 static int stat_dataset(cxlp_pool *p, const char *name, int json)
 {
     cxlp_store *s;
@@ -582,15 +599,11 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
             print_pages(pbytes, phuge);
         else
             printf("not reported on a pool of tiers (copies move between tiers)\n");
-        if (!format)
-            printf("format:   no shards\n");
-        else if (!block)
-            printf("format:   shard format %u, no block sums (a partial read reads whole "
-                   "shards; re-ingest for 4 KiB blocks)\n", format);
-        else
-            printf("format:   shard format %u, blocks of %s%s%s\n", format,
-                   cli_fmt_bytes(block, b1), area ? ", sums in a sums area" : "",
-                   format < 4 ? " (re-ingest for 4 KiB blocks)" : "");
+        char fb[96];
+        printf("format:   %s%s\n", shard_format_str(format, block, area, fb, sizeof fb),
+               !format || format >= 4 ? ""
+               : !block ? " (a partial read reads whole shards; cxlpool rewrite for 4 KiB blocks)"
+                        : " (cxlpool rewrite for 4 KiB blocks)");
         printf("schema:\n");
         for (uint32_t i = 0; i < sc->n_fields && i < CXLP_MAX_FIELDS; i++) {
             const struct cxlp_field *f = &sc->fields[i];
@@ -938,6 +951,108 @@ int cli_cmd_rm(int argc, char **argv)
         printf("removed %s from %s\n", argv[optind + 1], argv[optind]);
     cxlp_pool_close(p);
     return ex;
+}
+
+/* ------------------------------------------------------------- rewrite */
+
+struct fmt_now {
+    uint32_t format;
+    uint64_t block, shards;
+    int area;
+};
+
+/* Dataset name's shard format and shard count as a store opened now sees
+ * them. */
+static int fmt_now(cxlp_pool *p, const char *name, struct fmt_now *f)
+{
+    cxlp_store *s;
+    int rc = cxlp_store_open(p, name, &s);
+    if (rc)
+        return rc;
+    memset(f, 0, sizeof *f);
+    rc = cxlp_store_format(s, &f->format, &f->block, &f->area);
+    if (!rc)
+        rc = cxlp_store_shards(s, &f->shards, NULL, NULL);
+    cxlp_store_close(s);
+    return rc;
+}
+
+static void fmt_json(const struct fmt_now *f)
+{
+    printf("{\"version\": %u, \"block_bytes\": %" PRIu64 ", \"sums_area\": %s, \"shards\": %"
+           PRIu64 "}", f->format, f->block, f->area ? "true" : "false", f->shards);
+}
+
+int cli_cmd_rewrite(int argc, char **argv)
+{
+    static const struct option lo[] = {
+        {"shard-bytes", required_argument, 0, 's'},
+        {"no-hugepages", no_argument, 0, 'H'},
+        {"json", no_argument, 0, 'j'},
+        {"no-progress", no_argument, 0, 'n'},
+        {0, 0, 0, 0},
+    };
+    struct cxlp_rewrite_opts o = {0};
+    int json = 0, show = 1, c;
+    while ((c = cli_next_opt(argc, argv, lo)) != -1) {
+        switch (c) {
+        case -2:
+            return EXIT_USAGE;
+        case 's':
+            if (cli_parse_size(optarg, &o.shard_bytes) || !o.shard_bytes)
+                return cli_usage_error("--shard-bytes: '%s' is not a positive size", optarg);
+            break;
+        case 'H':
+            o.no_hugepages = 1;
+            break;
+        case 'j':
+            json = 1;
+            break;
+        case 'n':
+            show = 0;
+            break;
+        }
+    }
+    if (!cli_npos_ok(argc, argv, 2, 2))
+        return EXIT_USAGE;
+    const char *spec = argv[optind], *name = argv[optind + 1];
+    cxlp_pool *p;
+    int ex = cli_open_pool(spec, 0, &p);
+    if (ex)
+        return ex;
+    struct fmt_now before, after;
+    struct shards_progress sp = {"rewrite", 0, show && isatty(STDERR_FILENO)};
+    o.progress = cli_shards_progress;
+    o.progress_ctx = &sp;
+    double t0 = cli_now_sec();
+    int rc = fmt_now(p, name, &before);
+    if (!rc)
+        rc = cxlp_pool_rewrite(p, name, &o);
+    double secs = cli_now_sec() - t0;
+    if (!rc)
+        rc = fmt_now(p, name, &after);
+    if (rc) {
+        ex = cli_report_error(rc, p, name);
+        cxlp_pool_close(p);
+        return ex;
+    }
+    if (json) {
+        printf("{\"dataset\": ");
+        cli_json_str(stdout, name);
+        printf(", \"before\": ");
+        fmt_json(&before);
+        printf(", \"after\": ");
+        fmt_json(&after);
+        printf(", \"seconds\": %.6f}\n", secs);
+    } else {
+        char f0[96], f1[96];
+        printf("rewrote %s: %s -> %s; shards %" PRIu64 " -> %" PRIu64 ", in %.3f s\n", name,
+               shard_format_str(before.format, before.block, before.area, f0, sizeof f0),
+               shard_format_str(after.format, after.block, after.area, f1, sizeof f1),
+               before.shards, after.shards, secs);
+    }
+    cxlp_pool_close(p);
+    return EXIT_OKAY;
 }
 
 /* ------------------------------------------------------------- destroy */

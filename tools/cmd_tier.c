@@ -77,24 +77,6 @@ void cli_print_tiers(cxlp_pool *p, int json)
 
 /* ------------------------------------------------------------- migrate */
 
-struct mprog {
-    double t0, last;
-    int show;
-};
-
-static void migrate_progress(void *ctx, uint64_t done, uint64_t total)
-{
-    struct mprog *m = ctx;
-    double now = cli_now_sec();
-    if (!m->show || (now - m->last < 0.2 && done < total))
-        return;
-    m->last = now;
-    fprintf(stderr, "\rmigrate: %" PRIu64 "/%" PRIu64 " shards (%.0f%%)", done, total,
-            100.0 * (double)done / (double)(total ? total : 1));
-    if (done == total)
-        fprintf(stderr, "\n");
-}
-
 int cli_cmd_migrate(int argc, char **argv)
 {
     static const struct option lo[] = {
@@ -130,8 +112,8 @@ int cli_cmd_migrate(int argc, char **argv)
     int ex = cli_open_pool(spec, 0, &p);
     if (ex)
         return ex;
-    struct mprog mp = {cli_now_sec(), 0, show && isatty(STDERR_FILENO)};
-    o.progress = migrate_progress;
+    struct shards_progress mp = {"migrate", 0, show && isatty(STDERR_FILENO)};
+    o.progress = cli_shards_progress;
     o.progress_ctx = &mp;
     struct cxlp_migrate_stat st;
     int rc = cxlp_migrate(p, name, tier, &o, &st);

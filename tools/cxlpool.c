@@ -98,6 +98,17 @@ static const struct cli_cmd cmds[] = {
      "  on a terminal); json: the same values as JSON.\n",
      cli_cmd_cat},
     {"rm", "remove a dataset", "cxlpool rm POOL NAME\n", cli_cmd_rm},
+    {"rewrite", "write a dataset again in this build's shard format, in its place",
+     "cxlpool rewrite POOL NAME [--shard-bytes SIZE] [--no-hugepages] [--json] [--no-progress]\n"
+     "  Writes every record again in shard format 4 (4 KiB block sums: what a\n"
+     "  record read in part costs; `cxlpool stat POOL NAME` shows a dataset's\n"
+     "  format) and puts the new dataset in the old one's place in one atomic\n"
+     "  step: the same records, schema, documents and placement policy. Each\n"
+     "  old shard is verified before it is copied. Needs room for a second\n"
+     "  copy meanwhile. Readers that opened the dataset before keep the old\n"
+     "  one until they close. --shard-bytes: the new shards' size (default:\n"
+     "  the dataset's own).\n",
+     cli_cmd_rewrite},
     {"migrate", "move a dataset's shards to one tier while readers read",
      "cxlpool migrate POOL NAME TIER [--threads N] [--json] [--no-progress]\n"
      "  TIER is dram, cxl, nvme (the first tier of that kind) or a tier index.\n"

@@ -6,6 +6,7 @@
  * pipe gets just the summary line) and at most ten times a second, so a fast
  * importer calling back per chunk does not spend its time on the terminal.
  */
+#include <inttypes.h>
 #include <stdio.h>
 
 #include "cli.h"
@@ -58,4 +59,17 @@ void cli_progress_end(struct progress *pg)
     if (pg->drawn)
         fputc('\n', stderr);
     pg->drawn = 0;
+}
+
+void cli_shards_progress(void *ctx, uint64_t done, uint64_t total)
+{
+    struct shards_progress *m = ctx;
+    double now = cli_now_sec();
+    if (!m->show || (now - m->last < 0.2 && done < total))
+        return;
+    m->last = now;
+    fprintf(stderr, "\r%s: %" PRIu64 "/%" PRIu64 " shards (%.0f%%)", m->what, done, total,
+            100.0 * (double)done / (double)(total ? total : 1));
+    if (done == total)
+        fprintf(stderr, "\n");
 }

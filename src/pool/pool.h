@@ -192,6 +192,15 @@ int pool_unreserve(cxlp_pool *p, int where, struct pool_extent ext);
  * catalog slot has no room. CXLP_EEXIST if the name was published meanwhile
  * (reservations then stay reserved; the caller unreserves). */
 int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards);
+/* pool_publish, replacing the published dataset of the same name whose
+ * info.version is replaces (0: a new name, as pool_publish) in the same
+ * flip: that dataset goes as cxlp_pool_remove takes it (its copies, table,
+ * states and docs freed once no lease can still read them) and the new one
+ * takes its place in the catalog, with its placement policy. CXLP_ENOTFOUND
+ * when it was removed meanwhile, CXLP_EBUSY when the name now holds another
+ * dataset; nothing is published then. */
+int pool_publish_over(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
+                      uint64_t replaces);
 /* Sets the policy field of dataset name's record (one catalog flip; the
  * tier layer gives it meaning). CXLP_ENOTFOUND. */
 int pool_set_policy(cxlp_pool *p, const char *name, uint32_t policy);

@@ -558,7 +558,47 @@ static int write_meta(struct txn *t, struct cat_ds *rec, const struct pool_shard
     return meta_seal(t, rec, tab, st);
 }
 
+static int push_def(struct cat *c, struct cat_def d)
+{
+    return arr_push(&c->def, &c->n_def, &c->cap_def, sizeof d, &d);
+}
+
+/* Defers everything dataset i of c holds to generation g: its copies
+ * (walked from its states when freed, so a dataset of any size costs the
+ * catalog one record), its shard table, states and document index. What a
+ * lease pinning an older generation may still read stays until then. */
+static int defer_dataset(struct cat *c, int64_t i, uint64_t g)
+{
+    const struct cat_ds *d = &c->ds[i];
+    struct cat_def meta[3] = {
+        {.off = d->d.docs.off, .len = d->d.docs.len},
+        {.off = d->table.off, .len = d->table.len},
+        {.off = d->states.off, .len = d->states.len},
+    };
+    if (d->d.n_shards &&
+        push_def(c, (struct cat_def){.off = d->states.off, .len = d->d.n_shards, .freed = g,
+                                     .kind = DEF_COPIES, .clock = CLOCK_GEN,
+                                     .target_shard = d->table.off}))
+        return -ENOMEM;
+    for (int k = 0; k < 3; k++) {
+        if (meta[k].len == 0)
+            continue;
+        uint64_t s0 = meta[k].off & ~(uint64_t)(POOL_EXTENT_ALIGN - 1);
+        struct cat_def e = {.off = s0, .len = ALIGN_UP(meta[k].off + meta[k].len, POOL_EXTENT_ALIGN) - s0,
+                            .freed = g, .kind = DEF_EXTENT, .clock = CLOCK_GEN};
+        if (push_def(c, e))
+            return -ENOMEM;
+    }
+    return 0;
+}
+
 int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards)
+{
+    return pool_publish_over(p, ds, shards, 0);
+}
+
+int pool_publish_over(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
+                      uint64_t replaces)
 {
     int rc = writable_handle(p, "pool_publish");
     if (rc)
@@ -586,8 +626,15 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
     uint8_t *used = NULL;
     struct oext *fp = NULL;
     uint64_t nfp = 0, cfp = 0;
-    if (cat_find(c, name) >= 0) {
+    const int64_t old = cat_find(c, name);
+    if (!replaces && old >= 0) {
         rc = seterr(&p->obj, CXLP_EEXIST, "%s: dataset '%s' already published", p->a->m.path, name);
+        goto out;
+    }
+    if (replaces && (old < 0 || c->ds[old].d.info.version != replaces)) {
+        rc = seterr(&p->obj, old < 0 ? CXLP_ENOTFOUND : CXLP_EBUSY,
+                    "%s: dataset '%s' was %s while it was being rewritten; nothing replaced",
+                    p->a->m.path, name, old < 0 ? "removed" : "removed and published again");
         goto out;
     }
     used = calloc(c->n_resv ? c->n_resv : 1, 1);
@@ -642,6 +689,8 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
     rec.d.info.n_shards = ds->n_shards;
     rec.d.info.version = t.gen + 1;
     rec.d.states_off = 0;
+    if (old >= 0) /* replacing: the dataset's placement policy stays */
+        rec.d.policy = c->ds[old].d.policy;
     if ((rc = write_meta(&t, &rec, shards, ingest)))
         goto out;
     /* footprint pieces are disjoint and sorted; within one reservation they
@@ -672,8 +721,15 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
     for (uint64_t i = c->n_resv; i-- > 0;)
         if (used[i])
             arr_del(c->resv, &c->n_resv, sizeof *c->resv, i);
-    if (arr_push(&c->ds, &c->n_ds, &c->cap_ds, sizeof rec, &rec))
+    if (old >= 0) {
+        /* the dataset it replaces goes as cxlp_pool_remove takes it; the
+         * new one takes its place in the list */
+        if (defer_dataset(c, old, t.gen + 1))
+            goto nomem;
+        c->ds[old] = rec;
+    } else if (arr_push(&c->ds, &c->n_ds, &c->cap_ds, sizeof rec, &rec)) {
         goto nomem;
+    }
     rc = txn_commit(&t, 1);
     if (rc == 0)
         ds->info.version = t.gen;
@@ -685,11 +741,6 @@ out:
     free(fp);
     txn_end(&t);
     return rc;
-}
-
-static int push_def(struct cat *c, struct cat_def d)
-{
-    return arr_push(&c->def, &c->n_def, &c->cap_def, sizeof d, &d);
 }
 
 int cxlp_pool_remove(cxlp_pool *p, const char *name)
@@ -706,38 +757,12 @@ int cxlp_pool_remove(cxlp_pool *p, const char *name)
     int64_t i = cat_find(c, name);
     if (i < 0) {
         rc = seterr(&p->obj, CXLP_ENOTFOUND, "%s: no dataset '%s'", p->a->m.path, name);
-        goto out;
+    } else if (defer_dataset(c, i, t.gen + 1)) {
+        rc = seterr(&p->obj, -ENOMEM, "cxlp_pool_remove: out of memory");
+    } else {
+        arr_del(c->ds, &c->n_ds, sizeof *c->ds, (uint64_t)i);
+        rc = txn_commit(&t, 0);
     }
-    /* what a lease pinning an older generation may still read: deferred to
-     * the next generation; the copies are walked from the states when
-     * freed, so a dataset of any size costs the catalog one record */
-    const struct cat_ds *d = &c->ds[i];
-    const uint64_t g = t.gen + 1;
-    struct cat_def meta[3] = {
-        {.off = d->d.docs.off, .len = d->d.docs.len},
-        {.off = d->table.off, .len = d->table.len},
-        {.off = d->states.off, .len = d->states.len},
-    };
-    if (d->d.n_shards &&
-        push_def(c, (struct cat_def){.off = d->states.off, .len = d->d.n_shards, .freed = g,
-                                     .kind = DEF_COPIES, .clock = CLOCK_GEN,
-                                     .target_shard = d->table.off}))
-        goto nomem;
-    for (int k = 0; k < 3; k++) {
-        if (meta[k].len == 0)
-            continue;
-        uint64_t s0 = meta[k].off & ~(uint64_t)(POOL_EXTENT_ALIGN - 1);
-        struct cat_def e = {.off = s0, .len = ALIGN_UP(meta[k].off + meta[k].len, POOL_EXTENT_ALIGN) - s0,
-                            .freed = g, .kind = DEF_EXTENT, .clock = CLOCK_GEN};
-        if (push_def(c, e))
-            goto nomem;
-    }
-    arr_del(c->ds, &c->n_ds, sizeof *c->ds, (uint64_t)i);
-    rc = txn_commit(&t, 0);
-    goto out;
-nomem:
-    rc = seterr(&p->obj, -ENOMEM, "cxlp_pool_remove: out of memory");
-out:
     txn_end(&t);
     return rc;
 }

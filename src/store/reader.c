@@ -778,7 +778,9 @@ static int copy_out(const cxlp_store *s, uint64_t idx, const struct cxlp_view *v
 
 /* Record idx (field as read_copy) read from its shard's home copy, where no
  * memory tier has room for a copy of the shard (full of kept copies, or of
- * dropped ones readers still pin): as a batch would (engine.c), only the
+ * dropped ones readers still pin) or none can be placed (the dataset was
+ * removed or rewritten since the store opened; its lease keeps the home
+ * copy): as a batch would (engine.c), only the
  * verified blocks of the record (shard format 3 or 4), else the whole shard,
  * checked and verified, into private memory freed here. Nothing in the
  * pool changes. The store keeps its readers of the tier's file between
@@ -832,7 +834,10 @@ static int read_copy(const cxlp_store *s, uint64_t idx, const uint32_t *field, v
         if (rc != CXLP_ENOTFOUND || !s->tiered || idx >= s->count)
             return rc;
         rc = store_fetch((cxlp_store *)s, store_shard_of(s, idx), FETCH_WAIT);
-        if (rc == CXLP_EFULL)
+        /* no room for a copy, or the dataset was removed or replaced since
+         * the store opened (no copy can be placed for it; its home copy
+         * stays while the store's lease pins it) */
+        if (rc == CXLP_EFULL || rc == CXLP_ENOTFOUND)
             return read_copy_home(s, idx, field, buf, cap, len);
         if (rc)
             return rc;
@@ -865,9 +870,7 @@ int cxlp_store_shards(const cxlp_store *s, uint64_t *n_shards, uint64_t *per_sha
 {
     if (!s)
         return seterr(NULL, CXLP_EARG, "store_shards: store is NULL");
-    uint64_t m = 0;
-    for (uint64_t k = 0; k < s->n_shards; k++)
-        m = MAX(m, ALIGN_UP(s->loc[k].len, 4096));
+    const uint64_t m = ALIGN_UP(store_max_shard(s), 4096);
     if (n_shards)
         *n_shards = s->n_shards;
     if (per_shard)
@@ -1037,11 +1040,9 @@ int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs)
     return 0;
 }
 
-/* Verifies one copy: header against the table, checksum. A staged tier's
- * copy (base NULL) is read into *buf (the caller's, 4 KiB aligned, room for
- * the longest shard) through the tier's reader. */
-static int verify_copy(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, const uint8_t *base,
-                       uint8_t **buf, struct store_io *io)
+int store_copy_open(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, const uint8_t *base,
+                    uint8_t *buf, struct store_io *io, int verify, struct shard *g,
+                    struct shard_col *cols)
 {
     const uint64_t len = s->loc[k].len;
     char where[96], err[ERRMSG_MAX];
@@ -1054,27 +1055,61 @@ static int verify_copy(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, cons
         uint64_t al = ALIGN_UP(len, 4096);
         int rc = io->r[t] ? 0 : media_reader_open(&io->r[t], at->path, err, sizeof err);
         if (!rc)
-            rc = media_read(io->r[t], off, al, *buf, NULL);
+            rc = media_read(io->r[t], off, al, buf, NULL);
         if (rc)
             return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (%s): read: %s", s->name, k,
                           where, rc < 0 && rc > -4096 ? strerror(-rc) : err);
-        base = *buf;
-    }
-    struct shard sh;
-    struct shard_col cols[SHARD_MAX_COLS];
-    if (s->nc && (!buf || base != *buf)) /* verify reads the whole copy: fresh lines */
+        base = buf;
+    } else if (s->nc) { /* the whole copy is read: fresh lines */
         cache_invalidate(base, len);
-    int rc = store_shard_check(s, k, base, &sh, cols, 0, where);
+    }
+    int rc = store_shard_check(s, k, base, g, cols, 0, where);
     if (rc)
         return seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
+    if (!verify)
+        return 0;
     /* formats 3 and 4: the block sums too (and the pages of a sums area),
      * which partial reads trust */
-    if ((rc = shard_verify(&sh, err, sizeof err)) ||
-        (rc = shard_verify_sum_pages(&sh, 0, shard_sum_pages(&sh), err, sizeof err)) ||
-        (sh.n_bsums && (rc = shard_verify_blocks(&sh, 0, sh.n_bsums, err, sizeof err))))
+    if ((rc = shard_verify(g, err, sizeof err)) ||
+        (rc = shard_verify_sum_pages(g, 0, shard_sum_pages(g), err, sizeof err)) ||
+        (g->n_bsums && (rc = shard_verify_blocks(g, 0, g->n_bsums, err, sizeof err))))
         return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (%s, %" PRIu64 " bytes): %s",
                       s->name, k, where, len, err);
     return 0;
+}
+
+int store_copy_in(const cxlp_store *s, uint64_t k, uint32_t t, uint64_t *off,
+                  const uint8_t **base)
+{
+    uint64_t w = store_word(s, k, t);
+    if (!loc_present(w))
+        return CXLP_ENOTFOUND;
+    const struct attach_tier *at = attach_tier(s->a, t);
+    *off = loc_off(w);
+    if (*off < at->data_off || !range_ok(*off - at->data_off, s->loc[k].len, at->data_len))
+        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": tier %u copy at %#"
+                      PRIx64 " outside the tier", s->name, k, t, *off);
+    *base = at->flags & TIER_STAGED ? NULL : at->base + *off;
+    return 0;
+}
+
+uint64_t store_max_shard(const cxlp_store *s)
+{
+    uint64_t m = 0;
+    for (uint64_t k = 0; k < s->n_shards; k++)
+        m = MAX(m, s->loc[k].len);
+    return m;
+}
+
+/* Verifies one copy: header against the table, checksum. A staged tier's
+ * copy (base NULL) is read into buf (4 KiB aligned, room for the longest
+ * shard) through io's reader of its tier. */
+static int verify_copy(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, const uint8_t *base,
+                       uint8_t *buf, struct store_io *io)
+{
+    struct shard sh;
+    struct shard_col cols[SHARD_MAX_COLS];
+    return store_copy_open(s, k, t, off, base, buf, io, 1, &sh, cols);
 }
 
 int cxlp_store_verify(cxlp_store *s)
@@ -1093,30 +1128,27 @@ int cxlp_store_verify(cxlp_store *s)
          * freed meanwhile (a pin per shard: one held for the whole run
          * would hold back the frees of every copy dropped meanwhile) */
         uint8_t *buf = NULL;
-        uint64_t maxlen = 0;
-        for (uint64_t k = 0; k < s->n_shards; k++)
-            maxlen = MAX(maxlen, s->loc[k].len);
+        const uint64_t maxlen = store_max_shard(s);
         struct store_io io = {0};
         for (uint64_t k = 0; k < s->n_shards && !rc; k++) {
             uint64_t pin = attach_pin_epoch(s->a);
             for (uint32_t t = 0; t < attach_n_tiers(s->a) && !rc; t++) {
-                uint64_t w = store_word(s, k, t);
-                if (!loc_present(w))
+                uint64_t off;
+                const uint8_t *at = NULL;
+                rc = store_copy_in(s, k, t, &off, &at);
+                if (rc == CXLP_ENOTFOUND) {
+                    rc = 0;
                     continue;
-                const struct attach_tier *at = attach_tier(s->a, t);
-                uint64_t off = loc_off(w);
-                if (off < at->data_off || !range_ok(off - at->data_off, s->loc[k].len, at->data_len)) {
-                    rc = seterr(&s->obj, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": tier %u "
-                                "copy at %#" PRIx64 " outside the tier", s->name, k, t, off);
+                }
+                if (rc) {
+                    rc = seterr(&s->obj, rc, "%s", cxlp_errmsg(NULL));
                     break;
                 }
-                if (!buf && (at->flags & TIER_STAGED) &&
-                    posix_memalign((void **)&buf, 4096, ALIGN_UP(maxlen, 4096))) {
+                if (!buf && !at && posix_memalign((void **)&buf, 4096, ALIGN_UP(maxlen, 4096))) {
                     rc = seterr(&s->obj, -ENOMEM, "dataset %s: out of memory", s->name);
                     break;
                 }
-                rc = verify_copy(s, k, t, off, at->flags & TIER_STAGED ? NULL : at->base + off,
-                                 &buf, &io);
+                rc = verify_copy(s, k, t, off, at, buf, &io);
             }
             attach_unpin_epoch(s->a, pin);
         }

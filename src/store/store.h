@@ -112,6 +112,27 @@ static inline uint64_t store_shard_of(const cxlp_store *s, uint64_t idx)
  * epoch pin for as long as it uses *sh. */
 int store_locate(const cxlp_store *s, uint64_t k, struct shard *sh, struct shard_col *cols,
                  uint32_t *tier);
+/* Shard k's copy in tier t at off, checked against the shard table and the
+ * schema into *g (its columns in cols[0..ncols), pointers into the copy)
+ * and, with verify, verified whole: every column's checksum, the pages of
+ * a sums area, every block sum. base is where a memory tier maps the copy;
+ * NULL for a staged tier's, which is read whole into buf (4 KiB aligned,
+ * room for ALIGN_UP(store_max_shard(s), 4096)) through io's reader of
+ * tier t, opened on first use. A pool of tiers: the caller holds an epoch
+ * pin while it uses *g. 0, or the error with a message naming the shard
+ * and the copy. */
+int store_copy_open(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, const uint8_t *base,
+                    uint8_t *buf, struct store_io *io, int verify, struct shard *g,
+                    struct shard_col *cols);
+/* A pool of tiers: where shard k's copy in tier t is, its offset in *off
+ * and, in a memory tier, its mapping in *base (NULL: a staged tier's, read
+ * through a reader). CXLP_ENOTFOUND when tier t holds no copy;
+ * CXLP_ECORRUPT (message) when the word names bytes outside the tier. The
+ * caller holds an epoch pin while it uses the copy. */
+int store_copy_in(const cxlp_store *s, uint64_t k, uint32_t t, uint64_t *off,
+                  const uint8_t **base);
+/* Bytes of the dataset's longest shard. */
+uint64_t store_max_shard(const cxlp_store *s);
 /* Fields fields[0..n) (NULL: the whole record, n = 1) of record idx, which
  * lies in shard k as sh (a validated or rebased geometry) holds it. */
 int store_fields_at(const cxlp_store *s, const struct shard *sh, uint64_t k, uint64_t idx,
@@ -175,6 +196,13 @@ int writer_commit_var(cxlp_writer *w, const uint64_t *lens, uint64_t n);
  * sized for what is left (bytes and index) instead of a whole shard_bytes.
  * A hint: a wrong one costs space or one more shard, never correctness. */
 void writer_expect_records(cxlp_writer *w, uint64_t n);
+
+/* cxlp_writer_begin for a dataset that replaces the published one of the
+ * same name whose info.version is replaces (0: a new name, as
+ * cxlp_writer_begin): the commit publishes it in that dataset's place in
+ * one flip (pool_publish_over). The begin finds it or fails. */
+int writer_begin_over(cxlp_pool *p, const char *name, const struct cxlp_schema *schema,
+                      const struct cxlp_writer_opts *opts, uint64_t replaces, cxlp_writer **out);
 
 /* Fields fields[0..nf) of records ids[0..n), record i's field j into
  * out[i * nf + j] (what store_read_fields gives for each, without a call

@@ -131,6 +131,7 @@ struct cxlp_writer {
     uint64_t progress_last;
     int failed;               /* first fatal error; later calls return it */
     int fault_done;
+    uint64_t replaces;        /* writer_begin_over: the version the commit replaces */
 
     struct resv *res;
     size_t n_res, cap_res;
@@ -535,6 +536,12 @@ static int check_usable(cxlp_writer *w)
 int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *schema,
                       const struct cxlp_writer_opts *opts, cxlp_writer **out)
 {
+    return writer_begin_over(p, name, schema, opts, 0, out);
+}
+
+int writer_begin_over(cxlp_pool *p, const char *name, const struct cxlp_schema *schema,
+                      const struct cxlp_writer_opts *opts, uint64_t replaces, cxlp_writer **out)
+{
     char err[ERRMSG_MAX];
     struct cxlp_schema norm;
     if (!p || !out)
@@ -557,10 +564,11 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
         free(sh);
         attach_unpin(a, gen);
         attach_unref(a);
-        return seterr(pool_obj(p), CXLP_EEXIST, "dataset %s already exists", name);
-    }
-    if (rc != CXLP_ENOTFOUND)
+        if (!replaces)
+            return seterr(pool_obj(p), CXLP_EEXIST, "dataset %s already exists", name);
+    } else if (rc != CXLP_ENOTFOUND || replaces) {
         return rc;
+    }
     rc = 0;
 
     cxlp_writer *w = calloc(1, sizeof *w);
@@ -571,6 +579,7 @@ int cxlp_writer_begin(cxlp_pool *p, const char *name, const struct cxlp_schema *
     w->tier = pool_ingest_tier(p);
     w->base = pool_base_rw(p, w->tier);
     strlcpy0(w->name, name, sizeof w->name);
+    w->replaces = replaces;
     w->schema = norm;
     w->unit = schema_unit(&norm);
     w->nf = norm.n_fields;
@@ -1238,7 +1247,7 @@ int cxlp_writer_commit(cxlp_writer *w)
         goto out;
     }
     progress(w, 1);
-    rc = pool_publish(w->p, &ds, w->shards);
+    rc = pool_publish_over(w->p, &ds, w->shards, w->replaces);
     if (rc)
         pool_fail(w, rc, "publishing");
     else

@@ -84,6 +84,11 @@ struct tier_engine {
     uint32_t rank;             /* its rank among the pool's memory tiers */
     uint64_t budget;
     uint64_t batch, horizon;   /* ids per batch; ids held ahead */
+    int gone;                  /* atomic: the dataset was removed or replaced
+                                  (cxlp_pool_rewrite) since the store opened:
+                                  no copy can be placed for it, so nothing
+                                  more is staged and a miss reads the home
+                                  copy, which the store's lease keeps */
     int in_part;               /* tier_read_in_part: copies only into room
                                   (none evicted); a shard not in memory is
                                   read in part by its batch
@@ -365,6 +370,8 @@ static int stage(struct tier_engine *e, uint64_t k, int miss, struct store_io *i
     e->busy[k]--;
     e->staging[k] = 0;
     e->copying -= e->len[k];
+    if (rc == CXLP_ENOTFOUND)
+        at_store_relaxed(&e->gone, 1);
     if (rc == 0) {
         e->st.bytes_staged += cs.bytes;
         if (miss)
@@ -415,7 +422,7 @@ static void *stager(void *arg)
         if (stale(e))
             replan(e);
         uint64_t k = TIER_NONE;
-        while (e->cand_i < e->n_cand && k == TIER_NONE) {
+        while (!at_load_relaxed(&e->gone) && e->cand_i < e->n_cand && k == TIER_NONE) {
             uint64_t c = e->cand[e->cand_i++];
             if (!e->staging[c] && !e->resident[c] && !e->kept[c])
                 k = c;
@@ -760,8 +767,8 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
                 waited = 1;
                 /* read in part (tier_read_in_part), or the tiers are full
                  * of copies others hold: ours alone, below */
-                rc = in_part ? CXLP_EFULL : fetch_now(e, k, io);
-                if (rc == CXLP_EFULL) {
+                rc = in_part || at_load_relaxed(&e->gone) ? CXLP_EFULL : fetch_now(e, k, io);
+                if (rc == CXLP_EFULL || rc == CXLP_ENOTFOUND) {
                     x->home = 1;
                     rc = 0;
                 }
@@ -924,8 +931,11 @@ static int place(struct tier_engine *e)
         rc = store_copy(e->s, pl[i].shard, s->mem[pl[i].tier], FETCH_WAIT | FETCH_KEEP, 0, &io, &cs);
         if (rc == CXLP_EEXIST)
             rc = 0;
-        if (rc == CXLP_EFULL) {
-            rc = 0; /* the tier is fuller than its capacity says: what fits */
+        if (rc == CXLP_ENOTFOUND)
+            at_store_relaxed(&e->gone, 1);
+        if (rc == CXLP_EFULL || rc == CXLP_ENOTFOUND) {
+            rc = 0; /* the tier is fuller than its capacity says (what
+                     * fits), or the dataset went (e->gone) */
             break;
         }
         e->st.placed++;

@@ -535,6 +535,19 @@ static void test_concat(cxlp_pool *p, uint64_t *seed)
     CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
 }
 
+/* The two fields of every record of test_format1's dataset. */
+static void v1rows_fields_ok(cxlp_store *s)
+{
+    for (uint32_t i = 0; i < 100; i++) {
+        struct cxlp_view v;
+        CHECK_OK(cxlp_store_read_field(s, i, 1, &v));
+        CHECK(v.len == 4 && ((const uint16_t *)v.data)[0] == i + 1 &&
+              ((const uint16_t *)v.data)[1] == (uint16_t)(i * 3));
+        CHECK_OK(cxlp_store_read_field(s, i, 0, &v));
+        CHECK(v.len == 4 && *(const uint32_t *)v.data == i);
+    }
+}
+
 /* A dataset as an earlier build wrote it: one format 1 shard holding rows
  * of two fixed-size fields, published through the pool layer by hand. */
 static void test_format1(cxlp_pool *p)
@@ -590,12 +603,8 @@ static void test_format1(cxlp_pool *p)
         struct cxlp_view v;
         CHECK_OK(cxlp_store_read(s, i, &v));
         CHECK(v.len == 8 && memcmp(v.data, rows + 8 * i, 8) == 0);
-        CHECK_OK(cxlp_store_read_field(s, i, 1, &v));
-        CHECK(v.len == 4 && ((const uint16_t *)v.data)[0] == i + 1 &&
-              ((const uint16_t *)v.data)[1] == (uint16_t)(i * 3));
-        CHECK_OK(cxlp_store_read_field(s, i, 0, &v));
-        CHECK(v.len == 4 && *(const uint32_t *)v.data == i);
     }
+    v1rows_fields_ok(s);
     struct order ord = {0, 100};
     struct cxlp_loader_opts lo = {.batch_size = 10, .n_fields = 1, .fields = {1}};
     cxlp_loader *l;
@@ -606,6 +615,16 @@ static void test_format1(cxlp_pool *p)
         CHECK(((const uint16_t *)b->data)[2 * r] == b->ids[r] + 1);
     cxlp_loader_release(l, b);
     cxlp_loader_free(l);
+    CHECK_OK(cxlp_store_verify(s));
+    CHECK_OK(cxlp_store_close(s));
+    /* written again in format 4 (cxlp_pool_rewrite): its fields become
+     * columns; every field of every record reads the same */
+    CHECK_OK(cxlp_pool_rewrite(p, "v1rows", NULL));
+    CHECK_OK(cxlp_store_open(p, "v1rows", &s));
+    uint32_t fmt;
+    CHECK_OK(cxlp_store_format(s, &fmt, NULL, NULL));
+    CHECK(fmt == 4 && s->ncols == 2 && !s->rows);
+    v1rows_fields_ok(s);
     CHECK_OK(cxlp_store_verify(s));
     CHECK_OK(cxlp_store_close(s));
 }

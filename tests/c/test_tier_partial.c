@@ -14,6 +14,7 @@
 
 #include "test.h"
 #include "records.h"
+#include "shard_util.h"
 #include "pool/loc.h"
 #include "pool/pool_internal.h"
 #include "store/fetch.h"
@@ -37,22 +38,6 @@ static uint64_t home_off(cxlp_store *s, uint64_t k)
 static int in_memory(cxlp_store *s, uint64_t k)
 {
     return loc_present(__atomic_load_n(&s->states[k * s->stride + 1 + 0], __ATOMIC_ACQUIRE));
-}
-
-/* Writes the header checksum of the header page of a shard of version 2,
- * 3 or 4: XXH3-64 of header bytes [0, 120), the directory, the block sums
- * (the page sums of a sums area). */
-static void rehash_page(uint8_t *page)
-{
-    struct shard_hdr2 h;
-    memcpy(&h, page, sizeof h);
-    size_t dir = (size_t)h.n_cols * SHARD_COL_BYTES;
-    size_t sums = (size_t)shard_head_sums(h.version, h.n_bsums, h.sums_off) * 8;
-    uint8_t tmp[SHARD_DATA_OFF];
-    memcpy(tmp, page, 120);
-    memcpy(tmp + 120, page + SHARD_HDR_BYTES, dir + sums);
-    h.hdr_checksum = XXH3_64bits(tmp, 120 + dir + sums);
-    memcpy(page + 120, &h.hdr_checksum, 8);
 }
 
 /* Flips the bits of mask in the byte at offset at of the nvme tier's file. */
@@ -279,6 +264,8 @@ static void big(void)
 }
 
 static void loader(const char *name, int fixed, int old, int corrupt);
+static void loader_on(cxlp_pool *p, cxlp_store *s, const char *name, int fixed, int old,
+                      int corrupt);
 
 /* One byte of one block of shard 1 on the nvme tier flipped: the partial
  * reads that need that block fail naming dataset, shard and block; the
@@ -340,7 +327,7 @@ static void corrupt(void)
     CHECK(pread(fd, orig, sizeof orig, (off_t)home_off(s, k)) == (ssize_t)sizeof orig);
     memcpy(page, orig, sizeof page);
     page[sum_at - home_off(s, k)] ^= 1;
-    rehash_page(page);
+    shard_rehash_page(page);
     CHECK(pwrite(fd, page, sizeof page, (off_t)home_off(s, k)) == (ssize_t)sizeof page);
     CHECK_RC(cxlp_store_verify(s), CXLP_ECORRUPT);
     printf("wrong block sum: %s\n", cxlp_errmsg(s));
@@ -370,15 +357,7 @@ static void to_format2(const char *name)
         CHECK(fd >= 0);
         uint8_t page[SHARD_DATA_OFF];
         CHECK(pread(fd, page, sizeof page, (off_t)off) == (ssize_t)sizeof page);
-        struct shard_hdr2 h;
-        memcpy(&h, page, sizeof h);
-        CHECK(h.version == SHARD_VERSION && h.n_bsums > 0);
-        memset(page + shard_bsum_off(h.n_cols), 0, (size_t)h.n_bsums * 8);
-        h.version = SHARD_VERSION_V2;
-        h.layout = shard_layout_of(SHARD_VERSION_V2);
-        h.bsum_shift = h.n_bsums = 0;
-        memcpy(page, &h, sizeof h);
-        rehash_page(page);
+        shard_downgrade(page, SHARD_VERSION_V2);
         CHECK(pwrite(fd, page, sizeof page, (off_t)off) == (ssize_t)sizeof page);
         fsync(fd);
         close(fd);
@@ -417,11 +396,9 @@ static void to_format2(const char *name)
  * reads its records' blocks in part (old: format 2, no block sums: a
  * private read of the whole shard, as before). corrupt: a block of shard 1
  * is corrupt: the epoch fails there, naming it, after intact batches. */
-static void loader(const char *name, int fixed, int old, int corrupt)
+static void loader_on(cxlp_pool *p, cxlp_store *s, const char *name, int fixed, int old,
+                      int corrupt)
 {
-    cxlp_pool *p;
-    cxlp_store *s;
-    open_ds(name, &p, &s);
     uint64_t n = cxlp_store_count(s);
     struct cxlp_sampler_config cfg = {.kind = CXLP_ORDER_BLOCK, .n = n, .seed = 11,
                                       .shard_size = s->loc[0].n_records, .window = 2, .world = 1};
@@ -474,9 +451,17 @@ static void loader(const char *name, int fixed, int old, int corrupt)
     cxlp_loader_free(l);
     cxlp_sampler_free(sm);
     free(seen);
-    CHECK_OK(cxlp_store_close(s));
     if (!corrupt)
         CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+}
+
+static void loader(const char *name, int fixed, int old, int corrupt)
+{
+    cxlp_pool *p;
+    cxlp_store *s;
+    open_ds(name, &p, &s);
+    loader_on(p, s, name, fixed, old, corrupt);
+    CHECK_OK(cxlp_store_close(s));
     CHECK_OK(cxlp_pool_close(p));
 }
 
@@ -581,6 +566,45 @@ static void copies_home(void)
     CHECK_OK(cxlp_pool_close(p));
 }
 
+/* The format 2 dataset written again in format 4 on this pool of tiers
+ * (cxlp_pool_rewrite): the old shards read from their home copies on the
+ * nvme tier, the new ones written there. A store opened before still reads format 2,
+ * record by record and through a loader, from the old home copies (no copy
+ * can be placed for a dataset that is no longer in the catalog). */
+static void rewrite_old(void)
+{
+    cxlp_pool *p;
+    cxlp_store *s0, *s1;
+    open_ds("old", &p, &s0);
+    /* room in the dram tier, so only the dataset's going keeps the loader
+     * below from staging */
+    CHECK_OK(cxlp_migrate(p, "fill", "nvme", NULL, NULL));
+    CHECK_OK(cxlp_pool_rewrite(p, "old", NULL));
+    loader_on(p, s0, "old, replaced", 1, 1, 0);
+    CHECK_OK(cxlp_store_open(p, "old", &s1));
+    uint32_t f0, f1;
+    uint64_t block;
+    CHECK_OK(cxlp_store_format(s0, &f0, NULL, NULL));
+    CHECK_OK(cxlp_store_format(s1, &f1, &block, NULL));
+    CHECK(f0 == 2 && f1 == 4 && block == 4 * KiB && s1->n_shards == s0->n_shards);
+    uint8_t buf[REC_FIXED_SIZE];
+    for (uint64_t i = 0; i < cxlp_store_count(s0); i++) {
+        uint64_t len;
+        CHECK_OK(cxlp_store_read_copy(s1, i, buf, sizeof buf, &len));
+        CHECK(rec_ok(buf, len, 1, seed, i));
+        CHECK_OK(cxlp_store_read_copy(s0, i, buf, sizeof buf, &len));
+        CHECK(rec_ok(buf, len, 1, seed, i));
+    }
+    for (uint64_t k = 0; k < s1->n_shards; k++)
+        CHECK(home_off(s1, k) != home_off(s0, k));
+    CHECK_OK(cxlp_store_verify(s1));
+    CHECK_OK(cxlp_store_close(s1));
+    CHECK_OK(cxlp_store_close(s0));
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK(cxlp_migrate(p, "fill", "dram", NULL, NULL) == CXLP_EFULL); /* full again */
+    CHECK_OK(cxlp_pool_close(p));
+}
+
 int main(void)
 {
     snprintf(pool, sizeof pool, "%s", test_name("tierpr"));
@@ -614,6 +638,8 @@ int main(void)
     loader("fixed", 1, 0, 0);
     loader("var", 0, 0, 0);
     loader("old", 1, 1, 0); /* format 2: private reads of whole shards, as before */
+    rewrite_old();
+    loader("old", 1, 0, 0); /* now format 4: read in part */
     CHECK_OK(cxlp_pool_destroy(pool));
     printf("ok\n");
     return 0;
