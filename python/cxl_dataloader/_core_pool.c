@@ -284,6 +284,33 @@ static PyObject *pool_import(PoolObject *self, PyObject *args, PyObject *kw)
     Py_RETURN_NONE;
 }
 
+static PyObject *pool_rewrite(PoolObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"name", "shard_bytes", "progress", "hugepages", NULL};
+    const char *name;
+    uint64_t shard_bytes = 0;
+    PyObject *progress = Py_None;
+    int hugepages = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s|$O&Op", kwlist, &name, core_u64, &shard_bytes,
+                                     &progress, &hugepages))
+        return NULL;
+    if (!pool_ok(self))
+        return NULL;
+    struct cxlp_rewrite_opts o = {.shard_bytes = shard_bytes, .no_hugepages = !hugepages};
+    struct progress_ctx pc = {.fn = progress};
+    if (progress != Py_None) {
+        o.progress = progress_cb;
+        o.progress_ctx = &pc;
+    }
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = cxlp_pool_rewrite(self->p, name, &o);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return core_raise_dataset(rc, self->p);
+    Py_RETURN_NONE;
+}
+
 static PyObject *pool_tiers(PoolObject *self, PyObject *unused)
 {
     (void)unused;
@@ -362,6 +389,9 @@ static PyMethodDef pool_methods[] = {
     {"tiers", (PyCFunction)pool_tiers, METH_NOARGS, "The pool's tiers and their counters."},
     {"migrate", (PyCFunction)(void (*)(void))pool_migrate, METH_VARARGS | METH_KEYWORDS,
      "migrate(name, tier, *, threads=1): move a dataset to a tier; stats as a dict."},
+    {"rewrite", (PyCFunction)(void (*)(void))pool_rewrite, METH_VARARGS | METH_KEYWORDS,
+     "rewrite(name, *, shard_bytes=0, progress=None, hugepages=True): write a dataset again "
+     "in this build's shard format and put it in its place (cxlp_pool_rewrite)."},
     {"concat", (PyCFunction)pool_concat, METH_VARARGS,
      "concat(name, parts): publish name as the parts' records in order and remove the parts, "
      "in one catalog flip (no copy)."},

@@ -382,7 +382,7 @@ class CXLDataLoader:
                    "the blocks of its other records from the home tier" if part else
                    "so shards are read from the home tier many times per epoch")
             if part:
-                how += self._reingest_advice()
+                how += self._rewrite_advice()
             _warn(f"a full shuffle of dataset {self.dataset.name!r} ({sh['n_shards']} shards "
                   f"of up to {sh['max_bytes']} bytes) behind a staging budget of {budget} bytes: "
                   f"every batch draws from every shard, {how}; {fix}")
@@ -393,7 +393,7 @@ class CXLDataLoader:
                       f"bytes) is more than the staging budget of {budget} bytes: shards are "
                       f"read from the home tier more than once per epoch; {fix}")
 
-    def _reingest_advice(self) -> str:
+    def _rewrite_advice(self) -> str:
         """For a dataset read in part: nothing when its shards have 4 KiB
         blocks (shard format 4); else what its format costs per record and
         the fix (docs/store-format.md)."""
@@ -404,8 +404,9 @@ class CXLDataLoader:
         cost = (f"whole blocks of {block} bytes" if block else
                 "whole shards (no block sums)")
         return (f" (its shards are of shard format {fmt['version']}, written by an earlier "
-                f"build: a record read in part costs {cost}; ingest it again for 4 KiB "
-                f"blocks)")
+                f"build: a record read in part costs {cost}; rewrite it for 4 KiB blocks: "
+                f"pool.rewrite({self.dataset.name!r}) or cxlpool rewrite POOL "
+                f"{self.dataset.name})")
 
     def _init_general(self, dataset: Any, kw: dict) -> None:
         """The general path: torch's DataLoader with the same arguments, its

@@ -104,6 +104,22 @@ def make_spec(name: str, backend: str = "shm", numa_node: Optional[int] = None,
     return f"{backend}:{name}"
 
 
+def _progress_bar(progress: Optional[bool], desc: str,
+                  unit: str) -> tuple[Any, Optional[Callable[[int, int], None]]]:
+    """A tqdm bar and the (done, total) callback that moves it, when asked
+    (progress=True) or when stderr is a terminal (progress=None)."""
+    if not (progress or (progress is None and sys.stderr.isatty())):
+        return None, None
+    from tqdm import tqdm
+    bar = tqdm(total=0, unit=unit, unit_scale=unit == "B", desc=desc)
+
+    def cb(done: int, total: int) -> None:
+        if bar.total != total:
+            bar.total = total
+        bar.update(done - bar.n)
+    return bar, cb
+
+
 class CXLMemoryPool:
     """A pool attached to this process.
 
@@ -249,20 +265,34 @@ class CXLMemoryPool:
         if kw:
             raise TypeError(f"format {format!r} (raw, npy, megatron) takes no "
                             f"{', '.join(sorted(kw))}")
-        cb: Optional[Callable[[int, int], None]] = None
-        bar = None
-        if progress or (progress is None and sys.stderr.isatty()):
-            from tqdm import tqdm
-            bar = tqdm(total=0, unit="B", unit_scale=True, desc=f"ingest {name}")
-
-            def cb(done: int, total: int) -> None:
-                if bar.total != total:
-                    bar.total = total
-                bar.update(done - bar.n)
+        bar, cb = _progress_bar(progress, f"ingest {name}", "B")
         try:
             self._pool.import_(name, os.fspath(source), format=format,
                                record_size=parse_size("record_size", record_size), dtype=dtype,
                                progress=cb, hugepages=hugepages)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    def rewrite(self, name: str, *, shard_bytes: Union[int, str, None] = None,
+                progress: Optional[bool] = None, hugepages: bool = True) -> None:
+        """Writes dataset name again in this build's shard format (format 4:
+        4 KiB block sums, what a record read in part costs;
+        CXLDataset.shard_format() says what a dataset has) and puts it in
+        the old one's place in one atomic catalog flip: the same records,
+        schema, documents and placement policy, in shards of shard_bytes
+        (default: the dataset's own; an int or text such as "64M"). Every
+        old shard is verified before it is copied. Needs room for a second
+        copy meanwhile (CXLPoolFullError before anything changes). A
+        CXLDataset opened before keeps reading the old dataset until it is
+        closed; one opened after reads the new. Shows a progress bar when
+        stderr is a terminal (progress=None)."""
+        sb = 0 if shard_bytes is None else parse_size("shard_bytes", shard_bytes)
+        if shard_bytes is not None and sb <= 0:
+            raise ValueError(f"shard_bytes: {shard_bytes!r} is not a positive size")
+        bar, cb = _progress_bar(progress, f"rewrite {name}", "shard")
+        try:
+            self._pool.rewrite(name, shard_bytes=sb, progress=cb, hugepages=hugepages)
         finally:
             if bar is not None:
                 bar.close()

@@ -312,7 +312,8 @@ static void emulation(void)
 /* cxlp_pool_concat on a pool of tiers: the parts' copies (a memory copy of
  * one part's shards, the home copies of all) become the new dataset's
  * without a byte moved; a store of a part opened before reads no stale
- * memory copy afterwards; verify passes, nothing leaks. */
+ * memory copy afterwards (its copies of records come from the home
+ * copies); verify passes, nothing leaks. */
 static void concat_tiered(void)
 {
     names();
@@ -345,7 +346,19 @@ static void concat_tiered(void)
         CHECK_OK(cxlp_store_read_copy(s, i, buf, sizeof buf, &len));
         CHECK(rec_ok(buf, len, 1, 11, i < na ? i : i - na));
     }
-    /* the old store of "a" names no memory copy any more */
+    /* the old store of "a" names no memory copy any more, and can place
+     * none: a view of a record is refused, a copy of it is read from its
+     * home copy (which the store's lease keeps) */
+    CHECK_OK(cxlp_store_copies(old, ca, 2, &nt));
+    CHECK(ca[0] == 0 && ca[1] == 4);
+    struct cxlp_view v;
+    CHECK_RC(cxlp_store_read(old, 5, &v), CXLP_ENOTFOUND);
+    CHECK(strstr(cxlp_errmsg(NULL), "removed?"));
+    for (uint64_t i = 0; i < na; i += 5) {
+        uint64_t len;
+        CHECK_OK(cxlp_store_read_copy(old, i, buf, sizeof buf, &len));
+        CHECK(rec_ok(buf, len, 1, 11, i));
+    }
     CHECK_OK(cxlp_store_copies(old, ca, 2, &nt));
     CHECK(ca[0] == 0 && ca[1] == 4);
     CHECK_OK(cxlp_store_close(old));

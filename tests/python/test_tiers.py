@@ -231,19 +231,20 @@ def test_shard_format_and_the_warning_for_an_earlier_one(tiered) -> None:
     assert ds.shard_format() == {"version": 4, "block_bytes": 4096, "sums_area": False}
     with pytest.warns(UserWarning, match="full shuffle") as rec:
         CXLDataLoader(ds, batch_size=64, shuffle=True, seed=1)
-    assert not any("ingest it again" in str(w.message) for w in rec)
+    assert not any("rewrite it" in str(w.message) for w in rec)
     for fmt, cost in (({"version": 3, "block_bytes": 65536, "sums_area": False},
                        "shard format 3, .* costs whole blocks of 65536 bytes"),
                       ({"version": 2, "block_bytes": 0, "sums_area": False},
                        r"shard format 2, .* costs whole shards \(no block sums\)")):
         ds.shard_format = lambda fmt=fmt: fmt  # type: ignore[method-assign]
-        with pytest.warns(UserWarning, match=f"full shuffle .*{cost}; ingest it again for "
-                                             f"4 KiB blocks"):
+        with pytest.warns(UserWarning, match=f"full shuffle .*{cost}; rewrite it for 4 KiB "
+                                             r"blocks: pool.rewrite\('d'\) or cxlpool rewrite "
+                                             r"POOL d\)"):
             CXLDataLoader(ds, batch_size=64, shuffle=True, seed=1)
         # read_in_part=False stages: nothing is read in part, no advice
         with pytest.warns(UserWarning, match="full shuffle") as rec:
             CXLDataLoader(ds, batch_size=64, shuffle=True, seed=1, read_in_part=False)
-        assert not any("ingest it again" in str(w.message) for w in rec)
+        assert not any("rewrite it" in str(w.message) for w in rec)
 
 
 def test_an_order_that_cannot_be_staged_is_warned_of(tiered) -> None:
