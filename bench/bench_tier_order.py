@@ -52,6 +52,47 @@ def disk_read_bytes() -> int:
     return 0
 
 
+def source(work: Path, n: int) -> Path:
+    """work/a.npy: n records of REC bytes (int32), record i starting with i."""
+    src = work / "a.npy"
+    arr = np.lib.format.open_memmap(src, mode="w+", dtype=np.int32, shape=(n, REC // 4))
+    arr[:, 0] = np.arange(n)
+    arr.flush()
+    del arr
+    return src
+
+
+def tiered_pool(name: str, work: Path, tier_mib: int, home_bytes: int) -> CXLMemoryPool:
+    """A pool of a tier_mib dram tier before a home_bytes file tier in work."""
+    return CXLMemoryPool(name, create=True, meta_bytes=16 << 20,
+                         tiers=[f"dram=shm:{name}.dram:{tier_mib << 20}",
+                                f"nvme=file:{work / 'home'}:{home_bytes}"])
+
+
+def epoch(ds: CXLDataset, n: int, batch: int, kw: dict) -> str:
+    """One epoch of ds (n records of REC bytes whose first int32 is their id)
+    from a cold start (every copy sent home first) through CXLDataLoader(ds,
+    batch_size=batch, **kw); the table's cells after the order: seconds,
+    samples/s, home bytes and disk bytes over the dataset's, hits, misses,
+    whether every record came exactly once."""
+    ds.migrate_to("nvme")  # cold: every copy home
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the full shuffle's warning is the point
+        dl = CXLDataLoader(ds, batch_size=batch, **kw)
+    seen = np.zeros(n, dtype=np.int32)
+    disk0 = disk_read_bytes()
+    t = time.perf_counter()
+    for b in dl:
+        np.add.at(seen, b[:, 0].numpy(), 1)
+    dt = time.perf_counter() - t
+    disk = (disk_read_bytes() - disk0) / (n * REC)
+    st = dl.stats()
+    home = (st["bytes_staged"] + st["partial_bytes"]) / (n * REC)
+    dl.close()
+    return (f"{dt:.2f} | {n / dt:,.0f} | {home:.2f} | {disk:.2f} | {st['hits']} | "
+            f"{st['misses']} | {'yes' if (seen == 1).all() else 'NO'} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--mib", type=int, default=256, help="dataset size (default 256 MiB)")
@@ -68,14 +109,8 @@ def main() -> int:
     work.mkdir(parents=True)
     name = f"order-{os.getpid()}"
     try:
-        src = work / "a.npy"
-        arr = np.lib.format.open_memmap(src, mode="w+", dtype=np.int32, shape=(n, REC // 4))
-        arr[:, 0] = np.arange(n)
-        arr.flush()
-        del arr
-        pool = CXLMemoryPool(name, create=True, meta_bytes=16 << 20,
-                             tiers=[f"dram=shm:{name}.dram:{a.tier_mib << 20}",
-                                    f"nvme=file:{work / 'home'}:{n * REC + (64 << 20)}"])
+        src = source(work, n)
+        pool = tiered_pool(name, work, a.tier_mib, n * REC + (64 << 20))
         pool._pool.import_("d", str(src), format="npy", shard_bytes=a.shard_kib << 10)
         src.unlink()
         ds = CXLDataset(pool, "d")
@@ -99,24 +134,7 @@ def main() -> int:
                              dict(sampler=RandomCXLSampler(ds, seed=1, window=wide),
                                   read_in_part=True))
         for label, kw in (rows[r] for r in a.rows.split(",")):
-            ds.migrate_to("nvme")  # cold: every copy home
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the full shuffle's warning is the point
-                dl = CXLDataLoader(ds, batch_size=a.batch, **kw)
-            seen = np.zeros(n, dtype=np.int32)
-            disk0 = disk_read_bytes()
-            t = time.perf_counter()
-            for b in dl:
-                np.add.at(seen, b[:, 0].numpy(), 1)
-            dt = time.perf_counter() - t
-            disk = (disk_read_bytes() - disk0) / (n * REC)
-            st = dl.stats()
-            home = (st["bytes_staged"] + st["partial_bytes"]) / (n * REC)
-            print(f"| {label} | {dt:.2f} | {n / dt:,.0f} | {home:.2f} | {disk:.2f} | "
-                  f"{st['hits']} | {st['misses']} | {'yes' if (seen == 1).all() else 'NO'} |",
-                  flush=True)
-            dl.close()
-            del dl
+            print(f"| {label} | {epoch(ds, n, a.batch, kw)}", flush=True)
         del ds
         pool.close()
     finally:

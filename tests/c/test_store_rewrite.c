@@ -398,7 +398,7 @@ static void test_processes(const char *spec, cxlp_pool *p)
                                    "publish-before-slot", "publish-before-flip",
                                    "publish-after-flip"};
     const int n_forced = (int)(sizeof forced / sizeof *forced);
-    const int n_random = getenv("CXLP_SOAK") ? 100 : 12;
+    const int n_random = getenv("CXLP_SLOW_TESTS") ? 100 : 12;
     int became4 = 0;
     uint64_t rng = seed;
     for (int a = 0; a < n_forced + n_random; a++) {
