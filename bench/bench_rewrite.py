@@ -13,7 +13,10 @@ this build ingests it (format 4), and the table shows what a rewrite costs
 when there is nothing to gain. Rows: the epoch before (as
 bench/bench_tier_order.py's "part" row), the rewrite (seconds, and the
 same records ingested again by this build from the .npy, for the ratio),
-the epoch after. Every record is checked to come exactly once.
+the epoch after. Before each epoch the page cache is written back and
+dropped (root; else it says so): the rewrite has just written the new
+shards through the home file's mapping. Every record is checked to come
+exactly once.
 
     python3 bench/bench_rewrite.py [--old-cli PATH] [--mib 256] [--shard-kib 65536]
                                    [--tier-mib 48]
@@ -32,6 +35,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_tier_order import REC, disk_read_bytes, epoch, source, tiered_pool  # noqa: E402
 
 from cxl_dataloader import CXLDataset, CXLMemoryPool  # noqa: E402
+
+
+def drop_caches() -> str:
+    """Writes back and drops the page cache; "" or why it could not."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return ""
+    except OSError as e:
+        return f" (page cache not dropped: {e.strerror})"
 
 
 def main() -> int:
@@ -68,7 +82,8 @@ def main() -> int:
               "disk bytes / dataset | hits | misses | complete |")
         print("|---|---|---:|---:|---:|---:|---:|---:|---|")
         part = dict(shuffle=True, seed=1)
-        print(f"| full shuffle, read in part | {f0['version']} ({f0['block_bytes']}) | "
+        why = drop_caches()
+        print(f"| full shuffle, read in part{why} | {f0['version']} ({f0['block_bytes']}) | "
               f"{epoch(ds, n, a.batch, part)}", flush=True)
         del ds
         disk0 = disk_read_bytes()
@@ -86,7 +101,8 @@ def main() -> int:
               f"ratio {t_rw / t_ing:.2f}) | {f0['version']} -> {f1['version']} "
               f"({f1['block_bytes']}) | {t_rw:.2f} | {n / t_rw:,.0f} | | {disk:.2f} | | | |",
               flush=True)
-        print(f"| full shuffle, read in part | {f1['version']} ({f1['block_bytes']}) | "
+        why = drop_caches()
+        print(f"| full shuffle, read in part{why} | {f1['version']} ({f1['block_bytes']}) | "
               f"{epoch(ds, n, a.batch, part)}", flush=True)
         del ds
         pool.close()
