@@ -6,7 +6,9 @@
  * The input bytes are one shard extent, as a pool would hold it: open its
  * header alone and verify every page of sums and every block sum (a
  * partial read's first steps, versions 3 and 4), then validate it whole, read every record of every column
- * (each view must lie inside its column's data), verify the checksums. Any
+ * (each view must lie inside its column's data), turn each variable-length
+ * column into the element offsets a rewrite hands the writer (ascending,
+ * inside the data), verify the checksums. Any
  * input must end in 0 or an error code, never in a crash or an access
  * outside the buffer. Seeds:
  * fuzz/corpus/fuzz_shard/ (written by `test_store_format --write-seeds DIR`:
@@ -51,6 +53,21 @@ static void scan(uint8_t *buf, size_t size)
                     sum += p[0] + p[len - 1];
             }
         }
+        /* the offsets a rewrite hands the writer (cxlp_pool_rewrite), in
+         * 1- and 8-byte elements: ascending, inside the data */
+        int64_t *off = malloc((size_t)(s.n_records + 1) * sizeof *off);
+        for (uint32_t c = 0; c < s.n_cols && off && s.n_records < (1u << 24); c++) {
+            if (s.col[c].kind != SHARD_KIND_VAR)
+                continue;
+            for (uint64_t elem = 1; elem <= 8; elem *= 8) {
+                if (shard_col_offsets(&s, c, elem, off, err, sizeof err))
+                    continue;
+                for (uint64_t i = 0; i < s.n_records; i++)
+                    if (off[i] > off[i + 1] || (uint64_t)off[i + 1] * elem > s.col[c].data_len)
+                        abort();
+            }
+        }
+        free(off);
         (void)shard_verify(&s, err, sizeof err);
         if (s.n_bsums && shard_verify_sum_pages(&s, 0, shard_sum_pages(&s), err, sizeof err) == 0)
             (void)shard_verify_blocks(&s, 0, s.n_bsums, err, sizeof err);

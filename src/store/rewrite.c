@@ -37,30 +37,6 @@
 #include "store/fetch.h"
 #include "store/store.h"
 
-/* The offsets cxlp_writer_append_columns takes for variable-length
- * column c of validated shard g (elements of elem bytes), into off[0..n]. */
-static int var_offsets(const cxlp_store *s, uint64_t k, const struct shard *g, uint32_t c,
-                       uint64_t elem, int64_t *off)
-{
-    const struct shard_col *col = &g->col[c];
-    char err[ERRMSG_MAX];
-    for (uint64_t i = 0; i < col->n_records; i++) {
-        uint64_t st;
-        if (shard_var_start(col, i, &st) || st > col->data_len || st % elem ||
-            (i && (uint64_t)off[i - 1] * elem > st)) {
-            shard_explain(g, c, i, err, sizeof err);
-            return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
-        }
-        off[i] = (int64_t)(st / elem);
-    }
-    if (col->data_len % elem)
-        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 " column %u: %" PRIu64
-                      " bytes, not a multiple of its %" PRIu64 "-byte elements", s->name, k, c,
-                      col->data_len, elem);
-    off[col->n_records] = (int64_t)(col->data_len / elem);
-    return 0;
-}
-
 /* Appends the records of shard k (validated as g) to w. */
 static int append_shard(cxlp_store *s, cxlp_writer *w, uint64_t k, const struct shard *g,
                         int64_t **off, uint64_t *cap_off)
@@ -84,9 +60,11 @@ static int append_shard(cxlp_store *s, cxlp_writer *w, uint64_t k, const struct 
         const struct cxlp_field *f = &s->ds.schema.fields[c];
         cols[c] = (struct cxlp_column){.data = g->col[c].data, .len = g->col[c].data_len};
         if (g->col[c].kind == SHARD_KIND_VAR) {
-            int rc = var_offsets(s, k, g, c, (uint64_t)cxlp_dtype_size(f->dtype), off[c]);
-            if (rc)
-                return rc;
+            char err[ERRMSG_MAX];
+            if (shard_col_offsets(g, c, (uint64_t)cxlp_dtype_size(f->dtype), off[c], err,
+                                  sizeof err))
+                return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": %s", s->name,
+                              k, err);
             cols[c].offsets = off[c];
         }
     }

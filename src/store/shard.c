@@ -395,6 +395,33 @@ int shard_verify_sum_pages(const struct shard *s, uint64_t first, uint64_t n, ch
     return 0;
 }
 
+int shard_col_offsets(const struct shard *s, uint32_t c, uint64_t elem, int64_t *off, char *err,
+                      size_t errlen)
+{
+    const struct shard_col *col = &s->col[c];
+    if (elem == 0 || col->data_len % elem)
+        return errbuf_set(err, errlen, CXLP_ECORRUPT, "column %u: %" PRIu64 " bytes of data, not "
+                          "a multiple of its %" PRIu64 "-byte elements", c, col->data_len, elem);
+    uint64_t prev = 0;
+    for (uint64_t i = 0; i < col->n_records; i++) {
+        const uint8_t *p;
+        uint64_t len;
+        if (shard_col_record(col, i, &p, &len)) {
+            shard_explain(s, c, i, err, errlen);
+            return CXLP_ECORRUPT;
+        }
+        uint64_t st = (uint64_t)(p - col->data);
+        if (st < prev || st % elem)
+            return errbuf_set(err, errlen, CXLP_ECORRUPT, "column %u record %" PRIu64 ": starts "
+                              "at byte %" PRIu64 " of its data, %s", c, i, st,
+                              st < prev ? "before the record ahead of it" : "inside an element");
+        off[i] = (int64_t)(st / elem);
+        prev = st;
+    }
+    off[col->n_records] = (int64_t)(col->data_len / elem);
+    return 0;
+}
+
 void shard_explain(const struct shard *s, uint32_t c, uint64_t i, char *err, size_t errlen)
 {
     const struct shard_col *col = &s->col[c];

@@ -285,6 +285,16 @@ int shard_verify_sum_pages(const struct shard *s, uint64_t first, uint64_t n, ch
  * order). Covers data and indexes, as the columns' checksums do. */
 void shard_digest(const struct shard *s, uint64_t *data_len, uint64_t *checksum);
 
+/* The records of variable-length column c of s as element offsets, the
+ * form cxlp_writer_append_columns takes: off[i] = start(i) / elem for each
+ * record i, off[n_records] = data_len / elem (n_records + 1 entries).
+ * Reads every index entry through the read path's checks. 0, or
+ * CXLP_ECORRUPT with err naming the column and record (an entry the read
+ * path refuses, a start before the previous one or not a multiple of elem,
+ * data not a multiple of elem). */
+int shard_col_offsets(const struct shard *s, uint32_t c, uint64_t elem, int64_t *off, char *err,
+                      size_t errlen);
+
 /* Describes why shard_col_record(&s->col[c], i) failed: which index entry, at
  * which offset of the extent. Cold path for messages. */
 void shard_explain(const struct shard *s, uint32_t c, uint64_t i, char *err, size_t errlen);
