@@ -666,7 +666,8 @@ struct cxlp_rewrite_opts {
  * instant, the pool holds the old dataset or the new one, never both and
  * never a part (the new shards are reclaimed as an aborted ingest's are).
  * CXLP_ENOTFOUND (no such dataset, or removed meanwhile), CXLP_EBUSY (the
- * name was removed and published again meanwhile: nothing replaced),
+ * name holds another dataset now: published again, or rewritten by another
+ * writer meanwhile; nothing replaced),
  * CXLP_ECORRUPT (an old shard fails its checksums: nothing replaced), and
  * cxlp_writer_begin's codes. opts may be NULL. */
 CXLP_API int cxlp_pool_rewrite(cxlp_pool *p, const char *name,

@@ -198,7 +198,8 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
  * states and docs freed once no lease can still read them) and the new one
  * takes its place in the catalog, with its placement policy. CXLP_ENOTFOUND
  * when it was removed meanwhile, CXLP_EBUSY when the name now holds another
- * dataset; nothing is published then. */
+ * dataset (published again, or another writer's rewrite); nothing is
+ * published then. */
 int pool_publish_over(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
                       uint64_t replaces);
 /* Sets the policy field of dataset name's record (one catalog flip; the

@@ -634,7 +634,8 @@ int pool_publish_over(cxlp_pool *p, struct pool_dataset *ds, const struct pool_s
     if (replaces && (old < 0 || c->ds[old].d.info.version != replaces)) {
         rc = seterr(&p->obj, old < 0 ? CXLP_ENOTFOUND : CXLP_EBUSY,
                     "%s: dataset '%s' was %s while it was being rewritten; nothing replaced",
-                    p->a->m.path, name, old < 0 ? "removed" : "removed and published again");
+                    p->a->m.path, name, old < 0 ? "removed"
+                    : "replaced (published again, or rewritten by another writer)");
         goto out;
     }
     used = calloc(c->n_resv ? c->n_resv : 1, 1);

@@ -12,7 +12,8 @@
  *     (CXLP_EFULL), an old shard with a flipped byte (CXLP_ECORRUPT naming
  *     the shard);
  *   - the dataset removed (CXLP_ENOTFOUND), or removed and published again
- *     (CXLP_EBUSY), while a rewrite runs: that rewrite publishes nothing;
+ *     or rewritten by another writer (CXLP_EBUSY), while a rewrite runs:
+ *     that rewrite publishes nothing;
  *   - killed at any instant (forced points around the flip, then random
  *     instants): verify passes, the dataset is whole in the old format or
  *     the new, and nothing stays reserved once the next writer ran.
@@ -360,15 +361,20 @@ static void test_processes(const char *spec, cxlp_pool *p)
     int st;
 
     /* removed while the rewrite runs (the child stopped before its
-     * commit): ENOTFOUND, nothing published; removed and published again:
-     * EBUSY, the new dataset stays */
-    for (int again = 0; again < 2; again++) {
+     * commit): ENOTFOUND, nothing published; removed and published again,
+     * or rewritten here meanwhile: EBUSY, what the name holds now stays */
+    for (int again = 0; again < 3; again++) {
         CHECK_OK(rec_ingest(p, "kx", 1, seed, 2 * MiB, 256 * KiB, &n, NULL));
         pid_t pid = spawn(spec, "kx", "rewrite-before-commit:stop", 1);
         CHECK(waitpid(pid, &st, WUNTRACED) == pid && WIFSTOPPED(st));
-        CHECK_OK(cxlp_pool_remove(p, "kx"));
-        if (again)
-            CHECK_OK(rec_ingest(p, "kx", 1, seed + 1, MiB, 256 * KiB, &m, NULL));
+        m = n;
+        if (again == 2) {
+            CHECK_OK(cxlp_pool_rewrite(p, "kx", NULL)); /* another writer's rewrite */
+        } else {
+            CHECK_OK(cxlp_pool_remove(p, "kx"));
+            if (again)
+                CHECK_OK(rec_ingest(p, "kx", 1, seed + 1, MiB, 256 * KiB, &m, NULL));
+        }
         const uint64_t v = again ? version_of(p, "kx") : 0;
         kill(pid, SIGCONT);
         CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st));
