@@ -2,6 +2,9 @@
  * verify.c - cxlp_pool_verify: the pool's structure (pool_check), then every
  * dataset of the current catalog opened and its checksums recomputed.
  *
+ * A dataset of an earlier shard format (larger blocks, or none, for partial
+ * reads) is named as such with the fix, `cxlpool rewrite`.
+ *
  * It goes on after a failure so the report lists every bad item, and returns
  * the first failure with its message on the pool handle. A dataset removed
  * between the listing and its open is reported and skipped: the listing is
@@ -82,8 +85,18 @@ int cxlp_pool_verify(cxlp_pool *p, void (*report)(void *ctx, const char *line), 
         } else {
             struct cxlp_dataset_info in;
             cxlp_store_info(s, &in);
-            line(report, ctx, "dataset %s: ok: %" PRIu64 " records, %" PRIu64 " bytes in %u shards, checksums match",
-                 name, in.n_records, in.data_bytes, in.n_shards);
+            /* a dataset of an earlier shard format: what it costs, the fix */
+            uint32_t format = 0;
+            uint64_t block = 0;
+            char old[128] = "", what[48] = "no block sums";
+            if (cxlp_store_format(s, &format, &block, NULL) == 0 && format && format < 4) {
+                if (block)
+                    snprintf(what, sizeof what, "blocks of %" PRIu64 " KiB", block >> 10);
+                snprintf(old, sizeof old, "; shard format %u, %s: `cxlpool rewrite` for 4 KiB "
+                         "blocks", format, what);
+            }
+            line(report, ctx, "dataset %s: ok: %" PRIu64 " records, %" PRIu64 " bytes in %u shards, checksums match%s",
+                 name, in.n_records, in.data_bytes, in.n_shards, old);
         }
         cxlp_store_close(s);
     }
