@@ -191,10 +191,11 @@ static uint64_t version_of(cxlp_pool *p, const char *name)
 
 /* ---- the rewrite itself */
 
-/* Whether cxlp_pool_verify's line for dataset name advises the rewrite. */
+/* Whether cxlp_pool_verify's line for dataset name says advice: the
+ * rewrite for a dataset of an earlier format. */
 struct lines {
-    const char *name;
-    int ok, advice;
+    const char *name, *advice;
+    int ok, found;
 };
 
 static void on_line(void *ctx, const char *l)
@@ -204,16 +205,16 @@ static void on_line(void *ctx, const char *l)
     snprintf(want, sizeof want, "dataset %s: ok: ", x->name);
     if (strncmp(l, want, strlen(want)) == 0) {
         x->ok = 1;
-        x->advice = strstr(l, "`cxlpool rewrite` for 4 KiB blocks") != NULL;
+        x->found = strstr(l, x->advice) != NULL;
     }
 }
 
-static int verify_advises(cxlp_pool *p, const char *name)
+static int verify_says(cxlp_pool *p, const char *name, const char *advice)
 {
-    struct lines x = {name, 0, 0};
+    struct lines x = {name, advice, 0, 0};
     CHECK_OK(cxlp_pool_verify(p, on_line, &x));
     CHECK(x.ok);
-    return x.advice;
+    return x.found;
 }
 
 static void rewrite_one(cxlp_pool *p, const char *name, uint32_t old, uint64_t n)
@@ -226,7 +227,10 @@ static void rewrite_one(cxlp_pool *p, const char *name, uint32_t old, uint64_t n
     CHECK_OK(cxlp_store_shards(s0, &sh0, NULL, NULL));
     struct cxlp_schema sc0 = *cxlp_store_schema(s0);
     const int policy = cxlp_store_policy(s0);
-    CHECK(verify_advises(p, name));
+    CHECK(verify_says(p, name, old == 3 ? "; shard format 3, blocks of 64 KiB: `cxlpool "
+                                          "rewrite` for 4 KiB blocks"
+                                        : "; shard format 2, no block sums: `cxlpool rewrite` "
+                                          "for 4 KiB blocks"));
 
     CHECK_OK(cxlp_pool_rewrite(p, name, NULL));
 
@@ -247,7 +251,7 @@ static void rewrite_one(cxlp_pool *p, const char *name, uint32_t old, uint64_t n
     CHECK_OK(cxlp_store_verify(s1));
     CHECK_OK(cxlp_store_close(s1));
     CHECK_OK(cxlp_store_close(s0));
-    CHECK(!verify_advises(p, name));
+    CHECK(!verify_says(p, name, "cxlpool rewrite"));
     no_leak(p);
     printf("%s: format %u (%llu shards) -> 4\n", name, old, (unsigned long long)sh0);
 }
