@@ -582,6 +582,18 @@ static void rewrite_old(void)
     CHECK_OK(cxlp_pool_rewrite(p, "old", NULL));
     loader_on(p, s0, "old, replaced", 1, 1, 0);
     CHECK_OK(cxlp_store_open(p, "old", &s1));
+    /* new shards: only their home copies, and no access counts yet (the
+     * old dataset's loader above added to its own) */
+    size_t nt;
+    uint64_t c1[2];
+    CHECK_OK(cxlp_store_copies(s1, c1, 2, &nt));
+    CHECK(nt == 2 && c1[0] == 0 && c1[1] == s1->n_shards);
+    uint64_t heat0 = 0;
+    for (uint64_t k = 0; k < s1->n_shards; k++) {
+        CHECK(__atomic_load_n(&s1->states[k * s1->stride], __ATOMIC_RELAXED) == 0);
+        heat0 += __atomic_load_n(&s0->states[k * s0->stride], __ATOMIC_RELAXED);
+    }
+    CHECK(heat0 > 0);
     uint32_t f0, f1;
     uint64_t block;
     CHECK_OK(cxlp_store_format(s0, &f0, NULL, NULL));
