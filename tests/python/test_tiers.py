@@ -441,3 +441,22 @@ def test_bad_tier_specs_are_refused_and_leave_nothing(tmp_path: Path) -> None:
         assert not (tmp_path / "x.tier").exists()
     with pytest.raises(ValueError, match="create=True"):
         CXLMemoryPool(name, tiers=["dram=shm:8M"])
+
+
+def test_a_rewrite_under_a_running_loader(tiered) -> None:
+    """pool.rewrite on a pool of tiers while a loader reads the dataset in
+    a shuffle: that loader's epoch goes on, every record once (no copy can
+    be placed for the old dataset any more, so what is not in memory comes
+    from its home copies); the dataset opened before still reads by index;
+    one opened after is of shard format 4 with the same records."""
+    p, name, data = tiered
+    ds = CXLDataset(p, "d")
+    it = iter(CXLDataLoader(ds, batch_size=64, shuffle=True, seed=4))
+    first = [next(it) for _ in range(3)]
+    p.rewrite("d", progress=False)
+    got = torch.cat(first + list(it))
+    assert sorted((got[:, 0] // COLS).tolist()) == list(range(ROWS))
+    assert all(torch.equal(ds[i], torch.from_numpy(data[i])) for i in range(0, ROWS, 37))
+    new = CXLDataset(p, "d")
+    assert new.shard_format()["version"] == 4
+    assert torch.equal(torch.cat(list(CXLDataLoader(new, batch_size=256))), torch.from_numpy(data))
