@@ -404,7 +404,9 @@ static void replan(struct tier_engine *e)
     e->replan_now = 0;
     struct tier_view v = view(e);
     uint64_t drop[PLAN_MAX];
-    size_t nd = e->in_part ? 0 : e->ops->drop(&v, drop, PLAN_MAX); /* see stager() */
+    /* reading in part: see stager(); gone: no copy of the dataset can be
+     * dropped through the catalog any more (its copies go with it) */
+    size_t nd = e->in_part || at_load_relaxed(&e->gone) ? 0 : e->ops->drop(&v, drop, PLAN_MAX);
     for (size_t i = 0; i < nd && !e->stop; i++)
         if (e->resident[drop[i]] && !e->busy[drop[i]])
             evict(e, drop[i]);
