@@ -283,9 +283,9 @@ class CXLMemoryPool:
         schema, documents and placement policy, in shards of shard_bytes
         (default: the dataset's own; an int or text such as "64M"). Every
         old shard is verified before it is copied. Needs room for a second
-        copy meanwhile (CXLPoolFullError before anything changes). A
-        CXLDataset opened before keeps reading the old dataset until it is
-        closed; one opened after reads the new. Shows a progress bar when
+        copy meanwhile (a CXLError with code CXLError.EFULL, raised before
+        anything changes). A CXLDataset opened before keeps reading the old
+        dataset until it is closed; one opened after reads the new. Shows a progress bar when
         stderr is a terminal (progress=None)."""
         sb = 0 if shard_bytes is None else parse_size("shard_bytes", shard_bytes)
         if shard_bytes is not None and sb <= 0:

@@ -4,13 +4,15 @@ shard formats, kills at any instant and readers across the flip on a pool
 of tiers: tests/c/test_store_rewrite.c and tests/c/test_tier_partial.c)."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from cxl_dataloader import (CXLDataLoader, CXLDataset, CXLDatasetNotFoundError, CXLMemoryPool)
+from cxl_dataloader import (CXLDataLoader, CXLDataset, CXLDatasetNotFoundError, CXLError,
+                            CXLMemoryPool)
 
 
 def rows(batches: list[torch.Tensor]) -> list[int]:
@@ -74,3 +76,21 @@ def test_rewrite_refuses_what_it_cannot_do(pool: CXLMemoryPool, tmp_path: Path) 
     with pytest.raises(ValueError, match="shard_bytes"):
         pool.rewrite("d", shard_bytes=-1, progress=False)
     assert pool.datasets() == before  # nothing changed
+
+
+def test_rewrite_without_room_for_a_second_copy(tmp_path: Path) -> None:
+    name = f"pyt-rw-{os.getpid()}"
+    p = CXLMemoryPool(name, create=True, size="32M")
+    try:
+        arr = np.random.default_rng(1).integers(0, 255, (3072, 4096), dtype=np.uint8)
+        np.save(tmp_path / "a.npy", arr)  # 12 MiB: a second copy does not fit
+        CXLDataset.ingest(p, "d", tmp_path / "a.npy")
+        before = p.datasets()
+        with pytest.raises(CXLError, match="rewrite: dataset d: reserving an extent") as e:
+            p.rewrite("d", progress=False)
+        assert e.value.code == CXLError.EFULL
+        assert p.datasets() == before and p.stat()["reserved_bytes"] == 0
+        assert torch.equal(CXLDataset(p, "d")[3071], torch.from_numpy(arr[3071]))
+    finally:
+        p.close()
+        CXLMemoryPool.destroy(name)
