@@ -4,7 +4,9 @@
  *
  * 1. Host A reads and verifies two datasets while host B attaches, lists,
  *    stats, lists leases, removes other datasets, removes one A is reading
- *    and fills the freed space with zeros, and ingests, for 6 s
+ *    and fills the freed space with zeros, writes the other one A is
+ *    reading again in its place (cxlpool rewrite) and fills the freed space
+ *    with zeros again, and ingests, for 6 s
  *    (CXLP_SLOW_TESTS=1: 60 s). A's data stays byte-exact and its lease is
  *    never dropped; B always sees A's lease live.
  * 2. Host A's writer stops (SIGSTOP, through the fault point
@@ -211,7 +213,7 @@ static int writer_b(void *arg)
     if (read(ph->ready[0], &r, 1) != 1) /* A is attached and reading */
         return 1;
     double end = now_s() + ph->seconds;
-    int fails = 0, k = 0, unseen = 0, pinned_removed = 0;
+    int fails = 0, k = 0, unseen = 0, pinned_removed = 0, data_rewritten = 0;
     const char *what = "";
 #define B_RUN(...)                                                                   \
     do {                                                                             \
@@ -243,11 +245,19 @@ static int writer_b(void *arg)
         /* A pins the generation it opened at: whatever B removes stays
          * deferred until A closes, so B keeps a pace the pool can hold */
         usleep(200000);
-        if (k == 1) {
-            /* remove what A reads, then fill every free byte with zeros */
-            what = "rm a-pinned";
-            B_RUN("rm", spec, "a-pinned");
-            pinned_removed = 1;
+        if (k == 1 || k == 2) {
+            /* remove what A reads (k 1), or write the other dataset A
+             * reads again in its place (k 2: cxlpool rewrite), then fill
+             * free bytes with zeros */
+            if (k == 1) {
+                what = "rm a-pinned";
+                B_RUN("rm", spec, "a-pinned");
+                pinned_removed = 1;
+            } else {
+                what = "rewrite a-data";
+                B_RUN("rewrite", spec, "a-data", "--no-progress");
+                data_rewritten = 1;
+            }
             cxlp_pool *p;
             struct cxlp_pool_stat st;
             if (cxlp_pool_open(spec, NULL, &p) || cxlp_pool_stat(p, &st)) {
@@ -270,9 +280,10 @@ static int writer_b(void *arg)
     if (write(ph->done[1], &d, 1) != 1)
         fails++;
     report(ph->result[1], "B: %d rounds of ls/stat/leases/ingest/rm, %d failed commands, "
-           "A's lease not listed live %d times, a-pinned removed under A: %s\n", k, fails, unseen,
-           pinned_removed ? "yes" : "no");
-    return fails || unseen || !pinned_removed;
+           "A's lease not listed live %d times, a-pinned removed under A: %s, a-data rewritten "
+           "under A: %s\n", k, fails, unseen, pinned_removed ? "yes" : "no",
+           data_rewritten ? "yes" : "no");
+    return fails || unseen || !pinned_removed || !data_rewritten;
 }
 
 /* A deposed host's reservations come back at the next transaction: one
