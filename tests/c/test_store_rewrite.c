@@ -17,7 +17,9 @@
  *     that rewrite publishes nothing;
  *   - killed at any instant (forced points around the flip, then random
  *     instants): verify passes, the dataset is whole in the old format or
- *     the new, and nothing stays reserved once the next writer ran.
+ *     the new, and nothing stays reserved once the next writer ran;
+ *   - rewritten over and over while reader processes open it and check
+ *     every record (CXLP_SOAK_SECONDS, 2 s by default): no record wrong.
  */
 #include <signal.h>
 #include <sys/mman.h>
@@ -464,6 +466,77 @@ static void test_processes(const char *spec, cxlp_pool *p)
     munmap((void *)progress, 4096);
 }
 
+/* Reader processes that open the dataset again and again, each time
+ * reading every record and checking it, while this process rewrites it
+ * over and over (alternating shard sizes) for CXLP_SOAK_SECONDS (2 s; a
+ * soak with more): every store sees one whole dataset, old or new; no
+ * record is wrong; nothing leaks once the readers are gone. */
+static void test_under_readers(const char *spec, cxlp_pool *p)
+{
+    const char *e = getenv("CXLP_SOAK_SECONDS");
+    const double secs = e ? atof(e) : 2;
+    uint64_t n;
+    CHECK_OK(rec_ingest(p, "soak", 0, seed, 2 * MiB, 256 * KiB, &n, NULL));
+    enum { READERS = 3 };
+    /* [0] stop flag; then per reader: passes, bad records */
+    volatile uint64_t *sh = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                                 -1, 0);
+    CHECK(sh != MAP_FAILED);
+    pid_t pid[READERS];
+    for (int r = 0; r < READERS; r++) {
+        pid[r] = fork();
+        CHECK(pid[r] >= 0);
+        if (pid[r])
+            continue;
+        struct cxlp_pool_opts ro = {.readonly = 1};
+        cxlp_pool *q;
+        if (cxlp_pool_open(spec, &ro, &q))
+            _exit(2);
+        while (!__atomic_load_n(&sh[0], __ATOMIC_ACQUIRE)) {
+            cxlp_store *s;
+            if (cxlp_store_open(q, "soak", &s)) {
+                __atomic_fetch_add(&sh[2 + 2 * r], 1, __ATOMIC_RELAXED);
+                continue;
+            }
+            uint64_t bad = cxlp_store_count(s) != n;
+            for (uint64_t i = 0; i < n && !bad; i++) {
+                struct cxlp_view v;
+                bad += cxlp_store_read(s, i, &v) || !rec_ok(v.data, v.len, 0, seed, i);
+            }
+            cxlp_store_close(s);
+            __atomic_fetch_add(&sh[1 + 2 * r], 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&sh[2 + 2 * r], bad, __ATOMIC_RELAXED);
+        }
+        cxlp_pool_close(q);
+        _exit(0);
+    }
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t rewrites = 0;
+    do {
+        struct cxlp_rewrite_opts o = {.shard_bytes = rewrites % 2 ? 128 * KiB : 256 * KiB};
+        CHECK_OK(cxlp_pool_rewrite(p, "soak", &o));
+        rewrites++;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((double)(t.tv_sec - t0.tv_sec) + (double)(t.tv_nsec - t0.tv_nsec) / 1e9 < secs);
+    __atomic_store_n(&sh[0], 1, __ATOMIC_RELEASE);
+    uint64_t passes = 0, bad = 0;
+    for (int r = 0; r < READERS; r++) {
+        int st;
+        CHECK(waitpid(pid[r], &st, 0) == pid[r] && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        passes += sh[1 + 2 * r];
+        bad += sh[2 + 2 * r];
+    }
+    printf("under readers: %llu rewrites in %.0f s while %d readers made %llu passes over "
+           "the dataset, %llu bad\n", (unsigned long long)rewrites, secs, READERS,
+           (unsigned long long)passes, (unsigned long long)bad);
+    CHECK(bad == 0 && rewrites >= 2 && passes >= READERS);
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    CHECK_OK(cxlp_pool_remove(p, "soak"));
+    no_leak(p);
+    munmap((void *)sh, 4096);
+}
+
 int main(void)
 {
     seed = test_seed();
@@ -474,6 +547,7 @@ int main(void)
     test_formats(p, &n_fx, &n_vr);
     test_refused(spec, p, n_fx);
     test_processes(spec, p);
+    test_under_readers(spec, p);
     CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
     CHECK_OK(cxlp_pool_close(p));
     CHECK_OK(cxlp_pool_destroy(spec));
