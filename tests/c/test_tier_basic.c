@@ -313,7 +313,8 @@ static void emulation(void)
  * one part's shards, the home copies of all) become the new dataset's
  * without a byte moved; a store of a part opened before reads no stale
  * memory copy afterwards (its copies of records come from the home
- * copies); verify passes, nothing leaks. */
+ * copies, as do a store's of a dataset removed while it is open); verify
+ * passes, nothing leaks. */
 static void concat_tiered(void)
 {
     names();
@@ -362,6 +363,15 @@ static void concat_tiered(void)
     CHECK_OK(cxlp_store_copies(old, ca, 2, &nt));
     CHECK(ca[0] == 0 && ca[1] == 4);
     CHECK_OK(cxlp_store_close(old));
+    /* "ab" removed while s has it open: the same, its records from home */
+    CHECK_OK(cxlp_migrate(p, "ab", "nvme", NULL, NULL));
+    CHECK_OK(cxlp_pool_remove(p, "ab"));
+    for (uint64_t i = 3; i < na + nb; i += 11) {
+        uint64_t len;
+        CHECK_OK(cxlp_store_read_copy(s, i, buf, sizeof buf, &len));
+        CHECK(rec_ok(buf, len, 1, 11, i < na ? i : i - na));
+    }
+    CHECK_RC(cxlp_store_read(s, 3, &v), CXLP_ENOTFOUND);
     CHECK_OK(cxlp_store_close(s));
     CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
     CHECK_OK(cxlp_pool_close(p));
