@@ -285,7 +285,7 @@ static void test_formats(cxlp_pool *p, uint64_t *n_fx, uint64_t *n_vr)
     no_leak(p);
 }
 
-static void test_refused(const char *spec, cxlp_pool *p, uint64_t n_fx)
+static void test_refused(const char *spec, cxlp_pool *p)
 {
     const uint64_t v = version_of(p, "fx");
     CHECK_RC(cxlp_pool_rewrite(NULL, "fx", NULL), CXLP_EARG);
@@ -325,7 +325,6 @@ static void test_refused(const char *spec, cxlp_pool *p, uint64_t n_fx)
     no_leak(q);
     CHECK_OK(cxlp_pool_close(q));
     CHECK_OK(cxlp_pool_destroy(small));
-    (void)n_fx;
 }
 
 /* ---- other processes: a rewrite stopped or killed */
@@ -545,7 +544,7 @@ int main(void)
     CHECK_OK(cxlp_pool_create(spec, 96 * MiB, NULL, &p));
     uint64_t n_fx, n_vr;
     test_formats(p, &n_fx, &n_vr);
-    test_refused(spec, p, n_fx);
+    test_refused(spec, p);
     test_processes(spec, p);
     test_under_readers(spec, p);
     CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
