@@ -248,6 +248,16 @@ static void progress_cb(void *ctx, uint64_t done, uint64_t total)
     PyGILState_Release(g);
 }
 
+/* The (callback, context) pair of a library call's options for a Python
+ * progress callable fn (none for None), its state in pc. */
+static void progress_use(struct progress_ctx *pc, PyObject *fn,
+                         void (**cb)(void *, uint64_t, uint64_t), void **ctx)
+{
+    *pc = (struct progress_ctx){.fn = fn};
+    *cb = fn != Py_None ? progress_cb : NULL;
+    *ctx = fn != Py_None ? pc : NULL;
+}
+
 static PyObject *pool_import(PoolObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "src", "format", "record_size", "dtype", "shard_bytes",
@@ -270,11 +280,8 @@ static PyObject *pool_import(PoolObject *self, PyObject *args, PyObject *kw)
                             format);
     if (dtype && (o.dtype = cxlp_dtype_parse(dtype)) < 0)
         return PyErr_Format(PyExc_ValueError, "dtype '%s' is not a cxlpool dtype", dtype);
-    struct progress_ctx pc = {.fn = progress};
-    if (progress != Py_None) {
-        o.progress = progress_cb;
-        o.progress_ctx = &pc;
-    }
+    struct progress_ctx pc;
+    progress_use(&pc, progress, &o.progress, &o.progress_ctx);
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = cxlp_import(self->p, name, src, &o);
@@ -297,11 +304,8 @@ static PyObject *pool_rewrite(PoolObject *self, PyObject *args, PyObject *kw)
     if (!pool_ok(self))
         return NULL;
     struct cxlp_rewrite_opts o = {.shard_bytes = shard_bytes, .no_hugepages = !hugepages};
-    struct progress_ctx pc = {.fn = progress};
-    if (progress != Py_None) {
-        o.progress = progress_cb;
-        o.progress_ctx = &pc;
-    }
+    struct progress_ctx pc;
+    progress_use(&pc, progress, &o.progress, &o.progress_ctx);
     int rc;
     Py_BEGIN_ALLOW_THREADS
     rc = cxlp_pool_rewrite(self->p, name, &o);

@@ -51,12 +51,16 @@ def test_rewrite_keeps_the_records_and_a_checkpoint_resumes_across_it(
     pool.verify()
 
 
-def test_rewrite_keeps_documents_and_the_packed_stream(pool: CXLMemoryPool, tokens) -> None:
+def test_rewrite_keeps_documents_and_the_packed_stream(pool: CXLMemoryPool, tokens,
+                                                       capsys) -> None:
     prefix, seqs = tokens
     ds = CXLDataset.ingest(pool, "tok", prefix, format="megatron")
     docs = ds.documents()
     before = [b["tokens"].clone() for b in CXLDataLoader(ds, batch_size=4, seq_len=65)]
-    pool.rewrite("tok", shard_bytes=4096, progress=False)
+    capsys.readouterr()
+    pool.rewrite("tok", shard_bytes=4096, progress=True)
+    err = capsys.readouterr().err  # the bar, in the old dataset's shards
+    assert "rewrite tok: 100%" in err and f"| {ds.shards()['n_shards']}/" in err
     new = CXLDataset(pool, "tok")
     assert torch.equal(new.documents(), docs)
     after = [b["tokens"] for b in CXLDataLoader(new, batch_size=4, seq_len=65)]
