@@ -190,6 +190,13 @@ static int open_v1(struct shard *s, struct shard_col *cols, const uint8_t *base,
                     errlen);
 }
 
+/* Blocks of 2^shift bytes ending at end. */
+static uint64_t blocks_to(uint64_t end, uint32_t shift)
+{
+    uint64_t last = end > SHARD_DATA_OFF ? end - 1 : SHARD_DATA_OFF - 1;
+    return (last >> shift) + 1;
+}
+
 /* Versions 2, 3 and 4 (3: version 2 with block sums; 4: smaller blocks,
  * and a sums area when their sums do not fit the header page). */
 static int open_v2(struct shard *s, struct shard_col *cols, uint32_t max_cols,
@@ -260,7 +267,7 @@ static int open_v2(struct shard *s, struct shard_col *cols, uint32_t max_cols,
                     SHARD_SUMS_PAGE);
     if (sums_off)
         bend = sums_off;
-    if (n_bsums && n_bsums != (bend >> h.bsum_shift) + ((bend & ((UINT64_C(1) << h.bsum_shift) - 1)) != 0))
+    if (n_bsums && n_bsums != blocks_to(bend, h.bsum_shift))
         return FAIL(CXLP_ECORRUPT, "%" PRIu64 " block sums of 2^%u bytes (header offset %u) do not cover the %" PRIu64 " bytes the %s",
                     n_bsums, h.bsum_shift, (unsigned)offsetof(struct shard_hdr2, n_bsums), bend,
                     sums_off ? "sums area starts at" : "shard uses");
@@ -508,17 +515,9 @@ static uint64_t col_checksum(const uint8_t *data, uint64_t data_len, const uint8
 static uint32_t shift_v3(uint64_t used, uint32_t n_cols)
 {
     uint32_t shift = SHARD_BSUM_SHIFT;
-    uint64_t last = used > SHARD_DATA_OFF ? used - 1 : SHARD_DATA_OFF - 1;
-    while (shift < 63 && (last >> shift) + 1 > shard_bsum_cap(n_cols))
+    while (shift < 63 && blocks_to(used, shift) > shard_bsum_cap(n_cols))
         shift++;
     return shift;
-}
-
-/* Blocks of 2^shift bytes ending at end. */
-static uint64_t blocks_to(uint64_t end, uint32_t shift)
-{
-    uint64_t last = end > SHARD_DATA_OFF ? end - 1 : SHARD_DATA_OFF - 1;
-    return (last >> shift) + 1;
 }
 
 uint32_t shard_bsum_shift_for(uint64_t end, uint32_t n_cols)
@@ -699,7 +698,7 @@ static int seal(uint8_t *base, uint64_t cap, uint64_t n_records,
             h.sums_off = bend;
             h.bsum_shift = shard_bsum_shift_for(bend, n_cols);
         }
-        h.n_bsums = (uint32_t)(((bend - 1) >> h.bsum_shift) + 1);
+        h.n_bsums = (uint32_t)blocks_to(bend, h.bsum_shift);
         if (!bs || bs->shift != h.bsum_shift || bs->at > bend || bs->limit < bend) {
             int rc = shard_bsums_begin(&own, &own_st, bend, n_cols);
             if (rc) {
