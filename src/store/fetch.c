@@ -345,7 +345,8 @@ static int kept_get(cxlp_store *s, struct kept c, uint64_t k, uint64_t p, uint64
 }
 
 /* Keeps page p of shard k (home word w), checked, in place of whatever its
- * slot held. */
+ * slot held; nothing to copy when the slot holds it already (a page of
+ * sums taken from it is verified and put back like one read). */
 static void kept_put(cxlp_store *s, struct kept c, uint64_t k, uint64_t p, uint64_t w,
                      const uint8_t *src)
 {
@@ -356,6 +357,10 @@ static void kept_put(cxlp_store *s, struct kept c, uint64_t k, uint64_t p, uint6
     }
     if (*c.t) {
         struct head_page *h = &(*c.t)[kept_slot(&c, k, p)];
+        if (h->k1 == k + 1 && h->p == p && h->word == w) {
+            pthread_mutex_unlock(&s->heads_mu);
+            return;
+        }
         h->k1 = k + 1;
         h->p = p;
         h->word = w;
