@@ -25,16 +25,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_tier_order import REC, disk_read_bytes, epoch, source, tiered_pool  # noqa: E402
+from bench_tier_order import REC, disk_read_bytes, epoch, tiered_run  # noqa: E402
 
-from cxl_dataloader import CXLDataset, CXLMemoryPool  # noqa: E402
+from cxl_dataloader import CXLDataset  # noqa: E402
 
 
 def drop_caches() -> str:
@@ -58,13 +57,9 @@ def main() -> int:
     ap.add_argument("--dir", default="/var/tmp/rewrite")
     a = ap.parse_args()
     n = (a.mib << 20) // REC
-    work = Path(a.dir) / f"run-{os.getpid()}"
-    work.mkdir(parents=True)
-    name = f"rewrite-{os.getpid()}"
-    spec = f"shm:{name}"
-    try:
-        src = source(work, n)
-        pool = tiered_pool(name, work, a.tier_mib, 3 * n * REC + (64 << 20))
+    with tiered_run(a.dir, "rewrite", n, a.tier_mib,
+                    3 * n * REC + (64 << 20)) as (name, src, pool):
+        spec = f"shm:{name}"
         shard = a.shard_kib << 10
         t = time.perf_counter()
         if a.old_cli:
@@ -105,10 +100,6 @@ def main() -> int:
         print(f"| full shuffle, read in part{why} | {f1['version']} ({f1['block_bytes']}) | "
               f"{epoch(ds, n, a.batch, part)}", flush=True)
         del ds
-        pool.close()
-    finally:
-        CXLMemoryPool.destroy(name)
-        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 

@@ -23,12 +23,14 @@ record is checked to come exactly once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
@@ -52,21 +54,33 @@ def disk_read_bytes() -> int:
     return 0
 
 
-def source(work: Path, n: int) -> Path:
-    """work/a.npy: n records of REC bytes (int32), record i starting with i."""
-    src = work / "a.npy"
-    arr = np.lib.format.open_memmap(src, mode="w+", dtype=np.int32, shape=(n, REC // 4))
-    arr[:, 0] = np.arange(n)
-    arr.flush()
-    del arr
-    return src
-
-
-def tiered_pool(name: str, work: Path, tier_mib: int, home_bytes: int) -> CXLMemoryPool:
-    """A pool of a tier_mib dram tier before a home_bytes file tier in work."""
-    return CXLMemoryPool(name, create=True, meta_bytes=16 << 20,
-                         tiers=[f"dram=shm:{name}.dram:{tier_mib << 20}",
-                                f"nvme=file:{work / 'home'}:{home_bytes}"])
+@contextlib.contextmanager
+def tiered_run(top: str, prefix: str, n: int, tier_mib: int,
+               home_bytes: int) -> Iterator[tuple[str, Path, CXLMemoryPool]]:
+    """A run's scratch: a directory under top holding a.npy (n records of
+    REC bytes, int32, record i starting with i) and the home file of a pool
+    PREFIX-PID of a tier_mib dram tier before a home_bytes file tier.
+    Yields the pool's name, the source and the pool; afterwards the pool is
+    closed and destroyed, the directory removed."""
+    work = Path(top) / f"run-{os.getpid()}"
+    work.mkdir(parents=True)
+    name = f"{prefix}-{os.getpid()}"
+    pool = None
+    try:
+        src = work / "a.npy"
+        arr = np.lib.format.open_memmap(src, mode="w+", dtype=np.int32, shape=(n, REC // 4))
+        arr[:, 0] = np.arange(n)
+        arr.flush()
+        del arr
+        pool = CXLMemoryPool(name, create=True, meta_bytes=16 << 20,
+                             tiers=[f"dram=shm:{name}.dram:{tier_mib << 20}",
+                                    f"nvme=file:{work / 'home'}:{home_bytes}"])
+        yield name, src, pool
+    finally:
+        if pool is not None:
+            pool.close()
+            CXLMemoryPool.destroy(name)
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def epoch(ds: CXLDataset, n: int, batch: int, kw: dict) -> str:
@@ -105,12 +119,7 @@ def main() -> int:
                          "(default the first three)")
     a = ap.parse_args()
     n = (a.mib << 20) // REC
-    work = Path(a.dir) / f"run-{os.getpid()}"
-    work.mkdir(parents=True)
-    name = f"order-{os.getpid()}"
-    try:
-        src = source(work, n)
-        pool = tiered_pool(name, work, a.tier_mib, n * REC + (64 << 20))
+    with tiered_run(a.dir, "order", n, a.tier_mib, n * REC + (64 << 20)) as (_, src, pool):
         pool._pool.import_("d", str(src), format="npy", shard_bytes=a.shard_kib << 10)
         src.unlink()
         ds = CXLDataset(pool, "d")
@@ -136,10 +145,6 @@ def main() -> int:
         for label, kw in (rows[r] for r in a.rows.split(",")):
             print(f"| {label} | {epoch(ds, n, a.batch, kw)}", flush=True)
         del ds
-        pool.close()
-    finally:
-        CXLMemoryPool.destroy(name)
-        shutil.rmtree(work, ignore_errors=True)
     return 0
 
 
