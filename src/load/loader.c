@@ -73,7 +73,10 @@
  * in its column as one copy, and where there are none (a shuffled order)
  * one copy per record in a loop with nothing else in it (stack_field).
  * PACK reads each record's planned field once, while planning (it needs
- * the length), and keeps where each segment's elements are; the other
+ * the length), through the source's resolve for up to PLAN_AHEAD records
+ * at once where it has one (plan_view: the lookups' misses overlap there
+ * too), and keeps where each segment's elements are; the gather prefetches
+ * the pieces a few ahead of its copies (pack_field); the other
  * chosen fields are looked up by the gather, all before any copy, outside
  * the planning lock (pack_lookup).
  *
@@ -112,6 +115,8 @@
 #define DELIVER 4096u             /* D: batches in flight at most; a power of two */
 #define NONE UINT64_MAX
 #define SPIN_NS 2000              /* consumer's spin before it sleeps */
+#define PLAN_AHEAD 32             /* PACK: records planning resolves at once */
+#define PACK_PREFETCH 8           /* PACK: pieces ahead the gather prefetches */
 #define SLEEP_MIN_NS 100000       /* consumer: shortest sleep worth a timer */
 #define TIMER_MIN_SLOTS 16u       /* consumer: a timer only in rings of this many slots
                                      (small batches): with the 6 slots of batches of 2 MiB
@@ -189,6 +194,10 @@ struct cxlp_loader {
     int stream_end;          /* index source said n == 0 */
     uint64_t records_done;   /* records fully consumed */
     uint64_t cur_off;        /* PACK: elements of idbuf[idbuf_pos] consumed */
+    /* PACK: the planned field's views of idbuf[ahead_pos, ahead_pos +
+     * ahead_n), resolved together (plan_view) */
+    struct cxlp_view ahead[PLAN_AHEAD];
+    size_t ahead_pos, ahead_n;
 
     /* written by gather threads and releases */
     alignas(CACHELINE) struct slot *free_top;
@@ -305,6 +314,7 @@ static int peek_id(cxlp_loader *l, uint64_t *id, int *have)
                           n, l->idbuf_cap);
         l->idbuf_n = n;
         l->idbuf_pos = 0;
+        l->ahead_n = 0; /* the views were of the ids replaced */
         if (n == 0) {
             l->stream_end = 1;
             *have = 0;
@@ -423,6 +433,36 @@ static inline int check_fields(cxlp_loader *l, uint64_t id, const struct cxlp_vi
     return 0;
 }
 
+/* PACK: the planned field's view of idbuf[idbuf_pos] (peek_id made it
+ * valid). Through the source's resolve, when it has one, for up to
+ * PLAN_AHEAD ids from there at once: each record's index entry is a cache
+ * miss on a random order, and one loop over independent ids overlaps them,
+ * where a read per record between the copies' planning waits for each in
+ * turn (short records: most of a batch's planning). A record the resolve
+ * refuses is read alone, by read_one, which says why. */
+static int plan_view(cxlp_loader *l, uint64_t id, struct cxlp_view *v)
+{
+    size_t at = l->idbuf_pos - l->ahead_pos;
+    if (l->idbuf_pos >= l->ahead_pos && at < l->ahead_n) {
+        *v = l->ahead[at];
+        return 0;
+    }
+    l->ahead_n = 0;
+    if (l->src.resolve) {
+        size_t n = MIN(l->idbuf_n - l->idbuf_pos, (size_t)PLAN_AHEAD), bad = n;
+        if (l->src.resolve(l->src.ctx, l->idbuf + l->idbuf_pos, n, &l->fidx[l->var0], 1,
+                           l->ahead, &bad))
+            n = bad; /* the views before it are good */
+        l->ahead_pos = l->idbuf_pos;
+        l->ahead_n = n;
+        if (n) {
+            *v = l->ahead[0];
+            return 0;
+        }
+    }
+    return read_one(l, id, l->var0, v);
+}
+
 /* PACK: fill batch_size rows of seq_len elements from consecutive records.
  * Each record's planned field is read once, here, and the segments keep
  * where their elements are (seg_src) for the gather; other chosen fields
@@ -443,7 +483,7 @@ static int plan_pack(cxlp_loader *l, struct slot *s, uint32_t *rows)
         if (!have)
             break;
         struct cxlp_view v;
-        if ((rc = read_one(l, id, l->var0, &v)))
+        if ((rc = plan_view(l, id, &v)))
             return read_fail(id, rc);
         if (v.len % isz)
             return seterr(NULL, CXLP_ECORRUPT,
@@ -696,9 +736,14 @@ pack_field(const cxlp_loader *l, struct slot *s, uint32_t k, uint32_t nsel)
         return;
     }
     uint8_t *dst = s->data + f->off;
-    for (uint64_t g = 0; g < n; g++)
+    for (uint64_t g = 0; g < n; g++) {
+        /* short pieces of records in a random order: each a cache miss
+         * the copy before it cannot hide; started PACK_PREFETCH ahead */
+        if (g + PACK_PREFETCH < n)
+            __builtin_prefetch(src[(g + PACK_PREFETCH) * nsel]);
         memcpy(dst + (uint64_t)row[g] * rb + (uint64_t)start[g] * isz, src[g * nsel],
                (size_t)((uint64_t)len[g] * isz));
+    }
     uint32_t last = s->b.rows - 1;
     if (s->b.rows && (uint64_t)s->lengths[last] < l->o.seq_len)
         fill_elems(dst + last * rb + (uint64_t)s->lengths[last] * isz,

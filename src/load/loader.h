@@ -26,7 +26,8 @@ struct rec_src {
     /* Optional: fields f[0..nf) of records ids[0..n) at once, record i's
      * field j into out[i * nf + j] (one call per batch instead of one per
      * record); on failure the code of the first bad id and its index in
-     * *bad. NULL: read_fields (or read) per id. Thread-safe. */
+     * *bad, out[0 .. *bad * nf) holding the views of the ids before it.
+     * NULL: read_fields (or read) per id. Thread-safe. */
     int (*resolve)(const void *ctx, const uint64_t *ids, size_t n, const uint32_t *f,
                    uint32_t nf, struct cxlp_view *out, size_t *bad);
     /* After a batch during which read_alarm moved: 0 when the source is
