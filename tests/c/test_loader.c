@@ -192,13 +192,15 @@ static void test_pad(uint64_t seed)
 }
 
 /* Collects the token stream a PACK loader delivers, checking each batch's
- * rows against its segments, until the end or max_batches. */
+ * rows against its segments, until the end, an error (its code in *rc when
+ * rc is not NULL) or max_batches. */
 static uint64_t pack_collect(cxlp_loader *l, const struct mem *m, int32_t *out, uint64_t cap,
-                             uint64_t max_batches, struct cxlp_batch *last)
+                             uint64_t max_batches, struct cxlp_batch *last, int *rc)
 {
     uint64_t n = 0, batches = 0;
     struct cxlp_batch *b;
-    while (batches < max_batches && cxlp_loader_next(l, &b) == 0 && b) {
+    int r0 = 0;
+    while (batches < max_batches && (r0 = cxlp_loader_next(l, &b)) == 0 && b) {
         const uint64_t L = b->row_bytes / 4;
         for (uint32_t r = 0; r < b->rows; r++) {
             const int32_t *row = (const int32_t *)((const uint8_t *)b->data + r * b->row_bytes);
@@ -224,6 +226,8 @@ static uint64_t pack_collect(cxlp_loader *l, const struct mem *m, int32_t *out, 
         cxlp_loader_release(l, b);
         batches++;
     }
+    if (rc)
+        *rc = r0;
     return n;
 }
 
@@ -283,7 +287,7 @@ static void test_pack(uint64_t seed, int resolve)
     cxlp_loader *l;
     struct cxlp_batch last;
     CHECK_OK(loader_create_src(&src, &opts, order_fn, &o, &l));
-    uint64_t n = pack_collect(l, &m, got, total, UINT64_MAX, &last);
+    uint64_t n = pack_collect(l, &m, got, total, UINT64_MAX, &last, NULL);
     cxlp_loader_free(l);
     CHECK(n == total && memcmp(got, want, total * 4) == 0);
     /* every record resolved, most of them in calls of many */
@@ -292,7 +296,7 @@ static void test_pack(uint64_t seed, int resolve)
     /* resume: stop after 7 batches, restart from the resume point */
     o.pos = 0;
     CHECK_OK(loader_create_src(&src, &opts, order_fn, &o, &l));
-    uint64_t n1 = pack_collect(l, &m, got, total, 7, &last);
+    uint64_t n1 = pack_collect(l, &m, got, total, 7, &last, NULL);
     cxlp_loader_free(l);
     CHECK(n1 == 7 * 4 * 64);
     struct order o2 = {.n = N, .mul = 11, .fail_at = UINT64_MAX, .pos = last.resume_records};
@@ -300,7 +304,7 @@ static void test_pack(uint64_t seed, int resolve)
     printf("pack resume at record %llu offset %llu\n", (unsigned long long)last.resume_records,
            (unsigned long long)last.resume_offset);
     CHECK_OK(loader_create_src(&src, &opts, order_fn, &o2, &l));
-    uint64_t n2 = pack_collect(l, &m, got + n1, total - n1, UINT64_MAX, &last);
+    uint64_t n2 = pack_collect(l, &m, got + n1, total - n1, UINT64_MAX, &last, NULL);
     cxlp_loader_free(l);
     CHECK(n1 + n2 == total && memcmp(got, want, total * 4) == 0);
 
@@ -309,7 +313,7 @@ static void test_pack(uint64_t seed, int resolve)
     opts.first_offset = 0;
     opts.drop_last = 1;
     CHECK_OK(loader_create_src(&src, &opts, order_fn, &o, &l));
-    n = pack_collect(l, &m, got, total, UINT64_MAX, &last);
+    n = pack_collect(l, &m, got, total, UINT64_MAX, &last, NULL);
     cxlp_loader_free(l);
     CHECK(n == total / 256 * 256 && memcmp(got, want, n * 4) == 0);
 
@@ -320,17 +324,8 @@ static void test_pack(uint64_t seed, int resolve)
         o.pos = 0;
         opts.drop_last = 0;
         CHECK_OK(loader_create_src(&src, &opts, order_fn, &o, &l));
-        struct cxlp_batch *b;
         int rc;
-        n = 0;
-        while ((rc = cxlp_loader_next(l, &b)) == 0 && b) {
-            for (uint32_t r = 0; r < b->rows; r++) {
-                memcpy(got + n, (const uint8_t *)b->data + r * b->row_bytes,
-                       (size_t)b->lengths[r] * 4);
-                n += (uint64_t)b->lengths[r];
-            }
-            cxlp_loader_release(l, b);
-        }
+        n = pack_collect(l, &m, got, total, UINT64_MAX, &last, &rc);
         CHECK_RC(rc, CXLP_ECORRUPT);
         char msg[64];
         snprintf(msg, sizeof msg, "reading record %llu:", (unsigned long long)fail_id);
