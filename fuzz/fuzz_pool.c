@@ -210,8 +210,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (pool_lookup(p, one[0].name, &ds, &sh, &a, &gen) == 0) {
                 uint64_t bytes;
                 pool_copy_drop(p, ds.states_off, 0, ~0u, 0, &bytes);
-                if (pool_copy_reserve(p, ds.states_off, 0, 0, &e) == 0)
+                if (pool_copy_reserve(p, ds.states_off, 0, 0, 0, &e) == 0)
                     pool_unreserve(p, 0, e);
+                /* and on its staging units, if the catalog lists them */
+                struct pool_units u;
+                if (pool_units_get(p, ds.states_off, &u) == 0) {
+                    pool_copy_drop(p, ds.states_off, POOL_UNIT_TARGET, ~0u, 0, &bytes);
+                    if (pool_copy_reserve(p, ds.states_off, POOL_UNIT_TARGET, 0, 8192, &e) == 0)
+                        pool_unreserve(p, 0, e);
+                }
                 attach_unpin(a, gen);
                 attach_unref(a);
                 free(sh);

@@ -19,6 +19,10 @@
  * Invariants of a valid blob (cat_decode):
  *   bytes = sizeof(cat_hdr) + n_ds*|cat_ds| + n_free*|cat_free|
  *           + n_resv*|cat_resv| + n_def*|cat_def|
+ *           [+ 8 + n_units*|cat_units|: magic CAT_MAGIC_UNITS only, the
+ *           count then the records]
+ *   a units record names a listed dataset, at most one per dataset, and
+ *   its words hold n_units * (1 + n_tiers) words in object 0
  *   gen(blob) = gen(header) that selected the slot
  *   every extent lies inside the data area of the object it names
  *   (n_objects of them); metadata extents (docs, shard table, states) in
@@ -49,7 +53,20 @@ void cat_free(struct cat *c)
     free(c->fr);
     free(c->resv);
     free(c->def);
+    free(c->units);
     memset(c, 0, sizeof *c);
+}
+
+/* 1 when the blob must say CAT_MAGIC_UNITS: it lists units or their
+ * deferred copies. */
+static int has_units(const struct cat *c)
+{
+    if (c->n_units)
+        return 1;
+    for (uint64_t i = 0; i < c->n_def; i++)
+        if (c->def[i].kind == DEF_UCOPIES)
+            return 1;
+    return 0;
 }
 
 int arr_push(void *arrp, uint64_t *n, uint64_t *cap, size_t elsz, const void *el)
@@ -88,7 +105,8 @@ uint64_t cat_encoded_size(const struct cat *c)
 {
     return sizeof(struct cat_hdr) + c->n_ds * sizeof(struct cat_ds) +
            c->n_fr * sizeof(struct cat_free) + c->n_resv * sizeof(struct cat_resv) +
-           c->n_def * sizeof(struct cat_def);
+           c->n_def * sizeof(struct cat_def) +
+           (has_units(c) ? sizeof(uint64_t) + c->n_units * sizeof(struct cat_units) : 0);
 }
 
 static uint8_t *put(uint8_t *p, const void *src, uint64_t n)
@@ -100,8 +118,9 @@ static uint8_t *put(uint8_t *p, const void *src, uint64_t n)
 
 void cat_encode(const struct cat *c, uint8_t *buf)
 {
+    const int units = has_units(c);
     struct cat_hdr h = {
-        .magic = CAT_MAGIC, .gen = c->gen, .bytes = cat_encoded_size(c),
+        .magic = units ? CAT_MAGIC_UNITS : CAT_MAGIC, .gen = c->gen, .bytes = cat_encoded_size(c),
         .n_ds = c->n_ds, .n_free = c->n_fr,
         .n_resv = c->n_resv, .n_def = c->n_def,
     };
@@ -110,6 +129,10 @@ void cat_encode(const struct cat *c, uint8_t *buf)
     p = put(p, c->fr, c->n_fr * sizeof *c->fr);
     p = put(p, c->resv, c->n_resv * sizeof *c->resv);
     p = put(p, c->def, c->n_def * sizeof *c->def);
+    if (units) {
+        p = put(p, &c->n_units, sizeof c->n_units);
+        p = put(p, c->units, c->n_units * sizeof *c->units);
+    }
     h.checksum = cat_checksum(&h, body, (uint64_t)(p - body));
     memcpy(buf, &h, sizeof h);
 }
@@ -136,6 +159,15 @@ static int take(const uint8_t **p, uint64_t n, size_t elsz, void *arrp, uint64_t
     return 0;
 }
 
+/* The units section: past its count (read by the caller), n records. */
+static int take_units(const uint8_t **p, int units, uint64_t n, struct cat *c)
+{
+    if (!units)
+        return 0;
+    *p += sizeof(uint64_t);
+    return take(p, n, sizeof *c->units, &c->units, &c->cap_units);
+}
+
 int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
                uint64_t gen, struct cat *out, struct obj *o)
 {
@@ -145,9 +177,10 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
         return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: %llu bytes, shorter than its header",
                       (unsigned long long)gen, (unsigned long long)len);
     memcpy(&h, blob, sizeof h);
-    if (h.magic != CAT_MAGIC)
+    if (h.magic != CAT_MAGIC && h.magic != CAT_MAGIC_UNITS)
         return seterr(o, CXLP_ECORRUPT, "catalog slot %llu: bad magic %#llx",
                       (unsigned long long)(gen & 1), (unsigned long long)h.magic);
+    const int units = h.magic == CAT_MAGIC_UNITS;
     if (h.gen != gen)
         return seterr(o, CXLP_ECORRUPT, "catalog slot %llu: holds gen %llu, header says %llu",
                       (unsigned long long)(gen & 1), (unsigned long long)h.gen,
@@ -163,6 +196,19 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
             return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: record counts overflow",
                           (unsigned long long)gen);
     }
+    uint64_t n_units = 0;
+    if (units) {
+        /* the units' count follows the four sections */
+        uint64_t b;
+        if (add_overflow_u64(total, sizeof n_units, &b) || b > len || b > h.bytes)
+            return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: no room for its units' count",
+                          (unsigned long long)gen);
+        memcpy(&n_units, blob + total, sizeof n_units);
+        if (mul_overflow_u64(n_units, sizeof(struct cat_units), &b) ||
+            add_overflow_u64(total, sizeof n_units, &total) || add_overflow_u64(total, b, &total))
+            return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: unit record count overflows",
+                          (unsigned long long)gen);
+    }
     if (total != h.bytes || h.bytes > len)
         return seterr(o, CXLP_ECORRUPT,
                       "catalog gen %llu: counts need %llu bytes, blob says %llu, slot has %llu",
@@ -174,13 +220,14 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
                       (unsigned long long)gen);
 
     struct cat c = {.gen = gen, .n_ds = h.n_ds, .n_fr = h.n_free, .n_resv = h.n_resv,
-                    .n_def = h.n_def};
+                    .n_def = h.n_def, .n_units = n_units};
     const uint8_t *p = body;
     int rc = 0;
     if ((rc = take(&p, c.n_ds, sizeof *c.ds, &c.ds, &c.cap_ds)) ||
         (rc = take(&p, c.n_fr, sizeof *c.fr, &c.fr, &c.cap_fr)) ||
         (rc = take(&p, c.n_resv, sizeof *c.resv, &c.resv, &c.cap_resv)) ||
-        (rc = take(&p, c.n_def, sizeof *c.def, &c.def, &c.cap_def))) {
+        (rc = take(&p, c.n_def, sizeof *c.def, &c.def, &c.cap_def)) ||
+        (rc = take_units(&p, units, c.n_units, &c))) {
         cat_free(&c);
         return seterr(o, rc, "catalog gen %llu: out of memory", (unsigned long long)gen);
     }
@@ -236,9 +283,9 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
         } else {
             what = "deferred free", k = i - c.n_fr - c.n_resv;
             off = c.def[k].off, len = c.def[k].len, obj = c.def[k].object;
-            if (c.def[k].kind == DEF_COPIES) {
-                /* names a removed dataset's states and table: checked where
-                 * they are walked (extent.c) */
+            if (c.def[k].kind == DEF_COPIES || (units && c.def[k].kind == DEF_UCOPIES)) {
+                /* names a removed dataset's states and table, or unit
+                 * words: checked where they are walked (extent.c, units.c) */
                 if (c.def[k].clock != CLOCK_GEN || !in_data(L, 0, off, 8) || off % 8)
                     goto bad_ext;
                 continue;
@@ -254,6 +301,25 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
                         "data area, unaligned or of an unknown kind",
                         (unsigned long long)gen, what, (unsigned long long)k,
                         (unsigned long long)off, (unsigned long long)len, obj);
+            goto bad;
+        }
+    }
+    for (uint64_t i = 0; i < c.n_units; i++) {
+        const struct cat_units *u = &c.units[i];
+        uint64_t want;
+        int64_t d = cat_find_states(&c, u->states_off);
+        int twice = 0;
+        for (uint64_t j = 0; j < i; j++)
+            twice |= c.units[j].states_off == u->states_off;
+        if (d < 0 || twice || !c.ds[d].d.n_shards || u->n_units == 0 || u->per_unit == 0 ||
+            mul_overflow_u64(u->n_units, stride * 8, &want) || u->words.len != want ||
+            !in_data(L, 0, u->words.off, u->words.len) || u->words.off % 8) {
+            rc = seterr(o, CXLP_ECORRUPT,
+                        "catalog gen %llu: units %llu (states %#llx): %s", (unsigned long long)gen,
+                        (unsigned long long)i, (unsigned long long)u->states_off,
+                        d < 0 || !c.ds[d].d.n_shards ? "no such dataset"
+                        : twice ? "a second record for its dataset"
+                        : "words outside object 0's data area or not n_units per tier");
             goto bad;
         }
     }

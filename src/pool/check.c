@@ -265,8 +265,14 @@ static int check_catalog(cxlp_pool *p, void (*report)(void *ctx, const char *lin
         for (uint64_t k = 0; k < ne && rc == 0; k++)
             if (push_t(&v, &n, &cap, e[k].object, e[k].off, e[k].len, d->d.info.name, i))
                 rc = seterr(o, -ENOMEM, "pool_check: out of memory");
-        say(report, ctx, "dataset '%s': %u shards, version %llu", d->d.info.name, d->d.n_shards,
-            (unsigned long long)d->d.info.version);
+        int64_t ui = cat_find_units(&c, d->states.off);
+        if (ui < 0)
+            say(report, ctx, "dataset '%s': %u shards, version %llu", d->d.info.name,
+                d->d.n_shards, (unsigned long long)d->d.info.version);
+        else
+            say(report, ctx, "dataset '%s': %u shards, version %llu; %llu staging units of %llu "
+                "records", d->d.info.name, d->d.n_shards, (unsigned long long)d->d.info.version,
+                (unsigned long long)c.units[ui].n_units, (unsigned long long)c.units[ui].per_unit);
     }
     for (uint64_t i = 0; i < c.n_fr && rc == 0; i++)
         if (push_t(&v, &n, &cap, c.fr[i].object, c.fr[i].off, c.fr[i].len, "free extent", i))
@@ -290,6 +296,23 @@ static int check_catalog(cxlp_pool *p, void (*report)(void *ctx, const char *lin
         if (d->kind == DEF_EXTENT) {
             if (push_t(&v, &n, &cap, d->object, d->off, d->len, "deferred free", i))
                 rc = seterr(o, -ENOMEM, "pool_check: out of memory");
+            continue;
+        }
+        if (d->kind == DEF_UCOPIES) {
+            /* a removed dataset's copies of units: walked like the reclaim will */
+            ne = 0;
+            rc = units_extents(a, d->off, d->len, &e, &ne, &ce);
+            if (rc) {
+                rc = seterr(o, rc == -ENOMEM ? rc : CXLP_ECORRUPT, "%s: deferred copies of units "
+                            "%llu: %s", a->m.path, (unsigned long long)i,
+                            rc == -ENOMEM ? "out of memory"
+                                          : "words outside object 0 or a copy outside its tier");
+                goto out;
+            }
+            for (uint64_t k = 0; k < ne && rc == 0; k++)
+                if (push_t(&v, &n, &cap, e[k].object, e[k].off, e[k].len, "deferred copy of a "
+                           "unit", i))
+                    rc = seterr(o, -ENOMEM, "pool_check: out of memory");
             continue;
         }
         /* a removed dataset's copies: walked like the reclaim will */

@@ -125,6 +125,27 @@ static int push(struct oext **v, uint64_t *n, uint64_t *cap, uint32_t object, ui
     return arr_push(v, n, cap, sizeof e, &e);
 }
 
+struct pushing {
+    struct oext **v;
+    uint64_t *n, *cap;
+};
+
+static int push_copy(void *ctx, uint64_t u, uint32_t tier, uint32_t object, uint64_t off,
+                     uint64_t len)
+{
+    (void)u;
+    (void)tier;
+    struct pushing *p = ctx;
+    return push(p->v, p->n, p->cap, object, off, len);
+}
+
+int units_extents(const struct attach *a, uint64_t words_off, uint64_t n_units,
+                  struct oext **v, uint64_t *n, uint64_t *cap)
+{
+    struct pushing p = {v, n, cap};
+    return units_walk(a, words_off, n_units, push_copy, &p);
+}
+
 int ds_extents(const struct attach *a, const struct cat *c, uint64_t i, struct oext **v,
                uint64_t *n, uint64_t *cap)
 {
@@ -135,6 +156,13 @@ int ds_extents(const struct attach *a, const struct cat *c, uint64_t i, struct o
         return -ENOMEM;
     if (d->d.n_shards == 0)
         return 0;
+    int64_t ui = cat_find_units(c, d->states.off);
+    if (ui >= 0) {
+        const struct cat_units *u = &c->units[ui];
+        int rc = push(v, n, cap, 0, u->words.off, u->words.len);
+        if (rc || (rc = units_extents(a, u->words.off, u->n_units, v, n, cap)))
+            return rc;
+    }
     const struct pool_shent *tab = (const struct pool_shent *)(attach_base(a) + d->table.off);
     const uint64_t *st = attach_states(a, d->states.off);
     const uint32_t stride = attach_stride(a);

@@ -61,10 +61,13 @@
 #include "common/flush.h"
 #include "pool/host.h"
 
-/* The words of shard k, or NULL with a message when the dataset is gone or
- * k is out of range. */
+/* The words of shard k (or unit: k = POOL_UNIT_TARGET | u), or NULL when
+ * the dataset (or its units) is gone or k is out of range. *len: a copy's
+ * bytes (a unit's word 0: 0 before its first copy). */
 static uint64_t *words_of(struct txn *t, uint64_t states_off, uint64_t k, uint64_t *len)
 {
+    if (k & POOL_UNIT_TARGET)
+        return unit_target_words(t->p->a, &t->c, states_off, k, len);
     int64_t i = cat_find_states(&t->c, states_off);
     if (i < 0 || k >= t->c.ds[i].d.n_shards)
         return NULL;
@@ -80,6 +83,13 @@ static uint64_t *words_of(struct txn *t, uint64_t states_off, uint64_t k, uint64
 int word_names(const struct attach *a, const struct cat *c, uint64_t states_off,
                       uint64_t shard, uint32_t tier, uint64_t off)
 {
+    if (shard & POOL_UNIT_TARGET) {
+        uint64_t len;
+        const uint64_t *w = tier < a->L.n_tiers ? unit_target_words(a, c, states_off, shard, &len)
+                                                : NULL;
+        uint64_t x = w ? host_load(a, &w[tier]) : 0; /* pairs with the release stores of place.c */
+        return loc_present(x) && loc_off(x) == off;
+    }
     int64_t i = cat_find_states(c, states_off);
     if (i < 0 || shard >= c->ds[i].d.n_shards || tier >= a->L.n_tiers)
         return 0;
@@ -87,6 +97,15 @@ int word_names(const struct attach *a, const struct cat *c, uint64_t states_off,
     /* pairs with the release stores of place.c */
     uint64_t w = host_load(a, &st[shard * attach_stride(a) + 1 + tier]);
     return loc_present(w) && loc_off(w) == off;
+}
+
+/* 1 when a tier holds a copy of the unit whose location words are w. */
+static int unit_copies(const struct attach *a, const uint64_t *w)
+{
+    for (uint32_t d = 0; d < a->L.n_tiers; d++)
+        if (loc_present(host_load(a, &w[d]))) /* pairs with the release stores of this file */
+            return 1;
+    return 0;
 }
 
 static void word_sync(struct attach *a, const uint64_t *w)
@@ -140,7 +159,7 @@ static int begin(cxlp_pool *p, uint32_t tier, const char *what, struct txn *t)
 }
 
 int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier,
-                      struct pool_extent *out)
+                      uint64_t want, struct pool_extent *out)
 {
     struct attach *a = p->a;
     struct txn t;
@@ -155,6 +174,19 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
         rc = gone(p, states_off, k);
         goto out;
     }
+    if (k & POOL_UNIT_TARGET) {
+        /* a unit's copy is as long as its caller laid it out; every copy of
+         * it has the bytes of the first (word 0) */
+        if (want == 0 || want % POOL_EXTENT_ALIGN || (len != want && unit_copies(a, w)) ||
+            tier == a->L.home || (a->L.tiers[tier].flags & TIER_STAGED)) {
+            rc = seterr(&p->obj, CXLP_EARG, "pool_copy_reserve: unit %llu: %llu bytes into tier "
+                        "%u (its copies have %llu; units go to memory tiers)",
+                        (unsigned long long)(k & ~POOL_UNIT_TARGET), (unsigned long long)want,
+                        tier, (unsigned long long)len);
+            goto out;
+        }
+        len = want;
+    }
     /* pairs with the release stores below */
     if (loc_present(host_load(a, &w[tier]))) {
         rc = CXLP_EEXIST; /* nothing to do: the caller reads the copy */
@@ -163,8 +195,10 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
     for (uint64_t i = 0; i < t.c.n_resv; i++) {
         const struct cat_resv *r = &t.c.resv[i];
         if (r->target_states == states_off && r->target_shard == k && r->tier == tier) {
-            rc = seterr(&p->obj, CXLP_EBUSY, "%s: pid %llu is copying shard %llu into tier %u",
-                        a->m.path, (unsigned long long)r->pid, (unsigned long long)k, tier);
+            rc = seterr(&p->obj, CXLP_EBUSY, "%s: pid %llu is copying %s %llu into tier %u",
+                        a->m.path, (unsigned long long)r->pid,
+                        k & POOL_UNIT_TARGET ? "unit" : "shard",
+                        (unsigned long long)(k & ~POOL_UNIT_TARGET), tier);
             goto out;
         }
     }
@@ -222,6 +256,8 @@ static int defer_drops(struct txn *t, uint64_t states_off, uint64_t k, const uin
             present |= 1u << d;
     if (keep < a->L.n_tiers)
         present |= 1u << keep;
+    if (k & POOL_UNIT_TARGET) /* its shard's copies hold it: any copy of it may go */
+        present |= 1u << POOL_MAX_TIERS;
     /* pairs with the release store of hdr->loc_epoch below; writers are serialized */
     const uint64_t freed = host_load(a, &a->hdr->loc_epoch) + 1;
     *clear = 0;
@@ -298,8 +334,10 @@ void pool_words_retire(struct txn *t, uint64_t states_off, uint64_t n_shards)
 }
 
 int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier,
-                    struct pool_extent ext, int cache, uint32_t drop_mask)
+                    struct pool_extent ext, int cache, uint32_t drop_mask, uint64_t *dropped_out)
 {
+    if (dropped_out)
+        *dropped_out = 0;
     struct attach *a = p->a;
     struct txn t;
     int rc = begin(p, tier, "pool_copy_place", &t);
@@ -324,6 +362,13 @@ int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier
     arr_del(t.c.resv, &t.c.n_resv, sizeof r, (uint64_t)ri);
     uint64_t len;
     uint64_t *w = words_of(&t, states_off, k, &len);
+    if (w && (k & POOL_UNIT_TARGET) && len != r.len && !unit_copies(a, w)) {
+        /* the unit's first copy: its length, before any word names it (a
+         * length no copy has is a build's that laid units out otherwise) */
+        if ((rc = word_set(&t, &w[-1], len, r.len)))
+            goto out;
+        len = r.len;
+    }
     /* pairs with the release stores of this file */
     if (!w || loc_present(host_load(a, &w[tier])) || len != r.len) {
         /* the dataset went, or the copy is there already: give the room back */
@@ -364,6 +409,8 @@ int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier
     }
     ctr_add(a, tier, offsetof(struct pool_tier_ctr, bytes_in), len);
     ctr_add(a, tier, offsetof(struct pool_tier_ctr, fetches), 1);
+    if (dropped_out)
+        *dropped_out = dropped;
     /* 3, 4 */
     apply_drops(&t, w, clear, len);
 out:
@@ -445,6 +492,16 @@ int pool_drop_one_cache(cxlp_pool *p, uint32_t tier, uint64_t skip_states, uint6
                 rc = pool_copy_drop(p, d->states.off, k, 1u << tier, 1, bytes);
                 if (rc == CXLP_ENOTFOUND)
                     rc = 0; /* removed meanwhile: look on */
+            }
+        }
+        int64_t ui = cat_find_units(&c, d->states.off);
+        const uint64_t *uw = ui < 0 ? NULL : units_words(a, c.units[ui].words.off);
+        for (uint64_t u = 0; uw && u < c.units[ui].n_units && !*bytes && !rc; u++) {
+            uint64_t w = host_load(a, &uw[u * stride + 1 + tier]); /* pairs with the stores here */
+            if (loc_present(w) && (w & LOC_CACHE)) {
+                rc = pool_copy_drop(p, d->states.off, POOL_UNIT_TARGET | u, 1u << tier, 1, bytes);
+                if (rc == CXLP_ENOTFOUND)
+                    rc = 0;
             }
         }
     }

@@ -603,6 +603,24 @@ static uint64_t copies_bytes(const struct attach *a, const struct cat_def *d)
     return sum;
 }
 
+static int sum_copy(void *ctx, uint64_t u, uint32_t tier, uint32_t object, uint64_t off,
+                    uint64_t len)
+{
+    (void)u;
+    (void)tier;
+    (void)object;
+    (void)off;
+    *(uint64_t *)ctx += len;
+    return 0;
+}
+
+/* Bytes a removed dataset's copies of units still hold (DEF_UCOPIES). */
+static uint64_t ucopies_bytes(const struct attach *a, const struct cat_def *d)
+{
+    uint64_t sum = 0;
+    return units_walk(a, d->off, d->len, sum_copy, &sum) ? 0 : sum;
+}
+
 int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
 {
     int rc = check_handle(p);
@@ -628,7 +646,9 @@ int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
     for (uint64_t i = 0; i < c.n_resv; i++)
         s.reserved_bytes += c.resv[i].len;
     for (uint64_t i = 0; i < c.n_def; i++)
-        s.deferred_bytes += c.def[i].kind == DEF_COPIES ? copies_bytes(a, &c.def[i]) : c.def[i].len;
+        s.deferred_bytes += c.def[i].kind == DEF_COPIES    ? copies_bytes(a, &c.def[i])
+                            : c.def[i].kind == DEF_UCOPIES ? ucopies_bytes(a, &c.def[i])
+                                                           : c.def[i].len;
     uint64_t other = s.free_bytes + s.reserved_bytes + s.deferred_bytes;
     s.used_bytes = s.data_bytes > other ? s.data_bytes - other : 0;
     s.generation = gen;

@@ -219,15 +219,19 @@ int pool_sync(cxlp_pool *p, int where, uint64_t off, uint64_t len);
 
 /* Copies of shards (place.c): what staging, eviction and migration use.
  * A dataset is named by its states extent (pool_lookup's ds->states_off).
+ * Every function below takes a staging unit where it takes a shard: k =
+ * POOL_UNIT_TARGET | u names unit u of the dataset's units (struct
+ * pool_units), whose copies live in memory tiers only.
  *
  * pool_copy_reserve: room in tier's object for a copy of shard k, reserved
  * for that target (a claim: one copier per shard and tier). *out is the
- * extent (the shard's length rounded to 4 KiB). CXLP_EEXIST when the tier
+ * extent (the shard's length rounded to 4 KiB; a unit's: want, a multiple
+ * of 4 KiB, which must be what its copies already hold). CXLP_EEXIST when the tier
  * holds a copy already (nothing reserved), CXLP_EBUSY when a live process
  * holds the claim, CXLP_ENOTFOUND when the dataset was removed, CXLP_EFULL
  * when the tier has no room. */
 int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier,
-                      struct pool_extent *out);
+                      uint64_t want, struct pool_extent *out);
 /* Publishes the reserved extent, now holding a verified copy, as shard k's
  * copy in tier (cache: the copy may be evicted by placement policies), and
  * in the same step drops its copies in the tiers of drop_mask (never the
@@ -235,7 +239,7 @@ int pool_copy_reserve(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t ti
  * see them. CXLP_EEXIST / CXLP_ENOTFOUND: the tier got a copy meanwhile, or
  * the dataset went; the reservation is returned either way. */
 int pool_copy_place(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier,
-                    struct pool_extent ext, int cache, uint32_t drop_mask);
+                    struct pool_extent ext, int cache, uint32_t drop_mask, uint64_t *dropped);
 /* Drops shard k's copies in the tiers of drop_mask (only those staged as
  * cache with only_cache), never the home's or the last one; *bytes (may be
  * NULL) receives the bytes dropped. */
@@ -252,6 +256,25 @@ int pool_drop_one_cache(cxlp_pool *p, uint32_t tier, uint64_t skip_states, uint6
 /* Marks tier's copy of shard k as cache (evictable) or kept. CXLP_ENOTFOUND
  * when the tier has no copy. */
 int pool_copy_keep(cxlp_pool *p, uint64_t states_off, uint64_t k, uint32_t tier, int cache);
+/* A dataset's staging units (units.c; pool_format.h, struct cat_units):
+ * unit u's words at words + u * stride (word 0: a copy's bytes; word 1 + t:
+ * its location in tier t). Records are cut into blocks of per_unit ids; a
+ * unit is one block's records in one shard. */
+struct pool_units {
+    uint64_t *words;
+    uint64_t per_unit, n_units;
+    uint32_t stride;
+};
+/* The dataset's units record, from a snapshot of the catalog (no lock).
+ * CXLP_ENOTFOUND when it has none. */
+int pool_units_get(cxlp_pool *p, uint64_t states_off, struct pool_units *out);
+/* The dataset's units record, made if it has none: n_units units of
+ * per_unit records (what the caller computed from the shard table), their
+ * words zero. A record made earlier stays as it is (its per_unit may
+ * differ from the one asked for). CXLP_ENOTFOUND (no such dataset),
+ * CXLP_EFULL (no room for the words in the pool object). */
+int pool_units_ensure(cxlp_pool *p, uint64_t states_off, uint64_t per_unit, uint64_t n_units,
+                      struct pool_units *out);
 /* A writable handle on the pool an attachment maps (for staging from a
  * read-only store). */
 int pool_open_writable(struct attach *a, cxlp_pool **out);

@@ -93,6 +93,12 @@
 #define POOL_MAX_CAT_BYTES (1ull << 32)
 #define POOL_SPEC_MAX 232u
 #define CAT_MAGIC 0x00334143504c5843ULL /* "CXLPCA3\0" little-endian */
+/* A catalog that lists staging units (struct cat_units) or their deferred
+ * copies: the blob of CAT_MAGIC followed by them. A build that does not
+ * know units refuses it by its magic instead of misreading it; a catalog
+ * with none is written as CAT_MAGIC, which every build of pool format 3
+ * reads. */
+#define CAT_MAGIC_UNITS 0x00554143504c5843ULL /* "CXLPCAU\0" */
 /* header flags */
 #define POOL_F_NONCOHERENT 1u          /* hosts' caches are not coherent */
 /* gen word = (generation << POOL_EPOCH_BITS) | epoch; the epoch changes at
@@ -271,7 +277,30 @@ enum cat_def_kind {
     DEF_COPIES = 1,            /* every copy a removed dataset's states name:
                                   off = its states extent, len = n_shards,
                                   target_shard = its table extent offset */
+    DEF_UCOPIES = 2,           /* every copy a removed dataset's unit words
+                                  name: off = its words extent, len = n_units
+                                  (CAT_MAGIC_UNITS catalogs only) */
 };
+
+/* Staging units of one dataset (pool/units.c; docs/tiers.md, "Staging
+ * units"): where the memory tiers hold parts of its shards instead of
+ * whole shards, so that a shard of any size stages into a tier of a few
+ * MiB. Record ids are cut into blocks of per_unit; a unit is one block's
+ * records inside one shard (a block that crosses a shard's end makes two
+ * units), numbered shard after shard. Its words are per unit, stride
+ * 1 + n_tiers as a shard's states: word 0 the bytes of a copy of the unit
+ * (0 until the first copy is placed; every copy of a unit has the same
+ * bytes), word 1 + t its location in tier t (pool/loc.h; never the home
+ * tier's: a unit's home copy is its shard's). Copies of units are cache or
+ * kept like copies of shards, named in reservations and deferred frees by
+ * target_shard = POOL_UNIT_TARGET | unit. */
+struct cat_units {
+    uint64_t states_off;       /* the dataset: its states extent */
+    struct pool_extent words;  /* object 0: n_units * (1 + n_tiers) words */
+    uint64_t per_unit;         /* records per block of ids */
+    uint64_t n_units;
+};
+#define POOL_UNIT_TARGET (UINT64_C(1) << 63)
 enum cat_clock { CLOCK_GEN = 0, CLOCK_EPOCH = 1 };
 
 /* A free deferred until no lease can still see what it frees: freed <= the

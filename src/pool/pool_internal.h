@@ -105,8 +105,9 @@ struct cat {
     struct cat_free *fr;       /* sorted by (object, off), coalesced */
     struct cat_resv *resv;
     struct cat_def *def;
-    uint64_t n_ds, n_fr, n_resv, n_def;
-    uint64_t cap_ds, cap_fr, cap_resv, cap_def;
+    struct cat_units *units;   /* CAT_MAGIC_UNITS catalogs; else none */
+    uint64_t n_ds, n_fr, n_resv, n_def, n_units;
+    uint64_t cap_ds, cap_fr, cap_resv, cap_def, cap_units;
 };
 
 /* catalog.c */
@@ -134,6 +135,30 @@ static inline uint32_t states_stride(uint32_t n_tiers)
     return 1 + n_tiers;
 }
 
+/* units.c: a dataset's staging units (struct cat_units) */
+/* Index of the units record of the dataset whose states are at states_off, or -1. */
+int64_t cat_find_units(const struct cat *c, uint64_t states_off);
+/* The unit words at words_off (object 0). */
+uint64_t *units_words(const struct attach *a, uint64_t words_off);
+/* The location words (word 1 of its stride: index them by tier) of unit
+ * target (POOL_UNIT_TARGET | u) of the dataset of states_off, and in *len
+ * its word 0 (a copy's bytes, 0 before the first); NULL when the dataset
+ * has no units record or u is past them. */
+uint64_t *unit_target_words(const struct attach *a, const struct cat *c, uint64_t states_off,
+                            uint64_t target, uint64_t *len);
+/* Calls fn for every copy the n_units unit words at words_off name (unit,
+ * tier, its object, offset and length); stops at fn's first nonzero return
+ * and returns it. CXLP_ECORRUPT, before any call for the bad word's unit,
+ * for words outside object 0 or a copy outside its tier. */
+int units_walk(const struct attach *a, uint64_t words_off, uint64_t n_units,
+               int (*fn)(void *ctx, uint64_t u, uint32_t tier, uint32_t object, uint64_t off,
+                         uint64_t len),
+               void *ctx);
+/* The units of the dataset of states_off (if any) go as the dataset goes at
+ * generation g: their copies (DEF_UCOPIES) and their words (DEF_EXTENT)
+ * become deferred frees and the record leaves c. -ENOMEM. */
+int units_defer(struct cat *c, uint64_t states_off, uint64_t g);
+
 /* extent.c */
 int ext_free(struct cat *c, uint32_t object, uint64_t off, uint64_t len);
 int ext_alloc(struct cat *c, uint32_t object, uint64_t len, uint64_t *off);
@@ -148,10 +173,14 @@ struct oext {
     uint32_t object;
 };
 /* Appends to *v the footprint of dataset i: its metadata extents in object
- * 0 and every copy its states name (widened to POOL_EXTENT_ALIGN), in no
- * particular order. -ENOMEM; CXLP_ECORRUPT for a word outside its tier. */
+ * 0 (its units' words too) and every copy its states and unit words name
+ * (widened to POOL_EXTENT_ALIGN), in no particular order. -ENOMEM; CXLP_ECORRUPT for a word outside its tier. */
 int ds_extents(const struct attach *a, const struct cat *c, uint64_t i, struct oext **v,
                uint64_t *n, uint64_t *cap);
+/* Appends to *v every copy the n_units unit words at words_off name.
+ * -ENOMEM; CXLP_ECORRUPT as units_walk. */
+int units_extents(const struct attach *a, uint64_t words_off, uint64_t n_units,
+                  struct oext **v, uint64_t *n, uint64_t *cap);
 /* Sorts by (object, off) and merges touching/overlapping extents. */
 void oext_merge(struct oext *v, uint64_t *n);
 

@@ -368,11 +368,30 @@ int pool_destroy_objects(const char *spec)
     return 0;
 }
 
+struct counts {
+    uint64_t *bytes, *copies;
+};
+
+static int count_one(void *ctx, uint64_t u, uint32_t tier, uint32_t object, uint64_t off,
+                     uint64_t len)
+{
+    (void)u;
+    (void)object;
+    (void)off;
+    struct counts *k = ctx;
+    k->copies[tier]++;
+    k->bytes[tier] += len;
+    return 0;
+}
+
 /* Bytes held by copies in each tier, and their number, from every dataset's
- * states. */
+ * states and unit words (a copy of a unit counts as a copy). */
 static void count_copies(const struct attach *a, const struct cat *c, uint64_t *bytes,
                          uint64_t *copies)
 {
+    struct counts k = {bytes, copies};
+    for (uint64_t i = 0; i < c->n_units; i++)
+        (void)units_walk(a, c->units[i].words.off, c->units[i].n_units, count_one, &k);
     const uint32_t stride = attach_stride(a);
     for (uint64_t i = 0; i < c->n_ds; i++) {
         const struct cat_ds *d = &c->ds[i];

@@ -126,6 +126,15 @@ static void free_copies(struct attach *a, struct cat *c, const struct cat_def *d
     }
 }
 
+static int free_one(void *ctx, uint64_t u, uint32_t tier, uint32_t object, uint64_t off,
+                    uint64_t len)
+{
+    (void)u;
+    (void)tier;
+    (void)ext_free(ctx, object, off, len);
+    return 0;
+}
+
 static void reclaim(struct txn *t)
 {
     struct cat *c = &t->c;
@@ -148,7 +157,8 @@ static void reclaim(struct txn *t)
     for (int pass = 0; pass < 2; pass++) {
         for (uint64_t i = 0; i < c->n_def;) {
             struct cat_def d = c->def[i];
-            if ((d.kind == DEF_COPIES) != (pass == 0)) {
+            int copies = d.kind == DEF_COPIES || d.kind == DEF_UCOPIES;
+            if (copies != (pass == 0)) {
                 i++;
                 continue;
             }
@@ -162,6 +172,8 @@ static void reclaim(struct txn *t)
                 int ok = 1;
                 if (d.kind == DEF_COPIES)
                     free_copies(a, c, &d);
+                else if (d.kind == DEF_UCOPIES) /* words that do not check out: pool_check says */
+                    (void)units_walk(a, d.off, d.len, free_one, c);
                 else
                     ok = ext_free(c, d.object, d.off, d.len) == 0;
                 if (ok) {
@@ -580,6 +592,8 @@ static int defer_dataset(struct cat *c, int64_t i, uint64_t g)
                                      .kind = DEF_COPIES, .clock = CLOCK_GEN,
                                      .target_shard = d->table.off}))
         return -ENOMEM;
+    if (units_defer(c, d->states.off, g))
+        return -ENOMEM;
     for (int k = 0; k < 3; k++) {
         if (meta[k].len == 0)
             continue;
@@ -923,6 +937,10 @@ int pool_concat(cxlp_pool *p, const char *name, const char *const *parts, size_t
             if (idx[k] > idx[hi])
                 hi = k;
         const struct cat_ds *d = &c->ds[idx[hi]];
+        /* copies of units are not carried over (the new dataset's units
+         * are other record runs): they go with the part */
+        if (units_defer(c, d->states.off, g))
+            goto nomem;
         struct pool_extent meta[2] = {d->table, d->states};
         for (int m = 0; m < 2; m++) {
             if (meta[m].len == 0)

@@ -65,7 +65,7 @@ int store_pool_rw(cxlp_store *s, cxlp_pool **out)
  * (len bytes). */
 /* 0 when tier u's word for shard k, at off, holds len bytes inside the
  * tier; else CXLP_ECORRUPT naming them (a word is pool memory: untrusted). */
-static int word_in_tier(const cxlp_store *s, uint64_t k, uint32_t u, uint64_t off, uint64_t len)
+int store_word_in_tier(const cxlp_store *s, uint64_t k, uint32_t u, uint64_t off, uint64_t len)
 {
     const struct attach_tier *at = attach_tier(s->a, u);
     if (off < at->data_off || !range_ok(off - at->data_off, len, at->data_len))
@@ -75,8 +75,8 @@ static int word_in_tier(const cxlp_store *s, uint64_t k, uint32_t u, uint64_t of
 }
 
 /* io's reader of staged tier u, opened on first use. */
-static int tier_reader(const cxlp_store *s, uint64_t k, uint32_t u, struct store_io *io,
-                       struct media_reader **r)
+int store_tier_reader(const cxlp_store *s, uint64_t k, uint32_t u, struct store_io *io,
+                      struct media_reader **r)
 {
     char err[ERRMSG_MAX];
     int rc;
@@ -99,7 +99,7 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
             continue;
         const struct attach_tier *at = attach_tier(a, u);
         uint64_t off = loc_off(w);
-        if ((rc = word_in_tier(s, k, u, off, len)))
+        if ((rc = store_word_in_tier(s, k, u, off, len)))
             break;
         if (!(at->flags & TIER_STAGED)) {
             memcpy(dst, at->base + off, len);
@@ -115,7 +115,7 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
             pinned = 0;
         }
         struct media_reader *r;
-        if ((rc = tier_reader(s, k, u, io, &r)))
+        if ((rc = store_tier_reader(s, k, u, io, &r)))
             break;
         int direct = 0;
         rc = media_read(r, off, len, dst, &direct);
@@ -138,16 +138,17 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
 /* Waits for another process's copy of shard k in tier t: 0 once its word
  * is there, -EAGAIN when the claim went without a copy (its owner died
  * or gave up: try again). */
-static int wait_copy(cxlp_store *s, cxlp_pool *wp, uint64_t k, uint32_t t)
+int store_wait_copy(cxlp_store *s, cxlp_pool *wp, uint64_t k, uint32_t t, uint64_t want)
 {
     uint64_t t0 = now_ns();
     for (unsigned spin = 0;; spin++) {
-        if (loc_present(store_word(s, k, t)))
+        if (loc_present(k & POOL_UNIT_TARGET ? store_unit_word(s, k & ~POOL_UNIT_TARGET, t)
+                                             : store_word(s, k, t)))
             return 0;
         /* a claim is a reservation: is it still there? (a reserve attempt
          * answers; it also reclaims a dead claimer's) */
         struct pool_extent e;
-        int rc = pool_copy_reserve(wp, s->ds.states_off, k, t, &e);
+        int rc = pool_copy_reserve(wp, s->ds.states_off, k, t, want, &e);
         if (rc == 0) {
             pool_unreserve(wp, (int)t, e);
             return -EAGAIN;
@@ -157,8 +158,9 @@ static int wait_copy(cxlp_store *s, cxlp_pool *wp, uint64_t k, uint32_t t)
         if (rc != CXLP_EBUSY)
             return rc;
         if (now_ns() - t0 > WAIT_LIMIT_NS)
-            return seterr(NULL, CXLP_EBUSY, "dataset %s shard %" PRIu64 ": another process has "
-                          "been copying it into tier %u for %llu s", s->name, k, t,
+            return seterr(NULL, CXLP_EBUSY, "dataset %s %s %" PRIu64 ": another process has "
+                          "been copying it into tier %u for %llu s", s->name,
+                          k & POOL_UNIT_TARGET ? "unit" : "shard", k & ~POOL_UNIT_TARGET, t,
                           (unsigned long long)(WAIT_LIMIT_NS / 1000000000u));
         usleep(spin < 20 ? 200 : 2000);
     }
@@ -182,9 +184,9 @@ int store_copy(cxlp_store *s, uint64_t k, uint32_t t, unsigned flags, uint32_t d
     struct pool_extent ext;
     const uint64_t so = s->ds.states_off;
     for (;;) {
-        rc = pool_copy_reserve(wp, so, k, t, &ext);
+        rc = pool_copy_reserve(wp, so, k, t, 0, &ext);
         if (rc == CXLP_EBUSY && (flags & FETCH_WAIT)) {
-            rc = wait_copy(s, wp, k, t);
+            rc = store_wait_copy(s, wp, k, t, 0);
             if (rc == -EAGAIN)
                 continue;
             cs.waited = 1;
@@ -222,12 +224,10 @@ int store_copy(cxlp_store *s, uint64_t k, uint32_t t, unsigned flags, uint32_t d
     if (!rc) {
         cs.bytes = ext.len;
         fault_point("copy-before-place");
-        rc = pool_copy_place(wp, so, k, t, ext, !(flags & FETCH_KEEP), drop_mask);
+        rc = pool_copy_place(wp, so, k, t, ext, !(flags & FETCH_KEEP), drop_mask, &cs.dropped);
         if (rc)
             rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k,
                         cxlp_errmsg(NULL));
-        else
-            cs.dropped = 0; /* counted by the tier counters; not reported per copy */
     } else {
         char msg[ERRMSG_MAX];
         strlcpy0(msg, cxlp_errmsg(NULL), sizeof msg);
@@ -367,6 +367,16 @@ static void kept_put(cxlp_store *s, struct kept c, uint64_t k, uint64_t p, uint6
         memcpy(h->page, src, SHARD_DATA_OFF);
     }
     pthread_mutex_unlock(&s->heads_mu);
+}
+
+int store_kept_page(cxlp_store *s, uint64_t k, uint64_t p, uint64_t w, uint8_t *dst)
+{
+    return kept_get(s, p ? kept_sums(s) : kept_heads(s), k, p, w, dst);
+}
+
+void store_keep_page(cxlp_store *s, uint64_t k, uint64_t p, uint64_t w, const uint8_t *src)
+{
+    kept_put(s, p ? kept_sums(s) : kept_heads(s), k, p, w, src);
 }
 
 /* A sorted set of block or page numbers (a partial read of a large shard
@@ -726,7 +736,7 @@ int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store
         x->len = ALIGN_UP(s->loc[k].len, POOL_EXTENT_ALIGN); /* as an extent holds it */
         x->word = store_word(s, k, P.u);
         x->off = loc_off(x->word);
-        if ((rc = word_in_tier(s, k, P.u, x->off, x->len)))
+        if ((rc = store_word_in_tier(s, k, P.u, x->off, x->len)))
             break;
         /* sparse: only the pages of the blocks read are ever touched */
         void *p = mmap(NULL, x->len, PROT_READ | PROT_WRITE,
@@ -739,7 +749,7 @@ int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store
         x->p = v[i].buf = p;
         v[i].buf_len = x->len;
     }
-    if (!rc && !(rc = tier_reader(s, P.x[0].k, P.u, io, &P.r)))
+    if (!rc && !(rc = store_tier_reader(s, P.x[0].k, P.u, io, &P.r)))
         rc = read_parts(&P);
     *bytes = P.bytes;
     for (size_t i = 0; i < n; i++) {

@@ -107,4 +107,24 @@ void store_home_free(uint8_t *buf, uint64_t map_len);
 /* The writable handle staging uses (opened on first use; owned by s). */
 int store_pool_rw(cxlp_store *s, cxlp_pool **out);
 
+/* What fetch.c shares with unit.c (the store layer only). */
+/* 0 when tier u's word for shard k, at off, holds len bytes inside the
+ * tier; else CXLP_ECORRUPT naming them. */
+int store_word_in_tier(const cxlp_store *s, uint64_t k, uint32_t u, uint64_t off, uint64_t len);
+/* io's reader of staged tier u, opened on first use (k names the shard in
+ * messages). */
+struct media_reader;
+int store_tier_reader(const cxlp_store *s, uint64_t k, uint32_t u, struct store_io *io,
+                      struct media_reader **r);
+/* Waits for another process's copy of shard k (or unit: POOL_UNIT_TARGET |
+ * u, of want bytes) in tier t: 0 once its word is there, -EAGAIN when the
+ * claim went without a copy (try again), CXLP_EBUSY after 300 s. */
+int store_wait_copy(cxlp_store *s, cxlp_pool *wp, uint64_t k, uint32_t t, uint64_t want);
+/* The store's kept pages of home copies read in part: page p of shard k
+ * (0 its header page, i + 1 page i of its sums area) read at home word w.
+ * store_kept_page copies it to dst (4 KiB) if kept: 1, else 0;
+ * store_keep_page keeps a checked one. */
+int store_kept_page(cxlp_store *s, uint64_t k, uint64_t p, uint64_t w, uint8_t *dst);
+void store_keep_page(cxlp_store *s, uint64_t k, uint64_t p, uint64_t w, const uint8_t *src);
+
 #endif

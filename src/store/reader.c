@@ -65,6 +65,7 @@
 #include "store/fetch.h"
 #include "store/shard.h"
 #include "store/store.h"
+#include "store/unit.h"
 
 static void store_free(cxlp_store *s)
 {
@@ -88,6 +89,9 @@ static void store_free(cxlp_store *s)
         pthread_mutex_destroy(&s->home_mu);
         pthread_mutex_destroy(&s->heads_mu);
     }
+    if (s->units)
+        free(s->units->ufirst);
+    free(s->units);
     free(s->first);
     free(s->shards);
     free(s->cols);
@@ -172,12 +176,21 @@ static int open_shard(const cxlp_store *s, struct shard *sh, struct shard_col *c
     return indexed ? shard_open(sh, cols, s->ncols, p, len, err, errlen) : 0;
 }
 
-int store_shard_check(cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
-                      struct shard_col *cols, int settle, const char *where)
+/* store_shard_check and store_head_check: whole (the indexes walked) or
+ * the header page's fields alone. */
+static int check_shard(cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
+                       struct shard_col *cols, int settle, const char *where, int whole)
 {
     char err[ERRMSG_MAX];
     const struct pool_shard *l = &s->loc[k];
-    int rc = open_shard(s, g, cols, base, l->len, err, sizeof err);
+    int rc;
+    if (whole) {
+        rc = open_shard(s, g, cols, base, l->len, err, sizeof err);
+    } else {
+        if (s->nc)
+            cache_invalidate(base, SHARD_DATA_OFF);
+        rc = shard_open_head(g, cols, s->ncols, base, l->len, err, sizeof err);
+    }
     if (rc == CXLP_EFORMAT && strstr(err, "version"))
         return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (%s): %s: written by a newer "
                       "build; open it with that build, or re-ingest the source", s->name, k,
@@ -194,6 +207,18 @@ int store_shard_check(cxlp_store *s, uint64_t k, const uint8_t *base, struct sha
     if ((rc = shard_matches(s, &s->ds.schema, g, k, settle, err, sizeof err)))
         return seterr(NULL, rc, "dataset %s shard %" PRIu64 " (%s): %s", s->name, k, where, err);
     return 0;
+}
+
+int store_shard_check(cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
+                      struct shard_col *cols, int settle, const char *where)
+{
+    return check_shard(s, k, base, g, cols, settle, where, 1);
+}
+
+int store_head_check(cxlp_store *s, uint64_t k, const uint8_t *page, struct shard *g,
+                     struct shard_col *cols, int settle, const char *where)
+{
+    return check_shard(s, k, page, g, cols, settle, where, 0);
 }
 
 /* Checks the catalog record and the shard table; in a pool of one tier
@@ -488,9 +513,26 @@ int store_read_pinned(const cxlp_store *s, uint64_t idx, const uint32_t *fields,
     struct shard_col cols[SHARD_MAX_COLS];
     uint32_t t;
     int rc = store_locate(s, k, &sh, cols, &t);
+    /* no whole copy in memory: a copy of its staging unit, if any */
+    if (rc == CXLP_ENOTFOUND && at_load_acquire(&s->units))
+        rc = store_unit_locate(s, store_unit_of(s, idx), &sh, cols, &t);
     if (rc)
         return rc == CXLP_ENOTFOUND ? not_resident(s, k) : rc;
     return store_fields_at(s, &sh, k, idx, fields, n, v);
+}
+
+int store_fetch_record(cxlp_store *s, uint64_t idx)
+{
+    /* a dataset whose shards are too large for a copy of one (for the
+     * engine's default budget) stages in units */
+    if (!at_load_acquire(&s->units)) {
+        int rc = store_units_use(s, 0, 1);
+        if (rc && rc != CXLP_ENOTFOUND)
+            return rc;
+    }
+    if (at_load_acquire(&s->units))
+        return store_unit_fetch(s, store_unit_of(s, idx), FETCH_WAIT);
+    return store_fetch(s, store_shard_of(s, idx), FETCH_WAIT);
 }
 
 /* The read path of a tiered dataset: its first view pins the epoch for the
@@ -512,7 +554,7 @@ __attribute__((cold, noinline)) static int read_tiered(const cxlp_store *s, uint
     int rc = store_read_pinned(s, idx, fields, n, v);
     if (rc == CXLP_ENOTFOUND && idx < s->count) {
         /* fetch on demand, then read under the lifetime pin */
-        rc = store_fetch((cxlp_store *)s, store_shard_of(s, idx), FETCH_WAIT);
+        rc = store_fetch_record((cxlp_store *)s, idx);
         if (rc == 0)
             rc = store_read_pinned(s, idx, fields, n, v);
     }
@@ -833,7 +875,7 @@ static int read_copy(const cxlp_store *s, uint64_t idx, const uint32_t *field, v
             attach_unpin_epoch(s->a, pin);
         if (rc != CXLP_ENOTFOUND || !s->tiered || idx >= s->count)
             return rc;
-        rc = store_fetch((cxlp_store *)s, store_shard_of(s, idx), FETCH_WAIT);
+        rc = store_fetch_record((cxlp_store *)s, idx);
         /* no room for a copy, or the dataset was removed or replaced since
          * the store opened (no copy can be placed for it; its home copy
          * stays while the store's lease pins it) */

@@ -128,6 +128,7 @@ static int col_open(struct shard_col *c, const uint8_t *base, uint64_t extent_le
     c->index_off = d->kind == SHARD_KIND_VAR ? d->index_off : d->data_off + d->data_len;
     c->index_len = d->index_len;
     c->checksum = d->checksum;
+    shard_col_whole(c);
 
     if (d->kind == SHARD_KIND_FIXED) {
         uint64_t total;
@@ -436,11 +437,23 @@ void shard_explain(const struct shard *s, uint32_t c, uint64_t i, char *err, siz
         snprintf(err, errlen, "record %" PRIu64 " past the shard's %" PRIu64, i, col->n_records);
         return;
     }
-    uint64_t b = i / SHARD_BLOCK;
-    uint64_t eoff = col->index_off + b * SHARD_DIRENT_BYTES;
+    if (col->kind == SHARD_KIND_FIXED) {
+        snprintf(err, errlen, "column %u record %" PRIu64 ": bytes [%" PRIu64 ", +%" PRIu64
+                 ") outside the copy's [%" PRIu64 ", %" PRIu64 ") of the column", c, i,
+                 i * col->record_size, col->record_size, col->lo, col->hi);
+        return;
+    }
+    uint64_t b = i / SHARD_BLOCK, at = b * SHARD_DIRENT_BYTES;
+    uint64_t eoff = col->index_off + at;
+    if (at < col->dir_lo || at + SHARD_DIRENT_BYTES > col->dir_hi) {
+        snprintf(err, errlen, "column %u record %" PRIu64 ": index block %" PRIu64 " at offset %"
+                 PRIu64 " outside the copy's [%" PRIu64 ", %" PRIu64 ") of the index", c, i, b,
+                 eoff, col->dir_lo, col->dir_hi);
+        return;
+    }
     uint64_t anchor, pw;
-    memcpy(&anchor, col->index + b * SHARD_DIRENT_BYTES, 8);
-    memcpy(&pw, col->index + b * SHARD_DIRENT_BYTES + 8, 8);
+    memcpy(&anchor, col->index + (at - col->dir_lo), 8);
+    memcpy(&pw, col->index + (at - col->dir_lo) + 8, 8);
     if (!shard_dirent_ok(col, b, anchor, pw)) {
         snprintf(err, errlen, "column %u record %" PRIu64 ": index block %" PRIu64 " at offset %" PRIu64 " out of bounds (anchor %" PRIu64 ", deltas at %" PRIu64 " width %u)",
                  c, i, b, eoff, anchor, pw & SHARD_POS_MASK, (unsigned)(pw >> 56));
@@ -448,8 +461,10 @@ void shard_explain(const struct shard *s, uint32_t c, uint64_t i, char *err, siz
     }
     unsigned w = (unsigned)(pw >> 56);
     uint64_t doff = col->index_off + (pw & SHARD_POS_MASK) + (i % SHARD_BLOCK) * w;
-    snprintf(err, errlen, "column %u record %" PRIu64 ": offsets from index block %" PRIu64 " (delta at offset %" PRIu64 ") fall outside the data area of %" PRIu64 " bytes",
-             c, i, b, doff, col->data_len);
+    snprintf(err, errlen, "column %u record %" PRIu64 ": offsets from index block %" PRIu64 " (delta at offset %" PRIu64 ") fall outside the data area of %" PRIu64 " bytes%s",
+             c, i, b, doff, col->data_len,
+             col->lo || col->hi != col->data_len || col->dl_lo || col->dl_hi != col->index_len
+                 ? ", or outside the part of it or of the index this copy holds" : "");
 }
 
 uint64_t shard_index_len(const uint64_t *starts, uint64_t n)

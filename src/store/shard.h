@@ -160,19 +160,37 @@ struct shard_dirent2 {
 _Static_assert(sizeof(struct shard_dirent2) == SHARD_COL_BYTES, "column entry is 64 bytes");
 
 /* A validated column: private copies of its description plus pointers into
- * the extent. Immutable after shard_open, so any thread may read through it. */
+ * the extent. Immutable after shard_open, so any thread may read through it.
+ *
+ * Windows. A reader may hold only some ranges of a shard: a staging unit's
+ * copy (store/unit.c) holds the blocks of a run of records, and its index
+ * entries, not the whole shard. The read path touches a column only
+ * through three windows, each a range of offsets and where its first byte
+ * is in memory:
+ *   data   column bytes [lo, hi) at data (byte x at data + (x - lo))
+ *   dir    index bytes [dir_lo, dir_hi) at index (the block directory)
+ *   dl     index bytes [dl_lo, dl_hi) at dl (the deltas)
+ * A whole shard's windows are the whole column and the whole index (lo 0,
+ * hi data_len; both index windows 0..index_len, dl == index), so data and
+ * index point at the column's and the index's first bytes as they always
+ * did. A read outside a window is CXLP_ECORRUPT, like one outside the
+ * column. */
 struct shard_col {
     uint32_t kind;
     uint64_t n_records;      /* the shard's, repeated for the inline checks */
-    const uint8_t *data;
+    const uint8_t *data;     /* column byte lo */
     uint64_t data_off;
     uint64_t data_len;
     uint64_t record_size;    /* fixed only */
-    const uint8_t *index;    /* var only */
+    const uint8_t *index;    /* var only: index byte dir_lo */
     uint64_t index_off;
     uint64_t index_len;
     uint64_t n_blocks;
     uint64_t checksum;
+    uint64_t lo, hi;         /* data window */
+    uint64_t dir_lo, dir_hi; /* index window of the block directory */
+    const uint8_t *dl;       /* index byte dl_lo */
+    uint64_t dl_lo, dl_hi;   /* index window of the deltas */
 };
 
 /* A validated shard: its columns live in storage the caller gave
@@ -327,18 +345,24 @@ static inline int shard_dirent_ok(const struct shard_col *s, uint64_t b, uint64_
            pos >= s->n_blocks * SHARD_DIRENT_BYTES && range_ok(pos, cnt * w, s->index_len);
 }
 
-/* Start of record i of a var column; i < n_records. 0 or CXLP_ECORRUPT. */
+/* Start of record i of a var column; i < n_records. 0 or CXLP_ECORRUPT
+ * (also for an entry or a delta outside the column's index windows). */
 static inline int shard_var_start(const struct shard_col *s, uint64_t i, uint64_t *start)
 {
-    uint64_t b = i / SHARD_BLOCK;
-    const uint8_t *e = s->index + b * SHARD_DIRENT_BYTES;
+    uint64_t b = i / SHARD_BLOCK, at = b * SHARD_DIRENT_BYTES;
+    if (at < s->dir_lo || at + SHARD_DIRENT_BYTES > s->dir_hi)
+        return CXLP_ECORRUPT;
+    const uint8_t *e = s->index + (at - s->dir_lo);
     uint64_t anchor, pw, d;
     memcpy(&anchor, e, 8);
     memcpy(&pw, e + 8, 8);
     if (!shard_dirent_ok(s, b, anchor, pw))
         return CXLP_ECORRUPT;
     unsigned w = (unsigned)(pw >> 56);
-    d = shard_load_le(s->index + (pw & SHARD_POS_MASK) + (i % SHARD_BLOCK) * w, w);
+    uint64_t dp = (pw & SHARD_POS_MASK) + (i % SHARD_BLOCK) * w; /* < index_len: dirent_ok */
+    if (dp < s->dl_lo || dp + w > s->dl_hi)
+        return CXLP_ECORRUPT;
+    d = shard_load_le(s->dl + (dp - s->dl_lo), w);
     if (add_overflow_u64(anchor, d, start))
         return CXLP_ECORRUPT;
     return 0;
@@ -352,7 +376,11 @@ static inline __attribute__((always_inline)) int
 shard_col_record(const struct shard_col *s, uint64_t i, const uint8_t **p, uint64_t *len)
 {
     if (s->kind == SHARD_KIND_FIXED) {
-        *p = s->data + i * s->record_size; /* n*record_size == data_len checked at open */
+        /* n*record_size == data_len checked at open: no overflow for i < n */
+        uint64_t at = i * s->record_size;
+        if (__builtin_expect(at < s->lo || at + s->record_size > s->hi, 0))
+            return CXLP_ECORRUPT;
+        *p = s->data + (at - s->lo);
         *len = s->record_size;
         return 0;
     }
@@ -363,9 +391,9 @@ shard_col_record(const struct shard_col *s, uint64_t i, const uint8_t **p, uint6
         end = s->data_len;
     else if (shard_var_start(s, i + 1, &end))
         return CXLP_ECORRUPT;
-    if (start > end || end > s->data_len)
+    if (start > end || start < s->lo || end > s->hi)
         return CXLP_ECORRUPT;
-    *p = s->data + start;
+    *p = s->data + (start - s->lo);
     *len = end - start;
     return 0;
 }
@@ -391,7 +419,19 @@ static inline void shard_at(const struct shard *g, const uint8_t *base, struct s
         cols[c] = g->col[c];
         cols[c].data = base + g->col[c].data_off;
         cols[c].index = base + g->col[c].index_off;
+        cols[c].dl = cols[c].index;
     }
+}
+
+/* A column's windows set to the whole column and index (what shard_open
+ * gives every column). */
+static inline void shard_col_whole(struct shard_col *c)
+{
+    c->lo = 0;
+    c->hi = c->data_len;
+    c->dir_lo = c->dl_lo = 0;
+    c->dir_hi = c->dl_hi = c->index_len;
+    c->dl = c->index;
 }
 
 /* ---- encoding ---------------------------------------------------------- */

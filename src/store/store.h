@@ -67,6 +67,9 @@ struct cxlp_store {
     uint32_t n_sums;
     pthread_mutex_t heads_mu; /* not home_mu: a home read holds that one */
     int nc;                   /* non-coherent pool: invalidate before reading */
+    struct store_units *units; /* its staging units (unit.c), once known: set
+                               * once under mu, read with acquire; NULL: none
+                               * known (the stage unit is the shard) */
 };
 
 /* Shard k's location word in tier t, its line invalidated first on a
@@ -74,6 +77,24 @@ struct cxlp_store {
 static inline uint64_t store_word(const cxlp_store *s, uint64_t k, uint32_t t)
 {
     const uint64_t *w = &s->states[k * s->stride + 1 + t];
+    if (s->nc)
+        cache_invalidate(w, sizeof *w);
+    return at_load_acquire(w);
+}
+
+/* A dataset's staging units as a store knows them (unit.c): the pool's
+ * record and, per shard, its first unit. */
+struct store_units {
+    struct pool_units pu;
+    uint64_t *ufirst;          /* n_shards + 1 entries; ufirst[n_shards] = n_units */
+    struct fastdiv per_div;    /* division by pu.per_unit */
+};
+
+/* Unit u's location word in tier t (u < n_units of s->units), as store_word. */
+static inline uint64_t store_unit_word(const cxlp_store *s, uint64_t u, uint32_t t)
+{
+    const struct store_units *su = at_load_acquire(&s->units);
+    const uint64_t *w = &su->pu.words[u * su->pu.stride + 1 + t];
     if (s->nc)
         cache_invalidate(w, sizeof *w);
     return at_load_acquire(w);
@@ -87,6 +108,14 @@ static inline uint64_t store_word(const cxlp_store *s, uint64_t k, uint32_t t)
  * the format once it is fixed. */
 int store_shard_check(cxlp_store *s, uint64_t k, const uint8_t *base, struct shard *g,
                       struct shard_col *cols, int settle, const char *where);
+
+/* store_shard_check from shard k's header page alone (4 KiB at page):
+ * the header checksum, the directory and its bounds, the sums the page
+ * holds, against the shard table's records, bytes and digest and the
+ * schema; no index entry is read, so *g (columns in cols) may serve only
+ * reads that check every index entry they load (the read path does). */
+int store_head_check(cxlp_store *s, uint64_t k, const uint8_t *page, struct shard *g,
+                     struct shard_col *cols, int settle, const char *where);
 
 /* Shard of record idx (< count). */
 static inline uint64_t store_shard_of(const cxlp_store *s, uint64_t idx)
@@ -137,8 +166,13 @@ uint64_t store_max_shard(const cxlp_store *s);
  * lies in shard k as sh (a validated or rebased geometry) holds it. */
 int store_fields_at(const cxlp_store *s, const struct shard *sh, uint64_t k, uint64_t idx,
                     const uint32_t *fields, uint32_t n, struct cxlp_view *v);
+/* A miss on record idx of a tiered dataset: a copy of its staging unit (a
+ * dataset with units; made for it when the default budget calls for them)
+ * or of its shard in the fastest memory tier with room, as store_fetch. */
+int store_fetch_record(cxlp_store *s, uint64_t idx);
 /* cxlp_store_read (fields NULL, n = 1) or store_read_fields for a caller
- * that holds an epoch pin (any pool). */
+ * that holds an epoch pin (any pool): from a whole copy of the record's
+ * shard in a memory tier, else from a copy of its staging unit. */
 int store_read_pinned(const cxlp_store *s, uint64_t idx, const uint32_t *fields, uint32_t n,
                       struct cxlp_view *v);
 

@@ -176,4 +176,103 @@ static inline int rec_loader(cxlp_store *s, int fixed, const struct cxlp_sampler
     return rc;
 }
 
+
+/* ---- a dataset of three fields: tokens (uint16, variable), label (int32),
+ * text (str, variable), and documents of 10 records; record i's fields are
+ * a function of (i, seed) */
+
+static inline uint64_t mv_tokens(uint64_t i)
+{
+    return (i * 7) % 50;
+}
+
+static inline void mv_record(uint64_t i, uint64_t seed, uint16_t *tok, int32_t *label,
+                             char *text, uint64_t *tlen)
+{
+    for (uint64_t j = 0; j < mv_tokens(i); j++)
+        tok[j] = (uint16_t)(i + j * 3 + seed);
+    *label = (int32_t)(uint32_t)(i * 2654435761u);
+    *tlen = 0;
+    for (uint64_t r = 0; r < i % 5; r++)
+        *tlen += (uint64_t)sprintf(text + *tlen, "r%llu;", (unsigned long long)i);
+}
+
+/* Ingests n such records in shards of shard_bytes; 0 or the first error. */
+static inline int mv_write(cxlp_pool *p, const char *name, uint64_t n, uint64_t seed,
+                           uint64_t shard_bytes)
+{
+    struct cxlp_schema sc;
+    memset(&sc, 0, sizeof sc);
+    sc.n_fields = 3;
+    strcpy(sc.fields[0].name, "tokens");
+    sc.fields[0].dtype = CXLP_DT_U16;
+    sc.fields[0].ndim = 1;
+    strcpy(sc.fields[1].name, "label");
+    sc.fields[1].dtype = CXLP_DT_I32;
+    strcpy(sc.fields[2].name, "text");
+    sc.fields[2].dtype = CXLP_DT_STR;
+    sc.fields[2].ndim = 1;
+    struct cxlp_writer_opts o = {.shard_bytes = shard_bytes};
+    cxlp_writer *w;
+    int rc = cxlp_writer_begin(p, name, &sc, &o, &w);
+    if (rc)
+        return rc;
+    static uint16_t tok[100 * 50];
+    static int32_t lab[100];
+    static char text[100 * 64];
+    int64_t ot[101], ox[101];
+    for (uint64_t i0 = 0; i0 < n && !rc; i0 += 100) {
+        uint64_t m = n - i0 < 100 ? n - i0 : 100, nt = 0, nx = 0;
+        for (uint64_t k = 0; k < m; k++) {
+            uint64_t tl;
+            ot[k] = (int64_t)nt;
+            ox[k] = (int64_t)nx;
+            mv_record(i0 + k, seed, tok + nt, &lab[k], text + nx, &tl);
+            nt += mv_tokens(i0 + k);
+            nx += tl;
+        }
+        ot[m] = (int64_t)nt;
+        ox[m] = (int64_t)nx;
+        struct cxlp_column cols[3] = {
+            {.data = tok, .len = nt * 2, .offsets = ot},
+            {.data = lab, .len = m * 4},
+            {.data = text, .len = nx, .offsets = ox},
+        };
+        rc = cxlp_writer_append_columns(w, m, cols);
+    }
+    int64_t docs[(n + 9) / 10 + 1];
+    uint64_t nd = 0;
+    for (uint64_t i = 0; i < n; i += 10)
+        docs[nd++] = (int64_t)i;
+    docs[nd] = (int64_t)n;
+    if (!rc)
+        rc = cxlp_writer_set_docs(w, docs, nd);
+    if (rc) {
+        cxlp_writer_abort(w);
+        return rc;
+    }
+    return cxlp_writer_commit(w);
+}
+
+/* How many of records [from, from + n) read back right, every field, with
+ * cxlp_store_read_field_copy (the first wrong one ends the count). */
+static inline uint64_t mv_read_ok(cxlp_store *s, uint64_t from, uint64_t n, uint64_t seed)
+{
+    uint16_t tok[50], got[64];
+    int32_t lab;
+    char text[64];
+    uint64_t tl, len;
+    for (uint64_t i = from; i < from + n; i++) {
+        mv_record(i, seed, tok, &lab, text, &tl);
+        if (cxlp_store_read_field_copy(s, i, 0, got, sizeof got, &len) ||
+            len != mv_tokens(i) * 2 || memcmp(got, tok, len) ||
+            cxlp_store_read_field_copy(s, i, 1, got, sizeof got, &len) || len != 4 ||
+            memcmp(got, &lab, 4) ||
+            cxlp_store_read_field_copy(s, i, 2, got, sizeof got, &len) || len != tl ||
+            memcmp(got, text, tl))
+            return i - from;
+    }
+    return n;
+}
+
 #endif

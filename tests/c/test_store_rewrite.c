@@ -36,85 +36,15 @@
 
 static uint64_t seed;
 
-/* ---- a dataset of three fields: tokens (uint16, variable), label (int32),
- * text (str, variable), and documents of 10 records */
-
-static uint64_t mv_tokens(uint64_t i) { return (i * 7) % 50; }
-
-static void mv_record(uint64_t i, uint16_t *tok, int32_t *label, char *text, uint64_t *tlen)
-{
-    for (uint64_t j = 0; j < mv_tokens(i); j++)
-        tok[j] = (uint16_t)(i + j * 3 + seed);
-    *label = (int32_t)(uint32_t)(i * 2654435761u);
-    *tlen = 0;
-    for (uint64_t r = 0; r < i % 5; r++)
-        *tlen += (uint64_t)sprintf(text + *tlen, "r%llu;", (unsigned long long)i);
-}
-
 static void mv_ingest(cxlp_pool *p, const char *name, uint64_t n)
 {
-    struct cxlp_schema sc;
-    memset(&sc, 0, sizeof sc);
-    sc.n_fields = 3;
-    strcpy(sc.fields[0].name, "tokens");
-    sc.fields[0].dtype = CXLP_DT_U16;
-    sc.fields[0].ndim = 1;
-    strcpy(sc.fields[1].name, "label");
-    sc.fields[1].dtype = CXLP_DT_I32;
-    strcpy(sc.fields[2].name, "text");
-    sc.fields[2].dtype = CXLP_DT_STR;
-    sc.fields[2].ndim = 1;
-    struct cxlp_writer_opts o = {.shard_bytes = 16 * KiB};
-    cxlp_writer *w;
-    CHECK_OK(cxlp_writer_begin(p, name, &sc, &o, &w));
-    static uint16_t tok[100 * 50];
-    static int32_t lab[100];
-    static char text[100 * 64];
-    int64_t ot[101], ox[101];
-    for (uint64_t i0 = 0; i0 < n; i0 += 100) {
-        uint64_t m = n - i0 < 100 ? n - i0 : 100, nt = 0, nx = 0;
-        for (uint64_t k = 0; k < m; k++) {
-            uint64_t tl;
-            ot[k] = (int64_t)nt;
-            ox[k] = (int64_t)nx;
-            mv_record(i0 + k, tok + nt, &lab[k], text + nx, &tl);
-            nt += mv_tokens(i0 + k);
-            nx += tl;
-        }
-        ot[m] = (int64_t)nt;
-        ox[m] = (int64_t)nx;
-        struct cxlp_column cols[3] = {
-            {.data = tok, .len = nt * 2, .offsets = ot},
-            {.data = lab, .len = m * 4},
-            {.data = text, .len = nx, .offsets = ox},
-        };
-        CHECK_OK(cxlp_writer_append_columns(w, m, cols));
-    }
-    int64_t docs[1024];
-    uint64_t nd = 0;
-    for (uint64_t i = 0; i < n; i += 10)
-        docs[nd++] = (int64_t)i;
-    docs[nd] = (int64_t)n;
-    CHECK_OK(cxlp_writer_set_docs(w, docs, nd));
-    CHECK_OK(cxlp_writer_commit(w));
+    mv_write(p, name, n, seed, 16 * KiB);
 }
 
 static void mv_check(cxlp_store *s, uint64_t n)
 {
     CHECK(cxlp_store_count(s) == n);
-    uint16_t tok[50], got[64];
-    int32_t lab;
-    char text[64];
-    uint64_t tl, len;
-    for (uint64_t i = 0; i < n; i++) {
-        mv_record(i, tok, &lab, text, &tl);
-        CHECK_OK(cxlp_store_read_field_copy(s, i, 0, got, sizeof got, &len));
-        CHECK(len == mv_tokens(i) * 2 && memcmp(got, tok, len) == 0);
-        CHECK_OK(cxlp_store_read_field_copy(s, i, 1, got, sizeof got, &len));
-        CHECK(len == 4 && memcmp(got, &lab, 4) == 0);
-        CHECK_OK(cxlp_store_read_field_copy(s, i, 2, got, sizeof got, &len));
-        CHECK(len == tl && memcmp(got, text, tl) == 0);
-    }
+    CHECK(mv_read_ok(s, 0, n, seed) == n);
     const int64_t *docs;
     uint64_t nd;
     CHECK_OK(cxlp_store_docs(s, &docs, &nd));

@@ -273,8 +273,8 @@ static void meta_scale(void)
     cat_free(&c);
     /* a location change: a copy of shard 7 in dram, then dropped */
     struct pool_extent ce;
-    CHECK_OK(pool_copy_reserve(p, rec.states.off, 7, 0, &ce));
-    CHECK_OK(pool_copy_place(p, rec.states.off, 7, 0, ce, 1, 0));
+    CHECK_OK(pool_copy_reserve(p, rec.states.off, 7, 0, 0, &ce));
+    CHECK_OK(pool_copy_place(p, rec.states.off, 7, 0, ce, 1, 0, NULL));
     uint64_t *w = attach_states(pool_attach(p), rec.states.off) + 7 * 3;
     CHECK(loc_present(w[1]) && loc_off(w[1]) == ce.off && loc_present(w[2]));
     CHECK_OK(cat_snapshot(pool_attach(p), &c, 0, &gen, pool_obj(p)));
