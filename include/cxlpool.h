@@ -493,6 +493,21 @@ CXLP_API int cxlp_store_copies(const cxlp_store *s, uint64_t *copies, size_t cap
  * moment's view: copies come and go). A pool of one tier: bit 0.
  * CXLP_ERANGE for k past the dataset's shards. Any thread. */
 CXLP_API int cxlp_store_shard_tiers(const cxlp_store *s, uint64_t k, uint32_t *mask);
+/* Staging units (docs/tiers.md, "Staging units"): what a memory tier of a
+ * pool of tiers holds of a dataset whose shards are larger than a loader's
+ * staging budget calls for: runs of per_unit records of one shard each.
+ * cxlp_store_stage_unit: the unit a loader with budget bytes of staging
+ * (0: the default, 3/4 of the fastest memory tier) stages: *records
+ * records (0: whole shards, which are small enough or have no block sums)
+ * of about *bytes each; a dataset whose units were made keeps theirs. May
+ * read a shard's header page. cxlp_store_units: the dataset's units as the
+ * pool holds them now: *n_units of *per_unit records (0 and 0: none made),
+ * and copies[t] how many have a copy in tier t (cap entries at most; the
+ * pool's tier count in *n). Any thread. */
+CXLP_API int cxlp_store_stage_unit(cxlp_store *s, uint64_t budget, uint64_t *records,
+                                   uint64_t *bytes);
+CXLP_API int cxlp_store_units(cxlp_store *s, uint64_t *n_units, uint64_t *per_unit,
+                              uint64_t *copies, size_t cap, size_t *n);
 /* 1 when the dataset's pool has more than one tier: its shards move, and
  * each view cxlp_store_read returns keeps the copy it points into (and every
  * copy dropped after it) until cxlp_store_close. */
@@ -1115,6 +1130,19 @@ struct cxlp_loader_stats {
     uint32_t stagers;        /* threads copying ahead (tier_stagers or the
                                 default for the dataset's shard size) */
     int read_in_part;        /* 1 while tier_read_in_part is in force */
+    /* What the engine stages (its "unit"): whole shards (unit_records 0),
+     * or staging units of unit_records records each, about unit_bytes a
+     * copy, for a dataset whose shards are larger than the budget calls
+     * for (docs/tiers.md, "Staging units"). prefetched, fetched, placed and
+     * the hit counts count those units. */
+    uint64_t unit_records;
+    uint64_t unit_bytes;
+    /* Bytes of copies of the dataset in the staging tier that were kept
+     * (placed by a migration or by another loader's hot_first or
+     * full_prefetch): the budget counts them, and the policy evicts them
+     * like its own when it needs the room; kept_evicted of them went. */
+    uint64_t kept_bytes;
+    uint64_t kept_evicted;
 };
 /* Fills st. Any thread. */
 CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);

@@ -500,7 +500,8 @@ static PyObject *loader_get_stall_ns(LoaderObject *self, void *c)
 /* A staging engine's counters as a dict. */
 static PyObject *stats_dict(const struct cxlp_loader_stats *st)
 {
-    return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:O}", "policy",
+    return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:O,"
+                         "s:K,s:K,s:K,s:K}", "policy",
                          cxlp_policy_name(st->policy), "tier", st->tier, "budget",
                          (unsigned long long)st->budget, "batches",
                          (unsigned long long)st->batches, "records",
@@ -516,7 +517,11 @@ static PyObject *stats_dict(const struct cxlp_loader_stats *st)
                          (unsigned long long)st->private_reads, "partial_reads",
                          (unsigned long long)st->partial_reads, "partial_bytes",
                          (unsigned long long)st->partial_bytes, "stagers", st->stagers,
-                         "read_in_part", st->read_in_part ? Py_True : Py_False);
+                         "read_in_part", st->read_in_part ? Py_True : Py_False,
+                         "unit_records", (unsigned long long)st->unit_records, "unit_bytes",
+                         (unsigned long long)st->unit_bytes, "kept_bytes",
+                         (unsigned long long)st->kept_bytes, "kept_evicted",
+                         (unsigned long long)st->kept_evicted);
 }
 
 /* The staging engine's counters (all zero on a pool of one tier). */

@@ -323,6 +323,44 @@ static PyObject *store_format(StoreObject *self, PyObject *unused)
                          (unsigned long long)block, "sums_area", area ? Py_True : Py_False);
 }
 
+static PyObject *store_units(StoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!store_ok(self))
+        return NULL;
+    uint64_t nu, per, copies[32];
+    size_t n;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* a catalog snapshot */
+    rc = cxlp_store_units(self->s, &nu, &per, copies, 32, &n);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return core_raise(rc, self->s);
+    PyObject *c = PyList_New((Py_ssize_t)MIN_U64(n, 32));
+    for (size_t t = 0; c && t < n && t < 32; t++)
+        PyList_SET_ITEM(c, (Py_ssize_t)t, PyLong_FromUnsignedLongLong(copies[t]));
+    if (!c)
+        return NULL;
+    return Py_BuildValue("{s:K,s:K,s:N}", "n_units", (unsigned long long)nu, "per_unit",
+                         (unsigned long long)per, "copies", c);
+}
+
+static PyObject *store_stage_unit(StoreObject *self, PyObject *args)
+{
+    unsigned long long budget = 0;
+    if (!PyArg_ParseTuple(args, "|K", &budget) || !store_ok(self))
+        return NULL;
+    uint64_t rec, bytes;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* may read a header page */
+    rc = cxlp_store_stage_unit(self->s, budget, &rec, &bytes);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return core_raise(rc, self->s);
+    return Py_BuildValue("{s:K,s:K}", "records", (unsigned long long)rec, "bytes",
+                         (unsigned long long)bytes);
+}
+
 static PyObject *store_shard_tiers(StoreObject *self, PyObject *args)
 {
     unsigned long long k;
@@ -581,6 +619,10 @@ static PyMethodDef store_methods[] = {
     {"format", (PyCFunction)store_format, METH_NOARGS,
      "{'version': shard format, 'block_bytes': of a block sum (0: none), 'sums_area'} "
      "(cxlp_store_format)."},
+    {"units", (PyCFunction)store_units, METH_NOARGS,
+     "units() -> {'n_units', 'per_unit', 'copies': per tier}: the dataset's staging units."},
+    {"stage_unit", (PyCFunction)store_stage_unit, METH_VARARGS,
+     "stage_unit(budget=0) -> {'records', 'bytes'}: what a loader with that budget stages."},
     {"shard_tiers", (PyCFunction)store_shard_tiers, METH_VARARGS,
      "shard_tiers(k) -> bit t set: tier t holds a copy of shard k now."},
     {NULL, NULL, 0, NULL},

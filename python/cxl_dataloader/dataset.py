@@ -238,6 +238,20 @@ class CXLDataset(torch.utils.data.Dataset):
         of tiers this reads the first shard's header page."""
         return self._store.format()
 
+    def units(self) -> dict:
+        """The dataset's staging units (docs/tiers.md, "Staging units"):
+        n_units runs of per_unit records of one shard each (0 and 0 until a
+        loader or a read made them: a dataset whose shards are small enough
+        for the staging budget stages whole shards), and copies: per tier of
+        the pool, how many units have a copy there now."""
+        return self._store.units()
+
+    def stage_unit(self, memory_budget: Optional[int] = None) -> dict:
+        """What a loader with ``memory_budget`` bytes of staging (None: the
+        default, 3/4 of the fastest memory tier) stages: records (0: whole
+        shards) and about how many bytes a copy of one takes."""
+        return self._store.stage_unit(int(memory_budget or 0))
+
     def shard_tiers(self, shard: int) -> list[int]:
         """The tiers (indexes into the pool's ``tiers()``) that hold a copy
         of shard ``shard`` now, fastest first: a moment's view, as copies

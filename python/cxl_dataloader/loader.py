@@ -58,7 +58,7 @@ from . import _core, _resume, gpu
 from .dataset import CXLDataset
 from .pool import TIER_POLICIES, node_exists
 from .samplers import (CXLSamplerBase, DistributedCXLSampler, RandomCXLSampler,
-                       order_shard_bytes, staging_budget)
+                       order_block_bytes, order_shard_bytes, staging_budget)
 
 MEMORY_POLICIES = TIER_POLICIES
 # memory_policy's other namespace: how the pages of the loader's ring slots
@@ -387,11 +387,26 @@ class CXLDataLoader:
                   f"of up to {sh['max_bytes']} bytes) behind a staging budget of {budget} bytes: "
                   f"every batch draws from every shard, {how}; {fix}")
         elif isinstance(s, RandomCXLSampler) and s.order == "block":
-            shard_bytes = order_shard_bytes(sh, s.shard_size)
-            if s.window * shard_bytes > budget:
-                _warn(f"the sampler's window of {s.window} shards ({s.window * shard_bytes} "
-                      f"bytes) is more than the staging budget of {budget} bytes: shards are "
-                      f"read from the home tier more than once per epoch; {fix}")
+            unit = self.dataset.stage_unit(budget)
+            block_bytes = order_block_bytes(sh, unit, s.shard_size)
+            if s.window * block_bytes <= budget:
+                return
+            fmt = self.dataset.shard_format()
+            if not unit["records"] and 2 * sh["max_bytes"] > budget and fmt["block_bytes"] == 0:
+                # shards too large for the budget, and no block sums to stage
+                # a part of one by (docs/tiers.md, "Staging units")
+                _warn(f"dataset {self.dataset.name!r} is in shards of up to {sh['max_bytes']} "
+                      f"bytes, too large for a staging budget of {budget} bytes, and its shard "
+                      f"format {fmt['version']} has no block sums, so no part of a shard can be "
+                      f"staged alone: every record is read from the home tier; rewrite it: "
+                      f"pool.rewrite({self.dataset.name!r}) or cxlpool rewrite POOL "
+                      f"{self.dataset.name}")
+            else:
+                _warn(f"the sampler's window of {s.window} blocks of {s.shard_size} records "
+                      f"({s.window * block_bytes} bytes in memory) is more than the staging "
+                      f"budget of {budget} bytes: blocks are read from the home tier more "
+                      f"than once per epoch; use window=\"auto\" (a window of half the "
+                      f"budget) or a window of at most {max(1, budget // (2 * block_bytes))}")
 
     def _rewrite_advice(self) -> str:
         """For a dataset read in part: nothing when its shards have 4 KiB

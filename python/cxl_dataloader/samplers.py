@@ -105,27 +105,40 @@ def torch_seed() -> int:
 
 def auto_window(dataset: Any, shard_size: Optional[int], memory_budget: Optional[int]) -> tuple[int, int]:
     """(shard_size, window) for a block order that a staging engine can keep
-    ahead of: the window's shards take at most half of the memory budget
+    ahead of: the window's blocks take at most half of the memory budget
     (the other half holds the next window while this one is read). The
     budget defaults to what a loader's engine uses, 3/4 of the fastest memory
-    tier; the shard size to the dataset's own shards. On a pool of one tier
-    everything is in memory already: the window is every shard (a full
-    shuffle of the shards' order and of the records inside)."""
+    tier; the block to what the engine stages: the dataset's staging unit
+    where its shards are larger than the budget calls for (docs/tiers.md,
+    "Staging units"), else its own shards. On a pool of one tier everything
+    is in memory already: the window is every shard (a full shuffle of the
+    shards' order and of the records inside)."""
     if not (hasattr(dataset, "shards") and hasattr(dataset, "spec")):
         raise ValueError('window="auto" needs a CXLDataset (its shards and its pool\'s tiers)')
     sh = dataset.shards()
-    per = int(shard_size or sh["per_shard"])
+    tiered = getattr(dataset, "tiered", False)
+    budget = staging_budget(dataset, memory_budget) if tiered else None
+    unit = dataset.stage_unit(budget) if tiered and budget is not None else {"records": 0}
+    per = int(shard_size or unit["records"] or sh["per_shard"])
     if per <= 0:
         raise ValueError('window="auto": the dataset\'s shards hold different numbers of '
                          "records; give shard_size")
-    n_shards = -(-len(dataset) // per)
-    if not getattr(dataset, "tiered", False):
-        return per, max(1, n_shards)
-    shard_bytes = order_shard_bytes(sh, per)
-    budget = staging_budget(dataset, memory_budget)
+    n_blocks = -(-len(dataset) // per)
+    if not tiered:
+        return per, max(1, n_blocks)
+    block_bytes = order_block_bytes(sh, unit, per)
     if budget is None:
-        budget = shard_bytes * 2
-    return per, max(1, min(n_shards, budget // (2 * shard_bytes)))
+        budget = block_bytes * 2
+    return per, max(1, min(n_blocks, budget // (2 * block_bytes)))
+
+
+def order_block_bytes(shards: dict, unit: dict, per: int) -> int:
+    """Bytes a block of ``per`` records of the block order takes in a memory
+    tier: its share of a staging unit (``unit``: the dataset's stage_unit(),
+    records 0 when it stages whole shards), else of a shard."""
+    if unit["records"]:
+        return max(1, unit["bytes"] * per // unit["records"])
+    return order_shard_bytes(shards, per)
 
 
 def order_shard_bytes(shards: dict, per: int) -> int:

@@ -810,6 +810,14 @@ void store_home_free(uint8_t *buf, uint64_t map_len)
         free(buf);
 }
 
+int store_room_from_others(cxlp_store *s, uint32_t t)
+{
+    cxlp_pool *wp;
+    uint64_t bytes = 0;
+    return store_pool_rw(s, &wp) == 0 &&
+           pool_drop_one_cache(wp, t, s->ds.states_off, &bytes) == 0 && bytes > 0;
+}
+
 int store_fetch(cxlp_store *s, uint64_t k, unsigned flags)
 {
     uint64_t t0 = now_ns();
@@ -817,7 +825,13 @@ int store_fetch(cxlp_store *s, uint64_t k, unsigned flags)
     uint32_t t = 0;
     for (uint32_t i = 0; i < s->n_mem; i++) {
         t = s->mem[i];
-        rc = store_copy(s, k, t, flags | FETCH_WAIT, 0, NULL, NULL);
+        /* a tier full of other datasets' cache copies gives up a few:
+         * they are evictable by definition */
+        for (int tries = 0; tries < 8; tries++) {
+            rc = store_copy(s, k, t, flags | FETCH_WAIT, 0, NULL, NULL);
+            if (rc != CXLP_EFULL || !store_room_from_others(s, t))
+                break;
+        }
         if (rc != CXLP_EFULL)
             break;
     }

@@ -108,6 +108,9 @@ void store_home_free(uint8_t *buf, uint64_t map_len);
 int store_pool_rw(cxlp_store *s, cxlp_pool **out);
 
 /* What fetch.c shares with unit.c (the store layer only). */
+/* Drops one cache copy of another dataset in tier t (a miss that found
+ * the tier full): 1 when it dropped one. */
+int store_room_from_others(cxlp_store *s, uint32_t t);
 /* 0 when tier u's word for shard k, at off, holds len bytes inside the
  * tier; else CXLP_ECORRUPT naming them. */
 int store_word_in_tier(const cxlp_store *s, uint64_t k, uint32_t u, uint64_t off, uint64_t len);

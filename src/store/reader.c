@@ -523,16 +523,19 @@ int store_read_pinned(const cxlp_store *s, uint64_t idx, const uint32_t *fields,
 
 int store_fetch_record(cxlp_store *s, uint64_t idx)
 {
-    /* a dataset whose shards are too large for a copy of one (for the
-     * engine's default budget) stages in units */
+    /* a record of a shard larger than a quarter of the fastest memory tier:
+     * its staging unit, the dataset's units made if need be; else its
+     * shard, unless the dataset has units already */
+    uint64_t k = store_shard_of(s, idx);
     if (!at_load_acquire(&s->units)) {
-        int rc = store_units_use(s, 0, 1);
+        int big = s->n_mem && s->loc[k].len > attach_tier(s->a, s->mem[0])->data_len / 4;
+        int rc = store_units_use(s, 0, big);
         if (rc && rc != CXLP_ENOTFOUND)
             return rc;
     }
     if (at_load_acquire(&s->units))
         return store_unit_fetch(s, store_unit_of(s, idx), FETCH_WAIT);
-    return store_fetch(s, store_shard_of(s, idx), FETCH_WAIT);
+    return store_fetch(s, k, FETCH_WAIT);
 }
 
 /* The read path of a tiered dataset: its first view pins the epoch for the

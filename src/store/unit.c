@@ -60,11 +60,11 @@
 #include "pool/pool_format.h"
 #include "store/unit.h"
 
-/* Units are for shards larger than UNIT_WHOLE units of the target size:
- * below, the window of a block order holds enough whole shards, and a
- * whole copy costs one reservation, not several. */
-#define UNIT_WHOLE 2u
-#define UNIT_MIN_BYTES (UINT64_C(256) << 10)
+/* Units are for shards larger than 1/UNIT_WHOLE of the budget: below, the
+ * window of a block order (half the budget) holds 8 whole shards or more,
+ * and a whole copy costs one reservation, not several. */
+#define UNIT_WHOLE 16u
+#define UNIT_MIN_BYTES (UINT64_C(64) << 10)
 #define UNIT_MAX_BYTES (UINT64_C(16) << 20)
 
 /* ------------------------------------------------------------ geometry */
@@ -132,9 +132,12 @@ int store_unit_rule(cxlp_store *s, uint64_t budget, uint64_t *per_unit, uint64_t
         if (store_pool_rw(s, &wp) == 0 && pool_units_get(wp, s->ds.states_off, &pu) == 0) {
             R = pu.per_unit; /* made earlier: the dataset's */
         } else {
+            /* a window of a block order is half the budget: 24 units,
+             * never fewer than 2 of at least 64 KiB (16 blocks) */
             uint64_t b = budget ? budget : default_budget(s);
             uint64_t target = MIN(MAX(pow2_floor(MAX(b / 48, 1)), UNIT_MIN_BYTES), UNIT_MAX_BYTES);
-            if (store_max_shard(s) <= UNIT_WHOLE * target)
+            target = MAX(MIN(target, pow2_floor(MAX(b / 4, 1))), UNIT_MIN_BYTES / 4);
+            if (store_max_shard(s) <= b / UNIT_WHOLE)
                 return 0; /* whole shards are small enough */
             uint32_t v;
             int rc = shard_format(s, &v);
@@ -386,7 +389,9 @@ static int img_layout(const struct shard *g, struct need *v, size_t n, struct im
     uint64_t at = UNIT_HEAD;
     for (size_t i = 0; i < nw; i++) {
         struct unit_seg *l = &m->seg[m->n - 1];
-        if (m->n > 1 && w[i].lo <= l->off + l->len) {
+        /* a sums area's pages stay segments of their own (kept pages) */
+        int same_side = !g->sums_off || (l->off >= g->sums_off) == (w[i].lo >= g->sums_off);
+        if (m->n > 1 && w[i].lo <= l->off + l->len && same_side) {
             uint64_t end = MAX(l->off + l->len, w[i].hi);
             at += ALIGN_UP(end - l->off, 4096) - ALIGN_UP(l->len, 4096);
             l->len = end - l->off;
@@ -531,8 +536,61 @@ static void src_close(struct src *x)
     x->base = NULL;
 }
 
-/* Reads every segment of m but the header page from x into m->base. */
-static int src_read(struct src *x, const struct img *m, uint64_t *bytes, uint64_t *direct_bytes)
+/* Where the pages a store keeps of a shard's home copy (read once, then
+ * taken by every unit of the shard that needs them) start: its variable-
+ * size columns' indexes, which lie after all the data, and its sums area.
+ * A unit needs a few index entries and a few sums; reading their whole
+ * blocks for each unit of 256 KiB read 1.09x a dataset of variable-size
+ * records instead of 1.0x. UINT64_MAX: nothing. */
+static uint64_t keep_from(const struct shard *g)
+{
+    uint64_t from = g->sums_off ? g->sums_off : UINT64_MAX;
+    for (uint32_t c = 0; c < g->n_cols; c++)
+        if (g->col[c].kind == SHARD_KIND_VAR)
+            from = MIN(from, g->col[c].index_off & ~(uint64_t)(SHARD_SUMS_PAGE - 1));
+    return from;
+}
+
+/* The key of the 4 KiB page at shard offset off among the store's kept
+ * pages: page q of a sums area is q + 1, as partial reads keep them. */
+static uint64_t page_key(const struct shard *g, uint64_t off)
+{
+    if (g->sums_off && off >= g->sums_off)
+        return (off - g->sums_off) / SHARD_SUMS_PAGE + 1;
+    return (UINT64_C(1) << 40) | off / SHARD_SUMS_PAGE;
+}
+
+/* 1 when every page of segment x the store keeps (for x's home copy):
+ * copied to dst. */
+static int kept_pages(struct src *x, const struct shard *g, const struct unit_seg *sg,
+                      uint8_t *dst)
+{
+    if (x->base || sg->off < keep_from(g) || sg->off % SHARD_SUMS_PAGE)
+        return 0;
+    for (uint64_t at = 0; at < sg->len; at += SHARD_SUMS_PAGE)
+        if (!store_kept_page(x->s, x->k, page_key(g, sg->off + at), x->word, dst + at))
+            return 0;
+    return 1;
+}
+
+/* Keeps the pages m holds (verified) from where keep_from says. */
+static void keep_pages(struct src *x, const struct shard *g, const struct img *m)
+{
+    const uint64_t from = keep_from(g);
+    for (uint32_t i = 1; !x->base && i < m->n; i++) {
+        const struct unit_seg *sg = &m->seg[i];
+        if (sg->off < from || sg->off % SHARD_SUMS_PAGE)
+            continue;
+        for (uint64_t at = 0; at < sg->len; at += SHARD_SUMS_PAGE)
+            store_keep_page(x->s, x->k, page_key(g, sg->off + at), x->word, m->base + sg->at + at);
+    }
+}
+
+/* Reads every segment of m but the header page from x into m->base: from
+ * the image had (verified; may be NULL) where it holds the segment, from
+ * the store's kept pages (keep_pages), else from x. */
+static int src_read(struct src *x, const struct img *m, const struct shard *sg_g,
+                    const struct img *had, uint64_t *bytes, uint64_t *direct_bytes)
 {
     uint64_t n = 0;
     if (x->base) {
@@ -547,17 +605,27 @@ static int src_read(struct src *x, const struct img *m, uint64_t *bytes, uint64_
     }
     struct media_read_range v[UNIT_MAX_SEGS];
     const uint64_t end = ALIGN_UP(x->s->loc[x->k].len, POOL_EXTENT_ALIGN);
+    uint32_t nv = 0;
     for (uint32_t i = 1; i < m->n; i++) {
+        const struct unit_seg *g = &m->seg[i];
+        const struct unit_seg *h = had && had->base ? img_find(had, g->off, g->off + g->len) : NULL;
+        if (h) { /* the index entries read to lay the copy out */
+            memcpy(m->base + g->at, had->base + h->at + (g->off - h->off), g->len);
+            memset(m->base + g->at + g->len, 0, ALIGN_UP(g->len, 4096) - g->len);
+            continue;
+        }
+        if (kept_pages(x, sg_g, g, m->base + g->at))
+            continue;
         /* whole pages: the extent is, and so is every segment's room */
-        uint64_t len = MIN(ALIGN_UP(m->seg[i].len, 4096), end - m->seg[i].off);
-        v[i - 1] = (struct media_read_range){x->off + m->seg[i].off, len, m->base + m->seg[i].at};
+        uint64_t len = MIN(ALIGN_UP(g->len, 4096), end - g->off);
+        v[nv++] = (struct media_read_range){x->off + g->off, len, m->base + g->at};
         n += len;
     }
     int direct = 0;
-    int rc = m->n > 1 ? media_readv(x->r, v, m->n - 1, &direct) : 0;
+    int rc = nv ? media_readv(x->r, v, nv, &direct) : 0;
     if (rc)
         return seterr(NULL, rc, "dataset %s shard %" PRIu64 ": reading %u ranges of its home copy "
-                      "(tier %u, %s, at %#" PRIx64 "): %s", x->s->name, x->k, m->n - 1, x->tier,
+                      "(tier %u, %s, at %#" PRIx64 "): %s", x->s->name, x->k, nv, x->tier,
                       attach_tier(x->s->a, x->tier)->path, x->off, cxlp_strerror(rc));
     *bytes += n;
     if (direct)
@@ -603,11 +671,11 @@ static int rc_name(cxlp_store *s, uint64_t u, int rc)
 
 /* The layout of unit u's copy (shard k, records [r0, r1)), its header
  * geometry in *g (columns in gcols) and header page in head (4 KiB): the
- * index entries it needs are read from x into private scratch and
- * verified. */
+ * index entries it needs are read from x into private scratch (*sc, its
+ * base for free(), NULL when none was needed) and verified. */
 static int plan_unit(cxlp_store *s, uint64_t u, uint64_t k, uint64_t r0, uint64_t r1,
                      struct src *x, uint8_t *head, struct shard *g, struct shard_col *gcols,
-                     struct img *m, struct copy_stat *cs)
+                     struct img *m, struct img *sc_out, struct copy_stat *cs)
 {
     int rc = src_head(x, head, g, gcols, &cs->bytes);
     if (rc)
@@ -663,12 +731,18 @@ static int plan_unit(cxlp_store *s, uint64_t u, uint64_t k, uint64_t r0, uint64_
             break;
         }
         memcpy(sc.base, head, SHARD_DATA_OFF);
-        if ((rc = src_read(x, &sc, &cs->bytes, &cs->direct_bytes)) ||
+        if ((rc = src_read(x, &sc, g, NULL, &cs->bytes, &cs->direct_bytes)) ||
             (rc = img_verify(s, k, g, &sc, "index entries of a unit")))
             break;
+        keep_pages(x, g, &sc);
     }
-    if (sc.base != head)
+    if (sc.base == head)
+        sc.base = NULL;
+    if (rc) {
         free(sc.base);
+        sc.base = NULL;
+    }
+    *sc_out = sc;
     return rc_name(s, u, rc);
 }
 
@@ -774,7 +848,7 @@ int store_unit_copy(cxlp_store *s, uint64_t u, uint32_t t, unsigned flags, uint3
     store_unit_span(s, u, &k, &r0, &r1);
     struct src x;
     uint8_t *head = NULL;
-    struct img m;
+    struct img m, sc = {.base = NULL};
     struct shard g;
     struct shard_col gcols[SHARD_MAX_COLS];
     struct pool_extent ext = {0, 0};
@@ -789,7 +863,7 @@ int store_unit_copy(cxlp_store *s, uint64_t u, uint32_t t, unsigned flags, uint3
     }
     if ((rc = src_open(s, k, UINT32_MAX, io, &x)))
         goto out_noread;
-    if ((rc = plan_unit(s, u, k, r0, r1, &x, head, &g, gcols, &m, &cs)))
+    if ((rc = plan_unit(s, u, k, r0, r1, &x, head, &g, gcols, &m, &sc, &cs)))
         goto out;
     for (;;) {
         rc = pool_copy_reserve(wp, so, target, t, m.len, &ext);
@@ -825,10 +899,11 @@ int store_unit_copy(cxlp_store *s, uint64_t u, uint32_t t, unsigned flags, uint3
     reserved = 1;
     m.base = pool_base_rw(wp, (int)t) + ext.off;
     memcpy(m.base, head, SHARD_DATA_OFF);
-    if (!(rc = src_read(&x, &m, &cs.bytes, &cs.direct_bytes)) &&
+    if (!(rc = src_read(&x, &m, &g, &sc, &cs.bytes, &cs.direct_bytes)) &&
         !(rc = img_verify(s, k, &g, &m, "new copy of a unit"))) {
         struct shard v;
         struct shard_col vcols[SHARD_MAX_COLS];
+        keep_pages(&x, &g, &m);
         rc = unit_view(s, k, &g, &m, r0, r1, &v, vcols);
     }
     src_close(&x);
@@ -852,6 +927,7 @@ out_noread:
         seterr(NULL, rc, "%s", msg);
     }
     free(head);
+    free(sc.base);
     store_io_close(&tmp);
     if (st)
         *st = cs;
@@ -866,7 +942,11 @@ int store_unit_fetch(cxlp_store *s, uint64_t u, unsigned flags)
     uint32_t t = 0;
     for (uint32_t i = 0; i < s->n_mem; i++) {
         t = s->mem[i];
-        rc = store_unit_copy(s, u, t, flags | FETCH_WAIT, 0, NULL, NULL);
+        for (int tries = 0; tries < 8; tries++) {
+            rc = store_unit_copy(s, u, t, flags | FETCH_WAIT, 0, NULL, NULL);
+            if (rc != CXLP_EFULL || !store_room_from_others(s, t))
+                break;
+        }
         if (rc != CXLP_EFULL)
             break;
     }
@@ -983,4 +1063,37 @@ int store_units_verify(cxlp_store *s, void (*report)(void *ctx, const char *line
         }
     }
     return first;
+}
+
+int cxlp_store_stage_unit(cxlp_store *s, uint64_t budget, uint64_t *records, uint64_t *bytes)
+{
+    if (!s || !records || !bytes)
+        return seterr(NULL, CXLP_EARG, "store_stage_unit: NULL argument");
+    return store_unit_rule(s, budget, records, bytes);
+}
+
+int cxlp_store_units(cxlp_store *s, uint64_t *n_units, uint64_t *per_unit, uint64_t *copies,
+                     size_t cap, size_t *n)
+{
+    if (!s || !n_units || !per_unit || !n || (cap && !copies))
+        return seterr(NULL, CXLP_EARG, "store_units: NULL argument");
+    uint32_t nt = attach_n_tiers(s->a);
+    for (size_t t = 0; t < cap; t++)
+        copies[t] = 0;
+    *n = nt;
+    *n_units = *per_unit = 0;
+    if (!s->tiered)
+        return 0;
+    int rc = store_units_use(s, 0, 0);
+    if (rc == CXLP_ENOTFOUND)
+        return 0;
+    if (rc)
+        return rc;
+    const struct store_units *su = s->units;
+    *n_units = su->pu.n_units;
+    *per_unit = su->pu.per_unit;
+    for (uint64_t u = 0; u < su->pu.n_units; u++)
+        for (uint32_t t = 0; t < nt && t < cap; t++)
+            copies[t] += loc_present(store_unit_word(s, u, t));
+    return 0;
 }

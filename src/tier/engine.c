@@ -6,22 +6,34 @@
  * pinned while it is gathered.
  *
  * Glossary
+ *   item       what the engine stages, places and evicts: a shard, or for a
+ *              dataset whose shards are larger than its staging budget calls
+ *              for, a staging unit (a run of one shard's records, store/unit.c):
+ *              the policies (policy.h) see items and call them shards
  *   position   index in this rank's id stream; pos = ids handed to the
  *              loader so far
  *   queue      ids read from the index source but not yet handed out: the
  *              window, up to horizon batches
- *   in flight  the ids handed out whose batches have not ended: the last
- *              pos - done of them; their shards count as needed now
- *              (next_use 0), never evicted by this engine
+ *   in flight  the ids handed out whose batches have not begun: the last
+ *              pos - begun of them, and a batch more (gather threads begin
+ *              batches in about the order they were planned, not exactly);
+ *              their items count as needed now (next_use 0), never evicted
+ *              by this engine; from batch_begin to batch_end the batch
+ *              holds its items (busy). Counting from the batches that
+ *              ended instead let a batch that ended early, ahead of an
+ *              earlier one, hide the earlier one's items: they were
+ *              evicted before it began and fetched again
  *   staging tier  the memory tier copies are made in
  *   cache copy a copy the engine (or any rank's engine, or a miss) made:
- *              evictable, counted in the budget; kept copies (migration,
- *              hot_first and full_prefetch placement) are neither
+ *              evictable, counted in the budget; so is a copy kept there by
+ *              a migration or by another loader's placement (it takes the
+ *              room the budget is made of); the copies this engine's own
+ *              placement keeps (hot_first, full_prefetch) are neither
  *   batch map  the shards of the batch a gather thread works on, resolved
  *              once under the location epoch pin (thread-local)
  *
  * Invariants
- *   used = sum of len over resident shards <= budget, except by one shard
+ *   used = sum of len over resident items <= budget, except by one item
  *          while a miss is fetched into a full budget (misses never wait
  *          for room that only the batch's own shards hold)
  *   a shard with next_use 0 (recent) is never evicted by this engine;
@@ -66,6 +78,7 @@
 #include "pool/pool_format.h"
 #include "store/fetch.h"
 #include "store/store.h"
+#include "store/unit.h"
 #include "tier/policy.h"
 #include "tier/registry.h"
 #include "tier/tier.h"
@@ -80,6 +93,8 @@ struct tier_engine {
     struct attach *wa;         /* its attachment */
     const struct tier_policy_ops *ops;
     int policy;
+    int units;                 /* the items are staging units, not shards */
+    uint64_t *kshard;          /* units: each unit's shard */
     uint32_t tier;             /* staging tier */
     uint32_t rank;             /* its rank among the pool's memory tiers */
     uint64_t budget;
@@ -108,13 +123,15 @@ struct tier_engine {
     size_t q_cap, q_head, q_len;
     size_t q_next;             /* the last q_next ids queued are the next pass's */
     int src_end, src_rc, nsrc_end;
-    uint64_t pos, done;        /* ids handed out; ids whose batches ended */
+    uint64_t pos, begun;       /* ids handed out; ids whose batches began */
     uint64_t *recent;          /* ring of the last ids handed out */
     size_t recent_cap, recent_head, recent_n;
 
     uint64_t n;                /* shards */
     uint64_t *len, *next_use, *last_use, *heat;
     uint8_t *resident, *kept, *slow;
+    uint8_t *mine;             /* kept by this engine's own placement */
+    uint8_t *foreign;          /* resident, and kept by someone else */
     uint32_t *busy;            /* stagings in progress + batches holding it */
     uint8_t *staging;          /* a stage of it is in progress here */
     uint64_t *res_list;
@@ -147,12 +164,47 @@ struct tier_engine {
  * project's VM (docs/benchmarks.md, "Stagers"): with 8 MiB shards 2 were
  * 7-11% faster than 4 (more streams of random reads), with 1 MiB shards 4
  * were 3-5% faster than 2. */
-static uint32_t def_stagers(const cxlp_store *s)
+static uint32_t def_stagers(const cxlp_store *s, uint64_t unit_bytes)
 {
     uint64_t q = (uint64_t)MEDIA_IO_DEPTH * MEDIA_IO_CHUNK;
-    uint64_t per = s->n_shards ? s->ds.info.stored_bytes / s->n_shards : q;
+    uint64_t per = unit_bytes ? unit_bytes : s->n_shards ? s->ds.info.stored_bytes / s->n_shards : q;
     per = MIN(MAX(per, 1), q);
     return (uint32_t)MIN(MAX(2 * q / per, 2), 4);
+}
+
+/* ------------------------------------------------------------ items */
+
+/* The item of record id. */
+static inline uint64_t item_of(const struct tier_engine *e, uint64_t id)
+{
+    return e->units ? store_unit_of(e->s, id) : store_shard_of(e->s, id);
+}
+
+/* Item i's shard. */
+static inline uint64_t item_shard(const struct tier_engine *e, uint64_t i)
+{
+    return e->units ? e->kshard[i] : i;
+}
+
+/* Item i's location word in tier t. */
+static inline uint64_t item_word(const struct tier_engine *e, uint64_t i, uint32_t t)
+{
+    return e->units ? store_unit_word(e->s, i, t) : store_word(e->s, i, t);
+}
+
+/* Item i as the pool's placement functions name it. */
+static inline uint64_t item_target(const struct tier_engine *e, uint64_t i)
+{
+    return e->units ? POOL_UNIT_TARGET | i : i;
+}
+
+/* Makes item i's copy in the staging tier (or, placing, tier t) as
+ * store_copy and store_unit_copy do. */
+static int item_copy(struct tier_engine *e, uint64_t i, uint32_t t, unsigned flags,
+                     struct store_io *io, struct copy_stat *cs)
+{
+    return e->units ? store_unit_copy(e->s, i, t, flags, 0, io, cs)
+                    : store_copy(e->s, i, t, flags, 0, io, cs);
 }
 
 /* ------------------------------------------------------------ residency */
@@ -175,17 +227,28 @@ static void set_resident(struct tier_engine *e, uint64_t k, int r)
     e->used -= e->len[k];
 }
 
-/* Reads shard k's words: a cache copy in the staging tier (resident), a
- * kept copy in a memory tier, or only a copy in a slower memory tier. */
+/* Reads item k's words: a copy in the staging tier (resident: a cache
+ * copy, or one kept there by someone else), a copy this engine placed
+ * there or one kept in a faster memory tier (kept: nothing to stage), or
+ * only a copy in a slower memory tier. A unit whose shard has a whole copy
+ * in a memory tier no slower than the staging tier is kept too (its
+ * records are read there). */
 static void refresh(struct tier_engine *e, uint64_t k)
 {
     const cxlp_store *s = e->s;
-    uint64_t w = store_word(e->s, k, e->tier);
-    int res = loc_present(w) && (w & LOC_CACHE), keep = loc_present(w) && !(w & LOC_CACHE);
+    uint64_t w = item_word(e, k, e->tier);
+    int here = loc_present(w), cache = here && (w & LOC_CACHE);
+    int res = here && (cache || !e->mine[k]), keep = here && !res;
     int faster = 0, slower = 0;
     for (uint32_t i = 0; i < s->n_mem; i++) {
         uint32_t t = s->mem[i];
-        uint64_t x = store_word(e->s, k, t);
+        uint64_t x = item_word(e, k, t);
+        if (e->units && loc_present(store_word(s, e->kshard[k], t))) {
+            if (i <= e->rank)
+                keep = 1; /* its shard whole in memory as fast: read there */
+            else
+                slower = 1;
+        }
         if (t == e->tier || !loc_present(x))
             continue;
         if (!(x & LOC_CACHE) && i < e->rank)
@@ -195,7 +258,12 @@ static void refresh(struct tier_engine *e, uint64_t k)
         else
             slower = 1;
     }
+    if (res && keep)
+        res = 0; /* a copy here we need not hold: left alone */
+    if (!res && e->units && !e->resident[k])
+        e->len[k] = store_unit_bytes(s, k); /* exact once a copy was made */
     set_resident(e, k, res);
+    e->foreign[k] = (uint8_t)(res && !cache);
     e->kept[k] = (uint8_t)keep;
     e->slow[k] = (uint8_t)(!res && !keep && !faster && slower);
 }
@@ -206,14 +274,16 @@ static void rescan(struct tier_engine *e)
         refresh(e, k);
     if (e->states_rw)
         for (uint64_t k = 0; k < e->n; k++)
-            e->heat[k] = at_load_relaxed(&e->states_rw[k * e->s->stride]);
+            e->heat[k] = at_load_relaxed(&e->states_rw[item_shard(e, k) * e->s->stride]);
 }
 
-/* 1 when a memory tier holds a copy of shard k now. */
+/* 1 when a memory tier holds a copy of item k now (of a unit: of the unit
+ * or of its whole shard). */
 static int readable(const struct tier_engine *e, uint64_t k)
 {
     for (uint32_t i = 0; i < e->s->n_mem; i++)
-        if (loc_present(store_word(e->s, k, e->s->mem[i])))
+        if (loc_present(item_word(e, k, e->s->mem[i])) ||
+            (e->units && loc_present(store_word(e->s, e->kshard[k], e->s->mem[i]))))
             return 1;
     return 0;
 }
@@ -261,6 +331,14 @@ static void refill(struct tier_engine *e)
     }
 }
 
+/* The dataset in the registry: engines staging its units publish unit
+ * numbers, engines staging whole shards shard numbers; each listens only
+ * to its own kind (states_off is a multiple of 8: the low bit is free). */
+static uint64_t reg_key(const struct tier_engine *e)
+{
+    return e->s->ds.states_off | (uint64_t)(e->units != 0);
+}
+
 static void touch(struct tier_engine *e, uint64_t k, uint64_t d)
 {
     if (e->next_use[k] == TIER_NEVER) {
@@ -282,13 +360,13 @@ static void plan(struct tier_engine *e)
     e->n_window = 0;
     if (e->plans++ % 64 == 0 || e->n <= 65536)
         rescan(e); /* other ranks' copies and evictions */
-    uint64_t flight = MIN(e->recent_n, e->pos - MIN(e->done, e->pos));
+    uint64_t flight = MIN(e->recent_n, e->pos - MIN(e->begun, e->pos) + e->batch);
     for (size_t i = 0; i < flight; i++) {
         size_t at = (e->recent_head + e->recent_cap - 1 - i) % e->recent_cap;
-        touch(e, store_shard_of(e->s, e->recent[at]), 0);
+        touch(e, item_of(e, e->recent[at]), 0);
     }
     for (size_t i = 0; i < e->q_len; i++) {
-        uint64_t k = store_shard_of(e->s, e->q[(e->q_head + i) % e->q_cap]);
+        uint64_t k = item_of(e, e->q[(e->q_head + i) % e->q_cap]);
         if (e->next_use[k] == TIER_NEVER && e->n_window < e->cap_touched) {
             e->window[e->n_window] = k;
             e->wdist[e->n_window++] = i + 1;
@@ -296,7 +374,7 @@ static void plan(struct tier_engine *e)
         touch(e, k, i + 1);
     }
     registry_publish(e->reg_area, e->reg, e->window, e->wdist, e->n_window);
-    e->n_touched += registry_merge(e->reg_area, e->reg_bytes, e->reg, e->s->ds.states_off,
+    e->n_touched += registry_merge(e->reg_area, e->reg_bytes, e->reg, reg_key(e),
                                    attach_domain(e->wa), e->n, e->next_use,
                                    e->touched + e->n_touched, e->cap_touched - e->n_touched);
 }
@@ -320,19 +398,23 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Drops shard k's cache copy from the staging tier (mu held on entry and
- * exit; released around the drop). */
+/* Drops item k's copy from the staging tier (mu held on entry and exit;
+ * released around the drop): a cache copy, or one kept there by someone
+ * else (a resident item's copy is one or the other). */
 static void evict(struct tier_engine *e, uint64_t k)
 {
     e->busy[k]++;
+    int foreign = e->foreign[k];
     pthread_mutex_unlock(&e->mu);
     uint64_t bytes = 0;
-    int rc = pool_copy_drop(e->wp, e->s->ds.states_off, k, 1u << e->tier, 1, &bytes);
+    int rc = pool_copy_drop(e->wp, e->s->ds.states_off, item_target(e, k), 1u << e->tier,
+                            !foreign, &bytes);
     pthread_mutex_lock(&e->mu);
     e->busy[k]--;
     if (!rc && bytes) {
         e->st.evictions++;
         e->st.bytes_evicted += bytes;
+        e->st.kept_evicted += foreign ? bytes : 0;
     }
     refresh(e, k);
     pthread_cond_broadcast(&e->cv_done);
@@ -365,7 +447,7 @@ static int stage(struct tier_engine *e, uint64_t k, int miss, struct store_io *i
     e->copying += e->len[k];
     pthread_mutex_unlock(&e->mu);
     struct copy_stat cs = {0};
-    int rc = store_copy(e->s, k, e->tier, FETCH_WAIT, 0, io, &cs);
+    int rc = item_copy(e, k, e->tier, FETCH_WAIT, io, &cs);
     pthread_mutex_lock(&e->mu);
     e->busy[k]--;
     e->staging[k] = 0;
@@ -378,6 +460,9 @@ static int stage(struct tier_engine *e, uint64_t k, int miss, struct store_io *i
             e->st.fetched++;
         else
             e->st.prefetched++;
+        /* a copy just made counts as used now: least recently used is
+         * not "made and not read yet" */
+        e->last_use[k] = MAX(e->begun, 1);
     }
     refresh(e, k);
     pthread_cond_broadcast(&e->cv_done);
@@ -502,9 +587,10 @@ int engine_next(void *ctx, uint64_t *out, size_t max, size_t *n)
     return rc;
 }
 
-/* The shards of one batch, resolved under one pin: open addressing. */
+/* The items of one batch, resolved under one pin: open addressing. */
 struct bslot {
-    uint64_t k;                /* shard + 1; 0 empty */
+    uint64_t k;                /* item + 1; 0 empty */
+    uint64_t shard;            /* its shard */
     uint64_t records;
     struct shard sh;
     struct shard_col cols[SHARD_MAX_COLS]; /* sh's */
@@ -521,8 +607,9 @@ struct tier_batch {
     size_t cap, n;
     uint64_t *keys;            /* the distinct shards, in insertion order */
     size_t n_ids;
-    uint64_t *rec;             /* the partial reads' records, by shard (cap entries) */
+    uint64_t *rec;             /* the partial reads' records, by item (cap entries) */
     struct store_part *parts;  /* the partial reads of a round (cap entries) */
+    uint64_t *pkey;            /* the item of each of them */
 };
 
 static __thread struct tier_batch *cur;
@@ -543,6 +630,7 @@ static void tls_free(void *p)
     free(t->tb.keys);
     free(t->tb.rec);
     free(t->tb.parts);
+    free(t->tb.pkey);
     store_io_close(&t->io);
     free(t);
 }
@@ -571,7 +659,8 @@ static struct bslot *bfind(struct tier_batch *b, uint64_t k)
     return &b->m[i];
 }
 
-static int batch_index(struct tier_batch *b, const cxlp_store *s, const uint64_t *ids, size_t n)
+static int batch_index(struct tier_batch *b, const struct tier_engine *e, const uint64_t *ids,
+                       size_t n)
 {
     size_t cap = 16;
     while (cap < 2 * n)
@@ -581,19 +670,23 @@ static int batch_index(struct tier_batch *b, const cxlp_store *s, const uint64_t
         free(b->keys);
         free(b->rec);
         free(b->parts);
+        free(b->pkey);
         b->m = malloc(cap * sizeof *b->m);
         b->keys = malloc(cap * sizeof *b->keys);
         b->rec = malloc(cap * sizeof *b->rec);
         b->parts = malloc(cap * sizeof *b->parts);
-        if (!b->m || !b->keys || !b->rec || !b->parts) {
+        b->pkey = malloc(cap * sizeof *b->pkey);
+        if (!b->m || !b->keys || !b->rec || !b->parts || !b->pkey) {
             free(b->m);
             free(b->keys);
             free(b->rec);
             free(b->parts);
+            free(b->pkey);
             b->m = NULL;
             b->keys = NULL;
             b->rec = NULL;
             b->parts = NULL;
+            b->pkey = NULL;
             b->cap = 0;
             return -ENOMEM;
         }
@@ -603,10 +696,11 @@ static int batch_index(struct tier_batch *b, const cxlp_store *s, const uint64_t
         b->m[i].k = 0;
     b->n = 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t k = store_shard_of(s, ids[i]);
+        uint64_t k = item_of(e, ids[i]);
         struct bslot *x = bfind(b, k);
         if (!x->k) {
             x->k = k + 1;
+            x->shard = item_shard(e, k);
             x->records = 0;
             x->priv = NULL;
             x->priv_map = 0;
@@ -629,6 +723,11 @@ static int fetch_now(struct tier_engine *e, uint64_t k, struct store_io *io)
             pthread_cond_wait(&e->cv_done, &e->mu);
             continue;
         }
+        /* the victims of a miss by the future as it is now: a plan made a
+         * few batches ago still counts the last window's items as in
+         * flight (never victims), and lru evicted this window's instead */
+        if (e->pos - e->plan_pos >= e->batch && !e->stop)
+            replan(e);
         room(e, k, 1);
         rc = stage(e, k, 1, io);
         if (rc == CXLP_EEXIST || rc == 0) {
@@ -695,26 +794,26 @@ static int read_home(struct tier_engine *e, struct tier_batch *b, const uint64_t
         if (!x->home)
             continue;
         x->roff = at;
-        b->parts[np++] = (struct store_part){.k = b->keys[i], .rec = b->rec + at, .n = 0,
+        b->parts[np++] = (struct store_part){.k = x->shard, .rec = b->rec + at, .n = 0,
                                              .g = &x->sh, .cols = x->cols};
+        b->pkey[np - 1] = b->keys[i];
         at += x->records;
     }
     if (!np)
         return 0;
     for (size_t i = 0; i < n; i++) {
-        uint64_t k = store_shard_of(s, ids[i]);
-        struct bslot *x = bfind(b, k);
+        struct bslot *x = bfind(b, item_of(e, ids[i]));
         if (x->home)
-            b->rec[x->roff++] = ids[i] - s->first[k];
+            b->rec[x->roff++] = ids[i] - s->first[x->shard];
     }
     for (size_t j = 0; j < np; j++)
-        b->parts[j].n = bfind(b, b->parts[j].k)->records;
+        b->parts[j].n = bfind(b, b->pkey[j])->records;
     uint64_t got = 0;
     size_t whole;
     int rc = store_read_home(s, b->parts, np, io, &got, &whole);
     *bytes += got;
     for (size_t j = 0; j < np; j++) {
-        struct bslot *x = bfind(b, b->parts[j].k);
+        struct bslot *x = bfind(b, b->pkey[j]);
         x->home = 0;
         x->priv = b->parts[j].buf; /* NULL on failure */
         x->priv_map = b->parts[j].buf_len;
@@ -743,7 +842,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
     struct store_io *io = &tl->io;
     b->e = e;
     b->n_ids = n;
-    int rc = batch_index(b, e->s, ids, n);
+    int rc = batch_index(b, e, ids, n);
     if (rc)
         return seterr(NULL, rc, "staging: out of memory for a batch of %zu", n);
     uint64_t t0 = now_ns(), hits = 0, misses = 0, priv = 0, parts = 0, part_bytes = 0;
@@ -753,6 +852,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < b->n; i++)
         e->busy[b->keys[i]]++;
+    e->begun += n;
     pthread_mutex_unlock(&e->mu);
     for (;;) {
         int missing = 0, in_part = at_load_relaxed(&e->in_part);
@@ -805,7 +905,9 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
             struct bslot *x = bfind(b, b->keys[i]);
             if (x->priv)
                 continue;
-            rc = store_locate(e->s, b->keys[i], &x->sh, x->cols, &t);
+            rc = store_locate(e->s, x->shard, &x->sh, x->cols, &t);
+            if (rc == CXLP_ENOTFOUND && e->units)
+                rc = store_unit_locate(e->s, b->keys[i], &x->sh, x->cols, &t);
             if (rc == CXLP_ENOTFOUND)
                 gone = 1; /* evicted since we looked: again */
             else if (rc) {
@@ -827,7 +929,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
     e->st.partial_reads += parts;
     e->st.partial_bytes += part_bytes;
     for (size_t i = 0; i < b->n; i++)
-        e->last_use[b->keys[i]] = e->pos ? e->pos : 1;
+        e->last_use[b->keys[i]] = e->begun; /* >= 1: the batch began */
     pthread_mutex_unlock(&e->mu);
     struct pool_tier_ctr *c = attach_ctr(e->wa, e->tier);
     if (c) {
@@ -847,17 +949,18 @@ void engine_batch_end(struct tier_engine *e, uint64_t records)
         return;
     attach_unpin_epoch(e->s->a, b->pin);
     free_priv(b);
-    /* heat: accesses counted in the pool, where hot_first reads them */
+    /* heat: accesses counted in the pool (per shard), where hot_first reads them */
     if (e->states_rw)
-        for (size_t i = 0; i < b->n; i++)
-            at_fetch_add_relaxed(&e->states_rw[b->keys[i] * e->s->stride],
-                                 bfind(b, b->keys[i])->records);
+        for (size_t i = 0; i < b->n; i++) {
+            const struct bslot *x = bfind(b, b->keys[i]);
+            at_fetch_add_relaxed(&e->states_rw[x->shard * e->s->stride], x->records);
+        }
     pthread_mutex_lock(&e->mu);
     for (size_t i = 0; i < b->n; i++)
         e->busy[b->keys[i]]--;
     e->st.batches++;
     e->st.records += records;
-    e->done += b->n_ids;
+
     pthread_cond_broadcast(&e->cv_work);
     pthread_mutex_unlock(&e->mu);
 }
@@ -874,12 +977,11 @@ int engine_read_fields(const void *ctx, uint64_t id, const uint32_t *f, uint32_t
     const cxlp_store *s = e->s;
     if (id >= s->count)
         return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " past the end", s->name, id);
-    uint64_t k = store_shard_of(s, id);
     struct tier_batch *b = cur;
     if (b && b->e == e) {
-        struct bslot *x = bfind(b, k);
+        struct bslot *x = bfind(b, item_of(e, id));
         if (x->k)
-            return store_fields_at(s, &x->sh, k, id, f, n, v);
+            return store_fields_at(s, &x->sh, x->shard, id, f, n, v);
     }
     /* outside a batch (the planner reading a length): a pin for the read
      * only; the caller uses v->len, not the bytes */
@@ -892,7 +994,7 @@ int engine_read_fields(const void *ctx, uint64_t id, const uint32_t *f, uint32_t
         attach_unpin_epoch(s->a, pin);
         if (rc != CXLP_ENOTFOUND)
             return rc;
-        if ((rc = fetch_now((struct tier_engine *)e, k, &tl->io)))
+        if ((rc = fetch_now((struct tier_engine *)e, item_of(e, id), &tl->io)))
             return rc;
     }
     return seterr(NULL, CXLP_EBUSY, "dataset %s: record %" PRIu64 ": its shard was evicted every "
@@ -914,10 +1016,11 @@ static int place(struct tier_engine *e)
         const struct attach_tier *at = attach_tier(s->a, s->mem[i]);
         caps[i] = at->data_len;
     }
-    /* kept copies take at most half the staging tier's budget: the other
-     * half is the misses' (the shards of the batches in flight, a window
-     * of the block order: window="auto" sizes it to half the budget) */
-    uint64_t cap0 = e->budget / 2;
+    /* kept copies take at most a quarter of the staging tier's budget:
+     * the rest is the misses' (the items of the batches in flight, a
+     * window of the block order: window="auto" sizes it to half the
+     * budget, and a miss must not evict an item its window still needs) */
+    uint64_t cap0 = e->budget / 4;
     caps[e->rank] = MIN(caps[e->rank], cap0);
     struct tier_place *pl = malloc((e->n ? e->n : 1) * sizeof *pl);
     if (!pl)
@@ -930,7 +1033,9 @@ static int place(struct tier_engine *e)
     uint64_t placed_bytes = 0;
     for (size_t i = 0; i < np && !rc; i++) {
         struct copy_stat cs = {0};
-        rc = store_copy(e->s, pl[i].shard, s->mem[pl[i].tier], FETCH_WAIT | FETCH_KEEP, 0, &io, &cs);
+        rc = item_copy(e, pl[i].shard, s->mem[pl[i].tier], FETCH_WAIT | FETCH_KEEP, &io, &cs);
+        if (rc == CXLP_EEXIST || rc == 0)
+            e->mine[pl[i].shard] = 1;
         if (rc == CXLP_EEXIST)
             rc = 0;
         if (rc == CXLP_ENOTFOUND)
@@ -990,6 +1095,9 @@ void engine_free(struct tier_engine *e)
     free(e->heat);
     free(e->resident);
     free(e->kept);
+    free(e->mine);
+    free(e->foreign);
+    free(e->kshard);
     free(e->busy);
     free(e->staging);
     free(e->slow);
@@ -1051,12 +1159,16 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     const struct attach_tier *at = attach_tier(s->a, e->tier);
     e->budget = o->tier_budget ? o->tier_budget : at->data_len / 4 * 3;
     e->batch = o->batch_size ? o->batch_size : 1;
-    /* by default, hold as many ids ahead as half the budget holds records:
-     * a window of a block order that fills half the budget (window="auto")
-     * is then in view whole before it starts */
+    /* by default, hold as many ids ahead as 5/8 of the budget holds
+     * records: a window of a block order that fills half the budget
+     * (window="auto") is then in view whole before it starts, and the
+     * rest of the current one stays in view between two plans (the queue
+     * shrinks by up to horizon/32 between them): a window's item with its
+     * last records past the queue's end looked unneeded, was dropped by
+     * streaming and fetched again */
     uint64_t rec = s->count ? MAX(1, s->ds.info.stored_bytes / s->count) : 1;
     uint64_t h = o->tier_horizon ? o->tier_horizon * e->batch
-                                 : MAX(DEF_HORIZON * e->batch, e->budget / 2 / rec);
+                                 : MAX(DEF_HORIZON * e->batch, e->budget / 8 * 5 / rec);
     e->horizon = MIN(h, UINT64_C(1) << 22);
     e->replan = MAX(e->batch, e->horizon / 32);
     e->replan_now = 1;
@@ -1065,13 +1177,29 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
         return seterr(NULL, CXLP_EARG, "loader: tier_stagers %u: at most %u", o->tier_stagers,
                       MAX_STAGERS);
     }
-    e->n_stagers = o->tier_stagers ? o->tier_stagers : def_stagers(s);
+    /* the items: staging units where the dataset has them, or its shards
+     * are too large for the budget (made now), else its shards */
+    uint64_t unit_records = 0, unit_bytes = 0;
+    rc = store_unit_rule(s, e->budget, &unit_records, &unit_bytes);
+    if (!rc && unit_records)
+        rc = store_units_use(s, e->budget, 1);
+    e->units = rc == 0 && unit_records && s->units;
+    if (rc && rc != CXLP_ENOTFOUND && rc != CXLP_EFULL) {
+        /* no room for the units' words: whole shards, as before units */
+        engine_free(e);
+        return rc;
+    }
+    if (e->units) {
+        e->st.unit_records = s->units->pu.per_unit;
+        e->st.unit_bytes = unit_bytes;
+    }
+    e->n_stagers = o->tier_stagers ? o->tier_stagers : def_stagers(s, e->units ? unit_bytes : 0);
     e->in_part = e->st.read_in_part = !!o->tier_read_in_part;
-    e->n = s->n_shards;
+    e->n = e->units ? s->units->pu.n_units : s->n_shards;
     e->q_cap = e->horizon + 4096;
     e->recent_cap = (size_t)e->batch * 64 + 65536; /* more than a loader holds in flight */
     /* touched and window hold distinct shards */
-    e->cap_touched = MIN(e->horizon + e->recent_cap + REG_ENTRIES, s->n_shards + 1);
+    e->cap_touched = MIN(e->horizon + e->recent_cap + REG_ENTRIES, e->n + 1);
     uint64_t nn = e->n ? e->n : 1;
     e->q = malloc(e->q_cap * sizeof *e->q);
     e->recent = malloc(e->recent_cap * sizeof *e->recent);
@@ -1081,6 +1209,9 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     e->heat = calloc(nn, sizeof *e->heat);
     e->resident = calloc(nn, 1);
     e->kept = calloc(nn, 1);
+    e->mine = calloc(nn, 1);
+    e->foreign = calloc(nn, 1);
+    e->kshard = e->units ? malloc(nn * sizeof *e->kshard) : NULL;
     e->busy = calloc(nn, sizeof *e->busy);
     e->staging = calloc(nn, 1);
     e->slow = calloc(nn, 1);
@@ -1090,16 +1221,22 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     e->touched = malloc(e->cap_touched * sizeof *e->touched);
     if (!e->q || !e->recent || !e->len || !e->next_use || !e->last_use || !e->heat ||
         !e->resident || !e->kept || !e->busy || !e->staging || !e->slow || !e->res_list || !e->window ||
-        !e->wdist || !e->touched) {
+        !e->wdist || !e->touched || !e->mine || !e->foreign || (e->units && !e->kshard)) {
         engine_free(e);
         return seterr(NULL, -ENOMEM, "staging: out of memory for %" PRIu64 " shards", e->n);
     }
     for (uint64_t k = 0; k < e->n; k++) {
-        e->len[k] = ALIGN_UP(s->loc[k].len, POOL_EXTENT_ALIGN);
+        if (e->units) {
+            uint64_t r0, r1;
+            store_unit_span(s, k, &e->kshard[k], &r0, &r1);
+            e->len[k] = store_unit_bytes(s, k);
+        } else {
+            e->len[k] = ALIGN_UP(s->loc[k].len, POOL_EXTENT_ALIGN);
+        }
         e->next_use[k] = TIER_NEVER;
     }
     e->reg_area = attach_stage(e->wa, &e->reg_bytes);
-    e->reg = registry_claim(e->reg_area, e->reg_bytes, s->ds.states_off, attach_domain(e->wa));
+    e->reg = registry_claim(e->reg_area, e->reg_bytes, reg_key(e), attach_domain(e->wa));
     e->st.policy = e->policy;
     e->st.tier = (int)e->tier;
     if ((rc = place(e))) {
@@ -1124,6 +1261,9 @@ void engine_stats(struct tier_engine *e, struct cxlp_loader_stats *st)
 {
     pthread_mutex_lock(&e->mu);
     *st = e->st;
+    st->kept_bytes = 0;
+    for (size_t i = 0; i < e->n_res; i++)
+        st->kept_bytes += e->foreign[e->res_list[i]] ? e->len[e->res_list[i]] : 0;
     pthread_mutex_unlock(&e->mu);
 }
 

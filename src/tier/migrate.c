@@ -4,7 +4,8 @@
  *
  * Migrating to a memory tier makes each shard's copy there (a kept copy,
  * not evictable by placement policies) and drops its copies in the other
- * tiers, except the home's: every shard stays readable at every instant,
+ * tiers, except the home's, and every copy of its staging units (store/
+ * unit.c; a whole copy holds what they held): every shard stays readable at every instant,
  * from the old copy until the new one's word is published, from the new
  * one after. Migrating to the home tier drops every other copy. Shards go
  * one at a time, each a crash-safe step of its own (store/fetch.c,
@@ -33,6 +34,7 @@
 #include "pool/pool_format.h"
 #include "store/fetch.h"
 #include "store/store.h"
+#include "store/unit.h"
 #include "tier/tier.h"
 
 #define ROOM_WAIT_NS (UINT64_C(30) * 1000000000u)
@@ -73,6 +75,25 @@ static int make_room(struct mig *m, uint32_t t, uint64_t t0)
     return pool_drop_one_cache(wp, t, m->s->ds.states_off, &bytes) == 0 && bytes;
 }
 
+/* Drops every copy of shard k's staging units (the dataset has units):
+ * a whole copy in the target, or the home alone, serves their records. */
+static int drop_units(struct mig *m, uint64_t k, uint64_t *dropped)
+{
+    const struct store_units *su = m->s->units;
+    cxlp_pool *wp;
+    int rc = store_pool_rw(m->s, &wp);
+    for (uint64_t u = su->ufirst[k]; !rc && u < su->ufirst[k + 1]; u++) {
+        uint64_t b = 0;
+        rc = pool_copy_drop(wp, m->s->ds.states_off, POOL_UNIT_TARGET | u, m->drop | (1u << m->tier),
+                            0, &b);
+        *dropped += b;
+    }
+    if (rc)
+        seterr(NULL, rc, "dataset %s shard %" PRIu64 ": dropping copies of its units: %s",
+               m->s->name, k, cxlp_errmsg(NULL));
+    return rc;
+}
+
 static void *worker(void *arg)
 {
     struct mig *m = arg;
@@ -82,14 +103,20 @@ static void *worker(void *arg)
         if (k >= m->s->n_shards || at_load_acquire(&m->rc))
             break;
         struct copy_stat cs = {0};
-        int rc;
+        int rc = 0;
         uint64_t dropped = 0;
-        if (m->flags == 0) {
+        if (m->s->units)
+            rc = drop_units(m, k, &dropped);
+        if (rc) {
+            /* said */
+        } else if (m->flags == 0) {
             /* to the home tier: drop the rest */
             cxlp_pool *wp;
             rc = store_pool_rw(m->s, &wp);
+            uint64_t b = 0;
             if (!rc)
-                rc = pool_copy_drop(wp, m->s->ds.states_off, k, m->drop, 0, &dropped);
+                rc = pool_copy_drop(wp, m->s->ds.states_off, k, m->drop, 0, &b);
+            dropped += b;
             if (rc)
                 seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", m->s->name, k,
                        cxlp_errmsg(NULL));
@@ -107,13 +134,13 @@ static void *worker(void *arg)
         pthread_mutex_lock(&m->mu);
         if (rc == CXLP_EEXIST) {
             m->st.already++;
-            m->st.bytes_dropped += cs.dropped;
+            m->st.bytes_dropped += cs.dropped + dropped;
             rc = 0;
         } else if (!rc) {
             m->st.copied += cs.bytes ? 1 : 0;
             m->st.bytes_copied += cs.bytes;
             m->st.direct_bytes += cs.direct_bytes;
-            m->st.bytes_dropped += dropped;
+            m->st.bytes_dropped += dropped + cs.dropped;
         }
         if (rc && !m->rc) {
             strlcpy0(m->err, cxlp_errmsg(NULL), sizeof m->err);
@@ -173,6 +200,7 @@ int cxlp_migrate(cxlp_pool *p, const char *name, const char *tier,
     int rc = cxlp_store_open(p, name, &m.s);
     if (rc)
         return rc;
+    (void)store_units_use(m.s, 0, 0); /* its units' copies go too, if it has units */
     m.tier = (uint32_t)t;
     m.o = o;
     m.drop = ((1u << attach_n_tiers(a)) - 1) & ~(1u << t);

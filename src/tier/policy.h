@@ -47,7 +47,8 @@ struct tier_view {
     const uint8_t *slow;         /* per shard: readable only from a memory tier
                                     slower than the staging tier */
     const uint64_t *next_use;    /* per shard: distance to the next use, TIER_NEVER */
-    const uint64_t *last_use;    /* per shard: position of the last access, 0 never */
+    const uint64_t *last_use;    /* per shard: when it was last read or copied (ids of
+                                    batches begun by then), 0 never */
     const uint64_t *heat;        /* per shard: accesses counted in the pool (or NULL) */
     const uint64_t *len;         /* per shard: bytes of a copy */
     const uint64_t *window;      /* distinct shards of the window, first use first */

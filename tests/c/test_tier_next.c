@@ -202,17 +202,24 @@ int main(void)
 
     cold(p);
 
-    /* one shard of 8 MiB fills a reader's queue: 2 stagers by default */
+    /* one shard of 8 MiB fills a reader's queue: 2 stagers by default
+     * (under a budget that stages it whole); behind this small tier's
+     * default budget it is staged in units of a few hundred KiB: 4 */
     {
         cxlp_store *bs;
         uint64_t nb;
         CHECK_OK(rec_ingest(p, "big", 1, seed, 8 * MiB, 8 * MiB, &nb, NULL));
         CHECK_OK(cxlp_store_open(p, "big", &bs));
         cxlp_sampler *bsm = sampler(nb, 0);
-        struct cxlp_loader_opts bo = {.batch_size = BATCH};
+        struct cxlp_loader_opts bo = {.batch_size = BATCH, .tier_budget = 768 * MiB};
         CHECK_OK(cxlp_stager_create(bs, &bo, rec_sampler_fn, bsm, &st));
         CHECK_OK(cxlp_stager_stats(st, &ss));
-        CHECK(ss.stagers == 2);
+        CHECK(ss.stagers == 2 && ss.unit_records == 0);
+        cxlp_stager_free(st);
+        bo.tier_budget = 0;
+        CHECK_OK(cxlp_stager_create(bs, &bo, rec_sampler_fn, bsm, &st));
+        CHECK_OK(cxlp_stager_stats(st, &ss));
+        CHECK(ss.stagers == 4 && ss.unit_records > 0 && ss.unit_bytes <= MiB);
         cxlp_stager_free(st);
         cxlp_sampler_free(bsm);
         CHECK_OK(cxlp_store_close(bs));

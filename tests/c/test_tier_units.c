@@ -81,19 +81,20 @@ static void check_spans(cxlp_store *s)
 static void read_all(void)
 {
     cxlp_pool *p = make_pool("8M"); /* 6 MiB of data: units of 256 KiB */
-    uint64_t n_fx, n_vr, n_mv = 40000;
+    uint64_t n_fx, n_vr, n_mv = 60000;
     CHECK_OK(rec_ingest(p, "fx", 1, seed, 8 * MiB, 4 * MiB, &n_fx, NULL));
     CHECK_OK(rec_ingest(p, "vr", 0, seed, 8 * MiB, 4 * MiB, &n_vr, NULL));
-    CHECK_OK(mv_write(p, "mv", n_mv, seed, MiB));
+    CHECK_OK(mv_write(p, "mv", n_mv, seed, 2 * MiB));
     const char *names[] = {"fx", "vr", "mv"};
     for (int d = 0; d < 3; d++) {
         cxlp_store *s;
         CHECK_OK(cxlp_store_open(p, names[d], &s));
         uint64_t R, bytes;
         CHECK_OK(store_unit_rule(s, 0, &R, &bytes));
-        CHECK(R > 0 && bytes <= 512 * KiB);
+        /* a 4.5 MiB budget: units of 64 KiB */
+        CHECK(R > 0 && bytes >= 48 * KiB && bytes <= 96 * KiB);
         if (d == 0) /* equal shards of 4096 records: units divide them */
-            CHECK(R == 256 && s->per_shard % R == 0);
+            CHECK(R == 64 && s->per_shard % R == 0);
         printf("%s: units of %" PRIu64 " records, about %" PRIu64 " bytes\n", names[d], R, bytes);
         CHECK(!s->units);
         /* ds[i]: a miss makes the units record, then copies of units */
@@ -254,8 +255,9 @@ static void corrupt(void)
     cxlp_store *s;
     CHECK_OK(cxlp_store_open(p, "fx", &s));
     CHECK_OK(store_units_use(s, 0, 1));
-    /* shard 1's home copy: a byte of unit 20's records, a byte of the page
-     * of sums unit 30's blocks need */
+    /* shard 1's home copy: a byte of unit ua's records, a byte of the page
+     * of sums unit ub's blocks need (a page of 512 sums serves 2 MiB) */
+    const uint64_t u1 = s->units->ufirst[1], ua = u1 + 4, ub = u1 + 40;
     uint64_t home = loc_off(shard_word(s, 1, 1)), k, r0, r1;
     struct shard g;
     struct shard_col gc[SHARD_MAX_COLS];
@@ -263,10 +265,11 @@ static void corrupt(void)
     CHECK(posix_memalign((void **)&page, 4096, 4096) == 0);
     CHECK_OK(store_read_head(s, 1, page, &g, gc));
     CHECK(g.sums_off); /* 4 MiB shards of 4 KiB blocks: a sums area */
-    store_unit_span(s, 20, &k, &r0, &r1);
+    store_unit_span(s, ua, &k, &r0, &r1);
     CHECK(k == 1);
     uint64_t at_rec = gc[0].data_off + (r0 + 1) * REC_FIXED_SIZE + 100;
-    store_unit_span(s, 30, &k, &r0, &r1);
+    store_unit_span(s, ub, &k, &r0, &r1);
+    CHECK(k == 1 && (gc[0].data_off + r0 * REC_FIXED_SIZE) >> g.bsum_shift >= SHARD_PAGE_SUMS);
     uint64_t b = (gc[0].data_off + r0 * REC_FIXED_SIZE) >> g.bsum_shift;
     uint64_t at_sum = g.sums_off + b * 8 + 3;
     int fd = open(nvme_path, O_RDWR);
@@ -280,19 +283,19 @@ static void corrupt(void)
     CHECK(pwrite(fd, &c, 1, (off_t)(home + at_sum)) == 1);
     close(fd);
     struct copy_stat cs;
-    CHECK_RC(store_unit_copy(s, 20, 0, 0, 0, NULL, &cs), CXLP_ECORRUPT);
+    CHECK_RC(store_unit_copy(s, ua, 0, 0, 0, NULL, &cs), CXLP_ECORRUPT);
     printf("refused: %s\n", cxlp_errmsg(NULL));
     CHECK(strstr(cxlp_errmsg(NULL), "block") && strstr(cxlp_errmsg(NULL), "shard 1"));
-    CHECK_RC(store_unit_copy(s, 30, 0, 0, 0, NULL, &cs), CXLP_ECORRUPT);
+    CHECK_RC(store_unit_copy(s, ub, 0, 0, 0, NULL, &cs), CXLP_ECORRUPT);
     printf("refused: %s\n", cxlp_errmsg(NULL));
     CHECK(strstr(cxlp_errmsg(NULL), "page") && strstr(cxlp_errmsg(NULL), "sums"));
-    CHECK(!loc_present(store_unit_word(s, 20, 0)) && !loc_present(store_unit_word(s, 30, 0)));
+    CHECK(!loc_present(store_unit_word(s, ua, 0)) && !loc_present(store_unit_word(s, ub, 0)));
     /* the rest of the shard stages */
-    CHECK_OK(store_unit_copy(s, 17, 0, 0, 0, NULL, &cs));
+    CHECK_OK(store_unit_copy(s, u1 + 1, 0, 0, 0, NULL, &cs));
     /* a read of the bad record fails naming it; nothing is left reserved */
     uint8_t buf[REC_FIXED_SIZE];
     uint64_t len;
-    store_unit_span(s, 20, &k, &r0, &r1);
+    store_unit_span(s, ua, &k, &r0, &r1);
     CHECK_RC(cxlp_store_read_copy(s, s->first[1] + r0 + 1, buf, sizeof buf, &len), CXLP_ECORRUPT);
     struct cxlp_pool_stat st;
     CHECK_OK(cxlp_pool_stat(p, &st));
@@ -348,9 +351,190 @@ static void formats(void)
     drop_pool(p);
 }
 
+
+/* One epoch of dataset name (fixed 1 KiB records or variable ones) in a
+ * block order of blocks of per records, window W, under policy: every
+ * record once and intact. The loader's stats in *st, the bytes the home
+ * tier gave in *home. */
+static void epoch(cxlp_pool *p, const char *name, int fixed, uint64_t per, uint64_t W,
+                  int policy, uint64_t ep, struct cxlp_loader_stats *st, uint64_t *home)
+{
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, name, &s));
+    uint64_t n = cxlp_store_count(s);
+    struct cxlp_sampler_config cfg = {.kind = CXLP_ORDER_BLOCK, .n = n, .seed = seed,
+                                      .epoch = ep, .shard_size = per, .window = W, .world = 1};
+    struct cxlp_loader_opts o = {.batch_size = 32, .threads = 2, .tier_policy = policy};
+    struct cxlp_tier_info t0[2], t1[2];
+    size_t nt;
+    CHECK_OK(cxlp_pool_tiers(p, t0, 2, &nt));
+    cxlp_sampler *sm;
+    cxlp_loader *l;
+    CHECK_OK(rec_loader(s, fixed, &cfg, o, &sm, &l));
+    uint8_t *seen = calloc(n, 1);
+    uint64_t got = 0;
+    struct cxlp_batch *b;
+    for (;;) {
+        int rc = cxlp_loader_next(l, &b);
+        if (rc)
+            fprintf(stderr, "loader: %s\n", cxlp_errmsg(l));
+        CHECK_OK(rc);
+        if (!b)
+            break;
+        uint64_t bad;
+        if (!rec_batch_ok(b, seen, n, fixed, seed, &bad)) {
+            fprintf(stderr, "%s: record %llu wrong or repeated (%s)\n", name,
+                    (unsigned long long)bad, cxlp_policy_name(policy));
+            CHECK(0);
+        }
+        got += b->rows;
+        cxlp_loader_release(l, b);
+    }
+    CHECK(got == n);
+    CHECK_OK(cxlp_loader_stats(l, st));
+    cxlp_loader_free(l);
+    cxlp_sampler_free(sm);
+    free(seen);
+    CHECK_OK(cxlp_pool_tiers(p, t1, 2, &nt));
+    /* what the home gave: copies' reads and partial reads */
+    (void)t0;
+    (void)t1;
+    *home = st->bytes_staged + st->partial_bytes;
+    CHECK_OK(cxlp_store_close(s));
+}
+
+/* Loaders over datasets in shards 8x the staging budget: the engine stages
+ * units, every policy delivers every record once and intact, reading about
+ * the dataset from the home per epoch, and no whole shard is copied. */
+static void loaders(void)
+{
+    cxlp_pool *p = make_pool("32M"); /* budget 22.5 MiB: units of 256 KiB */
+    uint64_t n_fx, n_vr;
+    CHECK_OK(rec_ingest(p, "fx", 1, seed, 48 * MiB, 16 * MiB, &n_fx, NULL));
+    CHECK_OK(rec_ingest(p, "vr", 0, seed, 24 * MiB, 12 * MiB, &n_vr, NULL));
+    const char *names[] = {"fx", "vr"};
+    const int policies[] = {CXLP_POLICY_LOOKAHEAD, CXLP_POLICY_STREAMING, CXLP_POLICY_LRU,
+                            CXLP_POLICY_HOT_FIRST, CXLP_POLICY_FULL_PREFETCH};
+    for (int d = 0; d < 2; d++) {
+        cxlp_store *s;
+        CHECK_OK(cxlp_store_open(p, names[d], &s));
+        uint64_t R, bytes, stored = s->ds.info.stored_bytes;
+        CHECK_OK(store_unit_rule(s, 0, &R, &bytes));
+        uint64_t budget = attach_tier(s->a, 0)->data_len / 4 * 3, W = budget / 2 / bytes;
+        CHECK_OK(cxlp_store_close(s));
+        for (size_t k = 0; k < sizeof policies / sizeof *policies; k++) {
+            for (uint64_t ep = 0; ep < 2; ep++) {
+                struct cxlp_loader_stats st;
+                uint64_t home;
+                epoch(p, names[d], d == 0, R, W, policies[k], ep, &st, &home);
+                printf("%s %s epoch %llu: units of %llu records, %llu staged ahead, %llu on a "
+                       "miss, %llu placed, %llu partial reads; home read %.2fx the dataset\n",
+                       names[d], cxlp_policy_name(policies[k]), (unsigned long long)ep,
+                       (unsigned long long)st.unit_records, (unsigned long long)st.prefetched,
+                       (unsigned long long)st.fetched, (unsigned long long)st.placed,
+                       (unsigned long long)st.partial_reads, (double)home / (double)stored);
+                CHECK(st.unit_records == R && st.records == (d ? n_vr : n_fx));
+                /* each unit once, with its blocks' pages of sums and its
+                 * records' index entries: a few KiB of 256 KiB */
+                CHECK(home <= stored * 105 / 100);
+                if (policies[k] == CXLP_POLICY_LOOKAHEAD || policies[k] == CXLP_POLICY_STREAMING)
+                    CHECK(st.prefetched > st.fetched || st.prefetched + st.fetched < 8);
+            }
+            cxlp_store *c;
+            CHECK_OK(cxlp_store_open(p, names[d], &c));
+            uint64_t nu, ns;
+            CHECK_OK(store_units_use(c, 0, 0));
+            copies(c, 0, &nu, &ns);
+            CHECK(ns == 0 && (nu > 0 || policies[k] == CXLP_POLICY_STREAMING));
+            CHECK_OK(cxlp_store_close(c));
+            CHECK_OK(cxlp_migrate(p, names[d], "nvme", NULL, NULL)); /* cold again */
+        }
+    }
+    drop_pool(p);
+}
+
+/* How many items a stager (a staging engine no loader reads from) of
+ * lookahead stages ahead of a block order's first ids once it has stopped. */
+static uint64_t staged_ahead(cxlp_pool *p, const char *name, uint64_t per, uint64_t W,
+                             struct cxlp_loader_stats *ss)
+{
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, name, &s));
+    struct cxlp_sampler_config cfg = {.kind = CXLP_ORDER_BLOCK, .n = cxlp_store_count(s),
+                                      .seed = seed, .shard_size = per, .window = W, .world = 1};
+    cxlp_sampler *sm;
+    CHECK_OK(cxlp_sampler_create(&cfg, &sm));
+    struct cxlp_loader_opts o = {.batch_size = 32, .tier_policy = CXLP_POLICY_LOOKAHEAD};
+    cxlp_stager *st;
+    CHECK_OK(cxlp_stager_create(s, &o, rec_sampler_fn, sm, &st));
+    uint64_t last = UINT64_MAX;
+    for (int still = 0; still < 5;) { /* stopped: no change for 0.5 s */
+        usleep(100 * 1000);
+        CHECK_OK(cxlp_stager_stats(st, ss));
+        still = ss->prefetched == last ? still + 1 : 0;
+        last = ss->prefetched;
+    }
+    cxlp_stager_free(st);
+    cxlp_sampler_free(sm);
+    CHECK_OK(cxlp_store_close(s));
+    return last;
+}
+
+/* A policy's kept copies, then lookahead: the copies another loader kept
+ * in the staging tier count in the budget and go when lookahead needs the
+ * room, so it stages as far ahead as on a clean tier (before units, a
+ * tier full of full_prefetch's kept copies let lookahead stage 6 shards
+ * ahead instead of 44). migrate's dropped bytes are right. */
+static void kept(void)
+{
+    cxlp_pool *p = make_pool("8M");
+    uint64_t n;
+    CHECK_OK(rec_ingest(p, "fx", 1, seed, 24 * MiB, 8 * MiB, &n, NULL));
+    cxlp_store *s;
+    CHECK_OK(cxlp_store_open(p, "fx", &s));
+    uint64_t R, bytes;
+    CHECK_OK(store_unit_rule(s, 0, &R, &bytes));
+    uint64_t budget = attach_tier(s->a, 0)->data_len / 4 * 3, W = budget / 2 / bytes;
+    CHECK_OK(cxlp_store_close(s));
+    struct cxlp_loader_stats clean, fp, after;
+    uint64_t home;
+    /* an epoch first, so that both stagers know every unit's length */
+    epoch(p, "fx", 1, R, W, CXLP_POLICY_LOOKAHEAD, 0, &clean, &home);
+    CHECK_OK(cxlp_migrate(p, "fx", "nvme", NULL, NULL));
+    uint64_t a0 = staged_ahead(p, "fx", R, W, &clean);
+    epoch(p, "fx", 1, R, W, CXLP_POLICY_FULL_PREFETCH, 0, &fp, &home);
+    CHECK(fp.placed > 0);
+    uint64_t a1 = staged_ahead(p, "fx", R, W, &after);
+    printf("lookahead stages %llu units ahead on a clean tier; after full_prefetch kept %llu, "
+           "%llu ahead (%llu bytes of their kept copies counted, %llu evicted)\n",
+           (unsigned long long)a0, (unsigned long long)fp.placed, (unsigned long long)a1,
+           (unsigned long long)after.kept_bytes, (unsigned long long)after.kept_evicted);
+    CHECK(a0 > 2 * W / 3 && after.kept_evicted > 0);
+    CHECK(a1 * 10 >= a0 * 9 && a1 * 10 <= a0 * 11);
+    /* migrate: to the home; it says what it dropped, copies of units too */
+    CHECK_OK(cxlp_store_open(p, "fx", &s));
+    CHECK_OK(store_units_use(s, 0, 0));
+    uint64_t nu, ns;
+    copies(s, 0, &nu, &ns);
+    uint64_t unit_bytes = 0;
+    for (uint64_t u = 0; u < s->units->pu.n_units; u++)
+        if (loc_present(store_unit_word(s, u, 0)))
+            unit_bytes += s->units->pu.words[u * s->units->pu.stride];
+    CHECK(nu > 0 && unit_bytes > 0);
+    struct cxlp_migrate_stat ms;
+    CHECK_OK(cxlp_migrate(p, "fx", "nvme", NULL, &ms));
+    CHECK(ms.bytes_dropped == unit_bytes);
+    copies(s, 0, &nu, &ns);
+    CHECK(nu == 0 && ns == 0);
+    CHECK_OK(cxlp_store_close(s));
+    drop_pool(p);
+}
+
 int main(void)
 {
     seed = test_seed();
+    loaders();
+    kept();
     read_all();
     place_drop();
     corrupt();

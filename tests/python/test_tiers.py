@@ -266,7 +266,7 @@ def test_an_order_that_cannot_be_staged_is_warned_of(tiered) -> None:
                                              r".*window=\"auto\""):
             CXLDataLoader(ds, batch_size=64, **kw)
     wide = RandomCXLSampler(ds, seed=1, shard_size=SHARD // 512, window=150)
-    with pytest.warns(UserWarning, match=r"window of 150 shards .* more than the staging budget"):
+    with pytest.warns(UserWarning, match=r"window of 150 blocks of 128 records .* more than the staging budget"):
         CXLDataLoader(ds, batch_size=64, sampler=wide)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -361,10 +361,10 @@ def test_a_full_shuffle_larger_than_the_budget_reads_in_part(tiered) -> None:
 def test_with_no_room_for_a_copy_batches_read_in_part(tmp_path: Path, policy: str) -> None:
     """Shards of 2 MiB (513 blocks of 4 KiB, their sums in a sums area) and
     a dram tier full of kept copies of another dataset: no miss can make a
-    copy, so where a batch read a private copy of a whole shard it reads in
-    part the blocks of its 8 records from the nvme home (docs/tiers.md,
-    "Partial reads"), verified, and the epoch delivers every record once
-    and intact."""
+    copy, not even of a staging unit, so where a batch read a private copy
+    of a whole shard it reads in part the blocks of its 8 records from the
+    nvme home (docs/tiers.md, "Partial reads"), verified, and the epoch
+    delivers every record once and intact."""
     name = f"pyt-tierpr-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     tier_file = f"/var/tmp/cxlp-{name}.tier"
     p = CXLMemoryPool(name, create=True, meta_bytes=4 << 20,
@@ -373,20 +373,23 @@ def test_with_no_room_for_a_copy_batches_read_in_part(tmp_path: Path, policy: st
         rows = 8192
         data = np.arange(rows * COLS, dtype=np.int64).reshape(rows, COLS)
         np.save(tmp_path / "d.npy", data)
-        for ds_name in ("d", "fill"):
-            p._pool.import_(ds_name, str(tmp_path / "d.npy"), format="npy", shard_bytes=2 << 20)
+        p._pool.import_("d", str(tmp_path / "d.npy"), format="npy", shard_bytes=2 << 20)
+        # the filler in small shards: its kept copies fill the dram tier
+        p._pool.import_("fill", str(tmp_path / "d.npy"), format="npy", shard_bytes=128 << 10)
         with pytest.raises(CXLError, match="no free extent"):
             p.migrate("fill", "dram")
         ds = CXLDataset(p, "d")
         assert ds.shards()["n_shards"] == 2
         assert ds.shard_format() == {"version": 4, "block_bytes": 4096, "sums_area": True}
+        in_dram = p.tiers()[0]["copies"]
         # ds[i] too: no room for a copy, so from the home copy's blocks
         for i in (0, 4095, 4096, rows - 1):
             assert torch.equal(ds[i], torch.from_numpy(data[i]))
-        assert p.tiers()[0]["copies"] == 0  # nothing placed: read from home
+        assert p.tiers()[0]["copies"] == in_dram  # nothing placed: read from home
+        assert ds.units()["copies"][0] == 0 and ds.shard_tiers(0) == [1]
         sampler = RandomCXLSampler(ds, seed=3, window="auto", memory_budget=256 << 10)
-        # one shard of 2 MiB is more than the budget: said, and read in part
-        with pytest.warns(UserWarning, match="window of 1 shards .* more than the staging"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a window of one unit: in the budget
             loader = CXLDataLoader(ds, batch_size=8, sampler=sampler, memory_policy=policy,
                                    memory_budget=256 << 10, lookahead=4)
         assert epoch(loader, data) == rows
