@@ -83,7 +83,8 @@ static int devdax_create(struct media *m, uint64_t size, uint32_t mode, char *er
     int rc = devdax_attach(m, O_RDWR, err, errlen);
     if (rc)
         return rc;
-    uint64_t want = ALIGN_UP(size, m->align);
+    /* size 0: the whole device */
+    uint64_t want = size ? ALIGN_UP(size, m->align) : m->size;
     if (want > m->size)
         return errbuf_set(err, errlen, CXLP_EARG,
                          "%s: pool size %llu exceeds the device (%llu bytes usable at "
