@@ -111,7 +111,8 @@ int media_map_private(struct media *m, uint8_t **out);
 /* Unmaps and closes. Safe on a closed media. */
 void media_close(struct media *m);
 /* Makes [off, off+len) durable where the backend persists (file: msync;
- * devdax: msync; shm/numa: no-op). */
+ * devdax: the range's cache lines written back and fenced, its files
+ * having no fsync; shm/numa: no-op). */
 int media_sync(struct media *m, uint64_t off, uint64_t len);
 /* Backs [off, off+len) with storage now (fallocate), so that a full /dev/shm
  * or disk is an error here (-ENOSPC) instead of a SIGBUS on first touch of a
