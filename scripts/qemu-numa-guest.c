@@ -946,7 +946,8 @@ static int check_fabric(const char *dev)
         close(fd);
     char state[32];
     fabric_state(state, sizeof state);
-    printf("  namespace readable again after %.1f s (controller %s)\n", now_s() - t0, state);
+    printf("  namespace %s after %.1f s (controller %s)\n",
+           back ? "readable again" : "not readable", now_s() - t0, state);
     expect(back, "the initiator reconnects to the returned target");
     rc = loader_pass(s, n, CXLP_ORDER_BLOCK, per, &o, NULL, NULL, &records, &bad, err, sizeof err);
     printf("  epoch 3: %" PRIu64 " records, %" PRIu64 " wrong or repeated%s%s\n", records, bad,
