@@ -199,10 +199,11 @@ for lib in libnuma.a libxxhash.a liburing.a libc.a; do
     [ -n "$(find /usr/lib /usr/lib64 -name "$lib" 2>/dev/null | head -1)" ] ||
         skip "$lib not installed (static build of the guest program)"
 done
-gcc -static -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror \
-    -I"$src/include" -I"$src/src" \
-    "$src"/src/*/*.c "$here/qemu-numa-guest.c" \
-    -o "$work/guest" -lnuma -lxxhash -luring -lpthread 2>"$work/cc.log" ||
+# the library's objects once, for the guest program and (below) the CLI
+cflags="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I$src/include -I$src/src"
+mkdir -p "$work/obj" && (cd "$work/obj" && gcc -c $cflags "$src"/src/*/*.c 2>"$work/cc.log") &&
+    gcc -static $cflags "$work"/obj/*.o "$here/qemu-numa-guest.c" \
+        -o "$work/guest" -lnuma -lxxhash -luring -lpthread 2>"$work/cc.log" ||
     { cat "$work/cc.log"; fail "static build of the guest program failed"; }
 
 # --- the tools the region and fabric guests run: Debian's, with their
@@ -221,8 +222,7 @@ if [ "$with_fabric" = 1 ] && ! command -v nvme >/dev/null; then
 fi
 if [ $((with_region + with_fabric)) -gt 0 ]; then
     # the CLI too: cxlpool verify and cxlpool topo run in the guests
-    gcc -static -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror \
-        -I"$src/include" -I"$src/src" "$src"/src/*/*.c "$src"/tools/*.c \
+    gcc -static $cflags "$work"/obj/*.o "$src"/tools/*.c \
         -o "$work/cxlpool" -lnuma -lxxhash -luring -lpthread -lm 2>"$work/cc.log" ||
         { cat "$work/cc.log"; fail "static build of cxlpool failed"; }
 fi
@@ -376,7 +376,7 @@ boot numa -m 2G -machine hmat=on \
 # 7.2 then routes no access to the device (a region's memory reads zeros
 # and drops every store)
 cxl_device() {
-    echo "-M q35,cxl=on -m 2G,maxmem=4G,slots=4" \
+    echo "-M q35,cxl=on -m 1G,maxmem=4G,slots=4" \
         "-object memory-backend-file,id=cxl-mem1,share=on,mem-path=$work/$1-mem.raw,size=256M" \
         "-object memory-backend-file,id=cxl-lsa1,share=on,mem-path=$work/$1-lsa.raw,size=256M" \
         "-device pxb-cxl,bus_nr=12,bus=pcie.0,id=cxl.1" \
