@@ -116,20 +116,30 @@ static int blk_attach(struct media *m, int flags, char *err, size_t errlen)
     return 0;
 }
 
-static int blk_create(struct media *m, uint64_t size, char *err, size_t errlen)
+/* A device m attached holds size bytes and no pool or tier object. */
+static int blk_claimable(const struct media *m, uint64_t size, char *err, size_t errlen)
 {
-    int rc = blk_attach(m, O_RDWR | O_EXCL, err, errlen);
-    if (rc)
-        return rc;
     if (size > m->size)
         return errbuf_set(err, errlen, CXLP_EARG, "%s: %llu bytes wanted, the device holds "
                           "%llu", m->path, (unsigned long long)size,
                           (unsigned long long)m->size);
-    if ((rc = holds_ours(m->fd)) != 0)
-        return rc < 0 ? errbuf_set(err, errlen, rc, "%s: read of its first page: %s", m->path,
-                                   strerror(-rc))
-                      : errbuf_set(err, errlen, CXLP_EEXIST, "%s: device already holds a pool "
-                                   "or tier object", m->path);
+    int rc = holds_ours(m->fd);
+    if (rc < 0)
+        return errbuf_set(err, errlen, rc, "%s: read of its first page: %s", m->path,
+                          strerror(-rc));
+    if (rc > 0)
+        return errbuf_set(err, errlen, CXLP_EEXIST, "%s: device already holds a pool or tier "
+                          "object", m->path);
+    return 0;
+}
+
+static int blk_create(struct media *m, uint64_t size, char *err, size_t errlen)
+{
+    int rc = blk_attach(m, O_RDWR | O_EXCL, err, errlen);
+    if (!rc)
+        rc = blk_claimable(m, size, err, errlen);
+    if (rc)
+        return rc;
     if (size)
         m->size = size;
     return media_map_fd(m, err, errlen);
@@ -139,14 +149,8 @@ int media_blk_probe(struct media *m, uint64_t size, char *err, size_t errlen)
 {
     struct media t = *m;
     int rc = blk_attach(&t, O_RDONLY | O_EXCL, err, errlen); /* refused as create would be */
-    if (!rc && size > t.size)
-        rc = errbuf_set(err, errlen, CXLP_EARG, "%s: %llu bytes wanted, the device holds %llu",
-                        m->path, (unsigned long long)size, (unsigned long long)t.size);
-    if (!rc && (rc = holds_ours(t.fd)) != 0)
-        rc = rc < 0 ? errbuf_set(err, errlen, rc, "%s: read of its first page: %s", m->path,
-                                 strerror(-rc))
-                    : errbuf_set(err, errlen, CXLP_EEXIST, "%s: device already holds a pool or "
-                                 "tier object", m->path);
+    if (!rc)
+        rc = blk_claimable(&t, size, err, errlen);
     if (t.fd >= 0)
         close(t.fd);
     return rc;
