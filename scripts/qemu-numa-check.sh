@@ -238,11 +238,12 @@ for a in sh mount mkdir echo cat poweroff sleep insmod hostname ls grep head seq
 done
 
 # add_modules ROOT GROUP NAME...: the modules NAME and their dependencies
-# into ROOT/modules, their load order in ROOT/modules/GROUP.order
+# into ROOT/modules, their load order in ROOT/modules/GROUP.order; status 1
+# when one is not in $moddir
 add_modules() {
     local r=$1 group=$2 f m files
     shift 2
-    files=$(resolve_modules "$moddir" "$@") || skip "modules for the $group guest not in $moddir"
+    files=$(resolve_modules "$moddir" "$@") || return 1
     : >"$r/modules/$group.order"
     for f in $files; do
         m=$(basename "$f" .xz)
@@ -264,7 +265,9 @@ add_program() {
     done
 }
 
-[ "$with_cxl" = 1 ] && add_modules "$root" cxl $cxl_mods
+if [ "$with_cxl" = 1 ]; then
+    add_modules "$root" cxl $cxl_mods || skip "modules for the cxl guest not in $moddir"
+fi
 # The kernel hands unknown name=value parameters to init as environment.
 cat >"$root/init" <<'INIT'
 #!/bin/sh
@@ -299,12 +302,13 @@ if [ $((with_region + with_fabric)) -gt 0 ]; then
     cp -a "$root" "$xroot" && cp "$work/cxlpool" "$xroot/bin/cxlpool" || fail "copy initramfs"
     if [ "$with_region" = 1 ]; then
         for t in cxl ndctl daxctl; do add_program "$xroot" "$(command -v $t)"; done
-        add_modules "$xroot" region $region_mods
+        add_modules "$xroot" region $region_mods ||
+            { echo "SKIP: --region: its modules are not in $moddir"; with_region=0; }
     fi
     if [ "$with_fabric" = 1 ]; then
         add_program "$xroot" "$(command -v nvme)"
-        add_modules "$xroot" target $target_mods
-        add_modules "$xroot" fabric $fabric_mods
+        { add_modules "$xroot" target $target_mods && add_modules "$xroot" fabric $fabric_mods; } ||
+            { echo "SKIP: --fabric: its modules are not in $moddir"; with_fabric=0; }
         mkdir -p "$xroot/etc/nvme"
         echo "nqn.2014-08.org.nvmexpress:uuid:2029c0de-0000-4000-8000-000000000029" \
             >"$xroot/etc/nvme/hostnqn"
