@@ -31,7 +31,9 @@
  *   NAME or shm:NAME        POSIX shared memory /dev/shm/cxlp.NAME (default;
  *                           emulates a CXL pool with local DRAM)
  *   file:PATH               any file: a DAX-mounted fs, hugetlbfs, or a sparse
- *                           file on disk that may be far larger than RAM
+ *                           file on disk that may be far larger than RAM; or
+ *                           a block device (sized by the device, claimed
+ *                           O_EXCL, never created or removed)
  *   numa:NODE:NAME          shared memory bound to NUMA node NODE with mbind
  *                           (how CXL memory in kmem mode is used)
  *   numa:interleave=NODES:NAME  the same, its pages interleaved over NODES
@@ -231,17 +233,20 @@ CXLP_API int cxlp_pool_create(const char *spec, uint64_t size,
  *   shm:SIZE, shm:NAME:SIZE            (/dev/shm/cxlp.NAME; NAME defaults
  *                                       to POOLNAME.KIND)
  *   numa:NODE:SIZE, numa:NODE:NAME:SIZE (shm memory bound to NUMA node NODE)
- *   devdax:/dev/daxX.Y[:SIZE]
+ *   devdax:/dev/daxX.Y[:SIZE]          (no SIZE: the whole device)
  *   file:PATH:SIZE                     (nvme tiers only)
+ *   file:/dev/BLOCKDEV[:SIZE]          (nvme tiers only; no SIZE: the whole
+ *                                       device, which is claimed O_EXCL)
  * e.g. {"dram=shm:1G", "cxl=numa:1:8G", "nvme=file:/data/train.tier:2T"}.
  * spec names the pool object, which holds the metadata (opts->meta_bytes of
  * room for shard tables). The last nvme tier is the home: ingests write
  * there and every shard keeps its copy there. Every spec is checked before
  * anything is created: CXLP_EARG (syntax, order, a size too small, two
  * tiers on one object), CXLP_EUNSUPPORTED (remote), CXLP_ENODEV (a numa
- * node or device that is not there), CXLP_EEXIST (an object exists),
- * CXLP_EFULL (a file larger than its filesystem's free space); the message
- * names the tier. */
+ * node or device that is not there), CXLP_EEXIST (an object exists, or a
+ * device already holds a pool or tier object), CXLP_EBUSY (a block device
+ * mounted or claimed), CXLP_EFULL (a file larger than its filesystem's free
+ * space); the message names the tier. */
 CXLP_API int cxlp_pool_create_tiered(const char *spec, const char *const *tiers,
                                      size_t n_tiers, const struct cxlp_pool_opts *opts,
                                      cxlp_pool **out);

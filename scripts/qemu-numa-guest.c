@@ -38,6 +38,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <numaif.h>
 #include <signal.h>
@@ -52,8 +53,10 @@
 
 #include "cxlpool.h"
 #include "load/loader.h"
+#include "media/media.h"
 #include "pool/loc.h"
 #include "pool/pool.h"
+#include "store/store.h"
 
 static int fails;
 
@@ -279,6 +282,24 @@ static void tier_record(uint8_t *b, uint64_t i)
         b[k] = (uint8_t)(i * 31 + (uint64_t)k * 7);
 }
 
+/* Dataset name of p: n records of 4 KiB (tier_record) in shards of
+ * shard_bytes. */
+static int ingest_tier_records(cxlp_pool *p, const char *name, uint64_t n, uint64_t shard_bytes)
+{
+    struct cxlp_schema sc = {.fixed = 1, .record_size = 4096, .n_fields = 1,
+                             .fields = {{.name = "data", .dtype = CXLP_DT_U8, .ndim = 1,
+                                         .shape = {4096}}}};
+    struct cxlp_writer_opts wo = {.shard_bytes = shard_bytes};
+    cxlp_writer *w = NULL;
+    static uint8_t rec[4096];
+    int rc = cxlp_writer_begin(p, name, &sc, &wo, &w);
+    for (uint64_t i = 0; rc == 0 && i < n; i++) {
+        tier_record(rec, i);
+        rc = cxlp_writer_append(w, rec, sizeof rec);
+    }
+    return rc ? (cxlp_writer_abort(w), rc) : cxlp_writer_commit(w);
+}
+
 /* The nodes of the pages of every copy in tier t: n pages counted, how
  * many move_pages and get_mempolicy both place on want. */
 static void pages_on(cxlp_pool *p, const char *name, uint32_t t, int want, int *n, int *ok)
@@ -325,46 +346,43 @@ static void copies_in(cxlp_pool *p, uint64_t *c0, uint64_t *c1)
     }
 }
 
-/* A pool of two tiers on the two nodes; a dataset migrated both ways under
- * four verifying readers; every copy's pages where its tier is. */
-static void check_tier_migration(void)
+/* A pool of two tiers, dram on node 0 and cxl on node cxl_node; a dataset
+ * of n 4 KiB records in shards of 64 KiB migrated both ways, rounds times,
+ * under nreaders verifying reader processes; every copy's pages where its
+ * tier is after each move. */
+static void check_tier_migration(int cxl_node, int nreaders, uint64_t n, int rounds)
 {
     const char *spec = "guesttiers";
-    const char *tiers[] = {"dram=numa:0:48M", "cxl=numa:1:48M"};
+    char cxl_tier[48];
+    snprintf(cxl_tier, sizeof cxl_tier, "cxl=numa:%d:48M", cxl_node);
+    const char *tiers[] = {"dram=numa:0:48M", cxl_tier};
     struct cxlp_pool_opts o = {.meta_bytes = 4ULL << 20};
     cxlp_pool *p = NULL;
     int rc = cxlp_pool_create_tiered(spec, tiers, 2, &o, &p);
-    printf("  pool %s (dram=numa:0, cxl=numa:1): %s\n", spec, rc ? cxlp_errmsg(NULL) : "created");
-    expect(rc == 0, "create a pool of two tiers on nodes 0 and 1");
+    printf("  pool %s (dram=numa:0, %s): %s\n", spec, cxl_tier,
+           rc ? cxlp_errmsg(NULL) : "created");
+    expect(rc == 0, "create a pool of two tiers, dram on node 0 and cxl on the other");
     if (rc)
         return;
-    struct cxlp_schema sc = {.fixed = 1, .record_size = 4096, .n_fields = 1,
-                             .fields = {{.name = "data", .dtype = CXLP_DT_U8, .ndim = 1,
-                                         .shape = {4096}}}};
-    struct cxlp_writer_opts wo = {.shard_bytes = 64 << 10};
-    cxlp_writer *w = NULL;
-    static uint8_t rec[4096];
-    const uint64_t n = 2048; /* 8 MiB in 128 shards */
-    rc = cxlp_writer_begin(p, "moving", &sc, &wo, &w);
-    for (uint64_t i = 0; rc == 0 && i < n; i++) {
-        tier_record(rec, i);
-        rc = cxlp_writer_append(w, rec, sizeof rec);
-    }
-    rc = rc ? (cxlp_writer_abort(w), rc) : cxlp_writer_commit(w);
-    expect(rc == 0, "ingest 8 MiB into the slowest tier (cxl, node 1)");
+    const uint64_t shards = (n + 15) / 16; /* 16 records a shard */
+    rc = ingest_tier_records(p, "moving", n, 64 << 10);
+    printf("  ingest %" PRIu64 " KiB in %" PRIu64 " shards into the cxl tier: %s\n", n * 4,
+           shards, rc ? cxlp_errmsg(p) : "ok");
+    expect(rc == 0, "ingest into the slowest tier (cxl)");
     uint64_t c0, c1;
     copies_in(p, &c0, &c1);
-    expect(c0 == 0 && c1 == 128, "128 shard copies, all in the cxl tier");
+    expect(c0 == 0 && c1 == shards, "every shard copy in the cxl tier");
     int pn, pok;
-    pages_on(p, "moving", 1, 1, &pn, &pok);
-    printf("  after ingest: %d of %d pages of cxl copies on node 1\n", pok, pn);
-    expect(pn > 0 && pok == pn, "move_pages and get_mempolicy: cxl copies on node 1");
+    pages_on(p, "moving", 1, cxl_node, &pn, &pok);
+    printf("  after ingest: %d of %d pages of cxl copies on node %d\n", pok, pn, cxl_node);
+    expect(pn > 0 && pok == pn, "move_pages and get_mempolicy: cxl copies on the cxl node");
 
-    /* four readers verify records until told to stop */
+    /* the readers verify records until told to stop */
     volatile uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
                                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    pid_t kid[4];
-    for (int r = 0; r < 4; r++) {
+    pid_t kid[8];
+    nreaders = nreaders < 1 ? 1 : nreaders > 8 ? 8 : nreaders;
+    for (int r = 0; r < nreaders; r++) {
         kid[r] = fork();
         if (kid[r] == 0) {
             cxlp_pool *q;
@@ -388,7 +406,7 @@ static void check_tier_migration(void)
         }
     }
     int moves_ok = 1;
-    for (int round = 0; round < 2; round++) { /* both ways, twice */
+    for (int round = 0; round < rounds; round++) { /* both ways */
         struct cxlp_migrate_stat ms;
         rc = cxlp_migrate(p, "moving", "dram", NULL, &ms);
         moves_ok &= rc == 0;
@@ -397,28 +415,30 @@ static void check_tier_migration(void)
         printf("  round %d, to dram: %s; copies %llu/%llu; %d of %d pages on node 0\n", round,
                rc ? cxlp_errmsg(p) : "moved", (unsigned long long)c0, (unsigned long long)c1,
                pok, pn);
-        moves_ok &= c0 == 128 && c1 == 0 && pn > 0 && pok == pn;
+        moves_ok &= c0 == shards && c1 == 0 && pn > 0 && pok == pn;
         rc = cxlp_migrate(p, "moving", "cxl", NULL, &ms);
         moves_ok &= rc == 0;
         copies_in(p, &c0, &c1);
-        pages_on(p, "moving", 1, 1, &pn, &pok);
-        printf("  round %d, to cxl: %s; copies %llu/%llu; %d of %d pages on node 1\n", round,
+        pages_on(p, "moving", 1, cxl_node, &pn, &pok);
+        printf("  round %d, to cxl: %s; copies %llu/%llu; %d of %d pages on node %d\n", round,
                rc ? cxlp_errmsg(p) : "moved", (unsigned long long)c0, (unsigned long long)c1,
-               pok, pn);
-        moves_ok &= c0 == 0 && c1 == 128 && pn > 0 && pok == pn;
+               pok, pn, cxl_node);
+        moves_ok &= c0 == 0 && c1 == shards && pn > 0 && pok == pn;
     }
     __atomic_store_n(&shared[0], 1, __ATOMIC_RELEASE);
     int readers_ok = 1;
-    for (int r = 0; r < 4; r++) {
+    uint64_t bad = 0;
+    for (int r = 0; r < nreaders; r++) {
         int status;
         readers_ok &= waitpid(kid[r], &status, 0) == kid[r] && WIFEXITED(status) &&
                       WEXITSTATUS(status) == 0;
     }
-    uint64_t bad = shared[2] + shared[3] + shared[4] + shared[5];
-    printf("  4 readers verified %llu records during the migrations, %llu mismatches\n",
-           (unsigned long long)shared[1], (unsigned long long)bad);
-    expect(moves_ok, "migrate both ways twice; every copy's pages on its tier's node");
-    expect(readers_ok && bad == 0 && shared[1] > 0, "4 readers: no error, no mismatch");
+    for (int r = 0; r < nreaders; r++)
+        bad += shared[2 + r];
+    printf("  %d readers verified %llu records during the migrations, %llu mismatches\n",
+           nreaders, (unsigned long long)shared[1], (unsigned long long)bad);
+    expect(moves_ok, "migrate both ways; every copy's pages on its tier's node after each move");
+    expect(readers_ok && bad == 0 && shared[1] > 0, "the readers: no error, no mismatch");
     expect(cxlp_pool_verify(p, NULL, NULL) == 0, "cxlp_pool_verify passes");
     cxlp_pool_close(p);
     expect(cxlp_pool_destroy(spec) == 0, "destroy the tiered pool");
@@ -592,12 +612,370 @@ static int check_hosts(int a)
     return verdict();
 }
 
+/* ------------------------------------------------ a CXL region, two ways */
+
+/* A loader's index source over a C sampler (ctx). */
+static int rec_sampler_fn(void *ctx, uint64_t *out, size_t max, size_t *n)
+{
+    *n = cxlp_sampler_next(ctx, out, max);
+    return 0;
+}
+
+/* One pass of a loader over dataset s of n tier_records: every row checked
+ * byte for byte, every record once. after(ctx, batches) runs after each
+ * batch (NULL: none). Returns the loader's code (0: the pass ended), with
+ * its message in err; *records and *bad (rows wrong or repeated) say what
+ * came before. */
+static int loader_pass(cxlp_store *s, uint64_t n, int kind, uint64_t per_shard,
+                       const struct cxlp_loader_opts *o, void (*after)(void *, uint64_t),
+                       void *ctx, uint64_t *records, uint64_t *bad, char *err, size_t cap)
+{
+    struct cxlp_sampler_config cfg = {.kind = kind, .n = n, .seed = 29, .shard_size = per_shard,
+                                      .window = 4, .world = 1};
+    cxlp_sampler *sm = NULL;
+    cxlp_loader *l = NULL;
+    uint8_t *seen = calloc(n, 1);
+    static uint8_t want[4096];
+    *records = *bad = 0;
+    int rc = seen ? cxlp_sampler_create(&cfg, &sm) : -ENOMEM;
+    if (!rc)
+        rc = cxlp_loader_create(s, o, rec_sampler_fn, sm, &l);
+    if (rc)
+        snprintf(err, cap, "%s", cxlp_errmsg(NULL));
+    for (uint64_t batches = 0; !rc;) {
+        struct cxlp_batch *b;
+        if ((rc = cxlp_loader_next(l, &b))) {
+            snprintf(err, cap, "%s", cxlp_errmsg(l));
+            break;
+        }
+        if (!b)
+            break;
+        for (uint32_t r = 0; r < b->rows; r++) {
+            uint64_t id = b->ids[r];
+            tier_record(want, id < n ? id : 0);
+            if (id >= n || seen[id] || b->row_bytes != 4096 ||
+                memcmp((const uint8_t *)b->data + (uint64_t)r * 4096, want, 4096) != 0)
+                ++*bad;
+            else
+                seen[id] = 1;
+        }
+        *records += b->rows;
+        cxlp_loader_release(l, b);
+        if (after)
+            after(ctx, ++batches);
+    }
+    cxlp_loader_free(l);
+    cxlp_sampler_free(sm);
+    free(seen);
+    return rc;
+}
+
+static const struct cxlp_topo_dax *find_dax(const cxlp_topo *t, const char *devpath)
+{
+    for (size_t i = 0; i < cxlp_topo_dax_count(t); i++)
+        if (!strcmp(cxlp_topo_dax(t, i)->devpath, devpath))
+            return cxlp_topo_dax(t, i);
+    return NULL;
+}
+
+/* A pool on the dax device of a CXL region (cxl create-region, then ndctl
+ * create-namespace -m devdax): created, ingested, read by a loader, every
+ * record once and byte-exact, verified; left in place for `cxlpool verify`
+ * and `cxlpool destroy`, which the init script runs next. */
+static int check_region_devdax(const char *dev)
+{
+    cxlp_topo *t = discover_and_print();
+    if (!t)
+        return 1;
+    const struct cxlp_topo_dax *d = find_dax(t, dev);
+    expect(count_kind(t, "region") >= 1, "a region on the CXL bus");
+    expect(d && !strcmp(d->mode, "devdax") && d->size >= (64ULL << 20),
+           "its dax device, in devdax mode, in the report");
+    if (d)
+        printf("  %s: %" PRIu64 " bytes, align %" PRIu64 ", target node %d\n", d->name, d->size,
+               d->align, d->target_node);
+    cxlp_topo_free(t);
+    char spec[96];
+    snprintf(spec, sizeof spec, "devdax:%s", dev);
+    cxlp_pool *p = NULL;
+    int rc = cxlp_pool_create(spec, 64ULL << 20, NULL, &p);
+    printf("  pool %s: %s\n", spec, rc ? cxlp_errmsg(NULL) : "created");
+    expect(rc == 0, "create a pool on the region's dax device");
+    if (rc)
+        return verdict();
+    struct cxlp_pool_stat st;
+    expect(cxlp_pool_stat(p, &st) == 0 && st.media == CXLP_MEDIA_DEVDAX && !st.emulated,
+           "stat: devdax media, not emulated");
+    /* QEMU 7.2 emulates every access to the region's memory: 4 MiB */
+    const uint64_t n = 1024;
+    rc = ingest_tier_records(p, "region", n, 256 << 10);
+    expect(rc == 0, "ingest 4 MiB of records");
+    cxlp_store *s = NULL;
+    rc = rc ? rc : cxlp_store_open(p, "region", &s);
+    uint64_t records = 0, bad = 0;
+    char err[512] = "";
+    struct cxlp_loader_opts o = {.batch_size = 64, .threads = 1};
+    if (!rc)
+        rc = loader_pass(s, n, CXLP_ORDER_RANDOM, 0, &o, NULL, NULL, &records, &bad, err,
+                         sizeof err);
+    printf("  loader, random order: %" PRIu64 " records, %" PRIu64 " wrong or repeated%s%s\n",
+           records, bad, rc ? ": " : "", rc ? err : "");
+    expect(rc == 0 && records == n && bad == 0,
+           "a loader reads every record once, byte-exact, from the device");
+    expect(s && cxlp_store_verify(s) == 0, "the dataset's checksums verify");
+    expect(cxlp_pool_verify(p, NULL, NULL) == 0, "cxlp_pool_verify passes");
+    cxlp_store_close(s);
+    cxlp_pool_close(p);
+    return verdict();
+}
+
+/* The same device as the cxl tier of a pool of tiers (no size: all of
+ * it), a dataset moved to dram and back, every record intact. */
+static int check_region_devdax_tier(const char *dev)
+{
+    char cxl_tier[96];
+    snprintf(cxl_tier, sizeof cxl_tier, "cxl=devdax:%s", dev);
+    const char *tiers[] = {"dram=shm:40M", cxl_tier};
+    struct cxlp_pool_opts o = {.meta_bytes = 4ULL << 20};
+    cxlp_pool *p = NULL;
+    int rc = cxlp_pool_create_tiered("daxtiers", tiers, 2, &o, &p);
+    printf("  pool daxtiers (dram=shm:40M, %s): %s\n", cxl_tier,
+           rc ? cxlp_errmsg(NULL) : "created");
+    expect(rc == 0, "create a pool of tiers whose cxl tier is the whole dax device");
+    if (rc)
+        return verdict();
+    struct cxlp_tier_info ti[2];
+    size_t nt = 0;
+    expect(cxlp_pool_tiers(p, ti, 2, &nt) == 0 && nt == 2 && ti[1].media == CXLP_MEDIA_DEVDAX &&
+               !ti[1].emulated && ti[1].capacity >= (200ULL << 20),
+           "the cxl tier: devdax, not emulated, the device's size");
+    rc = ingest_tier_records(p, "moving", 512, 128 << 10);
+    expect(rc == 0, "ingest 2 MiB into the cxl (devdax) tier");
+    struct cxlp_migrate_stat ms;
+    int ok = rc == 0;
+    const char *to[] = {"dram", "cxl"};
+    for (int k = 0; ok && k < 2; k++) {
+        ok &= cxlp_migrate(p, "moving", to[k], NULL, &ms) == 0;
+        cxlp_store *s = NULL;
+        uint64_t good = 0;
+        static uint8_t got[4096], want[4096];
+        if (ok && cxlp_store_open(p, "moving", &s) == 0) {
+            for (uint64_t i = 0; i < 512; i++) {
+                uint64_t len = 0;
+                tier_record(want, i);
+                good += cxlp_store_read_copy(s, i, got, sizeof got, &len) == 0 && len == 4096 &&
+                        !memcmp(got, want, 4096);
+            }
+            cxlp_store_close(s);
+        }
+        printf("  to %s: %" PRIu64 " shards copied, %" PRIu64 " of 512 records intact\n",
+               to[k], ms.copied, good);
+        ok &= good == 512;
+    }
+    expect(ok, "migrate to dram and back to the dax device, every record intact");
+    expect(cxlp_pool_verify(p, NULL, NULL) == 0, "cxlp_pool_verify passes");
+    cxlp_pool_close(p);
+    expect(cxlp_pool_destroy("daxtiers") == 0, "destroy the pool (the device's header wiped)");
+    return verdict();
+}
+
+/* After daxctl reconfigure-device --mode=system-ram: the region's memory is
+ * node `node`, memory-only, onlined by kmem; discovery must call it CXL,
+ * and it carries a pool tier like any memory-only node. */
+static int check_region_kmem(int node)
+{
+    cxlp_topo *t = discover_and_print();
+    if (!t)
+        return 1;
+    const struct cxlp_topo_node *n = NULL, *n0 = NULL;
+    for (size_t i = 0; i < cxlp_topo_node_count(t); i++) {
+        if (cxlp_topo_node(t, i)->id == node)
+            n = cxlp_topo_node(t, i);
+        if (cxlp_topo_node(t, i)->id == 0)
+            n0 = cxlp_topo_node(t, i);
+    }
+    int kmem = 0;
+    for (size_t i = 0; i < cxlp_topo_dax_count(t); i++)
+        kmem |= !strcmp(cxlp_topo_dax(t, i)->mode, "kmem") &&
+                cxlp_topo_dax(t, i)->target_node == node;
+    expect(n && n->has_memory && !n->has_cpu, "the region's node is memory-only");
+    expect(kmem, "a dax device in kmem mode targets it");
+    expect(n && n->is_cxl, "discovery calls it CXL");
+    expect(n && !strcmp(n->backend, "numa"), "it maps to the numa backend");
+    expect(n && n0 && n->tier > n0->tier, "its memory tier is below node 0's (DRAM)");
+    if (n && n->read_latency_ns != CXLP_TOPO_UNKNOWN)
+        printf("  HMAT: read latency %" PRIu64 " ns, read bandwidth %" PRIu64 " MiB/s\n",
+               n->read_latency_ns, n->read_bandwidth_mbs);
+    else
+        printf("  HMAT: no figures for node %d (the firmware's HMAT names no such domain)\n",
+               node);
+    cxlp_topo_free(t);
+    int where = page_node_after_mbind(node);
+    printf("  mbind to node %d: page on node %d\n", node, where);
+    expect(where == node, "mbind places pages on the region's node");
+    /* QEMU 7.2 emulates every access to the region's memory (no RAM
+     * mapping): 1 MiB, both ways once, keeps this short */
+    check_tier_migration(node, 2, 256, 1);
+    return verdict();
+}
+
+/* ------------------------------------------------ the archive over a fabric */
+
+/* The fabric controller's state ("live", "connecting", ...) into buf. */
+static void fabric_state(char *buf, size_t cap)
+{
+    snprintf(buf, cap, "?");
+    DIR *d = opendir("/sys/class/nvme");
+    struct dirent *e;
+    while (d && (e = readdir(d))) {
+        char p[300], tr[16] = "";
+        snprintf(p, sizeof p, "/sys/class/nvme/%s/transport", e->d_name);
+        FILE *f = fopen(p, "r");
+        if (!f)
+            continue;
+        char *ok = fgets(tr, sizeof tr, f);
+        fclose(f);
+        if (!ok || strncmp(tr, "tcp", 3) != 0)
+            continue;
+        snprintf(p, sizeof p, "/sys/class/nvme/%s/state", e->d_name);
+        if ((f = fopen(p, "r"))) {
+            if (fgets(buf, (int)cap, f))
+                buf[strcspn(buf, "\n")] = 0;
+            fclose(f);
+        }
+    }
+    if (d)
+        closedir(d);
+}
+
+struct stop_at {
+    uint64_t batch;      /* after this many batches: stop the target */
+    double stopped;      /* when the controller left "live" (0: not yet) */
+};
+
+/* After st->batch batches: asks the script to stop the target (a line on
+ * the console), then waits until the kernel has noticed (the controller
+ * leaves "live"), so that the reads that follow go to a dead target. */
+static void stop_target(void *ctx, uint64_t batches)
+{
+    struct stop_at *st = ctx;
+    if (batches != st->batch)
+        return;
+    printf("FABRIC-STOP-TARGET\n");
+    fflush(stdout);
+    char state[32] = "";
+    double t0 = now_s();
+    do {
+        usleep(100000);
+        fabric_state(state, sizeof state);
+    } while (!strcmp(state, "live") && now_s() - t0 < 120);
+    st->stopped = now_s();
+    printf("  controller %s %.1f s after the request\n", state, st->stopped - t0);
+}
+
+#define FABRIC_LIMIT_S 60 /* the error must come within this of the loss */
+
+static int check_fabric(const char *dev)
+{
+    char nvme_tier[96];
+    snprintf(nvme_tier, sizeof nvme_tier, "nvme=file:%s", dev);
+    const char *tiers[] = {"dram=shm:8M", nvme_tier};
+    struct cxlp_pool_opts po = {.meta_bytes = 4ULL << 20};
+    cxlp_pool *p = NULL;
+    int rc = cxlp_pool_create_tiered("fabric", tiers, 2, &po, &p);
+    printf("  pool fabric (dram=shm:8M, %s): %s\n", nvme_tier, rc ? cxlp_errmsg(NULL) : "created");
+    expect(rc == 0, "create a pool whose home is the fabric namespace (its whole size)");
+    if (rc)
+        return verdict();
+    struct cxlp_tier_info ti[2];
+    size_t nt = 0;
+    expect(cxlp_pool_tiers(p, ti, 2, &nt) == 0 && nt == 2 && ti[1].home && ti[1].staged &&
+               !strcmp(ti[1].path, dev),
+           "the home tier is the block device");
+    printf("  home tier %s: %" PRIu64 " bytes\n", ti[1].path, ti[1].capacity);
+    const uint64_t n = 2048; /* 8 MiB in shards of 256 KiB, four times the budget */
+    rc = ingest_tier_records(p, "archive", n, 256 << 10);
+    expect(rc == 0, "ingest 8 MiB into the home tier over the fabric");
+    expect(cxlp_pool_verify(p, NULL, NULL) == 0, "cxlp_pool_verify passes");
+    struct media_reader *r = NULL;
+    char err[512] = "";
+    int direct = media_reader_open(&r, dev, err, sizeof err) == 0 && media_reader_direct(r);
+    media_reader_close(r);
+    expect(direct, "the staging reader opens the namespace with O_DIRECT (io_uring)");
+    cxlp_store *s = NULL;
+    if (rc || cxlp_store_open(p, "archive", &s) != 0) {
+        cxlp_pool_close(p);
+        return verdict();
+    }
+    uint64_t per = s->per_shard, records, bad;
+    struct cxlp_loader_opts o = {.batch_size = 32, .threads = 1,
+                                 .tier_policy = CXLP_POLICY_LOOKAHEAD, .tier_budget = 2ULL << 20};
+    rc = loader_pass(s, n, CXLP_ORDER_BLOCK, per, &o, NULL, NULL, &records, &bad, err, sizeof err);
+    struct cxlp_tier_info t2[2];
+    cxlp_pool_tiers(p, t2, 2, &nt);
+    printf("  epoch 1: %" PRIu64 " records, %" PRIu64 " wrong or repeated; %" PRIu64
+           " bytes staged into dram%s%s\n", records, bad, t2[0].bytes_in, rc ? ": " : "",
+           rc ? err : "");
+    expect(rc == 0 && records == n && bad == 0, "epoch 1: every record once, byte-exact");
+
+    /* the target stops a quarter into the epoch */
+    struct stop_at st = {n / 32 / 4, 0};
+    rc = loader_pass(s, n, CXLP_ORDER_BLOCK, per, &o, stop_target, &st, &records, &bad, err,
+                     sizeof err);
+    double after = st.stopped ? now_s() - st.stopped : -1;
+    printf("  epoch 2: %" PRIu64 " records before the loader stopped, %" PRIu64
+           " wrong or repeated; %.1f s after the loss: %s\n", records, bad, after,
+           rc ? err : "(no error)");
+    expect(rc != 0 && st.stopped > 0 && after <= FABRIC_LIMIT_S,
+           "epoch 2: the loader fails within the limit after the target stops");
+    expect(strstr(err, "shard") && strstr(err, "tier 1") && strstr(err, dev),
+           "its error names the shard and the tier (index and device)");
+    expect(bad == 0 && records < n, "no wrong bytes before it");
+
+    /* the target comes back; the kernel reconnects */
+    printf("FABRIC-START-TARGET\n");
+    fflush(stdout);
+    double t0 = now_s();
+    int fd = open(dev, O_RDONLY | O_DIRECT), back = 0;
+    static uint8_t page[4096] __attribute__((aligned(4096)));
+    while (fd >= 0 && !back && now_s() - t0 < 180) {
+        back = pread(fd, page, sizeof page, 0) == (ssize_t)sizeof page;
+        if (!back)
+            usleep(500000);
+    }
+    if (fd >= 0)
+        close(fd);
+    char state[32];
+    fabric_state(state, sizeof state);
+    printf("  namespace %s after %.1f s (controller %s)\n",
+           back ? "readable again" : "not readable", now_s() - t0, state);
+    expect(back, "the initiator reconnects to the returned target");
+    rc = loader_pass(s, n, CXLP_ORDER_BLOCK, per, &o, NULL, NULL, &records, &bad, err, sizeof err);
+    printf("  epoch 3: %" PRIu64 " records, %" PRIu64 " wrong or repeated%s%s\n", records, bad,
+           rc ? ": " : "", rc ? err : "");
+    expect(rc == 0 && records == n && bad == 0, "epoch 3: every record once, byte-exact");
+    expect(cxlp_store_verify(s) == 0 && cxlp_pool_verify(p, NULL, NULL) == 0,
+           "the dataset and the pool verify");
+    cxlp_store_close(s);
+    cxlp_pool_close(p);
+    expect(cxlp_pool_destroy("fabric") == 0, "destroy the pool (the namespace's header wiped)");
+    return verdict();
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "cxl"))
         return check_cxl();
     if (argc > 1 && (!strcmp(argv[1], "hostA") || !strcmp(argv[1], "hostB")))
         return check_hosts(argv[1][4] == 'A');
+    if (argc > 2 && !strcmp(argv[1], "region-devdax"))
+        return check_region_devdax(argv[2]);
+    if (argc > 2 && !strcmp(argv[1], "region-devdax-tier"))
+        return check_region_devdax_tier(argv[2]);
+    if (argc > 2 && !strcmp(argv[1], "region-kmem"))
+        return check_region_kmem(atoi(argv[2]));
+    if (argc > 2 && !strcmp(argv[1], "fabric-host"))
+        return check_fabric(argv[2]);
     uint64_t lat1 = env_u64("QEMU_EXPECT_LAT1", 250);
     uint64_t bw1 = env_u64("QEMU_EXPECT_BW1", 32768);
     uint64_t lat0 = env_u64("QEMU_EXPECT_LAT0", 80);
@@ -632,7 +1010,7 @@ int main(int argc, char **argv)
     cxlp_topo_free(t);
     if (n1) {
         check_numa_pool();
-        check_tier_migration();
+        check_tier_migration(1, 4, 2048, 2); /* 8 MiB, both ways twice */
     }
     return verdict();
 }

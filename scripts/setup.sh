@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing cxl-dataloader needs on Debian 12:
 # compilers, CMake/Ninja, libxxhash, libnuma, hwloc, liburing, clang-14 with
-# libFuzzer, and the pinned Python packages of requirements-dev.txt.
+# libFuzzer, QEMU and the tools its guests run, and the pinned Python
+# packages of requirements-dev.txt.
 # Idempotent: packages already present are skipped. Needs root or sudo for apt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,8 +13,10 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config libxxhash-dev xxhash
           python3-venv util-linux
           # a real kernel with a CPU-less NUMA node and a CXL device, under
           # QEMU (scripts/qemu-numa-check.sh); the kernel itself is fetched
-          # with apt-get download by that script
-          qemu-system-x86 busybox-static cpio)
+          # with apt-get download by that script. In its guests: cxl and
+          # ndctl (ndctl), daxctl (a CXL region as devdax and kmem), nvme
+          # (nvme-cli: the archive over NVMe/TCP)
+          qemu-system-x86 busybox-static cpio ndctl daxctl nvme-cli)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

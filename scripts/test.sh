@@ -5,10 +5,12 @@
 #   3. clang-14 libFuzzer build: replays each committed corpus, then fuzzes
 #      each target for FUZZ_SECONDS (default 10; CI uses 30); a clang-14
 #      ThreadSanitizer build runs the migration soak as threads for 10 s
-#   4. scripts/qemu-numa-check.sh --cxl --hosts: topology discovery and a
-#      numa-backed pool on a real kernel with a CPU-less NUMA node (with a
-#      pool of two tiers migrated between its nodes), then a CXL device, then
-#      two kernels sharing one pool (two guests, one memory)
+#   4. scripts/qemu-numa-check.sh --cxl --hosts --region --fabric: topology
+#      discovery and a numa-backed pool on a real kernel with a CPU-less NUMA
+#      node (with a pool of two tiers migrated between its nodes), then a CXL
+#      device, then two kernels sharing one pool (two guests, one memory),
+#      then a CXL region used as devdax and as kmem, then the nvme tier on
+#      an NVMe/TCP namespace exported by a second guest
 #   5. the Python package: pip install . and pytest tests/python
 #   6. the lifetime, dataset and loader tests under ASan (scripts/pytest-asan.sh)
 # Every step runs even when an earlier one failed; the exit code is 0 only if
@@ -91,8 +93,8 @@ elif ! CXLP_SOAK_SECONDS=10 TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/test
   failed+=("tsan soak")
 fi
 
-step "a real kernel under QEMU: CPU-less NUMA node with HMAT, a pool on it; CXL type-3 device; two kernels on one pool"
-bash scripts/qemu-numa-check.sh --cxl --hosts
+step "a real kernel under QEMU: CPU-less NUMA node with HMAT, a pool on it; CXL type-3 device; two kernels on one pool; a CXL region as devdax and kmem; the archive over NVMe/TCP"
+bash scripts/qemu-numa-check.sh --cxl --hosts --region --fabric
 case $? in
   0) ;;
   77) echo "(skipped: see the reason above)" ;;

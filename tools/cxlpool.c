@@ -45,9 +45,10 @@ static const struct cli_cmd cmds[] = {
      "  a lease or the writer lock lives without a heartbeat (default 30s).\n"
      "  With --tier, POOL holds the metadata (--meta-bytes, default 128M) and\n"
      "  each tier, fastest first, is an object of its own: dram=shm:SIZE,\n"
-     "  cxl=numa:NODE:SIZE, cxl=devdax:/dev/daxX.Y, nvme=file:PATH:SIZE (shm\n"
-     "  and numa take an optional NAME before SIZE). The last nvme tier is the\n"
-     "  home: ingests write there, memory tiers hold copies (docs/tiers.md).\n",
+     "  cxl=numa:NODE:SIZE, cxl=devdax:/dev/daxX.Y, nvme=file:PATH:SIZE or\n"
+     "  nvme=file:/dev/BLOCKDEV[:SIZE] (shm and numa take an optional NAME\n"
+     "  before SIZE). The last nvme tier is the home: ingests write there,\n"
+     "  memory tiers hold copies (docs/tiers.md).\n",
      cli_cmd_create},
     {"ingest", "import raw, .npy, Megatron, Arrow, Parquet, WebDataset or JSONL as a dataset",
      "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|arrow|parquet|webdataset|jsonl|auto]\n"

@@ -328,7 +328,9 @@ int media_create(struct media *m, const char *spec, uint64_t size, uint32_t mode
     int rc = media_parse(m, spec, err, errlen);
     if (rc)
         return rc;
-    if (size == 0)
+    /* 0 is a device's whole size (devdax, a block device: the backend's
+     * create decides); anything else must have one */
+    if (size == 0 && m->kind != CXLP_MEDIA_DEVDAX && m->kind != CXLP_MEDIA_FILE)
         return errbuf_set(err, errlen, CXLP_EARG, "%s: size must be > 0", m->path);
     if (mode == 0)
         mode = 0600;
@@ -586,6 +588,8 @@ int media_probe(struct media *m, uint64_t size, char *err, size_t errlen)
             return errbuf_set(err, errlen, CXLP_EEXIST, "%s: already exists", m->path);
         return 0;
     case CXLP_MEDIA_FILE: {
+        if (media_file_is_blk(m->path))
+            return media_blk_probe(m, size, err, errlen);
         if (stat(m->path, &st) == 0)
             return errbuf_set(err, errlen, CXLP_EEXIST, "%s: already exists", m->path);
         char dir[MEDIA_PATH_MAX];

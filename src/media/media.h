@@ -6,7 +6,9 @@
  *   shm     POSIX shm object /dev/shm/cxlp.NAME (the embedded default; stands
  *           in for a CXL pool with local DRAM: emulated)
  *   file    any path; created sparse with ftruncate, so a file pool may be far
- *           larger than RAM (emulated unless it is on a DAX filesystem)
+ *           larger than RAM (emulated unless it is on a DAX filesystem); or
+ *           a block device (an NVMe namespace, local or over a fabric; a
+ *           loop device): sized by the device, never created or removed
  *   numa    a shm object /dev/shm/cxlp.NAME whose pages are bound to one NUMA
  *           node with mbind(MPOL_BIND) before first touch (how CXL memory in
  *           kmem mode is used), or interleaved over several nodes
@@ -45,6 +47,7 @@ struct media {
     int numa_interleave;      /* numa: 1 when the pages interleave over numa_mask */
     unsigned long numa_mask[MEDIA_NODE_WORDS]; /* numa: its node(s), bit n = node n */
     int emulated;             /* 1 when this stands in for CXL hardware */
+    int blkdev;               /* file: the path is a block device */
     uint64_t size;            /* bytes mapped (whole object) */
     uint64_t align;           /* mapping alignment the backend needs */
     void *base;               /* NULL when unmapped */
@@ -72,16 +75,24 @@ struct media_ops {
  * Returns 0 or CXLP_EARG with a message in err. */
 int media_parse(struct media *m, const char *spec, char *err, size_t errlen);
 
+/* 1 when path names a block device (a file: spec there claims the device
+ * rather than creating a file). */
+int media_file_is_blk(const char *path);
+
 /* Says, without creating anything, whether media_create(spec, size) of
  * this parsed media could succeed: the object must not exist (CXLP_EEXIST),
  * a numa node must exist and hold memory and a devdax device must exist and
  * hold size bytes (CXLP_ENODEV), a file's filesystem must have size bytes
  * free (CXLP_EFULL: files are sparse, so a tier larger than the disk would
- * fail later, at an ingest). Message in err names the path. */
+ * fail later, at an ingest); a block device must hold size bytes (CXLP_EARG)
+ * and no pool or tier object already (CXLP_EEXIST). size 0: a device's
+ * whole size (devdax, block device). Message in err names the path. */
 int media_probe(struct media *m, uint64_t size, char *err, size_t errlen);
 /* Creates the backing object exclusively (O_EXCL; CXLP_EEXIST if present)
- * with mode (0 -> 0600), sizes it, and maps it writable. devdax: checks the
- * device is at least size bytes (CXLP_ENODEV when absent). On failure nothing
+ * with mode (0 -> 0600), sizes it, and maps it writable. devdax and a file:
+ * spec naming a block device: claims the device (CXLP_ENODEV when absent,
+ * CXLP_EEXIST when it already holds a pool or tier object), size bytes of
+ * it, or all of it with size 0 (only devices take 0). On failure nothing
  * is left behind. */
 int media_create(struct media *m, const char *spec, uint64_t size, uint32_t mode,
                  char *err, size_t errlen);
@@ -100,7 +111,8 @@ int media_map_private(struct media *m, uint8_t **out);
 /* Unmaps and closes. Safe on a closed media. */
 void media_close(struct media *m);
 /* Makes [off, off+len) durable where the backend persists (file: msync;
- * devdax: msync; shm/numa: no-op). */
+ * devdax: the range's cache lines written back and fenced, its files
+ * having no fsync; shm/numa: no-op). */
 int media_sync(struct media *m, uint64_t off, uint64_t len);
 /* Backs [off, off+len) with storage now (fallocate), so that a full /dev/shm
  * or disk is an error here (-ENOSPC) instead of a SIGBUS on first touch of a
@@ -149,7 +161,9 @@ int media_huge_bytes(const struct media *m, const struct media_range *r, size_t 
  * devdax (a character device). Borrowed: valid until media_close. */
 int media_write_fd(const struct media *m);
 /* Removes the backing object (shm_unlink / unlink); devdax: zeroes the first
- * 4 KiB so the device no longer holds a pool. */
+ * 4 KiB so the device no longer holds a pool; a block device: the same, and
+ * only when its first page holds a pool or tier object (CXLP_ENOTFOUND
+ * otherwise: nothing written). */
 int media_destroy(const char *spec, char *err, size_t errlen);
 /* numa backend: move_pages of the range to node (per-page status folded into
  * the return: 0 all moved, else the first negative status). Others:

@@ -6,9 +6,15 @@
  * mmapped MAP_SHARED in multiples of its alignment (2 MiB by default; the
  * kernel rejects other lengths and offsets), its size and alignment are read
  * from sysfs through the char device number (/sys/dev/char/MAJ:MIN/{size,
- * align}), there is no file size, no fallocate, no NUMA policy; msync is
- * accepted. The device always holds memory, so there is nothing to create:
- * "create" claims the device unless it already holds a pool.
+ * align}), there is no file size, no fallocate, no NUMA policy, and no
+ * msync: device-dax files have no fsync, so msync(MS_SYNC) fails with
+ * EINVAL (seen on Linux 6.1 with a CXL region's device). What reaches the
+ * memory is what the CPU writes back: a sync writes the range's cache lines
+ * back (clwb, else clflushopt or clflush) and fences, which is what makes
+ * stores durable on persistent memory (the platform's persistence domain
+ * starts at the memory controller) and costs little on volatile memory.
+ * The device always holds memory, so there is nothing to create: "create"
+ * claims the device unless it already holds a pool.
  *
  * Where no device exists the tests skip with a printed reason.
  */
@@ -23,6 +29,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/flush.h"
 #include "media/media_impl.h"
 
 #define DEVDAX_DEFAULT_ALIGN (2u << 20)
@@ -83,7 +90,8 @@ static int devdax_create(struct media *m, uint64_t size, uint32_t mode, char *er
     int rc = devdax_attach(m, O_RDWR, err, errlen);
     if (rc)
         return rc;
-    uint64_t want = ALIGN_UP(size, m->align);
+    /* size 0: the whole device */
+    uint64_t want = size ? ALIGN_UP(size, m->align) : m->size;
     if (want > m->size)
         return errbuf_set(err, errlen, CXLP_EARG,
                          "%s: pool size %llu exceeds the device (%llu bytes usable at "
@@ -117,11 +125,22 @@ static int devdax_destroy(struct media *m, char *err, size_t errlen)
     return rc;
 }
 
+static int devdax_sync(struct media *m, uint64_t off, uint64_t len)
+{
+    if (!m->base || !m->writable || len == 0)
+        return 0;
+    if (!range_ok(off, len, m->size))
+        return CXLP_ERANGE;
+    cache_writeback((const uint8_t *)m->base + off, (size_t)len);
+    cache_fence();
+    return 0;
+}
+
 const struct media_ops media_devdax_ops = {
     .name = "devdax",
     .create = devdax_create,
     .open = devdax_open,
-    .sync = media_msync,
+    .sync = devdax_sync,
     .prepare = NULL,
     .destroy = devdax_destroy,
     .migrate = NULL,

@@ -39,6 +39,9 @@ int media_wipe_header(struct media *m, uint64_t maplen, int only_pool, char *err
 /* msync of [off, off+len) rounded out to pages. */
 int media_msync(struct media *m, uint64_t off, uint64_t len);
 
+/* media_probe of a file: spec naming a block device. */
+int media_blk_probe(struct media *m, uint64_t size, char *err, size_t errlen);
+
 /* numa: every node of the pool's set exists and has memory; sets
  * m->emulated (one has CPUs). CXLP_ENODEV naming the node otherwise. */
 int media_numa_check(struct media *m, char *err, size_t errlen);

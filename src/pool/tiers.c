@@ -8,7 +8,7 @@
  *   dram=shm:SIZE            dram=shm:NAME:SIZE
  *   cxl=numa:NODE:SIZE       cxl=numa:NODE:NAME:SIZE
  *   cxl=devdax:/dev/daxX.Y[:SIZE]
- *   nvme=file:PATH:SIZE
+ *   nvme=file:PATH:SIZE      nvme=file:/dev/BLOCKDEV[:SIZE]
  * A shm or numa object without a NAME is named after the pool:
  * /dev/shm/cxlp.POOLNAME.KIND (KIND2, KIND3... for a second tier of a kind).
  * Tiers are listed fastest first (dram, cxl, nvme); the slowest nvme tier is
@@ -147,11 +147,13 @@ static int tspec_parse(const char *str, int i, const char *base, int nth, struct
     int rc = media_parse(&t->m, t->spec, why, sizeof why);
     if (rc)
         return bad(err, str, i, rc, why);
-    if (!has_size && t->m.kind != CXLP_MEDIA_DEVDAX)
+    /* a device's size is its own (devdax, a block device), or SIZE of it */
+    if (!has_size && t->m.kind != CXLP_MEDIA_DEVDAX &&
+        !(t->m.kind == CXLP_MEDIA_FILE && media_file_is_blk(t->m.path)))
         return bad(err, str, i, CXLP_EARG, "no size (append :SIZE, e.g. :8G)");
     if (t->kind == CXLP_TIER_NVME && t->m.kind != CXLP_MEDIA_FILE)
-        return bad(err, str, i, CXLP_EARG, "an nvme tier is a file on storage "
-                   "(nvme=file:PATH:SIZE)");
+        return bad(err, str, i, CXLP_EARG, "an nvme tier is a file on storage or a block "
+                   "device (nvme=file:PATH:SIZE, nvme=file:/dev/nvme0n1[:SIZE])");
     if (t->kind != CXLP_TIER_NVME && t->m.kind == CXLP_MEDIA_FILE)
         return bad(err, str, i, CXLP_EARG, "a memory tier is shm, numa or devdax memory; "
                    "a file is an nvme tier");
@@ -278,8 +280,8 @@ int cxlp_pool_create_tiered(const char *spec, const char *const *tiers, size_t n
     struct media m;
     for (; made < n_tiers; made++) {
         uint32_t ob = (uint32_t)made + 1;
-        rc = media_create(&m, ts[made].spec, ts[made].size ? ts[made].size : 1, o.mode, err,
-                          sizeof err);
+        /* size 0: a device's whole size */
+        rc = media_create(&m, ts[made].spec, ts[made].size, o.mode, err, sizeof err);
         if (!rc && m.size < POOL_DATA_ALIGN + POOL_EXTENT_ALIGN)
             rc = errbuf_set(err, sizeof err, CXLP_EARG, "%s: %llu bytes, smaller than a "
                             "tier", m.path, (unsigned long long)m.size);

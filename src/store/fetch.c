@@ -121,7 +121,8 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
         rc = media_read(r, off, len, dst, &direct);
         if (rc) {
             rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": reading %" PRIu64 " bytes at "
-                        "%#" PRIx64 " of tier %u: %s", s->name, k, len, off, u, cxlp_strerror(rc));
+                        "%#" PRIx64 " of tier %u (%s, %s): %s", s->name, k, len, off, u,
+                        cxlp_tier_name(at->kind), at->path, cxlp_strerror(rc));
             break;
         }
         if (st && direct)
