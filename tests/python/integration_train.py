@@ -113,7 +113,16 @@ def run_hf(spec, name, ckdir, resume, record, meta) -> None:
             return super().forward(x)
 
     class CXLTrainer(CXLTrainerMixin, Trainer):
-        pass
+        def _load_optimizer_and_scheduler(self, checkpoint: str) -> None:
+            # Trainer loads these with map_location=args.device under DDP,
+            # which on CPU is "cpu:RANK", a location torch 2.13's loader
+            # refuses ("don't know how to restore data location"): the same
+            # files, loaded to the CPU
+            if checkpoint is None:
+                return
+            for obj, f in ((self.optimizer, "optimizer.pt"), (self.lr_scheduler, "scheduler.pt")):
+                obj.load_state_dict(torch.load(os.path.join(checkpoint, f), map_location="cpu",
+                                               weights_only=True))
 
     args = TrainingArguments(output_dir=ckdir, per_device_train_batch_size=BATCH,
                              num_train_epochs=EPOCHS, save_strategy="steps", save_steps=EVERY,
