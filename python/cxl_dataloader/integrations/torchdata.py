@@ -6,11 +6,15 @@ taking it back, the next ``iter()`` continuing where the state was taken.
 ``torchdata.stateful_dataloader.Stateful`` and
 ``torch.distributed.checkpoint.stateful.Stateful`` (what torchtitan's
 ``BaseDataLoader`` derives from and its checkpointer stores) are both
-runtime-checkable protocols that a ``CXLDataLoader`` satisfies as it is. Its
-state is a dict of ints, strings and such dicts, which
-``torch.distributed.checkpoint`` saves and loads (``is_stateful`` below,
-and tests/python/test_integrations_torchdata.py, which round-trips a loader
-through DCP mid-epoch).
+runtime-checkable protocols that a ``CXLDataLoader`` satisfies as it is
+(``is_stateful`` below). Its state is a dict of ints, strings and such
+dicts (``torch.save`` and JSON take it). ``torch.distributed.checkpoint``
+(DCP) loads a state into the key set of the fresh object's
+``state_dict()``, and a loader's keys differ between the start of a pass
+and its middle, so under DCP the state travels serialized, as torchtitan's
+own loader pickles its state under ``dp_rank_N``: ``TitanLoader`` does
+that (tests/python/test_integrations_torchdata.py round-trips it through
+DCP mid-epoch).
 
 torchtitan builds its loader through ``TrainSpec.build_dataloader_fn``
 (called with ``dp_world_size``, ``dp_rank``, ``tokenizer`` and
@@ -23,6 +27,7 @@ train spec that uses it.
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Iterator, Union
 
 import torch
@@ -70,11 +75,14 @@ class TitanLoader:
                 return
 
     def state_dict(self) -> dict[str, Any]:
-        return {self._key: self.loader.state_dict(), "world_size": self.dp_world_size}
+        # serialized, as torchtitan's own loader pickles its state: DCP
+        # loads into the key set of the fresh loader's state_dict(), and a
+        # loader's keys differ between a pass's start and its middle
+        return {self._key: json.dumps(self.loader.state_dict()), "world_size": self.dp_world_size}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if not state:
             return
         if self._key not in state:
             raise KeyError(f"TitanLoader: no state for {self._key} (keys: {sorted(state)})")
-        self.loader.load_state_dict(state[self._key])
+        self.loader.load_state_dict(json.loads(state[self._key]))
