@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import os
+import signal
 import shutil
 import sys
 import tempfile
@@ -89,6 +90,7 @@ def run(target, argss) -> float:
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # clean up (finally) when killed
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokens", type=int, default=16_000_000)
     ap.add_argument("--samples", type=int, default=4096)

@@ -441,26 +441,28 @@ class GPTBatches:
             start = self.consumed_samples + self.rank * self.micro_batch_size
             yield np.arange(start, start + self.micro_batch_size, dtype=np.int64)
 
-    def _text(self, pos: np.ndarray) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    def _text(self, pos: np.ndarray) -> tuple[np.ndarray, Optional[np.ndarray]]:
+        """The batch's samples as int64 rows, padded as GPTDataset pads, and
+        the dataset of each (blends). NumPy, not torch: these are small
+        arrays, and torch's intra-op threads cost more than they save here
+        (each rank runs one loop, as each DataLoader worker does)."""
         if not self.blended:
             rows, used = self.parts[0].text(pos)
-            text = torch.from_numpy(rows).long()
+            text = rows.astype(np.int64)
             dsid = None
         else:
-            which = self.ds_index[pos].astype(np.int64)
+            which = self.ds_index[pos]
             local = self.ds_sample[pos].astype(np.int64)
-            text = torch.empty((len(pos), self.parts[0].width), dtype=torch.long)
+            text = np.empty((len(pos), self.parts[0].width), dtype=np.int64)
             used = np.zeros(len(pos), dtype=np.int64)
             for d in np.unique(which):
                 sel = np.nonzero(which == d)[0]
                 rows, u = self.parts[int(d)].text(local[sel])
-                text[torch.from_numpy(sel)] = torch.from_numpy(rows).long()
+                text[sel] = rows
                 used[sel] = u
-            dsid = torch.from_numpy(which.astype(self.ds_index.dtype))
-        short = used < text.shape[1]
-        if short.any():  # GPTDataset pads a short sample with the pad token
-            col = torch.arange(text.shape[1])
-            text[col[None, :] >= torch.from_numpy(used)[:, None]] = self.pad
+            dsid = np.ascontiguousarray(which)
+        if (used < text.shape[1]).any():  # GPTDataset pads a short sample with the pad token
+            text[np.arange(text.shape[1])[None, :] >= used[:, None]] = self.pad
         return text, dsid
 
     def _batch(self, pos: np.ndarray) -> dict:
@@ -468,37 +470,39 @@ class GPTBatches:
         cfg = self.config
         text, dsid = self._text(pos)
         if cfg.add_extra_token_to_sequence:
-            tokens, labels = text[:, :-1].contiguous(), text[:, 1:].contiguous()
+            tokens, labels = text[:, :-1].copy(), text[:, 1:].copy()
         else:
             tokens = text
-            labels = torch.roll(text, shifts=-1, dims=1)
+            labels = np.roll(text, -1, axis=1)
             labels[:, -1] = self.pad
         b = len(pos)
         eod = cfg.tokenizer.eod
         args = (cfg.reset_position_ids, cfg.reset_attention_mask, cfg.eod_mask_loss,
                 cfg.create_attention_mask)
-        if self.cacheable:
+        if self.cacheable:  # one mask, loss mask and position ids for every row, as GPTDataset
             if self._masks is None:
-                self._masks = _get_ltor_masks_and_position_ids(tokens[0], eod, *args)
+                self._masks = _get_ltor_masks_and_position_ids(torch.from_numpy(tokens[0]),
+                                                               eod, *args)
             att, loss1, pos1 = self._masks
-            loss = loss1.expand(b, -1).clone()
-            position_ids = pos1.expand(b, -1).contiguous()
+            loss = np.repeat(loss1.numpy()[None, :], b, axis=0)
+            position_ids = torch.from_numpy(np.repeat(pos1.numpy()[None, :], b, axis=0))
             attention = att.expand(b, *att.shape) if att is not None else None
         else:
-            each = [_get_ltor_masks_and_position_ids(tokens[r], eod, *args) for r in range(b)]
+            each = [_get_ltor_masks_and_position_ids(torch.from_numpy(tokens[r]), eod, *args)
+                    for r in range(b)]
             attention = torch.stack([e[0] for e in each]) if cfg.create_attention_mask else None
-            loss = torch.stack([e[1] for e in each])
+            loss = torch.stack([e[1] for e in each]).numpy()
             position_ids = torch.stack([e[2] for e in each])
         loss[labels == self.pad] = 0.0
         tokens[tokens == self.pad] = 0
         labels[labels == self.pad] = 0
         out: dict = {}
         if dsid is not None:
-            out["dataset_id"] = dsid
-        out.update(tokens=tokens, labels=labels)
+            out["dataset_id"] = torch.from_numpy(dsid)
+        out.update(tokens=torch.from_numpy(tokens), labels=torch.from_numpy(labels))
         if cfg.create_attention_mask:
             out["attention_mask"] = attention
-        out.update(loss_mask=loss, position_ids=position_ids)
+        out.update(loss_mask=torch.from_numpy(loss), position_ids=position_ids)
         return out
 
     def __iter__(self) -> Iterator[dict]:
