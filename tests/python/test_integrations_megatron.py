@@ -44,11 +44,14 @@ def _config(prefixes: list[str], cache, **kw) -> GPTDatasetConfig:
 def group(tmp_path_factory):
     # Megatron's BlendedDataset asks the process group for its rank when it
     # caches to files (the reference side)
-    if not torch.distributed.is_initialized():
+    made = not torch.distributed.is_initialized()
+    if made:
         f = tmp_path_factory.mktemp("pg") / "store"
         torch.distributed.init_process_group("gloo", init_method=f"file://{f}", rank=0,
                                              world_size=1)
     yield
+    if made:
+        torch.distributed.destroy_process_group()
 
 
 @pytest.fixture
