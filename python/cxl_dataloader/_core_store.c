@@ -467,6 +467,26 @@ done:
     return out;
 }
 
+/* A contiguous C buffer of integers of itemsize bytes (8: int64 or uint64; 4:
+ * int32 or uint32) from obj, or -1 with a TypeError naming arg. */
+static int int_buffer(PyObject *obj, Py_buffer *b, int itemsize, int writable, const char *arg)
+{
+    if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT |
+                                       (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    const char *f = b->format ? b->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    const char *kinds = itemsize == 8 ? "qlQL" : "iI";
+    if (b->itemsize != itemsize || !strchr(kinds, *f) || f[1]) {
+        PyBuffer_Release(b);
+        PyErr_Format(PyExc_TypeError, "%s must be a contiguous%s buffer of %d-bit integers",
+                     arg, writable ? " writable" : "", itemsize * 8);
+        return -1;
+    }
+    return 0;
+}
+
 /* Sums the lengths (elements) of the records an order names: a fresh
  * Sampler drawn to its end (it must not be a Loader's), or a contiguous
  * int64/uint64 buffer of ids. What a packed loader needs to count its rows
@@ -510,16 +530,8 @@ static PyObject *store_elements(StoreObject *self, PyObject *args)
         so->busy--;
     } else {
         Py_buffer b;
-        if (PyObject_GetBuffer(order, &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        if (int_buffer(order, &b, 8, 0, "order (not a Sampler)") < 0)
             return NULL;
-        const char *f = b.format ? b.format : "B";
-        if (*f == '<' || *f == '=' || *f == '@')
-            f++;
-        if (b.itemsize != 8 || !strchr("qQlL", *f) || f[1]) {
-            PyBuffer_Release(&b);
-            return PyErr_Format(PyExc_TypeError, "order must be a Sampler or a contiguous "
-                                "int64 or uint64 buffer");
-        }
         const uint64_t *ids = b.buf;
         uint64_t cnt = (uint64_t)(b.len / 8);
         Py_BEGIN_ALLOW_THREADS
@@ -547,24 +559,18 @@ static PyObject *store_elements(StoreObject *self, PyObject *args)
     return PyLong_FromUnsignedLongLong(total);
 }
 
-/* A contiguous C buffer of the given item size and integer kind ("q": signed
- * 64-bit, "i": signed 32-bit) from obj, or -1 with TypeError naming arg. */
-static int int_buffer(PyObject *obj, Py_buffer *b, int itemsize, int writable, const char *arg)
+/* Field `field` when it is a variable-length one, else NULL with a
+ * ValueError naming the method `what`. */
+static const struct cxlp_field *var_field(StoreObject *self, unsigned int field,
+                                          const char *what)
 {
-    if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT |
-                                       (writable ? PyBUF_WRITABLE : 0)) < 0)
-        return -1;
-    const char *f = b->format ? b->format : "B";
-    if (*f == '<' || *f == '=' || *f == '@')
-        f++;
-    const char *kinds = itemsize == 8 ? "qlQL" : "iI";
-    if (b->itemsize != itemsize || !strchr(kinds, *f) || f[1]) {
-        PyBuffer_Release(b);
-        PyErr_Format(PyExc_TypeError, "%s must be a contiguous%s int%d buffer", arg,
-                     writable ? " writable" : "", itemsize * 8);
-        return -1;
+    const struct cxlp_schema *sc = cxlp_store_schema(self->s);
+    if (field >= sc->n_fields || !CXLP_FIELD_VAR(&sc->fields[field])) {
+        PyErr_Format(PyExc_ValueError, "%s: field %u is not a variable-length field of the "
+                     "dataset", what, field);
+        return NULL;
     }
-    return 0;
+    return &sc->fields[field];
 }
 
 /* lengths(out, field=0): the length in elements of variable-length field
@@ -578,10 +584,9 @@ static PyObject *store_lengths(StoreObject *self, PyObject *args)
     unsigned int field = 0;
     if (!PyArg_ParseTuple(args, "O|I", &obj, &field) || !store_ok(self))
         return NULL;
-    const struct cxlp_schema *sc = cxlp_store_schema(self->s);
-    if (field >= sc->n_fields || !CXLP_FIELD_VAR(&sc->fields[field]))
-        return PyErr_Format(PyExc_ValueError, "lengths: field %u is not a variable-length "
-                            "field of the dataset", field);
+    const struct cxlp_field *fd = var_field(self, field, "lengths");
+    if (!fd)
+        return NULL;
     Py_buffer b;
     if (int_buffer(obj, &b, 4, 1, "lengths' out") < 0)
         return NULL;
@@ -591,7 +596,7 @@ static PyObject *store_lengths(StoreObject *self, PyObject *args)
         return PyErr_Format(PyExc_ValueError, "lengths: out holds %lld entries, the dataset "
                             "has %llu records", (long long)(b.len / 4), (unsigned long long)n);
     }
-    uint64_t unit = (uint64_t)cxlp_dtype_size(sc->fields[field].dtype);
+    uint64_t unit = (uint64_t)cxlp_dtype_size(fd->dtype);
     int32_t *out = b.buf;
     int rc = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -630,10 +635,9 @@ static PyObject *store_gather(StoreObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OOOOO|I", &o[0], &o[1], &o[2], &o[3], &o[4], &field) ||
         !store_ok(self))
         return NULL;
-    const struct cxlp_schema *sc = cxlp_store_schema(self->s);
-    if (field >= sc->n_fields || !CXLP_FIELD_VAR(&sc->fields[field]))
-        return PyErr_Format(PyExc_ValueError, "gather: field %u is not a variable-length "
-                            "field of the dataset", field);
+    const struct cxlp_field *fd = var_field(self, field, "gather");
+    if (!fd)
+        return NULL;
     static const char *names[] = {"ids", "offsets", "counts", "dest"};
     Py_buffer b[5];
     int got = 0;
@@ -644,7 +648,7 @@ static PyObject *store_gather(StoreObject *self, PyObject *args)
     if (PyObject_GetBuffer(o[4], &b[4], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
         goto done;
     got = 5;
-    const uint64_t unit = (uint64_t)cxlp_dtype_size(sc->fields[field].dtype);
+    const uint64_t unit = (uint64_t)cxlp_dtype_size(fd->dtype);
     const uint64_t npieces = (uint64_t)(b[0].len / 8), cap = (uint64_t)b[4].len / unit;
     if ((uint64_t)b[4].len % unit) {
         PyErr_Format(PyExc_TypeError, "gather: out's size is not a multiple of the field's "
