@@ -10,11 +10,14 @@ from ._core import (CXLCorruptError, CXLDatasetNotFoundError, CXLError, CXLExist
 from .pool import CXLMemoryPool
 from .dataset import CXLDataset
 from .loader import CXLDataLoader
+from .kinds import (CXLArrowDataset, CXLDistributedDataLoader, CXLMemmapDataset,
+                    CXLNestedDataset, CXLWebDataset)
 from .samplers import (BlendedCXLDataset, BlendedCXLSampler, CurriculumCXLSampler,
                        DistributedCXLSampler, RandomCXLSampler)
 
 __all__ = ["CXLError", "CXLNotFoundError", "CXLDatasetNotFoundError", "CXLExistsError",
            "CXLPermissionError", "CXLCorruptError", "CXLMemoryPool", "CXLDataset",
            "CXLDataLoader", "RandomCXLSampler", "DistributedCXLSampler", "BlendedCXLSampler",
-           "BlendedCXLDataset", "CurriculumCXLSampler"]
+           "BlendedCXLDataset", "CurriculumCXLSampler", "CXLMemmapDataset", "CXLArrowDataset",
+           "CXLNestedDataset", "CXLWebDataset", "CXLDistributedDataLoader"]
 __version__ = "0.1.0"

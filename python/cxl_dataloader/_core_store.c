@@ -505,6 +505,26 @@ done:
     return out;
 }
 
+/* A contiguous C buffer of integers of itemsize bytes (8: int64 or uint64; 4:
+ * int32 or uint32) from obj, or -1 with a TypeError naming arg. */
+static int int_buffer(PyObject *obj, Py_buffer *b, int itemsize, int writable, const char *arg)
+{
+    if (PyObject_GetBuffer(obj, b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT |
+                                       (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    const char *f = b->format ? b->format : "B";
+    if (*f == '<' || *f == '=' || *f == '@')
+        f++;
+    const char *kinds = itemsize == 8 ? "qlQL" : "iI";
+    if (b->itemsize != itemsize || !strchr(kinds, *f) || f[1]) {
+        PyBuffer_Release(b);
+        PyErr_Format(PyExc_TypeError, "%s must be a contiguous%s buffer of %d-bit integers",
+                     arg, writable ? " writable" : "", itemsize * 8);
+        return -1;
+    }
+    return 0;
+}
+
 /* Sums the lengths (elements) of the records an order names: a fresh
  * Sampler drawn to its end (it must not be a Loader's), or a contiguous
  * int64/uint64 buffer of ids. What a packed loader needs to count its rows
@@ -548,16 +568,8 @@ static PyObject *store_elements(StoreObject *self, PyObject *args)
         so->busy--;
     } else {
         Py_buffer b;
-        if (PyObject_GetBuffer(order, &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+        if (int_buffer(order, &b, 8, 0, "order (not a Sampler)") < 0)
             return NULL;
-        const char *f = b.format ? b.format : "B";
-        if (*f == '<' || *f == '=' || *f == '@')
-            f++;
-        if (b.itemsize != 8 || !strchr("qQlL", *f) || f[1]) {
-            PyBuffer_Release(&b);
-            return PyErr_Format(PyExc_TypeError, "order must be a Sampler or a contiguous "
-                                "int64 or uint64 buffer");
-        }
         const uint64_t *ids = b.buf;
         uint64_t cnt = (uint64_t)(b.len / 8);
         Py_BEGIN_ALLOW_THREADS
@@ -583,6 +595,191 @@ static PyObject *store_elements(StoreObject *self, PyObject *args)
     if (rc)
         return core_raise(rc, NULL);
     return PyLong_FromUnsignedLongLong(total);
+}
+
+/* Field `field` when it is a variable-length one, else NULL with a
+ * ValueError naming the method `what`. */
+static const struct cxlp_field *var_field(StoreObject *self, unsigned int field,
+                                          const char *what)
+{
+    const struct cxlp_schema *sc = cxlp_store_schema(self->s);
+    if (field >= sc->n_fields || !CXLP_FIELD_VAR(&sc->fields[field])) {
+        PyErr_Format(PyExc_ValueError, "%s: field %u is not a variable-length field of the "
+                     "dataset", what, field);
+        return NULL;
+    }
+    return &sc->fields[field];
+}
+
+/* lengths(out, field=0): the length in elements of variable-length field
+ * `field` of every record, into out (a writable int32 buffer of exactly
+ * len(dataset) entries): Megatron's IndexedDataset.sequence_lengths. An
+ * index lookup per record, no data read; a length past INT32_MAX (what
+ * Megatron's int32 lengths hold) is an OverflowError naming the record. */
+static PyObject *store_lengths(StoreObject *self, PyObject *args)
+{
+    PyObject *obj;
+    unsigned int field = 0;
+    if (!PyArg_ParseTuple(args, "O|I", &obj, &field) || !store_ok(self))
+        return NULL;
+    const struct cxlp_field *fd = var_field(self, field, "lengths");
+    if (!fd)
+        return NULL;
+    Py_buffer b;
+    if (int_buffer(obj, &b, 4, 1, "lengths' out") < 0)
+        return NULL;
+    uint64_t n = cxlp_store_count(self->s), bad = UINT64_MAX;
+    if ((uint64_t)(b.len / 4) != n) {
+        PyBuffer_Release(&b);
+        return PyErr_Format(PyExc_ValueError, "lengths: out holds %lld entries, the dataset "
+                            "has %llu records", (long long)(b.len / 4), (unsigned long long)n);
+    }
+    uint64_t unit = (uint64_t)cxlp_dtype_size(fd->dtype);
+    int32_t *out = b.buf;
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    for (uint64_t i = 0; i < n && !rc; i++) {
+        struct cxlp_view v;
+        if ((rc = cxlp_store_read_field(self->s, i, field, &v)))
+            break;
+        if (v.len / unit > INT32_MAX) {
+            bad = i;
+            break;
+        }
+        out[i] = (int32_t)(v.len / unit);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&b);
+    if (rc)
+        return core_raise(rc, self->s);
+    if (bad != UINT64_MAX)
+        return PyErr_Format(PyExc_OverflowError, "lengths: record %llu has more than "
+                            "2^31-1 elements", (unsigned long long)bad);
+    Py_RETURN_NONE;
+}
+
+/* gather(ids, offsets, counts, dest, out, field=0): piece j copies elements
+ * [offsets[j], offsets[j] + counts[j]) of field `field` (variable-length) of
+ * record ids[j] into out at element dest[j] (ids..dest: int64 buffers of one
+ * length; out: a writable buffer whose item size is the field's dtype's).
+ * What a batch of Megatron GPT samples is made of (pieces of documents,
+ * integrations/megatron.py): one call per batch, the GIL released. Every
+ * piece is checked against its record and against out before anything is
+ * copied: IndexError names the first bad piece. */
+static PyObject *store_gather(StoreObject *self, PyObject *args)
+{
+    PyObject *o[5];
+    unsigned int field = 0;
+    if (!PyArg_ParseTuple(args, "OOOOO|I", &o[0], &o[1], &o[2], &o[3], &o[4], &field) ||
+        !store_ok(self))
+        return NULL;
+    const struct cxlp_field *fd = var_field(self, field, "gather");
+    if (!fd)
+        return NULL;
+    static const char *names[] = {"ids", "offsets", "counts", "dest"};
+    Py_buffer b[5];
+    int got = 0;
+    PyObject *ret = NULL;
+    for (; got < 4; got++)
+        if (int_buffer(o[got], &b[got], 8, 0, names[got]) < 0)
+            goto done;
+    if (PyObject_GetBuffer(o[4], &b[4], PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0)
+        goto done;
+    got = 5;
+    const uint64_t unit = (uint64_t)cxlp_dtype_size(fd->dtype);
+    const uint64_t npieces = (uint64_t)(b[0].len / 8), cap = (uint64_t)b[4].len / unit;
+    if ((uint64_t)b[4].len % unit) {
+        PyErr_Format(PyExc_TypeError, "gather: out's size is not a multiple of the field's "
+                     "%llu-byte elements", (unsigned long long)unit);
+        goto done;
+    }
+    for (int k = 1; k < 4; k++)
+        if ((uint64_t)(b[k].len / 8) != npieces) {
+            PyErr_Format(PyExc_ValueError, "gather: %s has %lld entries, ids %llu", names[k],
+                         (long long)(b[k].len / 8), (unsigned long long)npieces);
+            goto done;
+        }
+    const int64_t *ids = b[0].buf, *off = b[1].buf, *cnt = b[2].buf, *dst = b[3].buf;
+    const uint64_t n = cxlp_store_count(self->s);
+    char *out = b[4].buf;
+    uint64_t bad = UINT64_MAX;
+    int rc = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* check every piece first, so a bad one copies nothing */
+    for (uint64_t j = 0; j < npieces && !rc; j++) {
+        struct cxlp_view v;
+        if (ids[j] < 0 || (uint64_t)ids[j] >= n || off[j] < 0 || cnt[j] < 0 || dst[j] < 0 ||
+            (uint64_t)dst[j] > cap || (uint64_t)cnt[j] > cap - (uint64_t)dst[j]) {
+            bad = j;
+            break;
+        }
+        if ((rc = cxlp_store_read_field(self->s, (uint64_t)ids[j], field, &v)))
+            break;
+        uint64_t have = v.len / unit;
+        if ((uint64_t)off[j] > have || (uint64_t)cnt[j] > have - (uint64_t)off[j]) {
+            bad = j;
+            break;
+        }
+    }
+    for (uint64_t j = 0; j < npieces && !rc && bad == UINT64_MAX; j++) {
+        struct cxlp_view v;
+        if (!(rc = cxlp_store_read_field(self->s, (uint64_t)ids[j], field, &v)))
+            memcpy(out + (uint64_t)dst[j] * unit,
+                   (const char *)v.data + (uint64_t)off[j] * unit, (uint64_t)cnt[j] * unit);
+    }
+    Py_END_ALLOW_THREADS
+    if (rc)
+        core_raise(rc, self->s);
+    else if (bad != UINT64_MAX)
+        PyErr_Format(PyExc_IndexError, "gather: piece %llu (record %lld, elements [%lld, "
+                     "+%lld), to %lld) lies outside its record or out (%llu elements)",
+                     (unsigned long long)bad, (long long)ids[bad], (long long)off[bad],
+                     (long long)cnt[bad], (long long)dst[bad], (unsigned long long)cap);
+    else
+        ret = Py_NewRef(Py_None);
+done:
+    for (int k = 0; k < got; k++)
+        PyBuffer_Release(&b[k]);
+    return ret;
+}
+
+/* rows(first, count): records [first, first + count) of a fixed-size
+ * one-field dataset as one Array [count, *shape] viewing the pool (no copy),
+ * where they lie in one shard (spans() says where shards end); ValueError
+ * otherwise, and on a pool of tiers (whose copies move: read records there). */
+static PyObject *store_rows(StoreObject *self, PyObject *args)
+{
+    unsigned long long first, count;
+    if (!PyArg_ParseTuple(args, "KK", &first, &count) || !store_ok(self))
+        return NULL;
+    const struct cxlp_schema *sc = cxlp_store_schema(self->s);
+    const struct cxlp_field *f = &sc->fields[0];
+    if (sc->n_fields != 1 || !sc->fixed || f->ndim + 1 > ARRAY_MAX_DIMS ||
+        cxlp_store_tiered(self->s) || count == 0)
+        return PyErr_Format(PyExc_ValueError, "rows: needs count > 0 records of a fixed-size "
+                            "one-field dataset on a pool without tiers");
+    struct cxlp_span sp;
+    size_t need = 0;
+    int rc = cxlp_store_spans(self->s, first, count, &sp, 1, &need);
+    if (rc && rc != CXLP_ERANGE)
+        return core_raise(rc, NULL);
+    if (need != 1)
+        return PyErr_Format(PyExc_ValueError, "rows: records [%llu, +%llu) cross %zu shards",
+                            first, count, need);
+    struct cxlp_view v;
+    if ((rc = cxlp_store_read(self->s, first, &v)))
+        return core_raise(rc, NULL);
+    int64_t shape[ARRAY_MAX_DIMS];
+    shape[0] = (int64_t)count;
+    for (int d = 0; d < f->ndim; d++)
+        shape[d + 1] = (int64_t)f->shape[d];
+    PyObject *own;
+    void *data = store_export(self, v.data, sp.len, &own);
+    if (!data)
+        return NULL;
+    PyObject *out = array_new(own, data, f->dtype, f->ndim + 1, shape);
+    Py_DECREF(own);
+    return out;
 }
 
 static PyObject *store_close(StoreObject *self, PyObject *unused)
@@ -613,6 +810,12 @@ static PyMethodDef store_methods[] = {
     {"spans", (PyCFunction)store_spans, METH_VARARGS,
      "spans(first, count): [(pool offset, bytes, first record, records, address of the "
      "bytes in get()'s view or 0)] per shard crossed."},
+    {"lengths", (PyCFunction)store_lengths, METH_VARARGS,
+     "lengths(out, field=0): every record's length in elements into an int32 buffer."},
+    {"gather", (PyCFunction)store_gather, METH_VARARGS,
+     "gather(ids, offsets, counts, dest, out, field=0): pieces of records into out."},
+    {"rows", (PyCFunction)store_rows, METH_VARARGS,
+     "rows(first, count): consecutive fixed-size records of one shard as one Array."},
     {"close", (PyCFunction)store_close, METH_NOARGS, "No more get(); views stay valid."},
     {"shards", (PyCFunction)store_shards, METH_NOARGS,
      "n_shards, per_shard (records each; 0 when they differ), max_bytes of one."},

@@ -537,7 +537,10 @@ class CXLDataLoader:
             return len(self._torch)
         if self.collate == _core.COLLATE_PACK:
             return self._pack_counts(next_pass=True)[0]
-        n = len(self.sampler)
+        # a whole epoch's, as torch's (and torchdata's StatefulDataLoader's)
+        # len() after a restored state: frameworks size their epochs by it
+        s = self.sampler
+        n = s.full_len() if isinstance(s, CXLSamplerBase) else len(s)
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
 
     # -- packed rows: batches per rank ------------------------------------------
@@ -913,7 +916,7 @@ class CXLDataLoader:
         if self.collate == _core.COLLATE_PACK:
             st["batches"] = self._batches
         if isinstance(self.sampler, CXLSamplerBase):
-            st["sampler"] = self.sampler.state_dict()
+            st["sampler"] = self.sampler._pass_state()
         else:
             if self._order_crc is None:
                 self._order_crc = _resume.crc(self._full.tobytes())

@@ -267,6 +267,7 @@ class CXLSamplerBase(torch.utils.data.Sampler):
         self._drawn = 0
         self._iter_len = s.rank_len()
         self._pass = "live"
+        self._pass_epoch = self.epoch
         return s
 
     def _finish(self) -> None:
@@ -304,6 +305,11 @@ class CXLSamplerBase(torch.utils.data.Sampler):
     def __len__(self) -> int:
         return self.rank_len()
 
+    def full_len(self) -> int:
+        """This rank's count for a whole epoch, restored position or not."""
+        n, w = self.epoch_len(), self.num_replicas
+        return n // w if self.drop_last else -(-n // w)
+
     def set_epoch(self, epoch: int) -> None:
         """Makes the next pass epoch `epoch`. A restored position is kept when
         it belongs to that epoch (so the usual ``load_state_dict();
@@ -328,16 +334,23 @@ class CXLSamplerBase(torch.utils.data.Sampler):
         if self._explicit or self._iter_len is None:
             return {"seed": self.seed, "epoch": self.epoch, "consumed": self._resume or 0,
                     "fingerprint": self.fingerprint}
+        return self._pass_state(samples_seen)
+
+    def _pass_state(self, samples_seen: Optional[int] = None) -> dict:
+        """state_dict() of the current (or last) pass, even where set_epoch
+        was called during it (as Lightning calls it, with the running
+        epoch): what a loader checkpointing inside that pass saves."""
         if samples_seen is None:
             seen = self._drawn if self._pass == "live" else self._iter_len
         else:
             seen = operator.index(samples_seen)
         if seen < 0 or seen > self._iter_len:
             raise ValueError(f"samples_seen {seen} outside 0..{self._iter_len}")
+        epoch = getattr(self, "_pass_epoch", self.epoch)
         if seen == self._iter_len:
-            epoch, consumed = self.epoch + 1, 0
+            epoch, consumed = epoch + 1, 0
         else:
-            epoch, consumed = self.epoch, self._base + seen * self.num_replicas
+            consumed = self._base + seen * self.num_replicas
         return {"seed": self.seed, "epoch": epoch, "consumed": consumed,
                 "fingerprint": self.fingerprint}
 
