@@ -214,7 +214,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     pool_unreserve(p, 0, e);
                 /* and on its staging units, if the catalog lists them */
                 struct pool_units u;
-                if (pool_units_get(p, ds.states_off, &u) == 0) {
+                if (pool_units_get(pool_attach(p), ds.states_off, &u) == 0) {
                     pool_copy_drop(p, ds.states_off, POOL_UNIT_TARGET, ~0u, 0, &bytes);
                     if (pool_copy_reserve(p, ds.states_off, POOL_UNIT_TARGET, 0, 8192, &e) == 0)
                         pool_unreserve(p, 0, e);

@@ -1148,6 +1148,10 @@ struct cxlp_loader_stats {
      * like its own when it needs the room; kept_evicted of them went. */
     uint64_t kept_bytes;
     uint64_t kept_evicted;
+    /* Items a batch read from the home (in part, or whole where the format
+     * has no block sums) because no memory tier had room for a copy, or
+     * this process may not place copies (a pool it may only read). */
+    uint64_t no_room;
 };
 /* Fills st. Any thread. */
 CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);

@@ -150,18 +150,56 @@ static void print_text(const uint8_t *p, uint64_t n, int json)
     putchar('"');
 }
 
+/* Field field of record idx (UINT32_MAX: the whole record) into v. A
+ * dataset of a pool of tiers is read as copies (malloc'd into *owned, for
+ * free()): a view would keep its copy until the store closes, and a
+ * process that may not write the pool has no views at all. */
+static int read_one(const cxlp_store *s, uint64_t idx, uint32_t field, struct cxlp_view *v,
+                    void **owned)
+{
+    *owned = NULL;
+    if (!cxlp_store_tiered(s))
+        return field == UINT32_MAX ? cxlp_store_read(s, idx, v)
+                                   : cxlp_store_read_field(s, idx, field, v);
+    uint64_t len = 0, cap = 0;
+    void *buf = NULL;
+    for (;;) {
+        int rc = field == UINT32_MAX ? cxlp_store_read_copy(s, idx, buf, cap, &len)
+                                     : cxlp_store_read_field_copy(s, idx, field, buf, cap, &len);
+        if (rc == CXLP_ERANGE && len > cap && idx < cxlp_store_count(s)) {
+            free(buf);
+            cap = len;
+            if (!(buf = malloc(cap ? cap : 1)))
+                return -ENOMEM;
+            continue;
+        }
+        if (rc) {
+            free(buf);
+            return rc;
+        }
+        v->data = buf;
+        v->len = len;
+        *owned = buf;
+        return 0;
+    }
+}
+
 /* Every field of record idx, each read from its own column. Returns 0 or
  * the first read error. */
 static int print_values(const cxlp_store *s, const char *name, uint64_t idx, int json)
 {
     const struct cxlp_schema *sc = cxlp_store_schema(s);
     struct cxlp_view v[CXLP_MAX_FIELDS];
+    void *owned[CXLP_MAX_FIELDS] = {NULL};
     uint64_t total = 0;
     uint32_t nf = sc->n_fields < CXLP_MAX_FIELDS ? sc->n_fields : CXLP_MAX_FIELDS;
     for (uint32_t i = 0; i < nf; i++) {
-        int rc = cxlp_store_read_field(s, idx, i, &v[i]);
-        if (rc)
+        int rc = read_one(s, idx, i, &v[i], &owned[i]);
+        if (rc) {
+            for (uint32_t j = 0; j < i; j++)
+                free(owned[j]);
             return rc;
+        }
         total += v[i].len;
     }
     if (json) {
@@ -203,20 +241,24 @@ static int print_values(const cxlp_store *s, const char *name, uint64_t idx, int
     }
     if (json)
         printf("]}\n");
+    for (uint32_t i = 0; i < nf; i++)
+        free(owned[i]);
     return 0;
 }
 
 /* raw and hex: the whole record where the dataset has one (one field, or
  * rows of an older format), else each field's bytes in field order (hex:
- * each under its name). */
-static int print_bytes(const cxlp_store *s, uint64_t idx, int hex)
+ * each under its name). A write to stdout that fails sets *out_errno (the
+ * return is then 0): what failed is the output, not the read. */
+static int print_bytes(const cxlp_store *s, uint64_t idx, int hex, int *out_errno)
 {
     const struct cxlp_schema *sc = cxlp_store_schema(s);
     struct cxlp_view v;
-    int rc = cxlp_store_read(s, idx, &v);
+    void *owned;
+    int rc = read_one(s, idx, UINT32_MAX, &v, &owned);
     uint32_t nf = rc == CXLP_EARG ? sc->n_fields : 1;
-    for (uint32_t i = 0; i < nf; i++) {
-        if (nf > 1 && (rc = cxlp_store_read_field(s, idx, i, &v)))
+    for (uint32_t i = 0; i < nf && !*out_errno; i++) {
+        if (nf > 1 && (rc = read_one(s, idx, i, &v, &owned)))
             return rc;
         if (rc)
             return rc;
@@ -225,8 +267,9 @@ static int print_bytes(const cxlp_store *s, uint64_t idx, int hex)
                 printf("%s:\n", sc->fields[i].name);
             hexdump(v.data, v.len, 0);
         } else if (v.len && fwrite(v.data, 1, v.len, stdout) != v.len) {
-            return -errno;
+            *out_errno = errno;
         }
+        free(owned);
     }
     return 0;
 }
@@ -267,12 +310,13 @@ int cli_cmd_cat(int argc, char **argv)
         cxlp_pool_close(p);
         return ex;
     }
+    int out_errno = 0;
     if (fmt == RAW || fmt == HEX)
-        rc = print_bytes(s, idx, fmt == HEX);
+        rc = print_bytes(s, idx, fmt == HEX, &out_errno);
     else
         rc = print_values(s, name, idx, fmt == JSON);
-    if (rc > -CXLP_ERR_BASE && rc < 0) {
-        ex = cli_report_os(rc, "stdout");
+    if (out_errno) {
+        ex = cli_report_os(-out_errno, "stdout");
     } else if (rc) {
         ex = cli_report_error(rc, s, name);
         /* An index past the end is "not found" for scripts. */

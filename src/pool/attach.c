@@ -263,6 +263,11 @@ int attach_noncoherent(const struct attach *a)
     return a->noncoherent;
 }
 
+int attach_leased(const struct attach *a)
+{
+    return a->lease != NULL;
+}
+
 int attach_private(struct attach *a, uint8_t **base)
 {
     return media_map_private(&a->m, base);

@@ -237,6 +237,10 @@ out:
         char msg[ERRMSG_MAX];
         strlcpy0(msg, p->obj.err, sizeof msg);
         (void)pool_unreserve(p, (int)tier, *out);
+        /* the tier's storage itself is full (its tmpfs, its disk): no room
+         * for a copy, as a full extent map is; readers read the home copy */
+        if (rc == -ENOSPC || rc == -ENOMEM || rc == -EDQUOT)
+            rc = CXLP_EFULL;
         seterr(&p->obj, rc, "%s", msg);
     }
     return rc;

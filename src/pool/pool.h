@@ -36,6 +36,10 @@ int attach_lost(struct attach *a, struct obj *o);
 /* 1 when the pool was declared non-coherent at create: readers then
  * invalidate (common/flush.h) what they are about to read, in every tier. */
 int attach_noncoherent(const struct attach *a);
+/* 1 when the attachment holds a lease: its pins protect what it reads. A
+ * process that may not write the pool object (a pool of mode 0644 opened
+ * by another user) has none. */
+int attach_leased(const struct attach *a);
 /* Base of the private copy-on-write mapping of object 0 (media_map_private):
  * same offsets as attach_base. 0 or its error. Thread-safe. */
 int attach_private(struct attach *a, uint8_t **base);
@@ -265,9 +269,10 @@ struct pool_units {
     uint64_t per_unit, n_units;
     uint32_t stride;
 };
-/* The dataset's units record, from a snapshot of the catalog (no lock).
+/* The dataset's units record, from a snapshot of the catalog (no lock; a
+ * read-only attachment reads it too), its words in a's mapping.
  * CXLP_ENOTFOUND when it has none. */
-int pool_units_get(cxlp_pool *p, uint64_t states_off, struct pool_units *out);
+int pool_units_get(struct attach *a, uint64_t states_off, struct pool_units *out);
 /* The dataset's units record, made if it has none: n_units units of
  * per_unit records (what the caller computed from the shard table), their
  * words zero. A record made earlier stays as it is (its per_unit may

@@ -106,11 +106,10 @@ uint64_t *unit_target_words(const struct attach *a, const struct cat *c, uint64_
     return w + 1;
 }
 
-int pool_units_get(cxlp_pool *p, uint64_t states_off, struct pool_units *out)
+int pool_units_get(struct attach *a, uint64_t states_off, struct pool_units *out)
 {
-    struct attach *a = p->a;
     struct cat c;
-    int rc = cat_snapshot(a, &c, 0, NULL, &p->obj);
+    int rc = cat_snapshot(a, &c, 0, NULL, NULL);
     if (rc)
         return rc;
     int64_t i = cat_find_units(&c, states_off);

@@ -218,7 +218,7 @@ int store_copy(cxlp_store *s, uint64_t k, uint32_t t, unsigned flags, uint32_t d
         struct shard_col cols[SHARD_MAX_COLS];
         char err[ERRMSG_MAX];
         rc = store_shard_check(s, k, dst, &g, cols, 0, "new copy");
-        if (!rc && (rc = shard_verify(&g, err, sizeof err)))
+        if (!rc && (rc = shard_verify_copy(&g, err, sizeof err)))
             seterr(NULL, rc, "dataset %s shard %" PRIu64 " (new copy in tier %u): %s", s->name,
                    k, t, err);
     }
@@ -273,7 +273,7 @@ int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t *
     if (!rc)
         rc = store_shard_check(s, k, p, g, cols, 0, "private copy");
     char err[ERRMSG_MAX];
-    if (!rc && (rc = shard_verify(g, err, sizeof err)))
+    if (!rc && (rc = shard_verify_copy(g, err, sizeof err)))
         seterr(NULL, rc, "dataset %s shard %" PRIu64 " (private copy): %s", s->name, k, err);
     if (rc) {
         free(p);

@@ -309,6 +309,7 @@ static void tiers_init(cxlp_store *s)
     s->tiered = attach_n_tiers(a) > 1;
     if (!s->tiered)
         return;
+    s->unpinned = !attach_leased(a);
     s->states = attach_states(a, s->ds.states_off);
     s->stride = attach_stride(a);
     for (uint32_t t = 0; t < attach_n_tiers(a); t++)
@@ -509,6 +510,8 @@ int store_read_pinned(const cxlp_store *s, uint64_t idx, const uint32_t *fields,
     uint64_t k = store_shard_of(s, idx);
     if (!s->tiered)
         return store_fields_at(s, &s->shards[k], k, idx, fields, n, v);
+    if (s->unpinned)
+        return not_resident(s, k);
     struct shard sh;
     struct shard_col cols[SHARD_MAX_COLS];
     uint32_t t;
@@ -554,6 +557,11 @@ __attribute__((cold, noinline)) static int read_tiered(const cxlp_store *s, uint
         }
         pthread_mutex_unlock(&m->mu);
     }
+    if (s->unpinned && idx < s->count)
+        return seterr(NULL, CXLP_EREADONLY, "dataset %s: this process may not write the pool, so "
+                      "it holds no lease and its views would be unprotected: it reads copies of "
+                      "records out (cxlp_store_read_copy, ds[i] in Python), from the home copy",
+                      s->name);
     int rc = store_read_pinned(s, idx, fields, n, v);
     if (rc == CXLP_ENOTFOUND && idx < s->count) {
         /* fetch on demand, then read under the lifetime pin */
@@ -867,6 +875,8 @@ static int read_copy(const cxlp_store *s, uint64_t idx, const uint32_t *field, v
 {
     struct cxlp_view v;
     int rc = 0;
+    if (s->unpinned && idx < s->count) /* no copy is ours to read or make */
+        return read_copy_home(s, idx, field, buf, cap, len);
     /* a pool of one tier: nothing moves, no pin; else a copy evicted between
      * the fetch and the read is fetched again */
     for (int tries = 0; tries < 100; tries++) {

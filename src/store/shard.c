@@ -371,6 +371,14 @@ int shard_verify(const struct shard *s, char *err, size_t errlen)
     return 0;
 }
 
+int shard_verify_copy(const struct shard *s, char *err, size_t errlen)
+{
+    if (!s->n_bsums)
+        return shard_verify(s, err, errlen);
+    int rc = shard_verify_sum_pages(s, 0, shard_sum_pages(s), err, errlen);
+    return rc ? rc : shard_verify_blocks(s, 0, s->n_bsums, err, errlen);
+}
+
 int shard_verify_blocks(const struct shard *s, uint64_t first, uint64_t n, char *err,
                         size_t errlen)
 {

@@ -239,6 +239,16 @@ int shard_open_head(struct shard *s, struct shard_col *cols, uint32_t max_cols,
  * column. */
 int shard_verify(const struct shard *s, char *err, size_t errlen);
 
+/* What a copy of a shard is checked by before it is used (a staged or
+ * migrated copy, a private read): every byte against the shard's own
+ * sums, as cxlp_store_verify checks them. Version 3, 4: every page of the
+ * sums area against its page sum, then every block against its sum (the
+ * blocks cover every byte of data and index once, under the header
+ * checksum, so the columns' checksums would hash every byte a second
+ * time for nothing more); version 1, 2: the columns' checksums. 0 or
+ * CXLP_ECORRUPT naming the column, the page or the block. */
+int shard_verify_copy(const struct shard *s, char *err, size_t errlen);
+
 /* Block sums (version 3, 4): block b covers the shard's bytes
  * [max(b << bsum_shift, SHARD_DATA_OFF), min((b + 1) << bsum_shift, bend)):
  * every byte of data and index, none of the header page (the header

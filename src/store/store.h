@@ -43,6 +43,12 @@ struct cxlp_store {
     const char *name;         /* ds.info.name */
     /* tiered pools */
     int tiered;               /* more than one tier: shards move */
+    int unpinned;             /* tiered, and the attachment holds no lease (a
+                               * process that may not write the pool): its
+                               * pins protect nothing, so no memory copy is
+                               * read (one freed and reused meanwhile would
+                               * give another shard's bytes); records come
+                               * from the home copy, every block verified */
     const uint64_t *states;   /* shard k's words at states[k * stride] */
     uint32_t stride;
     uint32_t n_mem;           /* memory tiers (read in place), fastest first */

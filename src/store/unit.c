@@ -128,8 +128,7 @@ int store_unit_rule(cxlp_store *s, uint64_t budget, uint64_t *per_unit, uint64_t
         R = su->pu.per_unit;
     } else {
         struct pool_units pu;
-        cxlp_pool *wp = NULL;
-        if (store_pool_rw(s, &wp) == 0 && pool_units_get(wp, s->ds.states_off, &pu) == 0) {
+        if (pool_units_get(s->a, s->ds.states_off, &pu) == 0) {
             R = pu.per_unit; /* made earlier: the dataset's */
         } else {
             /* a window of a block order is half the budget: 24 units,
@@ -174,21 +173,22 @@ int store_units_use(cxlp_store *s, uint64_t budget, int create)
 {
     if (at_load_acquire(&s->units))
         return 0;
-    cxlp_pool *wp;
-    int rc = store_pool_rw(s, &wp);
-    if (rc)
-        return rc;
     struct pool_units pu;
-    rc = pool_units_get(wp, s->ds.states_off, &pu);
-    if (rc == CXLP_ENOTFOUND && create) {
+    int rc = pool_units_get(s->a, s->ds.states_off, &pu);
+    if (rc == CXLP_ENOTFOUND && create && !s->unpinned) {
         uint64_t R, bytes;
+        cxlp_pool *wp;
         if ((rc = store_unit_rule(s, budget, &R, &bytes)))
             return rc;
         if (!R)
             return CXLP_ENOTFOUND;
+        if ((rc = store_pool_rw(s, &wp)))
+            return rc;
         rc = pool_units_ensure(wp, s->ds.states_off, R, count_units(s, R, NULL), &pu);
         if (rc)
             return seterr(NULL, rc, "dataset %s: staging units: %s", s->name, cxlp_errmsg(NULL));
+        /* its words in our own mapping (the writable handle's may differ) */
+        rc = pool_units_get(s->a, s->ds.states_off, &pu);
     }
     if (rc)
         return rc;

@@ -84,6 +84,7 @@
 #include "tier/tier.h"
 
 #define DEF_HORIZON 8u
+#define FULL_NS (UINT64_C(100) * 1000000u) /* how long a full tier is believed full */
 #define MAX_STAGERS CXLP_MAX_STAGERS
 #define PLAN_MAX 64u
 
@@ -99,6 +100,10 @@ struct tier_engine {
     uint32_t rank;             /* its rank among the pool's memory tiers */
     uint64_t budget;
     uint64_t batch, horizon;   /* ids per batch; ids held ahead */
+    uint64_t full_until;       /* atomic: until then (now_ns) a miss finds the
+                                  tiers full and reads from the home at once:
+                                  a batch that found no room spares the next
+                                  ones its wait for room, item by item */
     int gone;                  /* atomic: the dataset was removed or replaced
                                   (cxlp_pool_rewrite) since the store opened:
                                   no copy can be placed for it, so nothing
@@ -281,6 +286,8 @@ static void rescan(struct tier_engine *e)
  * or of its whole shard). */
 static int readable(const struct tier_engine *e, uint64_t k)
 {
+    if (e->s->unpinned)
+        return 0; /* no copy is ours to read */
     for (uint32_t i = 0; i < e->s->n_mem; i++)
         if (loc_present(item_word(e, k, e->s->mem[i])) ||
             (e->units && loc_present(store_word(e->s, e->kshard[k], e->s->mem[i]))))
@@ -398,11 +405,19 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* 1 while a recent miss found no room in any memory tier. */
+static int full_now(const struct tier_engine *e)
+{
+    return now_ns() < at_load_relaxed(&e->full_until);
+}
+
 /* Drops item k's copy from the staging tier (mu held on entry and exit;
  * released around the drop): a cache copy, or one kept there by someone
  * else (a resident item's copy is one or the other). */
 static void evict(struct tier_engine *e, uint64_t k)
 {
+    if (!e->wp)
+        return; /* an engine that may not write the pool holds nothing */
     e->busy[k]++;
     int foreign = e->foreign[k];
     pthread_mutex_unlock(&e->mu);
@@ -845,7 +860,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
     int rc = batch_index(b, e, ids, n);
     if (rc)
         return seterr(NULL, rc, "staging: out of memory for a batch of %zu", n);
-    uint64_t t0 = now_ns(), hits = 0, misses = 0, priv = 0, parts = 0, part_bytes = 0;
+    uint64_t t0 = now_ns(), hits = 0, misses = 0, priv = 0, parts = 0, part_bytes = 0, no_room = 0;
     int first = 1, waited = 0;
     /* the batch holds its shards: this engine evicts none of them until
      * batch_end (other processes may: then they are fetched again) */
@@ -868,10 +883,16 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
                 missing = 1;
                 waited = 1;
                 /* read in part (tier_read_in_part), or the tiers are full
-                 * of copies others hold: ours alone, below */
-                rc = in_part || at_load_relaxed(&e->gone) ? CXLP_EFULL : fetch_now(e, k, io);
+                 * of copies others hold (found by this batch or one just
+                 * before: no item waits for room again), or this process
+                 * may not place copies: ours alone, below */
+                int gone = at_load_relaxed(&e->gone), full = !e->wp || full_now(e);
+                rc = in_part || gone || full ? CXLP_EFULL : fetch_now(e, k, io);
+                if (rc == CXLP_EFULL && !in_part && !gone && !full)
+                    at_store_relaxed(&e->full_until, now_ns() + FULL_NS);
                 if (rc == CXLP_EFULL || rc == CXLP_ENOTFOUND) {
                     x->home = 1;
+                    no_room += rc == CXLP_EFULL && !in_part && !gone;
                     rc = 0;
                 }
                 if (rc) {
@@ -928,6 +949,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
     e->st.private_reads += priv;
     e->st.partial_reads += parts;
     e->st.partial_bytes += part_bytes;
+    e->st.no_room += no_room;
     for (size_t i = 0; i < b->n; i++)
         e->last_use[b->keys[i]] = e->begun; /* >= 1: the batch began */
     pthread_mutex_unlock(&e->mu);
@@ -1006,7 +1028,7 @@ int engine_read_fields(const void *ctx, uint64_t id, const uint32_t *f, uint32_t
 /* hot_first, full_prefetch: the copies to keep before the first batch. */
 static int place(struct tier_engine *e)
 {
-    if (!e->ops->place)
+    if (!e->ops->place || !e->wp)
         return 0;
     const cxlp_store *s = e->s;
     uint64_t caps[POOL_MAX_TIERS] = {0}, maxlen = 0;
@@ -1126,13 +1148,19 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv_work, NULL);
     pthread_cond_init(&e->cv_done, NULL);
-    int rc = store_pool_rw(s, &e->wp);
-    if (rc) {
+    int rc = 0;
+    if (s->unpinned) {
+        /* a process that may not write the pool (no lease: its pins would
+         * protect nothing): it neither places nor reads copies, and every
+         * batch reads its records from the home copy in part */
+        e->wa = s->a;
+    } else if ((rc = store_pool_rw(s, &e->wp))) {
         engine_free(e);
         return rc;
+    } else {
+        e->wa = pool_attach(e->wp);
+        e->states_rw = attach_states(e->wa, s->ds.states_off);
     }
-    e->wa = pool_attach(e->wp);
-    e->states_rw = attach_states(e->wa, s->ds.states_off);
     e->policy = o->tier_policy ? o->tier_policy : cxlp_store_policy(s);
     if (!e->policy)
         e->policy = CXLP_POLICY_LOOKAHEAD;
@@ -1194,7 +1222,9 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
         e->st.unit_bytes = unit_bytes;
     }
     e->n_stagers = o->tier_stagers ? o->tier_stagers : def_stagers(s, e->units ? unit_bytes : 0);
-    e->in_part = e->st.read_in_part = !!o->tier_read_in_part;
+    if (!e->wp)
+        e->n_stagers = 0;
+    e->in_part = e->st.read_in_part = !!o->tier_read_in_part || s->unpinned;
     e->n = e->units ? s->units->pu.n_units : s->n_shards;
     e->q_cap = e->horizon + 4096;
     e->recent_cap = (size_t)e->batch * 64 + 65536; /* more than a loader holds in flight */
@@ -1235,7 +1265,7 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
         }
         e->next_use[k] = TIER_NEVER;
     }
-    e->reg_area = attach_stage(e->wa, &e->reg_bytes);
+    e->reg_area = e->wp ? attach_stage(e->wa, &e->reg_bytes) : NULL;
     e->reg = registry_claim(e->reg_area, e->reg_bytes, reg_key(e), attach_domain(e->wa));
     e->st.policy = e->policy;
     e->st.tier = (int)e->tier;
