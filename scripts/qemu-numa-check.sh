@@ -363,6 +363,14 @@ boot() {
 }
 
 result=0
+failed_guests=()
+# guest_failed NAME: counts the guest as failed; its console's end is shown
+# again after the last guest, where a log cut to its tail still has it
+guest_failed() {
+    result=1
+    failed_guests+=("$1")
+}
+
 boot numa -m 2G -machine hmat=on \
     -object memory-backend-ram,size=1G,id=m0 -object memory-backend-ram,size=1G,id=m1 \
     -numa node,nodeid=0,memdev=m0,cpus=0-1 -numa node,nodeid=1,memdev=m1,initiator=0 \
@@ -370,7 +378,7 @@ boot numa -m 2G -machine hmat=on \
     -numa hmat-lb,initiator=0,target=0,hierarchy=memory,data-type=access-bandwidth,bandwidth=${bw0}G \
     -numa hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-latency,latency=$lat1 \
     -numa hmat-lb,initiator=0,target=1,hierarchy=memory,data-type=access-bandwidth,bandwidth=${bw1}G ||
-    result=1
+    guest_failed numa
 
 # cxl_device NAME: QEMU's arguments for a CXL type-3 device (256 MiB of
 # persistent memory, its label storage area) behind a host bridge and root
@@ -391,10 +399,10 @@ cxl_device() {
 }
 
 # shellcheck disable=SC2046
-[ "$with_cxl" = 1 ] && { boot cxl $(cxl_device cxl) || result=1; }
+[ "$with_cxl" = 1 ] && { boot cxl $(cxl_device cxl) || guest_failed cxl; }
 
 # shellcheck disable=SC2046
-[ "$with_region" = 1 ] && { INITRD=$work/initrd-x.gz boot region $(cxl_device region) || result=1; }
+[ "$with_region" = 1 ] && { INITRD=$work/initrd-x.gz boot region $(cxl_device region) || guest_failed region; }
 
 # a UDP port of the loopback that nothing holds now
 free_port() {
@@ -462,7 +470,7 @@ fabric() {
     return $rc
 }
 
-[ "$with_fabric" = 1 ] && { fabric || result=1; }
+[ "$with_fabric" = 1 ] && { fabric || guest_failed fabric; }
 
 if [ "$with_hosts" = 1 ]; then
     # two kernels, one memory: both guests run at once on the same host file
@@ -479,8 +487,17 @@ if [ "$with_hosts" = 1 ]; then
     wait $pb
     rb=$?
     cat "$work/hostA.out" "$work/hostB.out"
-    [ $ra = 0 ] && [ $rb = 0 ] || result=1
+    [ $ra = 0 ] || guest_failed hostA
+    [ $rb = 0 ] || guest_failed hostB
 fi
 
 [ $result = 0 ] && { echo PASS; exit 0; }
-fail "guest checks did not pass"
+for g in "${failed_guests[@]}"; do
+    echo "=== guest $g failed; the end of its console:"
+    tr -d '\r' <"$work/console-$g.log" | sed -e 's/\x1bc//g' -e 's/\x1b\[[0-9;?]*[A-Za-z]//g' | tail -40
+done
+[ "${#failed_guests[@]}" -gt 0 ] && [[ " ${failed_guests[*]} " == *" fabric "* ]] && [ -f "$work/console-target.log" ] && {
+    echo "=== the fabric's target, the end of its console:"
+    tr -d '\r' <"$work/console-target.log" | tail -20
+}
+fail "guest checks did not pass: ${failed_guests[*]}"

@@ -94,8 +94,9 @@ elif ! CXLP_SOAK_SECONDS=10 TSAN_OPTIONS="halt_on_error=1 suppressions=$PWD/test
 fi
 
 step "a real kernel under QEMU: CPU-less NUMA node with HMAT, a pool on it; CXL type-3 device; two kernels on one pool; a CXL region as devdax and kmem; the archive over NVMe/TCP"
-bash scripts/qemu-numa-check.sh --cxl --hosts --region --fabric
-case $? in
+mkdir -p "$B"
+bash scripts/qemu-numa-check.sh --cxl --hosts --region --fabric 2>&1 | tee "$B/qemu-check.log"
+case ${PIPESTATUS[0]} in
   0) ;;
   77) echo "(skipped: see the reason above)" ;;
   *) failed+=("qemu numa/cxl check") ;;
@@ -124,6 +125,11 @@ echo
 if [ ${#failed[@]} -eq 0 ]; then
   echo "scripts/test.sh: all steps passed"
   exit 0
+fi
+# the failed guests' consoles again, where a log cut to its end shows them
+if [[ " ${failed[*]} " == *" qemu numa/cxl check "* ]]; then
+  echo "=== the end of the QEMU check ($B/qemu-check.log)"
+  sed -n '/^=== guest [a-zA-Z]* failed; the end of its console:/,$p' "$B/qemu-check.log" | tail -80
 fi
 echo "scripts/test.sh: FAILED: ${failed[*]}"
 exit 1
