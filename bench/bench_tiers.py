@@ -3,7 +3,7 @@
 
     python3 bench/bench_tiers.py [--gib 8] [--mem 1G] [--dir /var/tmp/tiers]
                                  [--quick] [--no-mosaic] [--demand-only]
-                                 [--shard-kib 8192] [--window-x 1]
+                                 [--shard-kib K] [--window-x 1]
                                  [--policies lookahead,...] [--rounds 3]
                                  [--demand 0.8] [--demand-policies lookahead]
                                  [--demand-epochs 2] [--setup-s 0]
@@ -58,11 +58,16 @@ Each policy's epoch also gets the seq read made just before it: the table's
 round's all-DRAM), median and range over rounds (the disk drifts).
 
 Regimes: --shard-kib sets the dataset's shard size at ingest (its layout,
-not the order's function), --window-x the sampler's window as a multiple of
-what window="auto" gives (above 2 its shards no longer fit the budget); a
+not the order's function; without it, the importer's default, 256 MiB, as
+a user gets it), --window-x the sampler's window as a multiple of what
+window="auto" gives (above 2 its blocks no longer fit the budget); a
 policy written POLICY:K in --policies runs with K stager threads (the C
-loader option tier_stagers; default 2 for shards of 8 MiB and more, up to 4
-below).
+loader option tier_stagers; default 2 for staging units of 8 MiB and more,
+up to 4 below). The loaders stage what the engine chooses for the
+dataset: its staging units (docs/tiers.md, "Staging units") or its
+shards; the order is window="auto"'s (runs of units where the home's
+probe asks for them, the ramp in epoch 0), recorded in the JSON
+("stage_order").
 
 Writes OUT.json and OUT.png (samples/s per policy, with the limits), and
 prints the markdown table docs/benchmarks.md carries. Removes every file
@@ -378,9 +383,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gib", type=float, default=8.0)
     ap.add_argument("--mem", default="1G")
-    ap.add_argument("--shard-kib", type=int, default=8192,
+    ap.add_argument("--shard-kib", type=int, default=0,
                     help="bytes of records per shard at ingest, KiB (the dataset's layout; "
-                         "MosaicML's MDS shards get the same size)")
+                         "MosaicML's MDS shards get the same size); 0: the importer's "
+                         "default")
     ap.add_argument("--dir", default="/var/tmp/tiers")
     ap.add_argument("--quick", action="store_true", help="512 MiB and 64 MiB: a smoke run")
     ap.add_argument("--no-mosaic", action="store_true")
@@ -439,7 +445,7 @@ def main() -> int:
         npy = work / "src.npy"
         log(f"writing {n} records ({a.gib} GiB) to {npy}")
         write_npy(npy, n)
-        shard = a.shard_kib << 10
+        shard = a.shard_kib << 10  # 0: the importer's default
         home = work / "home.tier"
         spec = f"shm:{name}"
         pool = CXLMemoryPool(spec, create=True, meta_bytes=64 << 20,
@@ -447,17 +453,25 @@ def main() -> int:
                                     f"nvme=file:{home}:{int(n * REC * 1.05) + (64 << 20)}"])
         log("ingest into the nvme home tier")
         t = time.perf_counter()
-        pool._pool.import_("d", str(npy), format="npy", shard_bytes=shard)
+        kw_shard = {"shard_bytes": shard} if shard else {}
+        pool._pool.import_("d", str(npy), format="npy", **kw_shard)
         res["ingest_s"] = time.perf_counter() - t
         tiers = pool.tiers()
         mem_tier = next(i for i, t in enumerate(tiers) if not t["staged"])
         budget = tiers[mem_tier]["capacity"] // 4 * 3
         res["budget"] = budget
+        from cxl_dataloader import CXLDataset
+        ds_ = CXLDataset(pool, "d")
+        shard = ds_.shards()["max_bytes"]
         res["shard_bytes"] = shard
+        res["stage_order"] = ds_.stage_order(budget)
+        unit = res["stage_order"]["unit_bytes"] or shard  # what the stagers read
+        log(f"shards of {shard >> 20} MiB; staging {res['stage_order']}")
+        del ds_
         # all in DRAM: a pool of one shm tier, alive for every round
         dname = name + "dram"
         dpool = CXLMemoryPool(dname, create=True, size=int(n * REC * 1.05) + (64 << 20))
-        dpool._pool.import_("d", str(npy), format="npy", shard_bytes=shard)
+        dpool._pool.import_("d", str(npy), format="npy", **kw_shard)
         def disk_read(*shard_order: int) -> dict:
             """bench_seqread over the dataset's bytes of the tier file, the
             page cache dropped first: sequential, or with (SHARD, STREAMS,
@@ -477,9 +491,9 @@ def main() -> int:
             sr = disk_read()
             runs.append({"policy": "seq read", "samples_per_s": sr["samples_per_s"],
                          "gb_per_s": sr["gb_per_s"], "o_direct": sr["o_direct"]})
-            # the same bytes read as the stagers read them: whole shards in
+            # the same bytes read as the stagers read them: whole units in
             # a random order, as many at once as there are stagers
-            sr = disk_read(shard, default_stagers(shard), rnd + 1)
+            sr = disk_read(unit, default_stagers(unit), rnd + 1)
             runs.append({"policy": "shard read", "samples_per_s": sr["samples_per_s"],
                          "gb_per_s": sr["gb_per_s"], "o_direct": sr["o_direct"],
                          "streams": sr["streams"]})
@@ -546,7 +560,7 @@ def main() -> int:
             # the same records per shard as ours: size_limit counts the
             # shard file (records, 4-byte offsets, a header); the slack is
             # less than one record
-            write_mds(npy, remote, n, shard + REC)
+            write_mds(npy, remote, n, min(shard, 256 << 20) + REC)
             res["mds_write_s"] = time.perf_counter() - t
             # our window, in records (any policy's run: the order is the same)
             la = next(r for r in res["runs"] if r["policy"] not in LIMITS)

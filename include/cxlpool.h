@@ -358,6 +358,28 @@ struct cxlp_tier_info {
 CXLP_API int cxlp_pool_tiers(cxlp_pool *p, struct cxlp_tier_info *out, size_t cap,
                              size_t *n);
 
+/* A staging engine (a loader's or a stager's) of this host at work on a
+ * pool of tiers, as cxlp_pool_stagers reports it (cxlpool top's loaders):
+ * its counters since it began, and the main cause of its misses. */
+struct cxlp_stager_info {
+    uint32_t pid;
+    char dataset[64];        /* CXLP_NAME_MAX */
+    int policy;              /* enum cxlp_policy */
+    uint64_t budget;         /* bytes its copies may hold */
+    uint64_t unit_bytes;     /* bytes of what it stages: a shard or a unit */
+    uint64_t kept_bytes;     /* bytes of kept copies (a migration's, another
+                                policy's) counted in its budget */
+    uint64_t hits, misses;   /* records found in memory, and not */
+    uint64_t no_room;        /* items read from the home: the tier was full */
+    uint64_t stall_ns;       /* time its batches waited */
+    uint64_t bytes_staged;   /* bytes it copied from the home */
+    char why[256];           /* why it misses, in words; "" with no miss */
+};
+/* Fills out[0..min(cap, n)) and *n with the live staging engines of this
+ * host (liveness domain) on p; 0 with *n 0 for a pool of one tier. */
+CXLP_API int cxlp_pool_stagers(cxlp_pool *p, struct cxlp_stager_info *out, size_t cap,
+                               size_t *n);
+
 /* Checks the header, both catalog slots' structure, the extent map (no
  * overlap, inside the region), every shard header and every checksum of every
  * dataset. Returns 0 or the first problem (CXLP_ECORRUPT...), with
@@ -513,6 +535,32 @@ CXLP_API int cxlp_store_stage_unit(cxlp_store *s, uint64_t budget, uint64_t *rec
                                    uint64_t *bytes);
 CXLP_API int cxlp_store_units(cxlp_store *s, uint64_t *n_units, uint64_t *per_unit,
                               uint64_t *copies, size_t cap, size_t *n);
+/* The block order a loader's staging keeps up with (what window="auto"
+ * takes; docs/tiers.md, "Sequential runs"): blocks of block_records ids
+ * (run_units staging units of unit_records, about unit_bytes each), window
+ * blocks to a window (half the budget). runs: CXLP_RUNS_AUTO (a probe of
+ * the home's reads of a unit: random ones clearly slower than sequential
+ * ones make runs of about 64 MiB, at most a quarter of the window; the
+ * verdict is recorded in the pool once, so that every process of it cuts
+ * the same blocks),
+ * CXLP_RUNS_ON (those runs without a probe), 0 (no runs), or units per
+ * run. On a pool of one tier: the dataset's shards, a window of all of
+ * them. budget 0: the engine's default. The first call on a pool may read
+ * tens of MiB of the home (O_DIRECT). */
+#define CXLP_RUNS_AUTO (-1)
+#define CXLP_RUNS_ON (-2)
+struct cxlp_stage_order {
+    uint64_t block_records;
+    uint64_t window;
+    uint64_t unit_records, unit_bytes;
+    uint64_t run_units;
+    int probed;              /* 0 not probed (no runs), 1 probed now,
+                                2 the verdict the pool recorded earlier */
+    double random_ratio;     /* random reads' rate / sequential reads' */
+    double seq_bps, random_bps; /* with probed 1: what it measured */
+};
+CXLP_API int cxlp_store_stage_order(cxlp_store *s, uint64_t budget, int runs,
+                                    struct cxlp_stage_order *out);
 /* 1 when the dataset's pool has more than one tier: its shards move, and
  * each view cxlp_store_read returns keeps the copy it points into (and every
  * copy dropped after it) until cxlp_store_close. */
@@ -879,6 +927,11 @@ struct cxlp_sampler_config {
     uint32_t world;          /* number of ranks; 0 means 1 */
     uint32_t rank;           /* 0..world-1 */
     int drop_last;           /* 1: drop the tail; 0: pad by wrapping around */
+    int ramp;                /* BLOCK: 1: in epoch 0 the windows grow from one
+                                shard to window, each at most 5/4 of the one
+                                before (a cold staging tier's first batch
+                                after one shard, not a window: docs/tiers.md,
+                                "Start-up"); other epochs as with 0 */
 };
 
 /* Resume state: a handful of integers. */

@@ -10,6 +10,11 @@
  *               rank correlation of output vs storage order, chi-square of
  *               position uniformity.
  * Without any of the three, --first 10.
+ *   --ramp      epoch 0's windows grow from one shard (the block order)
+ *   --auto      POOL NAME: the block order a loader's staging keeps up with,
+ *               what window="auto" takes (cxlp_store_stage_order: staging
+ *               units, runs by the home's probe, --runs and --budget to
+ *               say otherwise), with the ramp (--no-ramp: without)
  *
  * The order is the library's (cxlp_sampler_*), so what this prints is
  * exactly what a loader with the same seed, epoch, world and rank reads.
@@ -30,18 +35,24 @@
 #define QUALITY_MAX_N (UINT64_C(1) << 26)
 #define COUNTS_MAX_WORLD 4096
 
+static const char *const PROBE_WORD[] = {"none", "measured", "recorded"};
+
 struct order_opts {
     struct cxlp_sampler_config cfg;
     uint64_t first;
     int want_first, counts, quality, json;
     uint64_t batch, qshard;
     const char *spec, *name;
+    int stage, no_ramp, runs;
+    uint64_t budget;
+    struct cxlp_stage_order plan;
 };
 
 static int parse_opts(int argc, char **argv, struct order_opts *o)
 {
     enum { O_N = 256, O_KIND, O_SEED, O_EPOCH, O_SHARD, O_WINDOW, O_WORLD, O_RANK, O_DROP,
-           O_FIRST, O_COUNTS, O_QUALITY, O_JSON, O_BATCH };
+           O_FIRST, O_COUNTS, O_QUALITY, O_JSON, O_BATCH, O_RAMP, O_NORAMP, O_AUTO, O_RUNS,
+           O_BUDGET };
     static const struct option lo[] = {
         {"n", required_argument, 0, O_N},           {"kind", required_argument, 0, O_KIND},
         {"seed", required_argument, 0, O_SEED},     {"epoch", required_argument, 0, O_EPOCH},
@@ -50,12 +61,16 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
         {"rank", required_argument, 0, O_RANK},     {"drop-last", no_argument, 0, O_DROP},
         {"first", required_argument, 0, O_FIRST},   {"counts", no_argument, 0, O_COUNTS},
         {"quality", no_argument, 0, O_QUALITY},     {"json", no_argument, 0, O_JSON},
-        {"batch", required_argument, 0, O_BATCH},   {0, 0, 0, 0},
+        {"batch", required_argument, 0, O_BATCH},   {"ramp", no_argument, 0, O_RAMP},
+        {"no-ramp", no_argument, 0, O_NORAMP},      {"auto", no_argument, 0, O_AUTO},
+        {"runs", required_argument, 0, O_RUNS},     {"budget", required_argument, 0, O_BUDGET},
+        {0, 0, 0, 0},
     };
     int c, have_n = 0;
     uint64_t world = 1, rank = 0;
     o->cfg.kind = CXLP_ORDER_RANDOM;
     o->batch = 256;
+    o->runs = CXLP_RUNS_AUTO;
     while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         uint64_t *dst = NULL;
         const char *what = NULL;
@@ -77,6 +92,28 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
                                        optarg);
             break;
         case O_DROP: o->cfg.drop_last = 1; break;
+        case O_RAMP: o->cfg.ramp = 1; break;
+        case O_NORAMP: o->no_ramp = 1; break;
+        case O_AUTO: o->stage = 1; break;
+        case O_RUNS: {
+            uint64_t u;
+            if (!strcmp(optarg, "auto"))
+                o->runs = CXLP_RUNS_AUTO;
+            else if (!strcmp(optarg, "on"))
+                o->runs = CXLP_RUNS_ON;
+            else if (!strcmp(optarg, "off"))
+                o->runs = 0;
+            else if (!cli_parse_u64(optarg, &u) && u >= 1 && u <= 1u << 20)
+                o->runs = (int)u;
+            else
+                return cli_usage_error("--runs: '%s' is not auto, on, off or a number of "
+                                       "staging units", optarg);
+            break;
+        }
+        case O_BUDGET:
+            if (cli_parse_size(optarg, &o->budget) || !o->budget)
+                return cli_usage_error("--budget: '%s' is not a size", optarg);
+            break;
         case O_COUNTS: o->counts = 1; break;
         case O_QUALITY: o->quality = 1; break;
         case O_JSON: o->json = 1; break;
@@ -92,9 +129,15 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
         return cli_usage_error("--batch: must be at least 1");
     o->cfg.world = (uint32_t)world;
     o->cfg.rank = (uint32_t)rank;
-    if (o->cfg.kind == CXLP_ORDER_BLOCK && !o->cfg.shard_size)
+    if (o->stage && (have_n || o->cfg.shard_size || o->cfg.window))
+        return cli_usage_error("--auto takes POOL NAME and chooses --shard-size and --window");
+    if (o->stage)
+        o->cfg.kind = CXLP_ORDER_BLOCK;
+    if (o->cfg.ramp && o->cfg.kind != CXLP_ORDER_BLOCK)
+        return cli_usage_error("--ramp is for --kind block");
+    if (o->cfg.kind == CXLP_ORDER_BLOCK && !o->cfg.shard_size && !o->stage)
         return cli_usage_error("--kind block needs --shard-size");
-    if (o->cfg.kind == CXLP_ORDER_BLOCK && !o->cfg.window)
+    if (o->cfg.kind == CXLP_ORDER_BLOCK && !o->cfg.window && !o->stage)
         o->cfg.window = 1;
     o->qshard = o->cfg.shard_size ? o->cfg.shard_size : 4096;
     if (!o->want_first && !o->counts && !o->quality) {
@@ -111,7 +154,8 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
     return EXIT_OKAY;
 }
 
-/* n from the dataset's record count. */
+/* n from the dataset's record count; with --auto, the block order its
+ * staging keeps up with. */
 static int dataset_n(struct order_opts *o)
 {
     cxlp_pool *p;
@@ -126,6 +170,19 @@ static int dataset_n(struct order_opts *o)
         return ex;
     }
     o->cfg.n = cxlp_store_count(s);
+    if (o->stage) {
+        rc = cxlp_store_stage_order(s, o->budget, o->runs, &o->plan);
+        if (rc) {
+            ex = cli_report_error(rc, s, o->name);
+            cxlp_store_close(s);
+            cxlp_pool_close(p);
+            return ex;
+        }
+        o->cfg.shard_size = o->plan.block_records;
+        o->cfg.window = o->plan.window;
+        o->cfg.ramp = !o->no_ramp && cxlp_store_tiered(s);
+        o->qshard = o->plan.unit_records; /* distinct units per batch */
+    }
     cxlp_store_close(s);
     cxlp_pool_close(p);
     return EXIT_OKAY;
@@ -265,6 +322,13 @@ int cli_cmd_order(int argc, char **argv)
             cli_json_str(stdout, o.name);
             printf(", ");
         }
+        if (o.stage)
+            printf("\"staging\": {\"unit_records\": %" PRIu64 ", \"unit_bytes\": %" PRIu64
+                   ", \"run_units\": %" PRIu64 ", \"probe\": \"%s\", \"random_ratio\": %.3f"
+                   ", \"seq_bps\": %.0f, \"random_bps\": %.0f, \"ramp\": %s}, ",
+                   o.plan.unit_records, o.plan.unit_bytes, o.plan.run_units,
+                   PROBE_WORD[o.plan.probed == 1 || o.plan.probed == 2 ? o.plan.probed : 0], o.plan.random_ratio, o.plan.seq_bps,
+                   o.plan.random_bps, o.cfg.ramp ? "true" : "false");
         printf("\"kind\": \"%s\", \"n\": %" PRIu64 ", \"seed\": %" PRIu64 ", \"epoch\": %" PRIu64
                ", \"shard_size\": %" PRIu64 ", \"window\": %" PRIu64 ", \"world\": %" PRIu32
                ", \"rank\": %" PRIu32 ", \"drop_last\": %s, \"epoch_len\": %" PRIu64
@@ -278,7 +342,21 @@ int cli_cmd_order(int argc, char **argv)
             printf(" (%s %s)", o.spec, o.name);
         printf(", seed %" PRIu64 ", epoch %" PRIu64, o.cfg.seed, o.cfg.epoch);
         if (o.cfg.kind == CXLP_ORDER_BLOCK)
-            printf(", shards of %" PRIu64 ", window %" PRIu64, o.cfg.shard_size, o.cfg.window);
+            printf(", shards of %" PRIu64 ", window %" PRIu64 "%s", o.cfg.shard_size,
+                   o.cfg.window, o.cfg.ramp ? ", ramp in epoch 0" : "");
+        if (o.stage) {
+            printf("\nstaging: units of %" PRIu64 " records (about %" PRIu64 " bytes), runs of "
+                   "%" PRIu64 " unit%s", o.plan.unit_records, o.plan.unit_bytes,
+                   o.plan.run_units, o.plan.run_units == 1 ? "" : "s");
+            if (o.plan.probed == 1)
+                printf("; the home read units at %.0f MB/s in file order, %.0f MB/s at random "
+                       "(recorded in the pool)", o.plan.seq_bps / 1e6, o.plan.random_bps / 1e6);
+            else if (o.plan.probed == 2)
+                printf("; the pool's record: the home reads units at random at %.2f of its "
+                       "rate in file order", o.plan.random_ratio);
+            else
+                printf("; the home was not probed (a memory or page-cache home: no runs)");
+        }
         printf("\nworld %" PRIu32 ", rank %" PRIu32 ", %s: %" PRIu64 " per rank of %" PRIu64
                "; fingerprint %016" PRIx64 "\n", o.cfg.world, o.cfg.rank,
                o.cfg.drop_last ? "drop_last" : "padded", per, L, st.fingerprint);

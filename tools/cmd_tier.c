@@ -251,6 +251,23 @@ int cli_cmd_top(int argc, char **argv)
                 cxlp_store_close(s);
             }
         }
+        /* the loaders of this host and why they miss */
+        struct cxlp_stager_info st[16];
+        size_t ns = 0;
+        if (cxlp_pool_stagers(p, st, 16, &ns) == 0 && ns) {
+            printf("\n%-8s %-20s %-13s %10s %10s %10s %6s\n", "PID", "DATASET", "POLICY",
+                   "BUDGET", "UNIT", "KEPT", "HIT%");
+            for (size_t i = 0; i < ns; i++) {
+                char b[3][32];
+                uint64_t all = st[i].hits + st[i].misses;
+                printf("%-8u %-20s %-13s %10s %10s %10s %5.1f%%\n", st[i].pid, st[i].dataset,
+                       cxlp_policy_name(st[i].policy), cli_fmt_bytes(st[i].budget, b[0]),
+                       cli_fmt_bytes(st[i].unit_bytes, b[1]), cli_fmt_bytes(st[i].kept_bytes, b[2]),
+                       all ? 100.0 * (double)st[i].hits / (double)all : 0.0);
+                if (st[i].why[0])
+                    printf("         misses: %s\n", st[i].why);
+            }
+        }
         fflush(stdout);
         memcpy(prev, cur, sizeof cur);
         t_prev = t_now;

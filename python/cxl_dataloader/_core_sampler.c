@@ -77,15 +77,15 @@ static SamplerObject *wrap(PyTypeObject *type, cxlp_sampler *s, uint64_t id_boun
 static int sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"kind", "n", "seed", "epoch", "shard_size", "window", "world",
-                             "rank", "drop_last", NULL};
+                             "rank", "drop_last", "ramp", NULL};
     PyObject *kindo = NULL;
     uint64_t n = 0, seed = 0, epoch = 0, shard = 0, window = 0;
     uint32_t world = 1, rank = 0;
-    int drop_last = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO&O&O&O&O&O&O&p", kwlist, &kindo, core_u64, &n,
+    int drop_last = 0, ramp = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|OO&O&O&O&O&O&O&pp", kwlist, &kindo, core_u64, &n,
                                      core_u64, &seed, core_u64, &epoch, core_u64, &shard,
                                      core_u64, &window, core_u32, &world, core_u32, &rank,
-                                     &drop_last))
+                                     &drop_last, &ramp))
         return -1;
     if (self->s) {
         PyErr_SetString(PyExc_RuntimeError, "Sampler already initialized");
@@ -96,7 +96,7 @@ static int sampler_init(SamplerObject *self, PyObject *args, PyObject *kw)
         return -1;
     struct cxlp_sampler_config c = {.kind = kind, .n = n, .seed = seed, .epoch = epoch,
                                     .shard_size = shard, .window = window, .world = world,
-                                    .rank = rank, .drop_last = drop_last};
+                                    .rank = rank, .drop_last = drop_last, .ramp = ramp};
     int rc = cxlp_sampler_create(&c, &self->s);
     if (rc) {
         core_raise(rc, NULL);
@@ -575,7 +575,7 @@ PyTypeObject SamplerType = {
     .tp_basicsize = sizeof(SamplerObject),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Sampler(kind='random', n=0, seed=0, epoch=0, shard_size=0, window=0, world=1, "
-              "rank=0, drop_last=False): an order over ids 0..n-1 for one rank.",
+              "rank=0, drop_last=False, ramp=False): an order over ids 0..n-1 for one rank.",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)sampler_init,
     .tp_dealloc = (destructor)sampler_dealloc,

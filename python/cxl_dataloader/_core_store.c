@@ -361,6 +361,30 @@ static PyObject *store_stage_unit(StoreObject *self, PyObject *args)
                          (unsigned long long)bytes);
 }
 
+static PyObject *store_stage_order(StoreObject *self, PyObject *args)
+{
+    unsigned long long budget = 0;
+    int runs = CXLP_RUNS_AUTO;
+    if (!PyArg_ParseTuple(args, "|Ki", &budget, &runs) || !store_ok(self))
+        return NULL;
+    struct cxlp_stage_order o;
+    int rc;
+    Py_BEGIN_ALLOW_THREADS /* may probe the home: tens of MiB read */
+    rc = cxlp_store_stage_order(self->s, budget, runs, &o);
+    Py_END_ALLOW_THREADS
+    if (rc)
+        return core_raise(rc, self->s);
+    static const char *const probe[] = {"none", "measured", "recorded"};
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:s,s:d,s:d,s:d}", "block_records",
+                         (unsigned long long)o.block_records, "window",
+                         (unsigned long long)o.window, "unit_records",
+                         (unsigned long long)o.unit_records, "unit_bytes",
+                         (unsigned long long)o.unit_bytes, "run_units",
+                         (unsigned long long)o.run_units, "probe", probe[o.probed == 1 || o.probed == 2 ? o.probed : 0],
+                         "random_ratio", o.random_ratio, "seq_bps", o.seq_bps, "random_bps",
+                         o.random_bps);
+}
+
 static PyObject *store_shard_tiers(StoreObject *self, PyObject *args)
 {
     unsigned long long k;
@@ -826,6 +850,8 @@ static PyMethodDef store_methods[] = {
      "units() -> {'n_units', 'per_unit', 'copies': per tier}: the dataset's staging units."},
     {"stage_unit", (PyCFunction)store_stage_unit, METH_VARARGS,
      "stage_unit(budget=0) -> {'records', 'bytes'}: what a loader with that budget stages."},
+    {"stage_order", (PyCFunction)store_stage_order, METH_VARARGS,
+     "stage_order(budget=0, runs=-1) -> the block order a loader's staging keeps up with."},
     {"shard_tiers", (PyCFunction)store_shard_tiers, METH_VARARGS,
      "shard_tiers(k) -> bit t set: tier t holds a copy of shard k now."},
     {NULL, NULL, 0, NULL},

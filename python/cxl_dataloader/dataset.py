@@ -50,6 +50,18 @@ def ingest_once(pool: Union[CXLMemoryPool, str], name: str, source: Any,
             p.close()
 
 
+def runs_code(runs: Union[str, bool, int]) -> int:
+    """The library's code of a ``runs`` argument (cxlp_store_stage_order):
+    "auto" -1, True -2, False 0, a number of staging units itself (0: none)."""
+    if isinstance(runs, str) and runs == "auto":
+        return -1
+    if isinstance(runs, bool):
+        return -2 if runs else 0
+    if isinstance(runs, int) and 0 <= runs < 1 << 30:
+        return runs
+    raise ValueError(f'runs={runs!r}: "auto", True, False or a number of staging units')
+
+
 class CXLDataset(torch.utils.data.Dataset):
     """``ds[i]`` is a tensor viewing record i in pool memory (no copy); in a
     pool of tiers, a tensor holding a copy of the record (``tiered``).
@@ -251,6 +263,18 @@ class CXLDataset(torch.utils.data.Dataset):
         default, 3/4 of the fastest memory tier) stages: records (0: whole
         shards) and about how many bytes a copy of one takes."""
         return self._store.stage_unit(int(memory_budget or 0))
+
+    def stage_order(self, memory_budget: Optional[int] = None,
+                    runs: Union[str, bool, int] = "auto") -> dict:
+        """The block order a loader with ``memory_budget`` bytes of staging
+        keeps up with (what ``window="auto"`` takes): block_records,
+        window, unit_records, unit_bytes, run_units, and the probe of the
+        home's reads: probe ("none", "measured" now, or "recorded" in the
+        pool earlier), random_ratio (random reads' rate over sequential
+        ones'), seq_bps and random_bps (when measured). runs: "auto" (the
+        probe decides), True (runs without a probe), False (none), or
+        staging units per run."""
+        return self._store.stage_order(int(memory_budget or 0), runs_code(runs))
 
     def shard_tiers(self, shard: int) -> list[int]:
         """The tiers (indexes into the pool's ``tiers()``) that hold a copy

@@ -48,6 +48,7 @@ import numpy as np
 import torch
 
 from . import _core
+from .dataset import runs_code
 
 _CHUNK = 4096
 _MAX_PERIOD = 1 << 24
@@ -89,6 +90,18 @@ def _dist_world_rank(num_replicas: Optional[int], rank: Optional[int]) -> tuple[
     return num_replicas, rank
 
 
+def _rank0_choice(values: list[int], world: int) -> list[int]:
+    """values as rank 0 of the default process group has them (a broadcast),
+    where there is one of ``world`` ranks; else values."""
+    dist = torch.distributed
+    if world == 1 or not (dist.is_available() and dist.is_initialized()) or \
+            dist.get_world_size() != world:
+        return values
+    box = [list(values)]
+    dist.broadcast_object_list(box, src=0)
+    return [int(v) for v in box[0]]
+
+
 def _check_rank(num_replicas: int, rank: int) -> None:
     if num_replicas < 1:
         raise ValueError(f"num_replicas should be a positive integer, got {num_replicas}")
@@ -103,33 +116,38 @@ def torch_seed() -> int:
     return int(torch.empty((), dtype=torch.int64).random_().item())
 
 
-def auto_window(dataset: Any, shard_size: Optional[int], memory_budget: Optional[int]) -> tuple[int, int]:
+def auto_window(dataset: Any, shard_size: Optional[int], memory_budget: Optional[int],
+                runs: Union[str, bool, int] = "auto") -> tuple[int, int]:
     """(shard_size, window) for a block order that a staging engine can keep
     ahead of: the window's blocks take at most half of the memory budget
     (the other half holds the next window while this one is read). The
     budget defaults to what a loader's engine uses, 3/4 of the fastest memory
     tier; the block to what the engine stages: the dataset's staging unit
     where its shards are larger than the budget calls for (docs/tiers.md,
-    "Staging units"), else its own shards. On a pool of one tier everything
-    is in memory already: the window is every shard (a full shuffle of the
-    shards' order and of the records inside)."""
+    "Staging units"), else its own shards; and where the home reads units
+    in a random order clearly slower than in file order (a probe, once per
+    process), a run of adjacent units of about 64 MiB (``runs``: "auto",
+    True, False, or units per run; docs/tiers.md, "Sequential runs"). On a
+    pool of one tier everything is in memory already: the window is every
+    shard (a full shuffle of the shards' order and of the records inside)."""
     if not (hasattr(dataset, "shards") and hasattr(dataset, "spec")):
         raise ValueError('window="auto" needs a CXLDataset (its shards and its pool\'s tiers)')
     sh = dataset.shards()
     tiered = getattr(dataset, "tiered", False)
     budget = staging_budget(dataset, memory_budget) if tiered else None
-    unit = dataset.stage_unit(budget) if tiered and budget is not None else {"records": 0}
-    per = int(shard_size or unit["records"] or sh["per_shard"])
-    if per <= 0:
-        raise ValueError('window="auto": the dataset\'s shards hold different numbers of '
-                         "records; give shard_size")
-    n_blocks = -(-len(dataset) // per)
-    if not tiered:
-        return per, max(1, n_blocks)
-    block_bytes = order_block_bytes(sh, unit, per)
-    if budget is None:
-        budget = block_bytes * 2
-    return per, max(1, min(n_blocks, budget // (2 * block_bytes)))
+    if not tiered or budget is None:
+        per = int(shard_size or sh["per_shard"])
+        if per <= 0:
+            raise ValueError('window="auto": the dataset\'s shards hold different numbers of '
+                             "records; give shard_size")
+        return per, max(1, -(-len(dataset) // per))
+    if shard_size:  # a block of the caller's: the window from its bytes
+        unit = dataset.stage_unit(budget)
+        per = int(shard_size)
+        block_bytes = order_block_bytes(sh, unit, per)
+        return per, max(1, min(-(-len(dataset) // per), budget // (2 * block_bytes)))
+    order = dataset.stage_order(budget, runs)
+    return int(order["block_records"]), int(order["window"])
 
 
 def order_block_bytes(shards: dict, unit: dict, per: int) -> int:
@@ -406,15 +424,25 @@ class RandomCXLSampler(CXLSamplerBase):
     def __init__(self, data_source_or_n: Any, seed: Optional[int] = 0, *,
                  shard_size: Optional[int] = None, window: Union[int, str, None] = None,
                  order: Optional[str] = None, num_replicas: int = 1, rank: int = 0,
-                 drop_last: bool = False, memory_budget: Optional[int] = None) -> None:
+                 drop_last: bool = False, memory_budget: Optional[int] = None,
+                 runs: Union[str, bool, int] = "auto", ramp: Optional[bool] = None) -> None:
         super().__init__(seed, num_replicas, rank, drop_last)
         self.n = _size(data_source_or_n)
-        if window == "auto":
+        runs_code(runs)
+        auto = window == "auto"
+        if auto:
             if order not in (None, "block"):
                 raise ValueError('window="auto" is for the block order')
-            shard_size, window = auto_window(data_source_or_n, shard_size, memory_budget)
+            shard_size, window = auto_window(data_source_or_n, shard_size, memory_budget, runs)
         elif isinstance(window, str):
             raise ValueError(f"window={window!r}: a number of shards or \"auto\"")
+        elif runs_code(runs) not in (-1, 0):
+            raise ValueError(f'runs={runs!r}: runs are chosen with window="auto"')
+        # the ramp: epoch 0's windows grow from one block (a cold staging
+        # tier's start), by default where window="auto" stages a dataset
+        if ramp is None:
+            ramp = auto and getattr(data_source_or_n, "tiered", False)
+        self.ramp = bool(ramp)
         if order is None:
             order = "block" if shard_size else "random"
         if order not in ("random", "block", "sequential"):
@@ -424,6 +452,8 @@ class RandomCXLSampler(CXLSamplerBase):
         self.order = order
         self.shard_size = int(shard_size or 0)
         self.window = int(window or 1) if order == "block" else 0
+        if self.ramp and order != "block":
+            raise ValueError("ramp=True is for the block order")
         if self._torch_seed and self.num_replicas > 1:
             raise ValueError("seed=None draws a seed per process from torch; ranks of one "
                              "order need the same integer seed")
@@ -432,7 +462,7 @@ class RandomCXLSampler(CXLSamplerBase):
     def _create(self, world: int, rank: int, drop_last: bool) -> "_core.Sampler":
         return _core.Sampler(self.order, n=self.n, seed=self.seed, epoch=self.epoch,
                              shard_size=self.shard_size, window=self.window, world=world,
-                             rank=rank, drop_last=drop_last)
+                             rank=rank, drop_last=drop_last, ramp=self.ramp)
 
 
 class DistributedCXLSampler(CXLSamplerBase):
@@ -453,7 +483,8 @@ class DistributedCXLSampler(CXLSamplerBase):
                  rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, *, order: Union[str, CXLSamplerBase] = "random",
                  shard_size: Optional[int] = None, window: Union[int, str, None] = None,
-                 memory_budget: Optional[int] = None) -> None:
+                 memory_budget: Optional[int] = None, runs: Union[str, bool, int] = "auto",
+                 ramp: Optional[bool] = None) -> None:
         world, r = _dist_world_rank(num_replicas, rank)
         if isinstance(order, CXLSamplerBase):
             base = order
@@ -467,7 +498,16 @@ class DistributedCXLSampler(CXLSamplerBase):
             if window == "auto" and order == "random":
                 order = "block"
             base = RandomCXLSampler(dataset, seed, shard_size=shard_size, window=window,
-                                    order=order, memory_budget=memory_budget)
+                                    order=order, memory_budget=memory_budget, runs=runs,
+                                    ramp=ramp)
+            if window == "auto":
+                # every rank cuts rank 0's blocks: hosts of other pools (or
+                # budgets) would choose others, and ranks of different
+                # orders would read overlapping samples
+                block = _rank0_choice([base.shard_size, base.window, int(base.ramp)], world)
+                if block != [base.shard_size, base.window, int(base.ramp)]:
+                    base = RandomCXLSampler(dataset, seed, shard_size=block[0], window=block[1],
+                                            order="block", ramp=bool(block[2]))
         super().__init__(seed, world, r, drop_last)
         self.base = base
         self.shuffle = shuffle

@@ -221,6 +221,12 @@ uint8_t *attach_stage(const struct attach *a, uint64_t *bytes)
     return b && a->L.stage_bytes ? b + a->L.stage_off : NULL;
 }
 
+const uint8_t *attach_stage_ro(const struct attach *a, uint64_t *bytes)
+{
+    *bytes = a->L.stage_bytes;
+    return a->L.stage_bytes ? (const uint8_t *)a->hdr + a->L.stage_off : NULL;
+}
+
 struct pool_tier_ctr *attach_ctr(const struct attach *a, uint32_t t)
 {
     if (t >= a->L.n_tiers)

@@ -88,6 +88,8 @@ uint32_t attach_stride(const struct attach *a);
 /* The pool's staging registry (tier layer): writable base and *bytes, or
  * NULL (a pool of one tier, or no writable mapping). */
 uint8_t *attach_stage(const struct attach *a, uint64_t *bytes);
+/* The same area through the read-only mapping (every handle has one). */
+const uint8_t *attach_stage_ro(const struct attach *a, uint64_t *bytes);
 /* Per tier counters in the pool header (pool_format.h), or NULL. */
 struct pool_tier_ctr;
 struct pool_tier_ctr *attach_ctr(const struct attach *a, uint32_t t);

@@ -147,7 +147,8 @@ struct pool_tier_ctr {
     uint64_t stall_ns;         /* time readers waited for a fetch into it */
     uint64_t fetches;          /* shards copied in */
     uint64_t evictions;        /* copies dropped */
-    uint64_t pad;
+    uint64_t probe;            /* the tier's probe verdicts (store/probe.c):
+                                  4 slots of 16 bits, set once each by CAS */
 };
 
 struct pool_hdr {

