@@ -24,6 +24,13 @@
 # the host; SETTLE=5 makes every command start from that state, SETTLE=0 lets
 # each take what the previous command freed.
 #
+# REUSE=1 (the default) ingests every round into one pool that held the
+# dataset before (an untimed ingest first): `cxlpool rm` then `ingest`, as a
+# user refreshes a dataset; the pool keeps the extents rm frees (it never
+# hands them back to the kernel), so the ingest writes pages that are
+# already there. REUSE=0 makes a fresh pool for every ingest (each then
+# faults in pages the kernel may have handed back to the host).
+#
 # Wall time and CPU time (user + system, /usr/bin/time) of each whole
 # command (process start to exit) count; pool creation is not timed. Prints
 # per format the medians, the ratio of the medians' throughputs, the median
@@ -53,6 +60,7 @@ DIR=${BENCH_DIR:-${TMPDIR:-/tmp}}
 SETTLE=${SETTLE:-0}
 POOL_MIB=${POOL_MIB:-$((2 * MIB + 64))}
 GATHER=${GATHER:-0}
+REUSE=${REUSE:-1}
 SRCDIR=$(mktemp -d "$DIR/cxlp-bench-src.XXXXXX")
 DST="/dev/shm/cxlp-bench-cp.$$"
 POOL="cxlp-bench-ingest.$$"
@@ -155,11 +163,19 @@ time_ingest() { # format, label, extra args
     npy) args=("$SRCDIR/src.npy" --format npy) ;;
     megatron) args=("$SRCDIR/src" --format megatron) ;;
   esac
-  "$X" destroy "$POOL" --yes >/dev/null 2>&1 || true
-  "$X" create "$POOL" "${POOL_MIB}M" >/dev/null
+  if [ "$REUSE" = 1 ]; then
+    if ! "$X" stat "$POOL" >/dev/null 2>&1; then
+      "$X" create "$POOL" "${POOL_MIB}M" >/dev/null
+      "$X" ingest "$POOL" data "${args[@]}" --no-progress >/dev/null # untimed: the pool held it
+    fi
+    "$X" rm "$POOL" data >/dev/null
+  else
+    "$X" destroy "$POOL" --yes >/dev/null 2>&1 || true
+    "$X" create "$POOL" "${POOL_MIB}M" >/dev/null
+  fi
   prepare "$1"
   timed "$1" "$2" "$X" ingest "$POOL" data "${args[@]}" "${@:3}" --no-progress
-  "$X" destroy "$POOL" --yes >/dev/null
+  [ "$REUSE" = 1 ] || "$X" destroy "$POOL" --yes >/dev/null
 }
 for ((r = 0; r < ROUNDS; r++)); do
   for f in $FORMATS; do

@@ -41,7 +41,7 @@ struct order_opts {
     struct cxlp_sampler_config cfg;
     uint64_t first;
     int want_first, counts, quality, json;
-    uint64_t batch, qshard;
+    uint64_t batch, qshard, qunit;
     const char *spec, *name;
     int stage, no_ramp, runs;
     uint64_t budget;
@@ -52,7 +52,7 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
 {
     enum { O_N = 256, O_KIND, O_SEED, O_EPOCH, O_SHARD, O_WINDOW, O_WORLD, O_RANK, O_DROP,
            O_FIRST, O_COUNTS, O_QUALITY, O_JSON, O_BATCH, O_RAMP, O_NORAMP, O_AUTO, O_RUNS,
-           O_BUDGET };
+           O_BUDGET, O_QUNIT };
     static const struct option lo[] = {
         {"n", required_argument, 0, O_N},           {"kind", required_argument, 0, O_KIND},
         {"seed", required_argument, 0, O_SEED},     {"epoch", required_argument, 0, O_EPOCH},
@@ -64,6 +64,7 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
         {"batch", required_argument, 0, O_BATCH},   {"ramp", no_argument, 0, O_RAMP},
         {"no-ramp", no_argument, 0, O_NORAMP},      {"auto", no_argument, 0, O_AUTO},
         {"runs", required_argument, 0, O_RUNS},     {"budget", required_argument, 0, O_BUDGET},
+        {"quality-unit", required_argument, 0, O_QUNIT},
         {0, 0, 0, 0},
     };
     int c, have_n = 0;
@@ -85,6 +86,7 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
         case O_RANK: dst = &rank; what = "--rank"; break;
         case O_FIRST: dst = &o->first; what = "--first"; o->want_first = 1; break;
         case O_BATCH: dst = &o->batch; what = "--batch"; break;
+        case O_QUNIT: dst = &o->qunit; what = "--quality-unit"; break;
         case O_KIND:
             o->cfg.kind = cxlp_order_parse(optarg);
             if (o->cfg.kind < 0 || o->cfg.kind > CXLP_ORDER_BLOCK)
@@ -139,7 +141,7 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
         return cli_usage_error("--kind block needs --shard-size");
     if (o->cfg.kind == CXLP_ORDER_BLOCK && !o->cfg.window && !o->stage)
         o->cfg.window = 1;
-    o->qshard = o->cfg.shard_size ? o->cfg.shard_size : 4096;
+    o->qshard = o->qunit ? o->qunit : o->cfg.shard_size ? o->cfg.shard_size : 4096;
     if (!o->want_first && !o->counts && !o->quality) {
         o->want_first = 1;
         o->first = 10;
@@ -181,7 +183,8 @@ static int dataset_n(struct order_opts *o)
         o->cfg.shard_size = o->plan.block_records;
         o->cfg.window = o->plan.window;
         o->cfg.ramp = !o->no_ramp && cxlp_store_tiered(s);
-        o->qshard = o->plan.unit_records; /* distinct units per batch */
+        if (!o->qunit)
+            o->qshard = o->plan.unit_records; /* distinct units per batch */
     }
     cxlp_store_close(s);
     cxlp_pool_close(p);
@@ -354,6 +357,8 @@ int cli_cmd_order(int argc, char **argv)
             else if (o.plan.probed == 2)
                 printf("; the pool's record: the home reads units at random at %.2f of its "
                        "rate in file order", o.plan.random_ratio);
+            else if (o.runs != CXLP_RUNS_AUTO)
+                printf("; as --runs asked (no probe)");
             else
                 printf("; the home was not probed (a memory or page-cache home: no runs)");
         }

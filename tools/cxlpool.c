@@ -152,14 +152,22 @@ static const struct cli_cmd cmds[] = {
     {"order", "print or analyse a sample order: first ids, per-rank counts, shuffle quality",
      "cxlpool order [POOL NAME | --n N] [--kind random|block|sequential] [--seed S]\n"
      "              [--epoch E] [--shard-size K] [--window W] [--world W --rank R]\n"
-     "              [--drop-last] [--first K] [--counts] [--quality] [--batch B] [--json]\n"
+     "              [--drop-last] [--first K] [--counts] [--quality] [--batch B]\n"
+     "              [--quality-unit K] [--json]\n"
+     "       cxlpool order --auto POOL NAME [--budget BYTES] [--runs auto|on|off|N]\n"
+     "              [--ramp | --no-ramp] [...]\n"
      "  The order a loader reads (the library's samplers) over the records of\n"
      "  dataset NAME, or over ids 0..N-1. --first K: the first K ids of rank R\n"
      "  (the default, K = 10). --counts: every rank's count, and what --drop-last\n"
      "  drops or padding repeats. --quality (N <= 2^26): mean distinct shards per\n"
      "  batch of B (default 256; shards of --shard-size, else 4096 ids), Spearman\n"
      "  rank correlation of output vs storage order, and a chi-square test of\n"
-     "  position uniformity (p = 0.001). --kind block needs --shard-size.\n",
+     "  position uniformity (p = 0.001); --quality-unit K counts distinct runs of\n"
+     "  K ids per batch instead of shards (to compare orders of different shard\n"
+     "  sizes). --kind block needs --shard-size. --auto: the block order\n"
+     "  window=\"auto\" gives dataset NAME of a pool of tiers (its staging unit,\n"
+     "  sequential runs as the home's probe decides or --runs says, the ramp of\n"
+     "  epoch 0), with the probe's figures (docs/tiers.md).\n",
      cli_cmd_order},
 };
 #define N_CMDS (sizeof cmds / sizeof cmds[0])

@@ -438,8 +438,9 @@ static void loaders(void)
                  * records' index entries: a few KiB of 256 KiB; and the
                  * few a miss evicts before their use and stages again, as
                  * many as the consumer's timing makes (2 CPUs shared by
-                 * both loaders' threads: up to 1.11x seen in 100 runs) */
-                CHECK(home <= stored * 120 / 100);
+                 * both loaders' threads: up to 1.05x seen, 1.11x with
+                 * other work on them) */
+                CHECK(home <= stored * 115 / 100);
                 if (policies[k] == CXLP_POLICY_LOOKAHEAD || policies[k] == CXLP_POLICY_STREAMING)
                     CHECK(st.prefetched > st.fetched || st.prefetched + st.fetched < 8);
             }
