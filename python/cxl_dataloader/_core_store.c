@@ -337,8 +337,13 @@ static PyObject *store_units(StoreObject *self, PyObject *unused)
     if (rc)
         return core_raise(rc, self->s);
     PyObject *c = PyList_New((Py_ssize_t)MIN_U64(n, 32));
-    for (size_t t = 0; c && t < n && t < 32; t++)
-        PyList_SET_ITEM(c, (Py_ssize_t)t, PyLong_FromUnsignedLongLong(copies[t]));
+    for (size_t t = 0; c && t < n && t < 32; t++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(copies[t]);
+        if (!v || PyList_SetItem(c, (Py_ssize_t)t, v)) { /* steals v */
+            Py_CLEAR(c);
+            break;
+        }
+    }
     if (!c)
         return NULL;
     return Py_BuildValue("{s:K,s:K,s:N}", "n_units", (unsigned long long)nu, "per_unit",
