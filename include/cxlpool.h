@@ -331,7 +331,9 @@ struct cxlp_tier_info {
     int kind;                /* enum cxlp_tier_kind */
     int media;               /* enum cxlp_media_kind of its object */
     int emulated;            /* 1: a cxl tier on media that stands in for CXL
-                                memory (shm, file, a numa node of local DRAM) */
+                                memory (shm, file, a numa node of local DRAM);
+                                the tier of a pool of one tier: the pool's own
+                                emulated (cxlp_pool_stat) */
     int numa_node;           /* numa media's node, else -1 */
     int home;                /* 1: every shard keeps a copy here */
     int staged;              /* 1: never read in place (nvme) */
@@ -1086,12 +1088,14 @@ struct cxlp_loader_opts {
     int tier_read_in_part;
 };
 
-/* What a loader's staging engine did (all zero on a pool of one tier). */
+/* What a loader's staging engine did. On a pool of one tier there is no
+ * engine: batches and records are those the consumer has taken, the rest
+ * is zero. */
 struct cxlp_loader_stats {
     int policy;              /* enum cxlp_policy in force */
     int tier;                /* the staging tier */
     uint64_t budget;         /* bytes */
-    uint64_t batches, records;
+    uint64_t batches, records; /* gathered by the engine (one tier: taken) */
     uint64_t hits;           /* records whose shard was in memory when their batch began */
     uint64_t misses;         /* records whose shard had to be fetched first */
     uint64_t stall_ns;       /* gather threads waiting for those fetches */

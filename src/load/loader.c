@@ -207,6 +207,7 @@ struct cxlp_loader {
 
     /* written by the consumer */
     alignas(CACHELINE) uint64_t next_out;
+    uint64_t taken_records;  /* resume_records of the last batch taken (stats) */
     uint64_t waiting_for;    /* the batch the consumer sleeps for (while parked) */
     uint32_t refs;           /* 1 + lent slots */
     struct park cons;        /* the consumer parks here for its batch */
@@ -1521,8 +1522,14 @@ int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st)
     if (!l || !st)
         return seterr(NULL, CXLP_EARG, "cxlp_loader_stats: NULL argument");
     memset(st, 0, sizeof *st);
-    if (l->tier)
+    if (l->tier) {
         engine_stats(l->tier, st);
+    } else {
+        /* no engine: what the consumer has taken (a full pass: every batch
+         * and record of it) */
+        st->batches = __atomic_load_n(&l->next_out, __ATOMIC_SEQ_CST);
+        st->records = __atomic_load_n(&l->taken_records, __ATOMIC_RELAXED);
+    }
     return 0;
 }
 
@@ -1647,6 +1654,7 @@ int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out)
                 return rc;
             }
             __atomic_fetch_add(&l->refs, 1, __ATOMIC_ACQ_REL);
+            __atomic_store_n(&l->taken_records, s->b.resume_records, __ATOMIC_RELAXED);
             *out = &s->b;
             return 0;
         }
