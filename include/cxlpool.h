@@ -279,7 +279,8 @@ struct cxlp_pool_stat {
     uint32_t live_leases;
     uint32_t lease_slots;
     int media;               /* enum cxlp_media_kind */
-    int emulated;            /* 1 when the media stands in for CXL (shm, file) */
+    int emulated;            /* 1 when the media stands in for CXL (shm, file); pci:
+                                1 a QEMU ivshmem BAR, 2 a plain file (no PCI device) */
     int numa_node;           /* numa backend's node, else -1 (also interleaved) */
     int numa_interleave;     /* numa backend: 1 when pages interleave over numa_nodes */
     char numa_nodes[64];     /* the nodes the pool's memory is on, as a list ("1",
@@ -297,6 +298,8 @@ struct cxlp_pool_stat {
     char host_id_source[96]; /* where it came from */
     uint32_t hosts;          /* liveness domains in the registry */
     uint32_t n_tiers;        /* 1 for a pool of one tier (cxlp_pool_tiers) */
+    uint64_t reserved_dead_bytes; /* of reserved_bytes, those whose ingest (or copy)
+                                     died: the pool's next write frees them */
 };
 CXLP_API int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st);
 

@@ -137,10 +137,11 @@ static PyObject *pool_stat(PoolObject *self, PyObject *unused)
     if (rc)
         return core_raise(rc, self->p);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s,s:I,s:O,s:s,s:i}", "size",
-        (unsigned long long)st.size, "data_bytes", (unsigned long long)st.data_bytes,
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s,s:I,s:O,s:s,s:i}",
+        "size", (unsigned long long)st.size, "data_bytes", (unsigned long long)st.data_bytes,
         "used_bytes", (unsigned long long)st.used_bytes, "reserved_bytes",
-        (unsigned long long)st.reserved_bytes, "deferred_bytes",
+        (unsigned long long)st.reserved_bytes, "reserved_dead_bytes",
+        (unsigned long long)st.reserved_dead_bytes, "deferred_bytes",
         (unsigned long long)st.deferred_bytes, "free_bytes", (unsigned long long)st.free_bytes,
         "largest_free", (unsigned long long)st.largest_free, "generation",
         (unsigned long long)st.generation, "n_datasets", st.n_datasets, "live_leases",
