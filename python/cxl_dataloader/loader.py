@@ -233,8 +233,8 @@ class CXLDataLoader:
                      "generator", "in_order", "pin_memory_device"):
             setattr(self, attr, getattr(spec, attr))
         self.device = torch.device(device) if device is not None else None
-        if self.device is not None and self.device.type == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError(f"device={device!r}: CUDA is not available")
+        if self.device is not None:
+            gpu.require_cuda(f"device={device!r}", self.device)
         if isinstance(prefetch_to_gpu, bool) or not isinstance(prefetch_to_gpu, (int, np.integer)) \
                 or prefetch_to_gpu < 0:
             raise ValueError(f"prefetch_to_gpu should be an integer >= 0 (batches copied ahead "
