@@ -453,11 +453,9 @@ class CXLDataLoader:
                 g = torch.Generator()
                 g.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))
                 return torch.randperm(n, generator=g).numpy()
-            perm = torch.randperm(n, generator=g).numpy()
-            # it draws a second permutation for the tail of its num_samples
-            # (none of it used): the generator moves on as under torch
-            torch.randperm(n, generator=g)
-            return perm
+            # the second permutation it draws for the tail of its num_samples
+            # (none of it used) is drawn when torch draws it: _as_torch_draws
+            return torch.randperm(n, generator=g).numpy()
         ids = []
         for i in s:
             try:
@@ -629,6 +627,56 @@ class CXLDataLoader:
             return self._general_pass()
         resume, self._resume = self._resume, None
         token = self._start_pass()
+        g = self._torch_generator()
+        if g is None:
+            return self._fast_iter(token, resume)
+        # torch's RandomSampler draws its permutation at the first next()
+        # and its tail's at the request past its last index: the pass is
+        # drawn and started there too (what a state_dict() before it needs,
+        # now)
+        self._snap = _resume.snapshot(self.sampler) if resume is None else resume["rng"]
+        self._order_crc, self._full = None, None
+        self._pos, self._off = ((resume["position"], resume["offset"]) if resume is not None
+                                else (0, 0))
+        return self._as_torch_draws(g, token, resume)
+
+    def _torch_generator(self) -> Optional[torch.Generator]:
+        """The generator of a torch RandomSampler that _order() draws as
+        torch does (shuffle=True, generator=g), else None."""
+        s = self.sampler
+        if (type(s) is torch.utils.data.RandomSampler and not s.replacement
+                and s._num_samples is None):
+            return s.generator
+        return None
+
+    def _as_torch_draws(self, g: torch.Generator, token: int,
+                        resume: Optional[dict]) -> Iterator[Any]:
+        """The pass of a RandomSampler with generator g, drawing from g when
+        torch's DataLoader (num_workers=0) does: the permutation when the
+        first batch is asked for, and the second permutation RandomSampler
+        draws for its (empty) tail when an index past the last is: as the
+        last batch is made, if it is a partial one, else when the batch
+        after the last is asked for. A pass broken off before that leaves g
+        where torch leaves it (test_dropin.py)."""
+        gen = self._fast_iter(token, resume)
+        n, bs = len(self.dataset), self.batch_size
+        # the batch whose making asks for an index past the last (packed
+        # rows: none, the tail is drawn as the pass runs out)
+        at = None if self.collate == _core.COLLATE_PACK else n // bs
+        k = resume["position"] // bs if resume is not None and at is not None else 0
+        try:
+            for b in gen:
+                if k == at:
+                    torch.randperm(n, generator=g)
+                k += 1
+                yield b
+            if at is None or k <= at:
+                torch.randperm(n, generator=g)
+        finally:
+            gen.close()
+
+    def _fast_iter(self, token: int, resume: Optional[dict]) -> Iterator[Any]:
+        """The fast pass's batches, its order drawn and its engine started now."""
         start = off = 0
         limit = None
         cxl = isinstance(self.sampler, CXLSamplerBase)
@@ -901,9 +949,24 @@ class CXLDataLoader:
             st["sampler"] = self.sampler.state_dict()
         else:
             if self._order_crc is None:
-                self._order_crc = _resume.crc(self._full.tobytes())
+                self._order_crc = _resume.crc(self._drawn_order().tobytes())
             st.update(rng=self._snap, order_crc=self._order_crc)
         return st
+
+    def _drawn_order(self) -> np.ndarray:
+        """The pass's order from a torch sampler; before its first batch
+        drew it (_as_torch_draws), drawn from the pass's snapshot with the
+        generators' states kept as they are."""
+        if self._full is not None:
+            return self._full
+        gens = _resume._generators(self.sampler)
+        kept = [g.get_state() for g in gens]
+        try:
+            with _resume.replaying(self.sampler, self._snap):
+                return self._order()
+        finally:
+            for g, st in zip(gens, kept):
+                g.set_state(st)
 
     def _next_state(self, ended: bool) -> dict:
         """The start of the next pass (no batch of it delivered)."""
