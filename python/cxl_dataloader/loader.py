@@ -282,6 +282,7 @@ class CXLDataLoader:
                                  "or 'pad'")
             self.collate = {"auto": _core.COLLATE_PACK, "pack": _core.COLLATE_PACK,
                             "pad": _core.COLLATE_PAD}[collate]
+            self._check_cut_together(dataset, "pad" if collate == "pad" else "pack")
         if self.collate == _core.COLLATE_STACK:
             self.collate_fn = torch.utils.data.default_collate  # what the C stacking equals
         else:
@@ -355,6 +356,25 @@ class CXLDataLoader:
         if tiered:
             self._warn_order(memory_budget)
         self._stage_ahead()
+
+    def _check_cut_together(self, dataset: CXLDataset, mode: str) -> None:
+        """PAD and PACK cut every chosen variable-length field of a record at
+        the same element counts, so a record's variable fields must have
+        equal lengths. A str field's length counts UTF-8 bytes, not the
+        elements of another field: beside another variable field it is a
+        ValueError here, naming it and the columns= that leaves it out
+        (found now rather than by the first batch)."""
+        var = [f for f in self._chosen if f["variable"]]
+        text = next((f for f in var if f["dtype"] == "str"), None)
+        if text is None or len(var) < 2:
+            return
+        other = next(f for f in var if f is not text)
+        keep = [f["name"] for f in self._chosen if f is not text]
+        raise ValueError(f"dataset {dataset.name!r}: field {text['name']!r} is str (its "
+                         f"length counts UTF-8 bytes) and cannot be {mode}ed beside field "
+                         f"{other['name']!r} ({other['dtype']}): collate={mode!r} cuts a "
+                         f"record's variable-length fields at the same element counts, so "
+                         f"they need equal lengths; choose the fields with columns={keep!r}")
 
     def _warn_order(self, memory_budget: Optional[int]) -> None:
         """Warns when the order cannot be staged: a dataset larger than the

@@ -408,15 +408,22 @@ static inline int read_one(const cxlp_loader *l, uint64_t id, uint32_t k, struct
     return l->src.read(l->src.ctx, id, v);
 }
 
-__attribute__((cold, noinline)) static int fields_differ(uint64_t id, const struct lfield *f,
-                                                        uint64_t len, uint64_t elems)
+__attribute__((cold, noinline)) static int fields_differ(const cxlp_loader *l, uint64_t id,
+                                                        const struct lfield *f, uint64_t len,
+                                                        uint64_t elems)
 {
+    /* the fields by name where the source has a schema */
+    const struct cxlp_schema *sc = l->src.schema;
+    const char *name = sc ? sc->fields[f->field].name : "";
+    const char *planned = sc ? sc->fields[l->sel[l->var0].field].name : "";
     return seterr(NULL, f->var ? CXLP_EARG : CXLP_ECORRUPT,
-                  "record %llu: field %u has %llu bytes, %s %llu%s", (unsigned long long)id,
-                  f->field, (unsigned long long)len,
+                  "record %llu: field %u%s%s%s has %llu bytes, %s %llu%s%s%s", (unsigned long long)id,
+                  f->field, sc ? " '" : "", name, sc ? "'" : "", (unsigned long long)len,
                   f->var ? "the padded/packed fields have" : "the schema says",
                   (unsigned long long)(f->var ? elems : f->size),
-                  f->var ? " elements: PAD and PACK need equal lengths" : "");
+                  f->var && sc ? " elements (as field '" : "", f->var && sc ? planned : "",
+                  !f->var ? "" : sc ? "'): PAD and PACK need equal lengths"
+                                    : " elements: PAD and PACK need equal lengths");
 }
 
 /* The chosen fields of one record, checked against what the plan assumed:
@@ -429,7 +436,7 @@ static inline int check_fields(cxlp_loader *l, uint64_t id, const struct cxlp_vi
     for (uint32_t k = 0; k < l->nsel; k++) {
         const struct lfield *f = &l->sel[k];
         if (__builtin_expect(v[k].len != (f->var ? elems * (uint64_t)f->isz : f->size), 0))
-            return fields_differ(id, f, v[k].len, elems);
+            return fields_differ(l, id, f, v[k].len, elems);
     }
     return 0;
 }
