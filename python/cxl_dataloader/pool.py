@@ -147,7 +147,9 @@ class CXLMemoryPool:
     nodes (mbind MPOL_INTERLEAVE, spec ``numa:interleave=0,1:NAME``; a node
     that does not exist is a ValueError naming it); ``tier_policy`` is the
     default tier_policy of the datasets opened with ``cxl_pool=`` this pool.
-    Without a name the pool is ``$CXLP_POOL``, else ``"default"``.
+    Without a name the pool is ``$CXLP_POOL``, else ``"default"``, which
+    every nameless pool of the host shares (a UserWarning says so, naming
+    its path).
     """
 
     def __init__(self, name: Optional[str] = None, backend: str = "shm", *,
@@ -168,12 +170,14 @@ class CXLMemoryPool:
         self.readonly = readonly
         if tiers is not None and not create:
             raise ValueError("tiers= is for create=True (an existing pool keeps its tiers)")
+        made = False
         if create:
             nbytes = parse_size("size", size)
             try:
                 self._pool = _core.Pool(self.spec, create=True, size=nbytes, mode=mode,
                                         tiers=list(tiers) if tiers is not None else None,
                                         meta_bytes=parse_size("meta_bytes", meta_bytes))
+                made = True
             except _core.CXLExistsError:
                 if not exist_ok:
                     raise
@@ -185,6 +189,15 @@ class CXLMemoryPool:
                                   stacklevel=2)
         else:
             self._pool = _core.Pool(self.spec, readonly=readonly)
+        if name is None and not os.environ.get("CXLP_POOL"):
+            # a pool every nameless CXLMemoryPool of the host shares: said,
+            # so that two jobs do not meet in it unawares
+            path = os.path.abspath(self._pool.stat()["path"])
+            warnings.warn(f"CXLMemoryPool without a name and without $CXLP_POOL: "
+                          f"{'created' if made else 'attached'} the pool named 'default' "
+                          f"({path}), which every CXLMemoryPool without a name on this host "
+                          f"shares; give a name (or set CXLP_POOL) to keep jobs apart",
+                          UserWarning, stacklevel=2)
 
     # context manager ---------------------------------------------------
     def __enter__(self) -> "CXLMemoryPool":

@@ -333,3 +333,25 @@ def test_on_a_pool_of_tiers_tier_policy_and_prefetch_depth_drive_the_staging(tmp
     finally:
         pool.close()
         CXLMemoryPool.destroy(name)
+
+
+def test_a_pool_without_a_name_says_it_is_the_shared_default(tmp_path, monkeypatch) -> None:
+    """issue 34: CXLMemoryPool(pool_size=...) without a name and without
+    $CXLP_POOL is the pool "default", which every nameless pool of the host
+    shares: a UserWarning says so, whether it created or attached it, and
+    names its path. (backend="file" keeps the test's "default" in tmp_path,
+    apart from any other "default" of the host.)"""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CXLP_POOL", raising=False)
+    with pytest.warns(UserWarning, match=rf"created the pool named 'default' \({tmp_path}/default\)"):
+        first = CXLMemoryPool(backend="file", pool_size="16M")
+    try:
+        with pytest.warns(UserWarning, match="attached the pool named 'default'"):
+            CXLMemoryPool(backend="file", pool_size="16M").close()
+        monkeypatch.setenv("CXLP_POOL", "default")  # named on purpose: nothing to say
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            CXLMemoryPool(backend="file").close()
+    finally:
+        first.close()
+        CXLMemoryPool.destroy(str(tmp_path / "default"), backend="file")
