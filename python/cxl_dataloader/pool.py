@@ -4,6 +4,7 @@ from __future__ import annotations
 import operator
 import os
 import sys
+import time
 import warnings
 from typing import Any, Callable, Optional, Union
 
@@ -102,6 +103,13 @@ def make_spec(name: str, backend: str = "shm", numa_node: Optional[int] = None,
             raise ValueError("backend 'numa' needs numa_node")
         return f"numa:{int(numa_node)}:{name}"
     return f"{backend}:{name}"
+
+
+def migrate_report(pool: Any, name: str, tier: Union[str, int], threads: int) -> dict:
+    """_core.Pool pool's migrate of dataset name to tier, reported as
+    ``cxlpool migrate --json`` reports it."""
+    return {"dataset": name, "tier": str(tier),
+            **pool.migrate(name, str(tier), threads=int(threads))}
 
 
 def _progress_bar(progress: Optional[bool], desc: str,
@@ -233,11 +241,17 @@ class CXLMemoryPool:
         loader's threads)."""
         return self._pool.stat()
 
-    def verify(self) -> list[str]:
-        """Checks the structure and every checksum; one line per item checked.
-        CXLCorruptError (naming dataset, shard and offset) on the first
-        failure."""
-        return self._pool.verify()
+    # verify, rewrite and migrate return what they did as a dict with the
+    # keys and values of `cxlpool verify|rewrite|migrate --json` (one
+    # convention: the report a script reads is the same from Python and
+    # from the CLI); a failure raises.
+    def verify(self) -> dict:
+        """Checks the structure and every checksum: {"pool": spec,
+        "checked": one line per item checked, "ok": True, "items": how
+        many}, as ``cxlpool verify --json``. CXLCorruptError (naming
+        dataset, shard and offset) on the first failure."""
+        lines = self._pool.verify()
+        return {"pool": self.spec, "checked": lines, "ok": True, "items": len(lines)}
 
     def remove(self, name: str) -> None:
         """Removes dataset name (one atomic catalog flip; readers that have it
@@ -251,10 +265,12 @@ class CXLMemoryPool:
         bytes_in, bytes_out, stall_ns, fetches, evictions)."""
         return self._pool.tiers()
 
-    def migrate(self, name: str, tier: str, *, threads: int = 1) -> dict:
+    def migrate(self, name: str, tier: Union[str, int], *, threads: int = 1) -> dict:
         """Moves dataset name to tier ("dram", "cxl", "nvme" or an index)
-        while readers keep reading (see cxlp_migrate); returns what moved."""
-        return self._pool.migrate(name, str(tier), threads=int(threads))
+        while readers keep reading (see cxlp_migrate); returns what moved,
+        as ``cxlpool migrate --json``: dataset, tier, shards, copied,
+        already, bytes_copied, direct_bytes, bytes_dropped, seconds."""
+        return migrate_report(self._pool, name, tier, threads)
 
     def ingest(self, name: str, source: Any, *, format: str = "auto",
                record_size: Union[int, str] = 0, dtype: Optional[str] = None,
@@ -288,7 +304,7 @@ class CXLMemoryPool:
                 bar.close()
 
     def rewrite(self, name: str, *, shard_bytes: Union[int, str, None] = None,
-                progress: Optional[bool] = None, hugepages: bool = True) -> None:
+                progress: Optional[bool] = None, hugepages: bool = True) -> dict:
         """Writes dataset name again in this build's shard format (format 4:
         4 KiB block sums, what a record read in part costs;
         CXLDataset.shard_format() says what a dataset has) and puts it in
@@ -299,16 +315,32 @@ class CXLMemoryPool:
         copy meanwhile (a CXLError with code CXLError.EFULL, raised before
         anything changes). A CXLDataset opened before keeps reading the old
         dataset until it is closed; one opened after reads the new. Shows a progress bar when
-        stderr is a terminal (progress=None)."""
+        stderr is a terminal (progress=None). Returns what it did, as
+        ``cxlpool rewrite --json``: {"dataset", "before", "after",
+        "seconds"}, before and after each {"version", "block_bytes",
+        "sums_area", "shards"}."""
         sb = 0 if shard_bytes is None else parse_size("shard_bytes", shard_bytes)
         if shard_bytes is not None and sb <= 0:
             raise ValueError(f"shard_bytes: {shard_bytes!r} is not a positive size")
+        before = self._shard_format(name)
         bar, cb = _progress_bar(progress, f"rewrite {name}", "shard")
+        t0 = time.perf_counter()
         try:
             self._pool.rewrite(name, shard_bytes=sb, progress=cb, hugepages=hugepages)
         finally:
             if bar is not None:
                 bar.close()
+        secs = time.perf_counter() - t0
+        return {"dataset": name, "before": before, "after": self._shard_format(name),
+                "seconds": secs}
+
+    def _shard_format(self, name: str) -> dict:
+        """{"version", "block_bytes", "sums_area", "shards"} of dataset name."""
+        store = _core.Store(self._pool, name)
+        try:
+            return {**store.format(), "shards": store.shards()["n_shards"]}
+        finally:
+            store.close()
 
     @staticmethod
     def destroy(name: str, backend: str = "shm", numa_node: Optional[int] = None) -> None:
