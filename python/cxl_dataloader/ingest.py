@@ -40,6 +40,7 @@ import os
 import queue
 import re
 import signal
+import stat
 import sys
 import tarfile
 import tempfile
@@ -169,8 +170,24 @@ def list_sources(source: Any, fmt: str, storage_options: Optional[dict] = None) 
             raise IngestError(f"{fs.unstrip_protocol(p)}: no such file") from None
         if info.get("type") == "directory":
             continue
-        out.append(Source(fs, p, info))
+        src = Source(fs, p, info)
+        _regular(src)
+        out.append(src)
     return out
+
+
+def _regular(src: Source) -> None:
+    """IngestError for a local source that is not a regular file: opening a
+    FIFO (or reading a device) would wait for a writer for ever; the C
+    importers refuse them the same way."""
+    if src.local is None:
+        return
+    mode = os.stat(src.path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a character device" if stat.S_ISCHR(mode)
+                else "a block device" if stat.S_ISBLK(mode) else "not a file")
+        raise IngestError(f"{src.path}: not a regular file ({kind})")
 
 
 # ------------------------------------------------------------ the writing

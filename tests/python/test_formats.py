@@ -477,3 +477,27 @@ def test_http_source_and_progress(pool: CXLMemoryPool, tmp_path: Path,
     check_rows(ds, t)
     err = capsys.readouterr().err
     assert "ingest web" in err and "100%" in err
+
+
+@pytest.mark.parametrize("fname,fmt", [("f.jsonl", "jsonl"), ("f.parquet", "parquet"),
+                                       ("f.tar", "webdataset"), ("f.arrow", "auto"),
+                                       ("f.jsonl", "auto")])
+def test_a_fifo_source_is_refused_at_once(pool: CXLMemoryPool, tmp_path: Path, fname,
+                                          fmt) -> None:
+    """issue 34: a FIFO as the source of a jsonl, parquet, webdataset or
+    auto-detected ingest is refused at once, naming it (opening it waited for
+    a writer for ever), from Python and from the CLI, as raw and npy are."""
+    fifo = tmp_path / fname
+    os.mkfifo(fifo)
+    code = (f"from cxl_dataloader import CXLMemoryPool\n"
+            f"p = CXLMemoryPool({pool.spec!r})\n"
+            f"p.ingest('f', {str(fifo)!r}, format={fmt!r}, tokenizer='bytes')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and f"{fifo}: not a regular file (a FIFO)" in r.stderr, r.stderr
+    exe = Path(sys.executable).parent / "cxlpool"
+    if exe.exists():
+        r = subprocess.run([str(exe), "ingest", pool.spec, "f", str(fifo), "--format", fmt,
+                            "--tokenizer", "bytes", "--no-progress"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and f"{fifo}: not a regular file (a FIFO)" in r.stderr, r.stderr
+    assert names(pool) == []
