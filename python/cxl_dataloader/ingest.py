@@ -605,6 +605,9 @@ def tokenize_lines(tok: Any, lines: list[tuple[int, bytes]], field: str, dtype: 
             raise _LineError(off, f"not valid UTF-8 (byte {e.start})") from None
         except json.JSONDecodeError as e:
             raise _LineError(off, f"bad JSON: {e.msg} at column {e.colno}") from None
+        except RecursionError:  # json's parser recurses per level of nesting
+            raise _LineError(off, "bad JSON: nested more deeply than the parser allows "
+                                  f"(Python's recursion limit, {sys.getrecursionlimit()})") from None
         if not isinstance(obj, dict) or field not in obj:
             raise _LineError(off, f"no field {field!r} in this line")
         t = obj[field]
@@ -676,13 +679,14 @@ def _jsonl_tasks(src: Source, storage_options: dict, field: str, dtype: str,
         return
     with src.open() as raw:
         f = _decompress(raw, src.path)
-        chunk, size, pos = [], 0, 0
-        for raw_line in f:
+        chunk, size, pos, lineno = [], 0, 0, 1
+        for raw_line in _gz_lines(f, src.url, lambda: lineno):
             line = raw_line.strip()
             if line:
                 chunk.append((pos, line))
                 size += len(line)
             pos += len(raw_line)
+            lineno += 1
             if size >= batch_bytes:
                 yield ("lines", chunk, field, dtype, eod)
                 chunk, size = [], 0
@@ -690,12 +694,33 @@ def _jsonl_tasks(src: Source, storage_options: dict, field: str, dtype: str,
             yield ("lines", chunk, field, dtype, eod)
 
 
+def _gz_lines(f: Any, where: str, lineno: Callable[[], int]) -> Iterator[bytes]:
+    """The lines of a decompressing file; a corrupt or cut-short stream is an
+    IngestError naming the file and the line it broke in (gzip's EOFError,
+    BadGzipFile or zlib.error otherwise escaped as a traceback)."""
+    import zlib
+    it = iter(f)
+    while True:
+        try:
+            line = next(it)
+        except StopIteration:
+            return
+        except (EOFError, OSError, zlib.error) as e:
+            raise IngestError(f"{where}:{lineno()}: the compressed stream is corrupt or cut "
+                              f"short ({type(e).__name__}: {e})") from None
+        yield line
+
+
 def _line_number(src: Source, offset: int) -> int:
+    import zlib
     n = 1
     with src.open() as raw:
         f = _decompress(raw, src.path)
         while offset > 0:
-            b = f.read(min(offset, 1 << 20))
+            try:
+                b = f.read(min(offset, 1 << 20))
+            except (EOFError, OSError, zlib.error):
+                break  # the bad line is before the stream broke; counted so far
             if not b:
                 break
             n += b.count(b"\n")

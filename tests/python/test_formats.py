@@ -245,6 +245,36 @@ def write_jsonl(path: Path, n: int, seed: int = 0) -> list[str]:
     return texts
 
 
+def test_jsonl_deep_nesting_and_a_corrupt_gz_name_file_and_line(pool: CXLMemoryPool,
+                                                                 tmp_path: Path) -> None:
+    """issue 34: a line nested 100,000 levels deep and a .jsonl.gz cut in
+    the middle are IngestErrors naming the file and the line (they were a
+    RecursionError and an EOFError traceback), also in worker processes, and
+    the CLI prints one line for them, not a traceback."""
+    import gzip
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"text": "ok"}\n{"text": "ok"}\n{"text": ' + "[" * 100_000
+                    + "]" * 100_000 + "}\n")
+    for workers in (1, 2):
+        with pytest.raises(IngestError, match=r"deep.jsonl:3: bad JSON: nested more deeply "
+                                              r"than the parser allows"):
+            CXLDataset.ingest(pool, "x", deep, tokenizer="bytes", workers=workers)
+    data = gzip.compress(b"".join(b'{"text": "line %d"}\n' % i for i in range(5000)))
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(data[:len(data) // 2])
+    with pytest.raises(IngestError, match=r"cut.jsonl.gz:\d+: the compressed stream is corrupt "
+                                          r"or cut short \(EOFError"):
+        CXLDataset.ingest(pool, "x", cut, tokenizer="bytes")
+    exe = Path(sys.executable).parent / "cxlpool"
+    if exe.exists():
+        for src, msg in ((deep, "deep.jsonl:3: bad JSON"), (cut, "the compressed stream")):
+            r = subprocess.run([str(exe), "ingest", pool.spec, "x", str(src), "--tokenizer",
+                                "bytes", "--no-progress"], capture_output=True, text=True)
+            assert r.returncode == 1 and msg in r.stderr, r.stderr
+            assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert names(pool) == []
+
+
 def test_jsonl_byte_tokenizer(pool: CXLMemoryPool, tmp_path: Path) -> None:
     texts = write_jsonl(tmp_path / "a.jsonl", 500)
     ds = CXLDataset.ingest(pool, "bytes", tmp_path / "a.jsonl", tokenizer="bytes", workers=1)
