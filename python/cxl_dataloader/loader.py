@@ -56,7 +56,7 @@ import torch
 
 from . import _core, _resume, gpu
 from .dataset import CXLDataset
-from .pool import TIER_POLICIES, node_exists
+from .pool import TIER_POLICIES, node_exists, parse_size
 from .samplers import (CXLSamplerBase, DistributedCXLSampler, RandomCXLSampler,
                        order_shard_bytes, staging_budget)
 
@@ -133,7 +133,7 @@ class CXLDataLoader:
                  threads: Optional[int] = None, seed: Optional[int] = None,
                  dtype: Optional[torch.dtype] = None, return_segments: bool = False,
                  columns: Optional[list[str]] = None, prefetch_to_gpu: int = 2,
-                 memory_budget: Optional[int] = None, lookahead: Optional[int] = None,
+                 memory_budget: Union[int, str, None] = None, lookahead: Optional[int] = None,
                  stagers: Optional[int] = None, read_in_part: Optional[bool] = None) -> None:
         # memory_policy names a NUMA page policy of the loader's memory, or a
         # placement policy of a pool of tiers
@@ -143,8 +143,10 @@ class CXLDataLoader:
             raise ValueError(f"memory_policy {memory_policy!r}: expected None, a NUMA page "
                              f"policy ({', '.join(NUMA_POLICIES)}) or a placement policy "
                              f"of a pool of tiers ({', '.join(MEMORY_POLICIES)})")
-        if memory_budget is not None and int(memory_budget) <= 0:
-            raise ValueError(f"memory_budget={memory_budget}: bytes, > 0")
+        if memory_budget is not None:  # bytes, or text as the CLI takes it ("16M")
+            memory_budget = parse_size("memory_budget", memory_budget)
+            if memory_budget <= 0:
+                raise ValueError(f"memory_budget={memory_budget}: bytes, > 0")
         if lookahead is not None and int(lookahead) <= 0:
             raise ValueError(f"lookahead={lookahead}: batches, > 0")
         if read_in_part not in (None, True, False):
