@@ -19,7 +19,8 @@ records in source order and removes the parts; no byte is copied. A process
 killed at any instant leaves the dataset absent (parts already published
 stay; the half-written one is reclaimed by the pool), and a rerun skips the
 files whose part it finds. One ingest per dataset and pool at a time: the
-others wait on a lock file beside the pool and then find the dataset there.
+others wait on a lock on the pool's backing object (ingest_lock) and then
+find the dataset there.
 
 Memory is bounded: Parquet is read a row group at a time, Arrow IPC a
 record batch at a time, tar members and JSONL lines in batches of
@@ -41,9 +42,9 @@ import queue
 import re
 import signal
 import stat
+import struct
 import sys
 import tarfile
-import tempfile
 import threading
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
@@ -778,37 +779,39 @@ def _decompress(f: Any, path: str) -> Any:
 
 # ----------------------------------------------------------------- driver
 
-def _lock_path(pool: Any, name: str) -> str:
-    """A lock file beside the pool's backing object (every process that
-    attaches the pool sees it), else in the temp directory."""
-    path = pool.stat().get("path", "")
-    d = os.path.dirname(path)
-    if not d or not os.access(d, os.W_OK) or d.startswith("/dev") and d != "/dev/shm":
-        d = tempfile.gettempdir()
-    h = hashlib.sha1(f"{pool.spec}\0{name}".encode()).hexdigest()[:16]
-    return os.path.join(d, f"cxlp.ingest-lock.{h}")
+# ingest locks: one byte per dataset name, this far into the pool's backing
+# object (past the end of any pool: a record lock needs no bytes there)
+LOCK_BASE = 1 << 62
+
+
+def lock_offset(name: str) -> int:
+    """The byte of the pool's backing object whose lock is dataset name's."""
+    return LOCK_BASE + int.from_bytes(hashlib.sha1(name.encode()).digest()[:7], "big")
 
 
 @contextlib.contextmanager
 def ingest_lock(pool: Any, name: str) -> Iterator[None]:
     """Held by the one process ingesting `name` into this pool; the others
-    block here, and the lock passes on if its holder dies (flock)."""
-    path = _lock_path(pool, name)
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:  # the file we locked must still be the one at path
-            if os.fstat(fd).st_ino == os.stat(path).st_ino:
-                break
-        except FileNotFoundError:
-            pass
-        os.close(fd)
+    block here. An open file description lock (fcntl F_OFD_SETLKW) on
+    byte lock_offset(name) of the pool's own backing object: the kernel
+    releases it when its holder closes the file or dies, and nothing is
+    left behind. Rejected: a lock file beside the pool (one stayed in
+    /dev/shm each time its holder was killed, and outlived the pool);
+    classic POSIX record locks (a process's locks on a file go when any of
+    its descriptors of that file closes, as the library's do); the pool's
+    own writer lock (held per catalog transaction, not for an ingest)."""
+    path = os.path.abspath(pool.stat()["path"])
     try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        raise IngestError(f"{path}: opening the pool's backing object to lock the ingest "
+                          f"of {name!r}: {e.strerror}") from None
+    try:
+        lock = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, lock_offset(name), 1, 0)
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, lock)
         yield
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)  # while held: the next locker re-checks the inode
-        os.close(fd)
+        os.close(fd)  # releases the lock
 
 
 def _part_key(name: str, fmt: str, options: dict) -> str:

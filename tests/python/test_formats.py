@@ -531,3 +531,47 @@ def test_a_fifo_source_is_refused_at_once(pool: CXLMemoryPool, tmp_path: Path, f
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 1 and f"{fifo}: not a regular file (a FIFO)" in r.stderr, r.stderr
     assert names(pool) == []
+
+
+HOLD = """
+import sys, time
+from cxl_dataloader import CXLMemoryPool
+from cxl_dataloader.ingest import ingest_lock
+pool = CXLMemoryPool(sys.argv[1])
+with ingest_lock(pool._pool, sys.argv[2]):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[3]))
+print("released", flush=True)
+"""
+
+
+def test_ingest_lock_leaves_nothing_behind(pool: CXLMemoryPool, tmp_path: Path) -> None:
+    """issue 34: the ingest lock is a lock on a byte of the pool's own
+    backing object, not a file: a holder excludes the next ingest of the
+    same name (not of another), a killed holder lets it pass on, and no
+    cxlp.ingest-lock.* file is made, so none stays after the pool (they
+    used to pile up in /dev/shm when their holder was killed)."""
+    import hashlib
+    import signal
+    import time
+    path = Path(pool.stat()["path"])
+    old = hashlib.sha1(f"{pool.spec}\0x".encode()).hexdigest()[:16]  # the old scheme's file
+    before = set(os.listdir(path.parent))
+
+    def hold(name: str, secs: float) -> subprocess.Popen:
+        p = subprocess.Popen([sys.executable, "-c", HOLD, pool.spec, name, str(secs)],
+                             stdout=subprocess.PIPE, text=True)
+        return p
+
+    a = hold("x", 600)
+    assert a.stdout.readline() == "held\n"
+    other = hold("y", 0)      # another dataset name: not blocked
+    assert other.communicate(timeout=60)[0] == "held\nreleased\n"
+    b = hold("x", 0)          # the same name: waits for a
+    time.sleep(2)
+    assert b.poll() is None
+    a.send_signal(signal.SIGKILL)
+    a.wait()
+    assert b.communicate(timeout=60)[0] == "held\nreleased\n"
+    made = {f for f in set(os.listdir(path.parent)) - before if "ingest-lock" in f}
+    assert not made and not (path.parent / f"cxlp.ingest-lock.{old}").exists()
