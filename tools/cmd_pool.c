@@ -303,7 +303,7 @@ int cli_cmd_ingest(int argc, char **argv)
         if (o.record_size || o.dtype >= 0)
             return cli_usage_error("--record-size and --dtype are for raw records");
         if (o.allow_empty)
-            return cli_usage_error("--allow-empty is for raw, npy and megatron sources");
+            pyargs[np++] = "--allow-empty";
         if (o.shard_bytes) {
             snprintf(shard_num, sizeof shard_num, "%" PRIu64, o.shard_bytes);
             pyargs[np++] = "--shard-bytes";

@@ -262,19 +262,20 @@ static void progress_use(struct progress_ctx *pc, PyObject *fn,
 static PyObject *pool_import(PoolObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "src", "format", "record_size", "dtype", "shard_bytes",
-                             "progress", "hugepages", NULL};
+                             "progress", "hugepages", "allow_empty", NULL};
     const char *name, *src, *format = "auto", *dtype = NULL;
     uint64_t record_size = 0, shard_bytes = 0;
     PyObject *progress = Py_None;
-    int hugepages = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sO&zO&Op", kwlist, &name, &src, &format,
+    int hugepages = 1, allow_empty = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sO&zO&Opp", kwlist, &name, &src, &format,
                                      core_u64, &record_size, &dtype, core_u64, &shard_bytes,
-                                     &progress, &hugepages))
+                                     &progress, &hugepages, &allow_empty))
         return NULL;
     if (!pool_ok(self))
         return NULL;
     struct cxlp_import_opts o = {.record_size = record_size, .dtype = -1,
-                                 .shard_bytes = shard_bytes, .no_hugepages = !hugepages};
+                                 .shard_bytes = shard_bytes, .no_hugepages = !hugepages,
+                                 .allow_empty = allow_empty};
     o.format = cxlp_format_parse(format);
     if (o.format < 0)
         return PyErr_Format(PyExc_ValueError, "format '%s': expected auto, raw, npy or megatron",
@@ -402,8 +403,9 @@ static PyMethodDef pool_methods[] = {
      "in one catalog flip (no copy)."},
     {"import_", (PyCFunction)(void (*)(void))pool_import, METH_VARARGS | METH_KEYWORDS,
      "import_(name, src, *, format='auto', record_size=0, dtype=None, shard_bytes=0, "
-     "progress=None, hugepages=True): ingest a raw, .npy or Megatron dataset (records on "
-     "2 MiB pages unless hugepages=False)."},
+     "progress=None, hugepages=True, allow_empty=False): ingest a raw, .npy or Megatron "
+     "dataset (records on 2 MiB pages unless hugepages=False; a source of no records is "
+     "refused unless allow_empty)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -845,12 +845,19 @@ def ingest(pool: Any, name: str, source: Any, format: Optional[str] = None, *,
            tokenizer: Optional[str] = None, eod: Optional[int] = None,
            workers: Optional[int] = None, shard_bytes: int = 0,
            batch_bytes: int = BATCH_BYTES, progress: Optional[bool] = None,
-           storage_options: Optional[dict] = None, hugepages: bool = True) -> dict:
+           storage_options: Optional[dict] = None, hugepages: bool = True,
+           allow_empty: bool = False) -> dict:
     """Imports source into dataset `name` of pool (a _core.Pool) and returns
     {"records": n, "files": k, "skipped": files already done by an earlier
     run}. Does nothing when the dataset exists (an earlier run, or another
     rank, finished it). See the module docstring for what is kept across a
-    kill. IngestError for bad input, naming file, record and field."""
+    kill. IngestError for bad input, naming file, record and field.
+
+    Empty input, one rule for every format (the C importers' too): a
+    source with no records at all is refused ("no records") unless
+    allow_empty=True, which makes an empty dataset; an empty file among
+    others adds no records (an empty tar, whose fields no sample says,
+    adds no part either)."""
     fmt = format if format not in (None, "auto") else detect_format(source, storage_options)
     if fmt not in FORMATS:
         raise IngestError(f"{source!r}: format {format!r}: expected one of {', '.join(FORMATS)} "
@@ -860,7 +867,7 @@ def ingest(pool: Any, name: str, source: Any, format: Optional[str] = None, *,
     if _is_arrow_object(source):
         if fmt != "arrow":
             raise IngestError(f"an in-memory {type(source).__name__} is Arrow data, not {fmt}")
-        return _ingest_object(pool, name, source, columns, shard_bytes, hugepages)
+        return _ingest_object(pool, name, source, columns, shard_bytes, hugepages, allow_empty)
     if fmt == "jsonl" and not tokenizer:
         raise IngestError("jsonl needs tokenizer= (a tokenizer.json, or 'bytes')")
     with ingest_lock(pool, name):
@@ -868,12 +875,19 @@ def ingest(pool: Any, name: str, source: Any, format: Optional[str] = None, *,
             return {"records": None, "files": 0, "skipped": 0, "existed": True}
         return _ingest_files(pool, name, source, fmt, columns, text_field, tokenizer, eod,
                              workers, shard_bytes, batch_bytes, progress, storage_options,
-                             hugepages)
+                             hugepages, allow_empty)
+
+
+def _no_records(where: str, what: str) -> IngestError:
+    return IngestError(f"{where}: no records ({what}); allow_empty=True (--allow-empty) makes "
+                       "an empty dataset")
 
 
 def _ingest_object(pool: Any, name: str, obj: Any, columns: Optional[Sequence[str]],
-                   shard_bytes: int, hugepages: bool) -> dict:
+                   shard_bytes: int, hugepages: bool, allow_empty: bool) -> dict:
     where = f"<{type(obj).__name__}>"
+    if len(obj) == 0 and not allow_empty:
+        raise _no_records(where, "a table of no rows")
     schema, batches = _arrow_batches(obj, 65536)
     fields = arrow_fields(schema, columns, where)
     w = _core.Writer(pool, name, fields.fields, shard_bytes=shard_bytes, hugepages=hugepages)
@@ -889,7 +903,7 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
                   columns: Optional[Sequence[str]], text_field: str, tokenizer: Optional[str],
                   eod: Optional[int], workers: Optional[int], shard_bytes: int,
                   batch_bytes: int, progress: Optional[bool],
-                  storage_options: Optional[dict], hugepages: bool) -> dict:
+                  storage_options: Optional[dict], hugepages: bool, allow_empty: bool) -> dict:
     srcs = list_sources(source, fmt, storage_options)
     opts = {"columns": list(columns) if columns is not None else None}
     tok = tok_json = None
@@ -917,9 +931,11 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
         mp_pool = mp.get_context("fork").Pool(nproc, _worker_init, (tok_json,))
     fields: Optional[Fields] = None
     made: list[str] = []
+    used: list[str] = []  # the parts the dataset is made of (not an empty tar's)
     try:
         for src, part in zip(srcs, parts):
             if part in have:
+                used.append(part)
                 continue
             where = src.url
             f = src.open()
@@ -929,17 +945,27 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
                     the file's reader is)."""
                     with contextlib.suppress(Exception):
                         bar.to(done_bytes + (f.tell() if pos is None else pos))
-                fields = _ingest_one(pool, part, src, f, fmt, fields, columns, text_field, tok,
-                                     mp_pool, nproc, dtype, eod, shard_bytes, batch_bytes,
-                                     storage_options, where, tick, hugepages)
+                mine = _ingest_one(pool, part, src, f, fmt, fields, columns, text_field, tok,
+                                   mp_pool, nproc, dtype, eod, shard_bytes, batch_bytes,
+                                   storage_options, where, tick, hugepages)
             finally:
                 f.close()
-            made.append(part)
+            if mine is not None:
+                fields = mine
+                made.append(part)
+                used.append(part)
             done_bytes += src.size
             bar.to(done_bytes)
             if os.environ.get("CXLP_FAULT") == f"ingest-part-{len(made)}":
                 os.kill(os.getpid(), signal.SIGKILL)  # the resume tests' kill point
-        pool.concat(name, parts)
+        records = {d["name"]: d["records"] for d in pool.list()}
+        if not used:
+            raise IngestError(f"{os.fspath(source)}: no records (no samples in any tar, so "
+                              "no fields to make a dataset of, even an empty one)")
+        if not allow_empty and sum(records[p] for p in used) == 0:
+            raise _no_records(os.fspath(source), "every source file is empty"
+                              if len(srcs) > 1 else "the file is empty")
+        pool.concat(name, used)
     except (IngestError, _core.CXLError):
         # refused input: the pool goes back to how this run found it (parts
         # of an earlier run stay for the next one)
@@ -965,9 +991,10 @@ def _ingest_one(pool: Any, part: str, src: Source, f: Any, fmt: str, fields: Opt
                 columns: Optional[Sequence[str]], text_field: str, tok: Any, mp_pool: Any,
                 nproc: int, dtype: str, eod: Optional[int], shard_bytes: int, batch_bytes: int,
                 storage_options: Optional[dict], where: str, tick: Callable[..., None],
-                hugepages: bool) -> Fields:
+                hugepages: bool) -> Optional[Fields]:
     """One source file into part (committed), checking its fields match the
-    files before it."""
+    files before it; its fields, or None for a tar of no samples (no part:
+    no sample says its fields)."""
     w = None
     try:
         if fmt in ("parquet", "arrow"):
@@ -998,7 +1025,7 @@ def _ingest_one(pool: Any, part: str, src: Source, f: Any, fmt: str, fields: Opt
             samples = _wds_samples(_decompress(f, src.path), where)
             first = next(samples, None)
             if first is None:
-                raise IngestError(f"{where}: no samples in this tar")
+                return None
             mine = wds_fields(first[1], columns)
             fields = _same(fields, mine, where)
             w = _core.Writer(pool, part, fields.fields,
@@ -1064,6 +1091,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                     "size strings and passes the number)")
     ap.add_argument("--no-hugepages", action="store_true",
                     help="records on 4 KiB pages (default: 2 MiB pages on shm and numa pools)")
+    ap.add_argument("--allow-empty", action="store_true",
+                    help="make an empty dataset of a source with no records (else refused)")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
@@ -1079,7 +1108,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                    columns=a.columns.split(",") if a.columns else None,
                    text_field=a.text_field, tokenizer=a.tokenizer, eod=a.eod,
                    workers=a.workers, shard_bytes=a.shard_bytes,
-                   progress=False if a.no_progress else None, hugepages=not a.no_hugepages)
+                   progress=False if a.no_progress else None, hugepages=not a.no_hugepages,
+                   allow_empty=a.allow_empty)
     except (IngestError, _core.CXLError) as e:
         msg = str(e)
         print(f"cxlpool: ingest: {msg}", file=sys.stderr)

@@ -274,7 +274,8 @@ class CXLMemoryPool:
 
     def ingest(self, name: str, source: Any, *, format: str = "auto",
                record_size: Union[int, str] = 0, dtype: Optional[str] = None,
-               progress: Optional[bool] = None, hugepages: bool = True, **kw: Any) -> None:
+               progress: Optional[bool] = None, hugepages: bool = True,
+               allow_empty: bool = False, **kw: Any) -> None:
         """Import source as dataset name: a raw, .npy or Megatron (.bin/.idx)
         file (the C importers; record_size, for raw: bytes, or text as the
         CLI takes it, "4K"), or Arrow, Parquet, WebDataset or JSONL from a
@@ -284,12 +285,15 @@ class CXLMemoryPool:
         progress bar when stderr is a terminal (progress=None).
         The records land on 2 MiB pages where the pool's memory comes in
         4 KiB pages (shm, numa), at no extra cost; hugepages=False keeps
-        them on 4 KiB pages (CXLDataset.pages() says what they got)."""
+        them on 4 KiB pages (CXLDataset.pages() says what they got).
+        A source of no records is refused in every format (CXLError
+        EBADINPUT from the C importers, IngestError from the others) unless
+        allow_empty=True, which makes an empty dataset."""
         from . import ingest as importers
         fmt = format if format != "auto" else importers.detect_format(source)
         if fmt in importers.FORMATS:
             importers.ingest(self._pool, name, source, fmt, progress=progress,
-                             hugepages=hugepages, **kw)
+                             hugepages=hugepages, allow_empty=allow_empty, **kw)
             return
         if kw:
             raise TypeError(f"format {format!r} (raw, npy, megatron) takes no "
@@ -298,7 +302,7 @@ class CXLMemoryPool:
         try:
             self._pool.import_(name, os.fspath(source), format=format,
                                record_size=parse_size("record_size", record_size), dtype=dtype,
-                               progress=cb, hugepages=hugepages)
+                               progress=cb, hugepages=hugepages, allow_empty=allow_empty)
         finally:
             if bar is not None:
                 bar.close()

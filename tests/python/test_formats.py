@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool
+from cxl_dataloader import CXLDataLoader, CXLDataset, CXLError, CXLMemoryPool
 from cxl_dataloader import ingest as importers
 from cxl_dataloader.ingest import IngestError
 
@@ -575,3 +575,48 @@ def test_ingest_lock_leaves_nothing_behind(pool: CXLMemoryPool, tmp_path: Path) 
     assert b.communicate(timeout=60)[0] == "held\nreleased\n"
     made = {f for f in set(os.listdir(path.parent)) - before if "ingest-lock" in f}
     assert not made and not (path.parent / f"cxlp.ingest-lock.{old}").exists()
+
+
+def test_empty_input_one_rule_for_every_format(pool: CXLMemoryPool, tmp_path: Path) -> None:
+    """issue 34: a source of no records is refused in every format ("no
+    records", nothing left in the pool) unless allow_empty=True, which makes
+    an empty dataset; an empty file beside others adds no records. (Empty
+    Parquet and JSONL used to make 0-record datasets, an empty tar was
+    refused, and the C importers refused without allow_empty.)"""
+    none = table(10).slice(0, 0)  # every column type, no rows
+    pq.write_table(none, tmp_path / "e.parquet")
+    (tmp_path / "e.jsonl").write_text("\n\n")
+    with tarfile.open(tmp_path / "e.tar", "w"):
+        pass
+    np.save(tmp_path / "e.npy", np.zeros((0, 4), dtype=np.float32))
+    empty = {"parquet": tmp_path / "e.parquet", "jsonl": tmp_path / "e.jsonl",
+             "npy": tmp_path / "e.npy", "arrow": none}
+    def kw(fmt: str) -> dict:
+        return {"tokenizer": "bytes"} if fmt == "jsonl" else {}
+    for fmt, src in empty.items():
+        with pytest.raises((IngestError, CXLError), match="no records"):
+            pool.ingest(f"e_{fmt}", src, format=fmt, **kw(fmt))
+    assert names(pool) == []
+    for fmt, src in empty.items():
+        pool.ingest(f"e_{fmt}", src, format=fmt, allow_empty=True, **kw(fmt))
+        assert len(CXLDataset(pool, f"e_{fmt}")) == 0
+    # a tar of no samples says no fields: not even an empty dataset
+    for allow in (False, True):
+        with pytest.raises(IngestError, match="no samples in any tar"):
+            pool.ingest("e_tar", tmp_path / "e.tar", format="webdataset", allow_empty=allow)
+    # an empty file among others adds nothing
+    (tmp_path / "mix").mkdir()
+    with tarfile.open(tmp_path / "mix" / "a.tar", "w"):
+        pass
+    s = write_wds(tmp_path / "mix" / "b.tar", 20)
+    ds = CXLDataset.ingest(pool, "mix", tmp_path / "mix", format="webdataset")
+    assert len(ds) == 20 and ds[3]["txt"] == s[3]["txt"]
+    exe = Path(sys.executable).parent / "cxlpool"
+    if exe.exists():  # --allow-empty reaches the Python importers
+        for extra, code in (([], 1), (["--allow-empty"], 0)):
+            r = subprocess.run([str(exe), "ingest", pool.spec, "cli_e", str(empty["parquet"]),
+                                "--no-progress", *extra], capture_output=True, text=True)
+            assert r.returncode == code, r.stderr
+            assert code == 0 or "e.parquet: no records (the file is empty); allow_empty=True " \
+                "(--allow-empty) makes an empty dataset" in r.stderr, r.stderr
+    assert clean(pool)
