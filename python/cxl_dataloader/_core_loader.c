@@ -265,7 +265,7 @@ static uint64_t now_ns(void)
 /* The next batch as a Batch object, NULL with no exception at the end. A
  * batch that is ready is taken holding the GIL (no release and retake of
  * it, no clock reads: 0.05-0.1 us of Python's 1.5-2.4 us per small batch,
- * docs/benchmarks.md); otherwise the time spent waiting for the engine,
+ * docs/benchmarks/history.md); otherwise the time spent waiting for the engine,
  * with the GIL released, goes to stall_ns. */
 static BatchObject *next_batch(LoaderObject *self)
 {

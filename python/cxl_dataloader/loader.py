@@ -382,7 +382,7 @@ class CXLDataLoader:
         """Warns when the order cannot be staged: a dataset larger than the
         staging budget read in a full shuffle (every batch draws from every
         shard, so shards are fetched again and again: a 256 MiB dataset
-        behind a 48 MiB tier read 112x its bytes, docs/benchmarks.md), or in
+        behind a 48 MiB tier read 112x its bytes, docs/benchmarks/history.md), or in
         a block order whose window holds more than the budget."""
         sh = self.dataset.shards()
         budget = staging_budget(self.dataset, memory_budget)

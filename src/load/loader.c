@@ -42,7 +42,7 @@
  * the thread that makes it, and on a VM whose idle CPUs halt that is an
  * interrupt through the hypervisor, tens of microseconds taken from a
  * gather thread (8% of it at 256 B x 256 records per batch, one wake per
- * half ring; docs/benchmarks.md), while the consumer's CPU waits anyway.
+ * half ring; docs/benchmarks/history.md), while the consumer's CPU waits anyway.
  * Sleeps shorter than SLEEP_MIN_NS get no timer, nor rings of fewer than
  * TIMER_MIN_SLOTS slots (large batches). The other
  * way round, releases push slots onto the free stack and wake a parked
@@ -121,7 +121,7 @@
 #define TIMER_MIN_SLOTS 16u       /* consumer: a timer only in rings of this many slots
                                      (small batches): with the 6 slots of batches of 2 MiB
                                      and more it made Python's part of each batch 1.1 ->
-                                     3.3 us (64 KiB x 256; docs/benchmarks.md) */
+                                     3.3 us (64 KiB x 256; docs/benchmarks/history.md) */
 #define PREFETCH_ROWS 4           /* STACK: records ahead whose first line is prefetched */
 #define RING_BYTES (UINT64_C(8) << 20) /* small batches (their least ring past the L2):
                                           slots up to this much memory, */
@@ -600,7 +600,7 @@ static inline void copy_nt(uint8_t *dst, const uint8_t *src, uint64_t n)
  * line of the record PREFETCH_ROWS ahead. Such a loop lets the core keep
  * several records' cache misses in flight: with the search for runs
  * between the copies, 256 B records gathered 5-10% slower
- * (docs/benchmarks.md). nt (a ring larger than the cache can hold, so
+ * (docs/benchmarks/history.md). nt (a ring larger than the cache can hold, so
  * the slot's lines are not in it): records whose size is a multiple of a
  * line are written with non-temporal stores, which write whole lines
  * without first reading them from memory as a cached store must (and
@@ -1403,7 +1403,7 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
      * threads' L2 where that holds TIMER_MIN_SLOTS slots (so the consumer
      * keeps its timer): the slot a thread rewrites is then still in its
      * L2, and its stores do not fetch the lines from farther away
-     * (docs/benchmarks.md, "A ring in half the L2"); else RING_BYTES (with
+     * (docs/benchmarks/history.md, "A ring in half the L2"); else RING_BYTES (with
      * 128 KiB slots a ring of the whole L2, or of half of it without the
      * timer, was slower than one of 8 MiB) */
     uint32_t nslots = opts->slots;
@@ -1423,7 +1423,7 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     l->idbuf = malloc(l->idbuf_cap * sizeof(uint64_t));
     /* small slots: the first ones side by side in 2 MiB pages (slot_map),
      * so the ring is written through a few TLB entries, not one per 4 KiB
-     * (docs/benchmarks.md, bench_engine); slots added later (growth) get
+     * (docs/benchmarks/history.md, bench_engine); slots added later (growth) get
      * mappings of their own */
     if (l->slot_bytes < (UINT64_C(2) << 20)) {
         l->arena_bytes = ALIGN_UP((uint64_t)nslots * l->slot_bytes, UINT64_C(2) << 20);
