@@ -90,8 +90,6 @@
  * batch would then stop the ring).
  */
 #include <errno.h>
-#include <numa.h>
-#include <numaif.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdalign.h>
@@ -105,6 +103,7 @@
 #include "common/futex.h"
 #include "load/loader.h"
 #include "media/media.h"
+#include "media/numa_lib.h" /* libnuma when first used */
 #include "store/store.h"
 #include "tier/tier.h"
 
