@@ -190,8 +190,9 @@ static int looks_py(const char *src)
 }
 
 /* Replaces this process with `python3 -m cxl_dataloader.ingest ARGS`: the
- * interpreter from CXLPOOL_PYTHON, else the python3 installed beside this
- * binary (a pip install puts both in one bin/), else python3 on PATH. */
+ * interpreter from CXLPOOL_PYTHON (the wheel's `cxlpool` command sets it
+ * to its own), else the python3 installed beside this binary, else python3
+ * on PATH. */
 static int exec_py_ingest(char **args)
 {
     char exe[4096], py[4200];
