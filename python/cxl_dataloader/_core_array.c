@@ -127,24 +127,34 @@ static void deleter_legacy(DLManagedTensor *m)
     free(m);
 }
 
+/* The capsule destructors run when a capsule no consumer took is freed,
+ * typically while the consumer's refusal is the exception in flight: it is
+ * kept (as numpy's dlpack.c keeps it), and only an error of the lookup
+ * here is dropped. */
 static void capsule_versioned(PyObject *cap)
 {
     if (PyCapsule_IsValid(cap, "used_dltensor_versioned"))
         return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
     DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
     if (m && m->deleter)
         m->deleter(m);
     PyErr_Clear();
+    PyErr_Restore(t, v, tb);
 }
 
 static void capsule_legacy(PyObject *cap)
 {
     if (PyCapsule_IsValid(cap, "used_dltensor"))
         return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
     DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
     if (m && m->deleter)
         m->deleter(m);
     PyErr_Clear();
+    PyErr_Restore(t, v, tb);
 }
 
 PyObject *dlpack_capsule(PyObject *owner, void *data, int dtype, int ndim,

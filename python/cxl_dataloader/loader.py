@@ -65,6 +65,15 @@ MEMORY_POLICIES = TIER_POLICIES
 # are placed over the nodes of the pool's memory (mbind before first touch)
 NUMA_POLICIES = ("interleave", "bind")
 
+# The extension hands batches over as versioned DLPack capsules
+# (DLManagedTensorVersioned), which torch takes from 2.9 on: an older torch
+# refuses every one (pyproject.toml's torch extra says the same).
+TORCH_FLOOR = "2.9"
+if torch.__version__ < TORCH_FLOOR:
+    raise ImportError(f"cxl_dataloader needs torch >= {TORCH_FLOOR} (batches cross as versioned "
+                      f"DLPack capsules, which torch takes from {TORCH_FLOOR} on); this is torch "
+                      f"{torch.__version__}")
+
 # DLPack capsule -> tensor: torch.from_dlpack without its Python-level
 # dispatch (the capsule is ours, CPU, versioned); one call per tensor.
 _from_capsule = torch._C._from_dlpack

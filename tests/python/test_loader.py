@@ -191,3 +191,20 @@ def test_stats_of_a_pool_of_one_tier(fixed) -> None:
         pass
     st = dl.stats()
     assert (st["batches"], st["records"]) == (3, 192)
+
+
+def test_a_refused_capsule_is_the_error_not_the_end(fixed, monkeypatch) -> None:
+    """issue 34 (found with torch 2.8, which refuses versioned DLPack
+    capsules): when the converter refuses a batch's capsule, the pass raises
+    its error; the capsule's destructor used to clear it, and the pass
+    looked like an empty epoch (StopIteration). A torch older than the
+    floor is refused at import (cxl_dataloader.loader.TORCH_FLOOR)."""
+    import cxl_dataloader.loader as ld
+    ds, _ = fixed
+
+    def refuse(cap):
+        raise RuntimeError("from_dlpack received an invalid capsule (test)")
+    monkeypatch.setattr(ld, "_from_capsule", refuse)
+    with pytest.raises(RuntimeError, match="invalid capsule \\(test\\)"):
+        next(iter(CXLDataLoader(ds, batch_size=8)))
+    assert torch.__version__ >= ld.TORCH_FLOOR
