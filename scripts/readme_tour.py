@@ -145,8 +145,9 @@ NORMALIZE = [
      r"2 MiB pages for <size> of \1 (<p>%)"),
     # bench rows: threads, then rates and a ratio
     (re.compile(r"^( +\d+)( +[\d.]+%?)+$", re.M), r"\1 <rates>"),
-    # leases rows: slot, hostname, host id, pid, age
-    (re.compile(r"^(\d+ +)\S+( +<id> +)\d+( +)\d+\.\d+ s", re.M), r"\1<host>\2<pid>\3<t> s"),
+    # leases rows: slot, hostname, host id, pid, age (one space apart: the
+    # columns' padding moves with the hostname's and the pid's widths)
+    (re.compile(r"^(\d+) +\S+ +<id> +\d+ +\d+\.\d+ s", re.M), r"\1 <host> <id> <pid> <t> s"),
 ]
 
 
