@@ -45,15 +45,17 @@ that pauses between batches as training does, and times torch's own
 torch.from_numpy after the same pause: after a sleep the caches are cold,
 and the reference shows how much of the figure that is.
 
-One command writes the raw JSON, the heat-map PNG and the table in
-docs/benchmarks.md (between the sweep markers):
+One command writes the raw JSON and the heat-map PNG (docs/benchmarks/
+sweep-DATE.json and .png) and the table in docs/benchmarks.md (between
+the sweep markers; move the table it replaces to docs/benchmarks/history.md):
 
     python3 bench/bench_sweep.py [--mib 2048] [--rounds 5] [--quick]
+    python3 bench/bench_sweep.py --page docs/benchmarks/sweep-DATE.json  # the table again
 
 The default dataset, 2 GiB per record size, is over 4x the last-level cache
 of the machine the figures come from (480 MiB): on 512 MiB datasets part of
 each epoch is read from that cache, and the ratios came out lower than on
-2 GiB (docs/benchmarks.md has both runs).
+2 GiB (docs/benchmarks/history.md has both runs).
 """
 from __future__ import annotations
 
@@ -98,7 +100,7 @@ def log(msg: str) -> None:
 def llc_bytes() -> int:
     """The largest CPU cache cpu0 reports (sysfs), 0 when unknown. A dataset
     that fits in it times the cache, not the memory: some VMs report a last
-    level of hundreds of MiB (480 MiB on the machine of docs/benchmarks.md)."""
+    level of hundreds of MiB (480 MiB on the Intel VM of docs/benchmarks.md)."""
     best = 0
     for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
@@ -556,6 +558,27 @@ def table(points: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def command(meta: dict) -> str:
+    """The command line of a run, from its JSON's meta."""
+    return ("python3 bench/bench_sweep.py"
+            + (f" --mib {meta['mib']}" if meta["mib"] != (256 if meta.get("quick") else MIB)
+               else "")
+            + (f" --rounds {meta['rounds']}" if meta["rounds"] != 5 else "")
+            + (" --quick" if meta.get("quick") else ""))
+
+
+def page_text(doc: dict, stem: str, cmd: str) -> str:
+    """The page's text of a run (doc: its JSON) whose files are stem.json and
+    stem.png (paths as the page links them)."""
+    meta, points = doc["meta"], doc["points"]
+    loads = [x for p in points for x in p["load"]]
+    return (f"Command: `{cmd}` ({meta['started']} to {meta['finished']}; {meta['mib']} MiB per "
+            f"dataset, {meta['rounds']} rounds; last-level cache {meta['llc_bytes'] >> 20} MiB; "
+            f"load average {min(loads):.1f} to {max(loads):.1f} on {meta['cpus']} CPUs; raw "
+            f"figures in {stem}.json).\n\n![fast / plain heat map]({stem}.png)\n\n"
+            + table(points))
+
+
 def write_doc(doc: Path, text: str) -> None:
     s = doc.read_text()
     if BEGIN not in s or END not in s:
@@ -585,9 +608,17 @@ def main() -> int:
     ap.add_argument("--cli", default=os.environ.get("CXLPOOL", str(ROOT / "build" / "cxlpool")))
     ap.add_argument("--work", default=f"/var/tmp/{os.environ.get('USER', 'cxlp')}-sweep",
                     help="where source files are written (removed after each ingest)")
-    ap.add_argument("--out", default=None, help="output directory (default docs/, "
+    ap.add_argument("--out", default=None, help="output directory (default docs/benchmarks/, "
                     "or build/ with --quick)")
+    ap.add_argument("--page", default=None, metavar="JSON",
+                    help="measure nothing: write the table of the run in JSON (a file of "
+                    "docs/benchmarks/) into docs/benchmarks.md")
     a = ap.parse_args()
+    if a.page:
+        doc = json.loads(Path(a.page).read_text())
+        stem = "benchmarks/" + Path(a.page).stem
+        write_doc(ROOT / "docs" / "benchmarks.md", page_text(doc, stem, command(doc["meta"])))
+        return 0
     if a.rounds < 5:
         ap.error("--rounds: at least 5 (the figures are medians of paired rounds)")
     mib = 256 if a.quick and a.mib == MIB else a.mib
@@ -595,7 +626,7 @@ def main() -> int:
     if not a.quick and llc and (mib << 20) < 4 * llc:
         log(f"warning: {mib} MiB per dataset is under 4x the last-level cache "
             f"({llc >> 20} MiB): part of each epoch is read from cache")
-    out = Path(a.out) if a.out else ROOT / ("build" if a.quick else "docs")
+    out = Path(a.out) if a.out else ROOT / ("build" if a.quick else "docs/benchmarks")
     out.mkdir(parents=True, exist_ok=True)
     sizes = [s if s == "logu" else int(s) for s in a.sizes.split(",")]
     batches = [int(b) for b in a.batches.split(",")]
@@ -673,22 +704,21 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     meta["load_end"] = os.getloadavg()
     meta["finished"] = time.strftime("%Y-%m-%d %H:%M:%S")
+    meta["quick"] = a.quick
     doc = {"meta": meta, "points": points}
-    (out / "benchmarks-sweep.json").write_text(json.dumps(doc, indent=1))
+    # dated names: a run never overwrites the files an earlier one's text names
+    stem = "sweep-" + time.strftime("%Y-%m-%dT%H%M", time.strptime(started, "%Y-%m-%d %H:%M:%S"))
+    (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
     loads = [x for p in points for x in p["load"]]
     title = (f"bench_sweep: fast path / plain C gather, same pages, threads, order; "
              f"{mib} MiB per dataset, median of {a.rounds} paired rounds; "
              f"load {min(loads):.1f}-{max(loads):.1f} on {os.cpu_count()} CPUs")
-    heatmap(points, out / "benchmarks-sweep.png", title)
-    cmd = "python3 bench/bench_sweep.py" + (f" --mib {a.mib}" if a.mib != MIB else "") + \
-        (f" --rounds {a.rounds}" if a.rounds != 5 else "") + (" --quick" if a.quick else "")
-    text = (f"Command: `{cmd}` ({started} to {meta['finished']}; {mib} MiB per dataset, "
-            f"{a.rounds} rounds; last-level cache {llc >> 20} MiB; load average {min(loads):.1f} to {max(loads):.1f} on "
-            f"{os.cpu_count()} CPUs; raw figures in benchmarks-sweep.json).\n\n"
-            f"![fast / plain heat map](benchmarks-sweep.png)\n\n" + table(points))
+    heatmap(points, out / f"{stem}.png", title)
     if a.quick or a.out:
-        (out / "benchmarks-sweep.md").write_text(text + "\n")
+        text = page_text(doc, stem, command(meta))
+        (out / f"{stem}.md").write_text(text + "\n")
     else:
+        text = page_text(doc, f"benchmarks/{stem}", command(meta))
         write_doc(ROOT / "docs" / "benchmarks.md", text)
     print(text)
     return 0

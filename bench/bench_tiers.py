@@ -7,7 +7,7 @@
                                  [--policies lookahead,...] [--rounds 3]
                                  [--demand 0.8] [--demand-policies lookahead]
                                  [--demand-epochs 2] [--setup-s 0]
-                                 [--seconds 120] [--out docs/benchmarks-tiers]
+                                 [--seconds 120] [--out docs/benchmarks/tiers-DATE]
 
 An N GiB dataset of 8 KiB records is homed on an nvme tier (a file under
 --dir) of a pool whose one memory tier (dram, shm) holds --mem. Each run
@@ -69,8 +69,9 @@ shards; the order is window="auto"'s (runs of units where the home's
 probe asks for them, the ramp in epoch 0), recorded in the JSON
 ("stage_order").
 
-Writes OUT.json and OUT.png (samples/s per policy, with the limits), and
-prints the markdown table docs/benchmarks.md carries. Removes every file
+Writes OUT.json and OUT.png (samples/s per policy, with the limits; by
+default docs/benchmarks/tiers-DATE, dated so that no run overwrites
+another's), and prints the markdown table docs/benchmarks.md carries. Removes every file
 and pool it made.
 """
 from __future__ import annotations
@@ -407,7 +408,8 @@ def main() -> int:
                          "first epoch (building the model, standing in)")
     ap.add_argument("--demand-policies", default="lookahead",
                     help="the policies of the demand runs, comma-separated")
-    ap.add_argument("--out", default=str(REPO / "docs" / "benchmarks-tiers"))
+    ap.add_argument("--out", default=None,
+                    help="OUT of OUT.json and OUT.png (default docs/benchmarks/tiers-DATE)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--remote", help=argparse.SUPPRESS)
     ap.add_argument("--cache", help=argparse.SUPPRESS)
@@ -591,7 +593,8 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     res["wall_s"] = time.perf_counter() - t_all
     res["loadavg_end"] = open("/proc/loadavg").read().strip()
-    out = Path(a.out)
+    out = Path(a.out) if a.out else REPO / "docs" / "benchmarks" / (
+        "tiers-" + res["date"][:13] + res["date"][14:16])
     if a.demand_only:
         out.with_name(out.name + "-demand.json").write_text(json.dumps(res, indent=1))
         print(demand_table(res))

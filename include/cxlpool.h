@@ -284,7 +284,8 @@ struct cxlp_pool_stat {
     uint32_t live_leases;
     uint32_t lease_slots;
     int media;               /* enum cxlp_media_kind */
-    int emulated;            /* 1 when the media stands in for CXL (shm, file) */
+    int emulated;            /* 1 when the media stands in for CXL (shm, file); pci:
+                                1 a QEMU ivshmem BAR, 2 a plain file (no PCI device) */
     int numa_node;           /* numa backend's node, else -1 (also interleaved) */
     int numa_interleave;     /* numa backend: 1 when pages interleave over numa_nodes */
     char numa_nodes[64];     /* the nodes the pool's memory is on, as a list ("1",
@@ -302,6 +303,8 @@ struct cxlp_pool_stat {
     char host_id_source[96]; /* where it came from */
     uint32_t hosts;          /* liveness domains in the registry */
     uint32_t n_tiers;        /* 1 for a pool of one tier (cxlp_pool_tiers) */
+    uint64_t reserved_dead_bytes; /* of reserved_bytes, those whose ingest (or copy)
+                                     died: the pool's next write frees them */
 };
 CXLP_API int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st);
 
@@ -336,7 +339,9 @@ struct cxlp_tier_info {
     int kind;                /* enum cxlp_tier_kind */
     int media;               /* enum cxlp_media_kind of its object */
     int emulated;            /* 1: a cxl tier on media that stands in for CXL
-                                memory (shm, file, a numa node of local DRAM) */
+                                memory (shm, file, a numa node of local DRAM);
+                                the tier of a pool of one tier: the pool's own
+                                emulated (cxlp_pool_stat) */
     int numa_node;           /* numa media's node, else -1 */
     int home;                /* 1: every shard keeps a copy here */
     int staged;              /* 1: never read in place (nvme) */
@@ -1159,12 +1164,14 @@ struct cxlp_loader_opts {
     int tier_read_in_part;
 };
 
-/* What a loader's staging engine did (all zero on a pool of one tier). */
+/* What a loader's staging engine did. On a pool of one tier there is no
+ * engine: batches and records are those the consumer has taken, the rest
+ * is zero. */
 struct cxlp_loader_stats {
     int policy;              /* enum cxlp_policy in force */
     int tier;                /* the staging tier */
     uint64_t budget;         /* bytes */
-    uint64_t batches, records;
+    uint64_t batches, records; /* gathered by the engine (one tier: taken) */
     uint64_t hits;           /* records whose shard was in memory when their batch began */
     uint64_t misses;         /* records whose shard had to be fetched first */
     uint64_t stall_ns;       /* gather threads waiting for those fetches */

@@ -28,7 +28,7 @@ DS=$(printf '%s' "$DS" | tr -c 'A-Za-z0-9._-' '_' | cut -c1-48)
 need_setup=0
 for t in cmake ninja pkg-config clang-14; do command -v "$t" >/dev/null || need_setup=1; done
 "$PY" -c 'import numpy, torch, tqdm' 2>/dev/null || need_setup=1
-pkg-config --exists libxxhash numa 2>/dev/null || need_setup=1
+pkg-config --exists numa liburing 2>/dev/null || need_setup=1
 if [ "$need_setup" = 1 ] && [ "${SKIP_SETUP:-0}" != 1 ]; then bash scripts/setup.sh; fi
 
 if [ ! -x build/cxlpool ] || [ -n "$(find src tools include -newer build/cxlpool -name '*.[ch]' 2>/dev/null | head -1)" ]; then

@@ -195,15 +195,17 @@ fi
 echo "kernel: $kernel"
 
 # --- the guest program, static, from the library sources ---
-for lib in libnuma.a libxxhash.a liburing.a libc.a; do
+for lib in libnuma.a liburing.a libc.a; do
     [ -n "$(find /usr/lib /usr/lib64 -name "$lib" 2>/dev/null | head -1)" ] ||
         skip "$lib not installed (static build of the guest program)"
 done
-# the library's objects once, for the guest program and (below) the CLI
-cflags="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -I$src/include -I$src/src"
-mkdir -p "$work/obj" && (cd "$work/obj" && gcc -c $cflags "$src"/src/*/*.c 2>"$work/cc.log") &&
+# the library's objects once, for the guest program and (below) the CLI;
+# libnuma linked in (CXLP_NUMA_LINKED: a static program loads nothing);
+# xxHash from third_party/, as the library builds it
+cflags="-O2 -std=c11 -D_GNU_SOURCE -DCXLP_NUMA_LINKED -Wall -Wextra -Werror -I$src/include -I$src/src -I$src/third_party/xxhash"
+mkdir -p "$work/obj" && (cd "$work/obj" && gcc -c $cflags "$src"/src/*/*.c "$src/third_party/xxhash/xxhash.c" 2>"$work/cc.log") &&
     gcc -static $cflags "$work"/obj/*.o "$here/qemu-numa-guest.c" \
-        -o "$work/guest" -lnuma -lxxhash -luring -lpthread 2>"$work/cc.log" ||
+        -o "$work/guest" -lnuma -luring -lpthread 2>"$work/cc.log" ||
     { cat "$work/cc.log"; fail "static build of the guest program failed"; }
 
 # --- the tools the region and fabric guests run: Debian's, with their
@@ -223,7 +225,7 @@ fi
 if [ $((with_region + with_fabric)) -gt 0 ]; then
     # the CLI too: cxlpool verify and cxlpool topo run in the guests
     gcc -static $cflags "$work"/obj/*.o "$src"/tools/*.c \
-        -o "$work/cxlpool" -lnuma -lxxhash -luring -lpthread -lm 2>"$work/cc.log" ||
+        -o "$work/cxlpool" -lnuma -luring -lpthread -lm 2>"$work/cc.log" ||
         { cat "$work/cc.log"; fail "static build of cxlpool failed"; }
 fi
 

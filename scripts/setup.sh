@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing cxl-dataloader needs on Debian 12:
-# compilers, CMake/Ninja, libxxhash, libnuma, hwloc, liburing, clang-14 with
-# libFuzzer, QEMU and the tools its guests run, and the pinned Python
-# packages of requirements-dev.txt.
+# compilers, CMake/Ninja, libnuma and liburing (headers; the static
+# liburing), hwloc, clang-14 with libFuzzer, QEMU and the tools its guests
+# run, debootstrap (the clean root of scripts/wheel-check.sh), and the
+# pinned Python packages of requirements-dev.txt. xxHash is vendored
+# (third_party/); xxhsum is for tests/cli/patch_header.py.
 # Idempotent: packages already present are skipped. Needs root or sudo for apt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-APT_PKGS=(build-essential cmake ninja-build pkg-config libxxhash-dev xxhash
+APT_PKGS=(build-essential cmake ninja-build pkg-config xxhash debootstrap
           libnuma-dev numactl libhwloc-dev liburing-dev clang-14
           libclang-rt-14-dev libfuzzer-14-dev llvm-14 python3-dev python3-pip
           python3-venv util-linux

@@ -13,6 +13,9 @@
 #      an NVMe/TCP namespace exported by a second guest
 #   5. the Python package: pip install . and pytest tests/python
 #   6. the lifetime, dataset and loader tests under ASan (scripts/pytest-asan.sh)
+#   7. the wheel (scripts/wheel-check.sh): the sdist built, the wheel built
+#      from it and repaired to a manylinux tag, installed with CPU torch into
+#      a Debian 12 root without libxxhash, libnuma or liburing, and run there
 # Every step runs even when an earlier one failed; the exit code is 0 only if
 # all passed. Build dirs: build/, build-asan/, build-fuzz/, build-tsan/
 # (BUILD_PREFIX).
@@ -119,6 +122,17 @@ if [ -d python ]; then
   fi
   step "python under ASan+UBSan: the extension built with CXLP_SANITIZE ($B-pyasan)"
   BUILD_DIR="$B-pyasan" scripts/pytest-asan.sh || failed+=("pytest asan")
+
+  # the wheel from the sdist (so the sdist is built once too); its A/B
+  # against the in-tree build short (3 rounds of 64 MiB): printed, not judged
+  step "the sdist and its wheel on a clean Debian 12 root (scripts/wheel-check.sh)"
+  PYTHON="$PY" WHEEL_CHECK_CACHE="$B/wheel-check" WHEEL_CHECK_ROUNDS=3 WHEEL_CHECK_MIB=64 \
+    bash scripts/wheel-check.sh
+  case $? in
+    0) ;;
+    77) echo "(skipped: see the reason above)" ;;
+    *) failed+=("wheel check") ;;
+  esac
 fi
 
 echo

@@ -124,14 +124,32 @@ int cli_cmd_create(int argc, char **argv)
     if (rc)
         return cli_report_error(rc, NULL, spec);
     struct cxlp_pool_stat st;
-    char b1[32], b2[32];
-    if (cxlp_pool_stat(p, &st) == 0)
-        printf("created pool %s: %s (%s for data) at %s, media %s%s, %scoherent, expiry "
-               "%.1f s\n", spec, cli_fmt_bytes(st.size, b1), cli_fmt_bytes(st.data_bytes, b2),
-               st.path, cxlp_media_name(st.media), st.emulated ? " (emulated CXL)" : "",
+    struct cxlp_tier_info ti[8];
+    size_t nt = 0;
+    char b1[32], b2[32], b3[32];
+    if (cxlp_pool_stat(p, &st) == 0 && (!n_tiers || cxlp_pool_tiers(p, ti, 8, &nt) == 0)) {
+        /* each number says what it is: a pool of one tier is one object
+         * whose data area holds the datasets; a pool of tiers keeps shards in
+         * its tiers and only metadata in the pool object */
+        printf("created pool %s: ", spec);
+        if (!n_tiers) {
+            printf("size %s, data area %s", cli_fmt_bytes(st.size, b1),
+                   cli_fmt_bytes(st.data_bytes, b2));
+        } else {
+            uint64_t shards = 0;
+            for (size_t i = 0; i < nt && i < 8; i++)
+                shards += ti[i].capacity;
+            uint64_t meta = st.data_bytes > shards ? st.data_bytes - shards : 0;
+            printf("%zu tiers, %s for shards (below); pool object %s of metadata (shard "
+                   "tables: %s, --meta-bytes)", nt, cli_fmt_bytes(shards, b1),
+                   cli_fmt_bytes(st.size, b2), cli_fmt_bytes(meta, b3));
+        }
+        printf(", at %s, media %s%s, %scoherent, expiry %.1f s\n", st.path,
+               cxlp_media_name(st.media), st.emulated ? " (emulated CXL)" : "",
                st.coherent ? "" : "non-", st.expiry_ms / 1000.0);
-    else
+    } else {
         printf("created pool %s\n", spec);
+    }
     if (n_tiers)
         cli_print_tiers(p, 0);
     cxlp_pool_close(p);
@@ -172,8 +190,9 @@ static int looks_py(const char *src)
 }
 
 /* Replaces this process with `python3 -m cxl_dataloader.ingest ARGS`: the
- * interpreter from CXLPOOL_PYTHON, else the python3 installed beside this
- * binary (a pip install puts both in one bin/), else python3 on PATH. */
+ * interpreter from CXLPOOL_PYTHON (the wheel's `cxlpool` command sets it
+ * to its own), else the python3 installed beside this binary, else python3
+ * on PATH. */
 static int exec_py_ingest(char **args)
 {
     char exe[4096], py[4200];
@@ -285,7 +304,7 @@ int cli_cmd_ingest(int argc, char **argv)
         if (o.record_size || o.dtype >= 0)
             return cli_usage_error("--record-size and --dtype are for raw records");
         if (o.allow_empty)
-            return cli_usage_error("--allow-empty is for raw, npy and megatron sources");
+            pyargs[np++] = "--allow-empty";
         if (o.shard_bytes) {
             snprintf(shard_num, sizeof shard_num, "%" PRIu64, o.shard_bytes);
             pyargs[np++] = "--shard-bytes";
@@ -478,8 +497,10 @@ static const char *media_desc(const struct cxlp_pool_stat *st, char *buf, size_t
         snprintf(buf, cap, "devdax (%s)", st->emulated ? "emulated" : "device-dax memory");
         break;
     case CXLP_MEDIA_PCI:
-        snprintf(buf, cap, "pci (%s)", st->emulated ? "emulated CXL: QEMU ivshmem shared memory"
-                                                    : "a PCI memory BAR");
+        snprintf(buf, cap, "pci (%s)",
+                 st->emulated == 2 ? "emulated CXL: a plain file, no PCI device"
+                 : st->emulated    ? "emulated CXL: QEMU ivshmem shared memory"
+                                   : "a PCI memory BAR");
         break;
     default:
         snprintf(buf, cap, "%s%s", cxlp_media_name(st->media), st->emulated ? " (emulated)" : "");
@@ -698,13 +719,14 @@ int cli_cmd_stat(int argc, char **argv)
         cli_json_str(stdout, md);
         printf(", \"format_version\": %u, \"uuid\": \"%s\", \"size\": %" PRIu64
                ", \"data_bytes\": %" PRIu64 ", \"used_bytes\": %" PRIu64
-               ", \"reserved_bytes\": %" PRIu64 ", \"deferred_bytes\": %" PRIu64
+               ", \"reserved_bytes\": %" PRIu64 ", \"reserved_dead_bytes\": %" PRIu64
+               ", \"deferred_bytes\": %" PRIu64
                ", \"free_bytes\": %" PRIu64 ", \"largest_free\": %" PRIu64
                ", \"generation\": %" PRIu64 ", \"datasets\": %u, \"live_leases\": %u"
                ", \"lease_slots\": %u, \"coherent\": %s, \"expiry_ms\": %" PRIu64
                ", \"hosts\": %u, \"host_id\": \"%016" PRIx64 "\", \"host_id_source\": ",
                st.format_version, uu, st.size, st.data_bytes, st.used_bytes, st.reserved_bytes,
-               st.deferred_bytes, st.free_bytes, st.largest_free, st.generation, st.n_datasets,
+               st.reserved_dead_bytes, st.deferred_bytes, st.free_bytes, st.largest_free, st.generation, st.n_datasets,
                st.live_leases, st.lease_slots, st.coherent ? "true" : "false", st.expiry_ms,
                st.hosts, st.host_id);
         cli_json_str(stdout, st.host_id_source);
@@ -725,9 +747,13 @@ int cli_cmd_stat(int argc, char **argv)
         printf("pool:       %s\npath:       %s\nmedia:      %s\n", spec, st.path, md);
         printf("format:     v%u, uuid %s\n", st.format_version, uu);
         printf("size:       %s\n", cli_fmt_bytes(st.size, b[0]));
-        printf("data area:  %s (used %s, reserved %s, deferred %s, free %s, largest free %s)\n",
+        char dead[96] = "";
+        if (st.reserved_dead_bytes)
+            snprintf(dead, sizeof dead, " (%s of it by ingests that died: freed at the next write)",
+                     cli_fmt_bytes(st.reserved_dead_bytes, b[7]));
+        printf("data area:  %s (used %s, reserved %s%s, deferred %s, free %s, largest free %s)\n",
                cli_fmt_bytes(st.data_bytes, b[1]), cli_fmt_bytes(st.used_bytes, b[2]),
-               cli_fmt_bytes(st.reserved_bytes, b[3]), cli_fmt_bytes(st.deferred_bytes, b[4]),
+               cli_fmt_bytes(st.reserved_bytes, b[3]), dead, cli_fmt_bytes(st.deferred_bytes, b[4]),
                cli_fmt_bytes(st.free_bytes, b[5]), cli_fmt_bytes(st.largest_free, b[6]));
         printf("datasets:   %u (catalog generation %" PRIu64 ")\n", st.n_datasets,
                st.generation);

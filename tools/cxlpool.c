@@ -58,7 +58,7 @@ static const struct cli_cmd cmds[] = {
      "  Imports SRC into dataset NAME. auto guesses by extension (.npy, .bin/.idx,\n"
      "  .parquet, .arrow, .tar, .jsonl; a URL goes to the Python importers; else\n"
      "  raw). raw needs --record-size (bytes per record) and takes --dtype\n"
-     "  (uint8 default). A raw, npy or megatron source without records is refused\n"
+     "  (uint8 default). A source without records is refused, in every format,\n"
      "  unless --allow-empty. arrow, parquet, webdataset and jsonl run the Python\n"
      "  importers (python3 -m cxl_dataloader.ingest: pyarrow, tarfile, tokenizers,\n"
      "  fsspec; docs/formats.md): SRC is a file, directory, glob or fsspec URL\n"

@@ -24,20 +24,27 @@
 PyObject *CoreError;
 static PyObject *NotFoundError, *DatasetNotFoundError, *ExistsError, *PermError, *CorruptError;
 
-static PyObject *error_str(PyObject *unused, PyObject *self)
+/* CXLError.__str__: the library's message, as it was given (an OSError
+ * subclass would otherwise print "[Errno N] ..."). A Python function made
+ * at import, so that it binds as a method: the limited API has no
+ * PyInstanceMethod_New to wrap a C function for a class dict. */
+static PyObject *error_str_function(void)
 {
-    (void)unused;
-    PyObject *args = PyObject_GetAttrString(self, "args");
-    if (!args)
-        return NULL;
-    PyObject *out = PyTuple_Check(args) && PyTuple_GET_SIZE(args) == 1
-                        ? PyObject_Str(PyTuple_GET_ITEM(args, 0))
-                        : ((PyTypeObject *)PyExc_BaseException)->tp_str(self);
-    Py_DECREF(args);
-    return out;
+    static const char src[] = "def __str__(self):\n"
+                              "    \"The library's message.\"\n"
+                              "    a = self.args\n"
+                              "    return str(a[0]) if len(a) == 1 else BaseException.__str__(self)\n";
+    PyObject *ns = PyDict_New();
+    PyObject *exec = PyDict_GetItemString(PyEval_GetBuiltins(), "exec"); /* borrowed */
+    PyObject *r = ns && exec ? PyObject_CallFunction(exec, "sOO", src, ns, ns) : NULL;
+    PyObject *fn = r ? PyDict_GetItemString(ns, "__str__") : NULL;
+    Py_XINCREF(fn);
+    Py_XDECREF(r);
+    Py_XDECREF(ns);
+    if (!fn && !PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "_core: CXLError.__str__ not made");
+    return fn;
 }
-
-static PyMethodDef error_str_def = {"__str__", error_str, METH_O, "The library's message."};
 
 static const struct {
     const char *name;
@@ -59,9 +66,7 @@ static PyObject *new_error(const char *name, const char *doc, PyObject *bases, i
     if (!dict)
         return NULL;
     if (root) {
-        PyObject *fn = PyCFunction_New(&error_str_def, NULL);
-        PyObject *meth = fn ? PyInstanceMethod_New(fn) : NULL;
-        Py_XDECREF(fn);
+        PyObject *meth = error_str_function();
         if (!meth || PyDict_SetItemString(dict, "__str__", meth) < 0) {
             Py_XDECREF(meth);
             Py_DECREF(dict);
@@ -212,7 +217,7 @@ int core_u32(PyObject *o, void *out)
 static PyObject *mod_destroy(PyObject *self, PyObject *arg)
 {
     (void)self;
-    const char *spec = PyUnicode_AsUTF8(arg);
+    const char *spec = PyUnicode_AsUTF8AndSize(arg, NULL);
     if (!spec)
         return NULL;
     int rc;
@@ -236,7 +241,7 @@ static PyObject *mod_strerror(PyObject *self, PyObject *arg)
 static PyObject *mod_dtype_size(PyObject *self, PyObject *arg)
 {
     (void)self;
-    const char *name = PyUnicode_AsUTF8(arg);
+    const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
     if (!name)
         return NULL;
     int d = cxlp_dtype_parse(name);
@@ -248,7 +253,7 @@ static PyObject *mod_dtype_size(PyObject *self, PyObject *arg)
 static PyObject *mod_policy_parse(PyObject *self, PyObject *arg)
 {
     (void)self;
-    const char *name = PyUnicode_AsUTF8(arg);
+    const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
     if (!name)
         return NULL;
     return PyLong_FromLong(cxlp_policy_parse(name));
@@ -257,7 +262,7 @@ static PyObject *mod_policy_parse(PyObject *self, PyObject *arg)
 static PyObject *mod_size_parse(PyObject *self, PyObject *arg)
 {
     (void)self;
-    const char *text = PyUnicode_AsUTF8(arg);
+    const char *text = PyUnicode_AsUTF8AndSize(arg, NULL);
     if (!text)
         return NULL;
     uint64_t v;
@@ -294,22 +299,41 @@ static struct PyModuleDef core_module = {
     NULL, NULL, NULL, NULL,
 };
 
+void core_free(PyObject *self)
+{
+    PyTypeObject *tp = Py_TYPE(self);
+    if (PyType_IS_GC(tp))
+        PyObject_GC_Del(self);
+    else
+        PyObject_Free(self);
+    Py_DECREF(tp);
+}
+
 PyMODINIT_FUNC PyInit__core(void)
 {
-    PyTypeObject *types[] = {&PoolType, &StoreType, &ArrayType, &LoaderType, &BatchType,
-                            &SamplerType, &WriterType, &StagerType, &PassType};
+    static struct {
+        PyType_Spec *spec;
+        PyTypeObject **type;
+        const char *name;
+    } types[] = {
+        {&PoolType_spec, &PoolTypeP, "Pool"},       {&StoreType_spec, &StoreTypeP, "Store"},
+        {&ArrayType_spec, &ArrayTypeP, "Array"},    {&LoaderType_spec, &LoaderTypeP, "Loader"},
+        {&BatchType_spec, &BatchTypeP, "Batch"},    {&SamplerType_spec, &SamplerTypeP, "Sampler"},
+        {&WriterType_spec, &WriterTypeP, "Writer"}, {&StagerType_spec, &StagerTypeP, "Stager"},
+        {&PassType_spec, &PassTypeP, "Pass"},
+    };
+    /* made once: the module is single-phase (m_size -1) and never reloaded */
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
-        if (PyType_Ready(types[i]) < 0)
+        if (!*types[i].type &&
+            !(*types[i].type = (PyTypeObject *)PyType_FromSpec(types[i].spec)))
             return NULL;
     PyObject *m = PyModule_Create(&core_module);
     if (!m)
         return NULL;
     if (add_errors(m) < 0)
         goto fail;
-    const char *names[] = {"Pool", "Store", "Array", "Loader", "Batch",
-                           "Sampler", "Writer", "Stager", "Pass"};
     for (size_t i = 0; i < sizeof types / sizeof *types; i++)
-        if (PyModule_AddObjectRef(m, names[i], (PyObject *)types[i]) < 0)
+        if (PyModule_AddObjectRef(m, types[i].name, (PyObject *)*types[i].type) < 0)
             goto fail;
     PyModule_AddStringConstant(m, "version", cxlp_version());
     PyModule_AddIntConstant(m, "COLLATE_STACK", CXLP_COLLATE_STACK);

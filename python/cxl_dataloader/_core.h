@@ -13,14 +13,57 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdlib.h> /* Python.h under the limited API includes neither */
+#include <string.h>
 
 #include "cxlpool.h"
 
 #define MIN_U64(a, b) ((uint64_t)(a) < (uint64_t)(b) ? (uint64_t)(a) : (uint64_t)(b))
 
 extern PyObject *CoreError;
-extern PyTypeObject PoolType, StoreType, ArrayType, LoaderType, BatchType;
-extern PyTypeObject SamplerType, WriterType, StagerType, PassType;
+/* The types are heap types made from specs at import (PyType_FromSpec: the
+ * limited API, one abi3 extension for every CPython >= 3.11); XType names
+ * the type object, as a static type's name would. */
+extern PyType_Spec PoolType_spec, StoreType_spec, ArrayType_spec, LoaderType_spec,
+    BatchType_spec, SamplerType_spec, WriterType_spec, StagerType_spec, PassType_spec;
+extern PyTypeObject *PoolTypeP, *StoreTypeP, *ArrayTypeP, *LoaderTypeP, *BatchTypeP,
+    *SamplerTypeP, *WriterTypeP, *StagerTypeP, *PassTypeP;
+#define PoolType (*PoolTypeP)
+#define StoreType (*StoreTypeP)
+#define ArrayType (*ArrayTypeP)
+#define LoaderType (*LoaderTypeP)
+#define BatchType (*BatchTypeP)
+#define SamplerType (*SamplerTypeP)
+#define WriterType (*WriterTypeP)
+#define StagerType (*StagerTypeP)
+#define PassType (*PassTypeP)
+
+/* What the limited API leaves out, spelled with what it has. */
+#define CORE_SETREF(dst, src)                                                     \
+    do {                                                                          \
+        PyObject *old_ = (PyObject *)(dst);                                       \
+        (dst) = (src);                                                            \
+        Py_DECREF(old_);                                                          \
+    } while (0)
+#define CORE_XSETREF(dst, src)                                                    \
+    do {                                                                          \
+        PyObject *old_ = (PyObject *)(dst);                                       \
+        (dst) = (src);                                                            \
+        Py_XDECREF(old_);                                                         \
+    } while (0)
+/* Size and borrowed item i of what PySequence_Fast returned (a list or a tuple). */
+static inline Py_ssize_t core_fast_size(PyObject *f)
+{
+    return PyList_Check(f) ? PyList_Size(f) : PyTuple_Size(f);
+}
+static inline PyObject *core_fast_item(PyObject *f, Py_ssize_t i)
+{
+    return PyList_Check(f) ? PyList_GetItem(f, i) : PyTuple_GetItem(f, i);
+}
+
+/* Frees self, an instance of a heap type made here, and lets go of the
+ * reference to its type every instance holds. */
+void core_free(PyObject *self);
 
 /* Raises the CXLError subclass for rc (see _core.c) with the handle's
  * message (NULL: the thread's). Returns NULL for `return core_raise(...)`.

@@ -82,7 +82,7 @@ PyObject *array_new(PyObject *owner, void *data, int dtype, int ndim, const int6
 static void array_dealloc(ArrayObject *a)
 {
     Py_XDECREF(a->owner);
-    PyObject_Free(a);
+    core_free((PyObject *)a);
 }
 
 /* ---- DLPack ---- */
@@ -118,33 +118,43 @@ static void release_owner(void *ctx)
 static void deleter_versioned(DLManagedTensorVersioned *m)
 {
     release_owner(m->manager_ctx);
-    PyMem_RawFree(m);
+    free(m);
 }
 
 static void deleter_legacy(DLManagedTensor *m)
 {
     release_owner(m->manager_ctx);
-    PyMem_RawFree(m);
+    free(m);
 }
 
+/* The capsule destructors run when a capsule no consumer took is freed,
+ * typically while the consumer's refusal is the exception in flight: it is
+ * kept (as numpy's dlpack.c keeps it), and only an error of the lookup
+ * here is dropped. */
 static void capsule_versioned(PyObject *cap)
 {
     if (PyCapsule_IsValid(cap, "used_dltensor_versioned"))
         return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
     DLManagedTensorVersioned *m = PyCapsule_GetPointer(cap, "dltensor_versioned");
     if (m && m->deleter)
         m->deleter(m);
     PyErr_Clear();
+    PyErr_Restore(t, v, tb);
 }
 
 static void capsule_legacy(PyObject *cap)
 {
     if (PyCapsule_IsValid(cap, "used_dltensor"))
         return;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
     DLManagedTensor *m = PyCapsule_GetPointer(cap, "dltensor");
     if (m && m->deleter)
         m->deleter(m);
     PyErr_Clear();
+    PyErr_Restore(t, v, tb);
 }
 
 PyObject *dlpack_capsule(PyObject *owner, void *data, int dtype, int ndim,
@@ -152,7 +162,7 @@ PyObject *dlpack_capsule(PyObject *owner, void *data, int dtype, int ndim,
 {
     size_t sz = (size_t)ndim * 2 * sizeof(int64_t);
     if (versioned) {
-        DLManagedTensorVersioned *m = PyMem_RawMalloc(sizeof *m + sz);
+        DLManagedTensorVersioned *m = malloc(sizeof *m + sz);
         if (!m)
             return PyErr_NoMemory();
         int64_t *shape = (int64_t *)(m + 1);
@@ -167,7 +177,7 @@ PyObject *dlpack_capsule(PyObject *owner, void *data, int dtype, int ndim,
             deleter_versioned(m);
         return cap;
     }
-    DLManagedTensor *m = PyMem_RawMalloc(sizeof *m + sz);
+    DLManagedTensor *m = malloc(sizeof *m + sz);
     if (!m)
         return PyErr_NoMemory();
     int64_t *shape = (int64_t *)(m + 1);
@@ -199,7 +209,7 @@ dl_tmpl *dl_tmpl_new(int dtype, int ndim, const int64_t *dims)
         PyErr_Format(PyExc_ValueError, "array of %d dimensions (1..%d)", ndim, ARRAY_MAX_DIMS);
         return NULL;
     }
-    dl_tmpl *t = PyMem_RawCalloc(1, sizeof *t);
+    dl_tmpl *t = calloc(1, sizeof *t);
     if (!t) {
         PyErr_NoMemory();
         return NULL;
@@ -225,7 +235,7 @@ PyObject *dl_tmpl_capsule(dl_tmpl *t, PyObject *owner, void *data, int64_t dim0)
 
 void dl_tmpl_free(dl_tmpl *t)
 {
-    PyMem_RawFree(t);
+    free(t);
 }
 
 static PyObject *array_dlpack(ArrayObject *a, PyObject *args, PyObject *kw)
@@ -276,7 +286,7 @@ static int array_getbuffer(ArrayObject *a, Py_buffer *view, int flags)
     for (int i = 0; i < a->ndim; i++)
         n *= a->bshape[i];
     view->buf = a->data;
-    view->obj = Py_NewRef(a);
+    view->obj = Py_NewRef((PyObject *)a);
     view->itemsize = cxlp_dtype_size(a->dtype);
     view->len = n * view->itemsize;
     view->readonly = 0;
@@ -289,14 +299,13 @@ static int array_getbuffer(ArrayObject *a, Py_buffer *view, int flags)
     return 0;
 }
 
-static PyBufferProcs array_as_buffer = {(getbufferproc)array_getbuffer, NULL};
 
 static PyObject *array_get_shape(ArrayObject *a, void *c)
 {
     (void)c;
     PyObject *t = PyTuple_New(a->ndim);
     for (int i = 0; t && i < a->ndim; i++)
-        PyTuple_SET_ITEM(t, i, PyLong_FromLongLong(a->shape[i]));
+        PyTuple_SetItem(t, i, PyLong_FromLongLong(a->shape[i]));
     return t;
 }
 
@@ -319,14 +328,18 @@ static PyGetSetDef array_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject ArrayType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cxl_dataloader._core.Array",
-    .tp_basicsize = sizeof(ArrayObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A zero-copy view of pool or batch-ring memory (DLPack, buffer protocol).",
-    .tp_dealloc = (destructor)array_dealloc,
-    .tp_methods = array_methods,
-    .tp_getset = array_getset,
-    .tp_as_buffer = &array_as_buffer,
+static PyType_Slot ArrayType_slots[] = {
+    {Py_tp_doc, (void *)"A zero-copy view of pool or batch-ring memory (DLPack, buffer protocol)."},
+    {Py_tp_dealloc, (void *)array_dealloc},
+    {Py_tp_methods, (void *)array_methods},
+    {Py_tp_getset, (void *)array_getset},
+    {Py_bf_getbuffer, (void *)array_getbuffer},
+    {0, NULL},
 };
+PyType_Spec ArrayType_spec = {
+    .name = "cxl_dataloader._core.Array",
+    .basicsize = sizeof(ArrayObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = ArrayType_slots,
+};
+PyTypeObject *ArrayTypeP;

@@ -98,8 +98,8 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         PyObject *seq = PySequence_Fast(slot_nodes, "slot_nodes must be a sequence of node numbers");
         if (!seq)
             return -1;
-        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-            long n = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, i));
+        for (Py_ssize_t i = 0; i < core_fast_size(seq); i++) {
+            long n = PyLong_AsLong(core_fast_item(seq, i));
             if (n == -1 && PyErr_Occurred()) {
                 Py_DECREF(seq);
                 return -1;
@@ -137,14 +137,14 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
         PyObject *seq = PySequence_Fast(fields, "fields must be a sequence of field numbers");
         if (!seq)
             return -1;
-        Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+        Py_ssize_t m = core_fast_size(seq);
         if (m < 1 || m > CXLP_MAX_FIELDS) {
             Py_DECREF(seq);
             PyErr_Format(PyExc_ValueError, "fields: 1..%d field numbers", CXLP_MAX_FIELDS);
             return -1;
         }
         for (Py_ssize_t k = 0; k < m; k++) {
-            long f = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
+            long f = PyLong_AsLong(core_fast_item(seq, k));
             if (f < 0 || (uint32_t)f >= sc->n_fields) {
                 Py_DECREF(seq);
                 if (!PyErr_Occurred())
@@ -203,7 +203,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                 return -1;
             }
     }
-    self->store = Py_NewRef(store);
+    self->store = Py_NewRef((PyObject *)store);
     self->collate = collate;
     self->seq_len = seq_len;
     self->tensor = tensor == Py_None ? NULL : Py_NewRef(tensor);
@@ -252,7 +252,7 @@ static void loader_dealloc(LoaderObject *self)
         Py_CLEAR(self->keys[k]);
     Py_XDECREF(self->tensor);
     Py_XDECREF(self->store);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    core_free((PyObject *)self);
 }
 
 static uint64_t now_ns(void)
@@ -265,7 +265,7 @@ static uint64_t now_ns(void)
 /* The next batch as a Batch object, NULL with no exception at the end. A
  * batch that is ready is taken holding the GIL (no release and retake of
  * it, no clock reads: 0.05-0.1 us of Python's 1.5-2.4 us per small batch,
- * docs/benchmarks.md); otherwise the time spent waiting for the engine,
+ * docs/benchmarks/history.md); otherwise the time spent waiting for the engine,
  * with the GIL released, goes to stall_ns. */
 static BatchObject *next_batch(LoaderObject *self)
 {
@@ -295,7 +295,7 @@ static BatchObject *next_batch(LoaderObject *self)
         cxlp_loader_release(self->l, b);
         return NULL;
     }
-    bo->loader = Py_NewRef(self);
+    bo->loader = Py_NewRef((PyObject *)self);
     bo->b = b;
     return bo;
 }
@@ -383,7 +383,7 @@ static PyObject *field(LoaderObject *self, BatchObject *bo, int f, const void *d
     PyObject *cap = dl_tmpl_capsule(t, (PyObject *)bo, (void *)data, n);
     if (!cap || !self->tensor)
         return cap;
-    PyObject *out = PyObject_CallOneArg(self->tensor, cap);
+    PyObject *out = PyObject_CallFunctionObjArgs(self->tensor, cap, NULL);
     Py_DECREF(cap);
     return out;
 }
@@ -419,19 +419,19 @@ static PyObject *loader_take(LoaderObject *self, PyObject *unused)
     for (uint32_t k = 0; k < self->nfields; k++) {
         /* PACK: a fixed-shape field has one value per segment */
         int64_t n = self->seg_fields >> k & 1 ? (int64_t)b->n_segments : b->rows;
-        Py_XSETREF(v, field(self, bo, F_FIELD + (int)k, b->field_data[k], n));
+        CORE_XSETREF(v, field(self, bo, F_FIELD + (int)k, b->field_data[k], n));
         if (!v || PyDict_SetItem(out, self->keys[k], v) < 0)
             goto fail;
     }
     if (self->collate == CXLP_COLLATE_STACK)
         goto ok;
-    Py_SETREF(v, field(self, bo, F_LENGTHS, b->lengths, b->rows));
+    CORE_SETREF(v, field(self, bo, F_LENGTHS, b->lengths, b->rows));
     if (!v || PyDict_SetItem(out, meta_key[F_LENGTHS], v) < 0)
         goto fail;
     if (self->collate == CXLP_COLLATE_PACK && self->segments) {
         const void *cols[] = {b->seg_row, b->seg_start, b->seg_len, b->seg_offset, b->ids};
         for (int f = F_SEG_ROW; f <= F_SEG_ID; f++) {
-            Py_SETREF(v, field(self, bo, f, cols[f - F_SEG_ROW], (int64_t)b->n_segments));
+            CORE_SETREF(v, field(self, bo, f, cols[f - F_SEG_ROW], (int64_t)b->n_segments));
             if (!v || PyDict_SetItem(out, meta_key[f], v) < 0)
                 goto fail;
         }
@@ -477,7 +477,7 @@ static PyObject *loader_slots(LoaderObject *self, PyObject *args)
         if (!t)
             Py_CLEAR(list);
         else
-            PyList_SET_ITEM(list, i, t);
+            PyList_SetItem(list, i, t);
     }
 out:
     PyMem_Free(addr);
@@ -573,12 +573,8 @@ static PyGetSetDef loader_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject LoaderType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cxl_dataloader._core.Loader",
-    .tp_basicsize = sizeof(LoaderObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Loader(store, order (Sampler or int64 buffer), batch_size, *, threads=0 "
+static PyType_Slot LoaderType_slots[] = {
+    {Py_tp_doc, (void *)"Loader(store, order (Sampler or int64 buffer), batch_size, *, threads=0 "
               "(from the topology), slots=0 (from prefetch and the batch size), prefetch=0, "
               "collate=COLLATE_STACK, seq_len=0, pad_value=0, drop_last=False, numa_node=-1, "
               "first_offset=0, bind_slots=0 (1: bound to slot_node, 2: interleaved over "
@@ -587,15 +583,23 @@ PyTypeObject LoaderType = {
               "slot_nodes=None, next_order=None (a Sampler of the next pass: its first shards "
               "are staged once this pass's ids are all in view), tier_read_in_part=False (records "
               "of shards not in memory read in part from the home tier, copies made only into "
-              "the budget's room))",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)loader_init,
-    .tp_dealloc = (destructor)loader_dealloc,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = (iternextfunc)loader_next,
-    .tp_methods = loader_methods,
-    .tp_getset = loader_getset,
+              "the budget's room))"},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)loader_init},
+    {Py_tp_dealloc, (void *)loader_dealloc},
+    {Py_tp_iter, (void *)PyObject_SelfIter},
+    {Py_tp_iternext, (void *)loader_next},
+    {Py_tp_methods, (void *)loader_methods},
+    {Py_tp_getset, (void *)loader_getset},
+    {0, NULL},
 };
+PyType_Spec LoaderType_spec = {
+    .name = "cxl_dataloader._core.Loader",
+    .basicsize = sizeof(LoaderObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = LoaderType_slots,
+};
+PyTypeObject *LoaderTypeP;
 
 /* ---- Pass ---- */
 
@@ -708,6 +712,7 @@ static void pass_finalize(PassObject *self)
 
 static int pass_traverse(PassObject *self, visitproc visit, void *arg)
 {
+    Py_VISIT(Py_TYPE((PyObject *)self)); /* a heap type's instances hold it */
     Py_VISIT(self->loader);
     Py_VISIT(self->on_end);
     Py_VISIT(self->drawn);
@@ -724,11 +729,14 @@ static int pass_clear(PassObject *self)
 
 static void pass_dealloc(PassObject *self)
 {
-    if (PyObject_CallFinalizerFromDealloc((PyObject *)self) < 0)
-        return;              /* resurrected by on_end */
     PyObject_GC_UnTrack(self);
+    /* a Pass freed unfinished ends its pass here (the limited API has no
+     * PyObject_CallFinalizerFromDealloc): on_end (the loader's end of a
+     * pass) holds no reference to the Pass, so nothing brings it back */
+    if (self->on_end)
+        pass_end_keeping_error(self);
     pass_clear(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    core_free((PyObject *)self);
 }
 
 static PyMethodDef pass_methods[] = {
@@ -737,24 +745,28 @@ static PyMethodDef pass_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-PyTypeObject PassType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cxl_dataloader._core.Pass",
-    .tp_basicsize = sizeof(PassObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "Pass(loader, on_end, drawn=None): iterates loader.take() until it returns "
+static PyType_Slot PassType_slots[] = {
+    {Py_tp_doc, (void *)"Pass(loader, on_end, drawn=None): iterates loader.take() until it returns "
               "None; sets drawn._drawn to loader.resume_records after each batch; calls "
-              "on_end() once: at the end, on an error, at close() or when freed unfinished",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)pass_init,
-    .tp_dealloc = (destructor)pass_dealloc,
-    .tp_finalize = (destructor)pass_finalize,
-    .tp_traverse = (traverseproc)pass_traverse,
-    .tp_clear = (inquiry)pass_clear,
-    .tp_iter = PyObject_SelfIter,
-    .tp_iternext = (iternextfunc)pass_next,
-    .tp_methods = pass_methods,
+              "on_end() once: at the end, on an error, at close() or when freed unfinished"},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)pass_init},
+    {Py_tp_dealloc, (void *)pass_dealloc},
+    {Py_tp_finalize, (void *)pass_finalize},
+    {Py_tp_traverse, (void *)pass_traverse},
+    {Py_tp_clear, (void *)pass_clear},
+    {Py_tp_iter, (void *)PyObject_SelfIter},
+    {Py_tp_iternext, (void *)pass_next},
+    {Py_tp_methods, (void *)pass_methods},
+    {0, NULL},
 };
+PyType_Spec PassType_spec = {
+    .name = "cxl_dataloader._core.Pass",
+    .basicsize = sizeof(PassObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .slots = PassType_slots,
+};
+PyTypeObject *PassTypeP;
 
 /* ---- Batch ---- */
 
@@ -763,7 +775,7 @@ static void batch_dealloc(BatchObject *self)
     LoaderObject *l = (LoaderObject *)self->loader;
     cxlp_loader_release(l->l, self->b);
     Py_DECREF(self->loader);
-    PyObject_Free(self);
+    core_free((PyObject *)self);
 }
 
 static PyObject *batch_data(BatchObject *self, void *c)
@@ -788,7 +800,7 @@ static PyObject *batch_fields(BatchObject *self, void *c)
         if (!a)
             Py_CLEAR(t);
         else
-            PyTuple_SET_ITEM(t, k, a);
+            PyTuple_SetItem(t, k, a);
     }
     return t;
 }
@@ -826,7 +838,7 @@ static PyObject *batch_segments(BatchObject *self, void *c)
             Py_CLEAR(t);
             break;
         }
-        PyTuple_SET_ITEM(t, i, a);
+        PyTuple_SetItem(t, i, a);
     }
     return t;
 }
@@ -855,15 +867,19 @@ static PyGetSetDef batch_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject BatchType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cxl_dataloader._core.Batch",
-    .tp_basicsize = sizeof(BatchObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "One batch lent from the ring; the slot returns when this and its arrays are gone.",
-    .tp_dealloc = (destructor)batch_dealloc,
-    .tp_getset = batch_getset,
+static PyType_Slot BatchType_slots[] = {
+    {Py_tp_doc, (void *)"One batch lent from the ring; the slot returns when this and its arrays are gone."},
+    {Py_tp_dealloc, (void *)batch_dealloc},
+    {Py_tp_getset, (void *)batch_getset},
+    {0, NULL},
 };
+PyType_Spec BatchType_spec = {
+    .name = "cxl_dataloader._core.Batch",
+    .basicsize = sizeof(BatchObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = BatchType_slots,
+};
+PyTypeObject *BatchTypeP;
 
 /* ------------------------------------------------------------ Stager */
 
@@ -912,7 +928,7 @@ static int stager_init(StagerObject *self, PyObject *args, PyObject *kw)
     if (sampler_lend(order, cxlp_store_count(store->s), "order") < 0)
         return -1;
     self->sampler = order;
-    self->store = Py_NewRef(store);
+    self->store = Py_NewRef((PyObject *)store);
     struct cxlp_loader_opts o = {.batch_size = batch_size, .tier_policy = tier_policy,
                                  .tier_budget = tier_budget, .tier_horizon = tier_horizon,
                                  .tier_target = tier_target, .tier_stagers = tier_stagers,
@@ -932,7 +948,7 @@ static int stager_init(StagerObject *self, PyObject *args, PyObject *kw)
 static void stager_dealloc(StagerObject *self)
 {
     stager_stop(self);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    core_free((PyObject *)self);
 }
 
 static PyObject *stager_close(StagerObject *self, PyObject *unused)
@@ -965,16 +981,20 @@ static PyMethodDef stager_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-PyTypeObject StagerType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cxl_dataloader._core.Stager",
-    .tp_basicsize = sizeof(StagerObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Stager(store, order (Sampler), batch_size, *, tier_policy=0, tier_budget=0, "
+static PyType_Slot StagerType_slots[] = {
+    {Py_tp_doc, (void *)"Stager(store, order (Sampler), batch_size, *, tier_policy=0, tier_budget=0, "
               "tier_horizon=0, tier_target=-1, tier_stagers=0): stages the first shards of "
-              "a pass not started yet (a dataset in a pool of tiers), until close()",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)stager_init,
-    .tp_dealloc = (destructor)stager_dealloc,
-    .tp_methods = stager_methods,
+              "a pass not started yet (a dataset in a pool of tiers), until close()"},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)stager_init},
+    {Py_tp_dealloc, (void *)stager_dealloc},
+    {Py_tp_methods, (void *)stager_methods},
+    {0, NULL},
 };
+PyType_Spec StagerType_spec = {
+    .name = "cxl_dataloader._core.Stager",
+    .basicsize = sizeof(StagerObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = StagerType_slots,
+};
+PyTypeObject *StagerTypeP;

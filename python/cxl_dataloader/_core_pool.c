@@ -24,12 +24,12 @@ static int pool_init(PoolObject *self, PyObject *args, PyObject *kw)
     const char *tv[16];
     Py_ssize_t nt = 0;
     if (tiers != Py_None) {
-        if (!PyList_Check(tiers) || (nt = PyList_GET_SIZE(tiers)) == 0 || nt > 16) {
+        if (!PyList_Check(tiers) || (nt = PyList_Size(tiers)) == 0 || nt > 16) {
             PyErr_SetString(PyExc_TypeError, "tiers must be a list of 1 to 16 'KIND=MEDIA' strings");
             return -1;
         }
         for (Py_ssize_t i = 0; i < nt; i++)
-            if (!(tv[i] = PyUnicode_AsUTF8(PyList_GET_ITEM(tiers, i))))
+            if (!(tv[i] = PyUnicode_AsUTF8AndSize(PyList_GetItem(tiers, i), NULL)))
                 return -1;
     }
     struct cxlp_pool_opts o = {.mode = mode, .catalog_bytes = catalog_bytes, .readonly = readonly,
@@ -54,7 +54,7 @@ static void pool_dealloc(PoolObject *self)
 {
     cxlp_pool_close(self->p);
     Py_XDECREF(self->spec);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    core_free((PyObject *)self);
 }
 
 static int pool_ok(PoolObject *self)
@@ -121,7 +121,7 @@ static PyObject *pool_list(PoolObject *self, PyObject *unused)
             Py_CLEAR(out);
             break;
         }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, d);
+        PyList_SetItem(out, (Py_ssize_t)i, d);
     }
     PyMem_Free(v);
     return out;
@@ -137,10 +137,11 @@ static PyObject *pool_stat(PoolObject *self, PyObject *unused)
     if (rc)
         return core_raise(rc, self->p);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s,s:I,s:O,s:s,s:i}", "size",
-        (unsigned long long)st.size, "data_bytes", (unsigned long long)st.data_bytes,
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s,s:I,s:O,s:s,s:i}",
+        "size", (unsigned long long)st.size, "data_bytes", (unsigned long long)st.data_bytes,
         "used_bytes", (unsigned long long)st.used_bytes, "reserved_bytes",
-        (unsigned long long)st.reserved_bytes, "deferred_bytes",
+        (unsigned long long)st.reserved_bytes, "reserved_dead_bytes",
+        (unsigned long long)st.reserved_dead_bytes, "deferred_bytes",
         (unsigned long long)st.deferred_bytes, "free_bytes", (unsigned long long)st.free_bytes,
         "largest_free", (unsigned long long)st.largest_free, "generation",
         (unsigned long long)st.generation, "n_datasets", st.n_datasets, "live_leases",
@@ -185,7 +186,7 @@ static PyObject *pool_remove(PoolObject *self, PyObject *arg)
 {
     if (!pool_ok(self))
         return NULL;
-    const char *name = PyUnicode_AsUTF8(arg);
+    const char *name = PyUnicode_AsUTF8AndSize(arg, NULL);
     if (!name)
         return NULL;
     int rc = cxlp_pool_remove(self->p, name);
@@ -203,7 +204,7 @@ static PyObject *pool_concat(PoolObject *self, PyObject *args)
     PyObject *seq = PySequence_Fast(parts, "parts must be a sequence of names");
     if (!seq)
         return NULL;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = core_fast_size(seq);
     const char **names = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *names);
     PyObject *ret = NULL;
     if (!names) {
@@ -211,7 +212,7 @@ static PyObject *pool_concat(PoolObject *self, PyObject *args)
         goto out;
     }
     for (Py_ssize_t i = 0; i < n; i++)
-        if (!(names[i] = PyUnicode_AsUTF8(PySequence_Fast_GET_ITEM(seq, i))))
+        if (!(names[i] = PyUnicode_AsUTF8AndSize(core_fast_item(seq, i), NULL)))
             goto out;
     int rc;
     Py_BEGIN_ALLOW_THREADS
@@ -261,19 +262,20 @@ static void progress_use(struct progress_ctx *pc, PyObject *fn,
 static PyObject *pool_import(PoolObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "src", "format", "record_size", "dtype", "shard_bytes",
-                             "progress", "hugepages", NULL};
+                             "progress", "hugepages", "allow_empty", NULL};
     const char *name, *src, *format = "auto", *dtype = NULL;
     uint64_t record_size = 0, shard_bytes = 0;
     PyObject *progress = Py_None;
-    int hugepages = 1;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sO&zO&Op", kwlist, &name, &src, &format,
+    int hugepages = 1, allow_empty = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sO&zO&Opp", kwlist, &name, &src, &format,
                                      core_u64, &record_size, &dtype, core_u64, &shard_bytes,
-                                     &progress, &hugepages))
+                                     &progress, &hugepages, &allow_empty))
         return NULL;
     if (!pool_ok(self))
         return NULL;
     struct cxlp_import_opts o = {.record_size = record_size, .dtype = -1,
-                                 .shard_bytes = shard_bytes, .no_hugepages = !hugepages};
+                                 .shard_bytes = shard_bytes, .no_hugepages = !hugepages,
+                                 .allow_empty = allow_empty};
     o.format = cxlp_format_parse(format);
     if (o.format < 0)
         return PyErr_Format(PyExc_ValueError, "format '%s': expected auto, raw, npy or megatron",
@@ -401,8 +403,9 @@ static PyMethodDef pool_methods[] = {
      "in one catalog flip (no copy)."},
     {"import_", (PyCFunction)(void (*)(void))pool_import, METH_VARARGS | METH_KEYWORDS,
      "import_(name, src, *, format='auto', record_size=0, dtype=None, shard_bytes=0, "
-     "progress=None, hugepages=True): ingest a raw, .npy or Megatron dataset (records on "
-     "2 MiB pages unless hugepages=False)."},
+     "progress=None, hugepages=True, allow_empty=False): ingest a raw, .npy or Megatron "
+     "dataset (records on 2 MiB pages unless hugepages=False; a source of no records is "
+     "refused unless allow_empty)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -412,16 +415,20 @@ static PyGetSetDef pool_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-PyTypeObject PoolType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cxl_dataloader._core.Pool",
-    .tp_basicsize = sizeof(PoolObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Pool(spec, *, create=False, size=0, mode=0, readonly=False, catalog_bytes=0, "
-              "tiers=None, meta_bytes=0)",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)pool_init,
-    .tp_dealloc = (destructor)pool_dealloc,
-    .tp_methods = pool_methods,
-    .tp_getset = pool_getset,
+static PyType_Slot PoolType_slots[] = {
+    {Py_tp_doc, (void *)"Pool(spec, *, create=False, size=0, mode=0, readonly=False, catalog_bytes=0, "
+              "tiers=None, meta_bytes=0)"},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)pool_init},
+    {Py_tp_dealloc, (void *)pool_dealloc},
+    {Py_tp_methods, (void *)pool_methods},
+    {Py_tp_getset, (void *)pool_getset},
+    {0, NULL},
 };
+PyType_Spec PoolType_spec = {
+    .name = "cxl_dataloader._core.Pool",
+    .basicsize = sizeof(PoolObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .slots = PoolType_slots,
+};
+PyTypeObject *PoolTypeP;

@@ -47,7 +47,7 @@ static int parse_kind(PyObject *o, int *kind)
         *kind = (int)k;
         return 0;
     }
-    const char *name = PyUnicode_AsUTF8(o);
+    const char *name = PyUnicode_AsUTF8AndSize(o, NULL);
     if (!name)
         return -1;
     *kind = cxlp_order_parse(name);
@@ -61,7 +61,7 @@ static int parse_kind(PyObject *o, int *kind)
 
 static SamplerObject *wrap(PyTypeObject *type, cxlp_sampler *s, uint64_t id_bound)
 {
-    SamplerObject *o = (SamplerObject *)type->tp_alloc(type, 0);
+    SamplerObject *o = (SamplerObject *)PyType_GenericAlloc(type, 0);
     if (!o) {
         cxlp_sampler_free(s);
         return NULL;
@@ -115,7 +115,7 @@ static uint64_t *u64_list(PyObject *seq, const char *what, size_t *k)
     PyObject *fast = PySequence_Fast(seq, what);
     if (!fast)
         return NULL;
-    Py_ssize_t len = PySequence_Fast_GET_SIZE(fast);
+    Py_ssize_t len = core_fast_size(fast);
     uint64_t *v = PyMem_Malloc((size_t)(len ? len : 1) * sizeof *v);
     if (!v) {
         Py_DECREF(fast);
@@ -123,7 +123,7 @@ static uint64_t *u64_list(PyObject *seq, const char *what, size_t *k)
         return NULL;
     }
     for (Py_ssize_t i = 0; i < len; i++) {
-        v[i] = PyLong_AsUnsignedLongLong(PySequence_Fast_GET_ITEM(fast, i));
+        v[i] = PyLong_AsUnsignedLongLong(core_fast_item(fast, i));
         if (v[i] == (uint64_t)-1 && PyErr_Occurred()) {
             PyErr_Format(PyExc_ValueError, "%s[%zd] must be a non-negative integer", what, i);
             PyMem_Free(v);
@@ -199,7 +199,7 @@ static double *store_values(StoreObject *st, const char *field, uint64_t *n)
         return NULL;
     }
     const struct cxlp_schema *sc = cxlp_store_schema(st->s);
-    const char *ds = PyUnicode_AsUTF8(st->name);
+    const char *ds = PyUnicode_AsUTF8AndSize(st->name, NULL);
     if (!sc->fixed) {
         PyErr_Format(PyExc_ValueError, "difficulty dataset '%s' has variable-size records; "
                      "it needs one scalar per record", ds);
@@ -351,7 +351,7 @@ static PyObject *sampler_create_curriculum(PyObject *type, PyObject *args, PyObj
 static void sampler_dealloc(SamplerObject *self)
 {
     cxlp_sampler_free(self->s);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    core_free((PyObject *)self);
 }
 
 static PyObject *sampler_set_epoch(SamplerObject *self, PyObject *arg)
@@ -406,7 +406,7 @@ static PyObject *sampler_next(SamplerObject *self, PyObject *args)
     PyObject *bytes = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(max ? max : 1) * 8);
     if (!bytes)
         return NULL;
-    uint64_t *out = (uint64_t *)PyBytes_AS_STRING(bytes);
+    uint64_t *out = (uint64_t *)PyBytes_AsString(bytes);
     int64_t k = (int64_t)cxlp_sampler_next(self->s, out, (size_t)max);
     PyObject *a = array_new(bytes, out, CXLP_DT_I64, 1, &k);
     Py_DECREF(bytes);
@@ -567,19 +567,22 @@ static PyGetSetDef sampler_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PySequenceMethods sampler_as_seq = {.sq_length = (lenfunc)sampler_len};
 
-PyTypeObject SamplerType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cxl_dataloader._core.Sampler",
-    .tp_basicsize = sizeof(SamplerObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Sampler(kind='random', n=0, seed=0, epoch=0, shard_size=0, window=0, world=1, "
-              "rank=0, drop_last=False, ramp=False): an order over ids 0..n-1 for one rank.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)sampler_init,
-    .tp_dealloc = (destructor)sampler_dealloc,
-    .tp_methods = sampler_methods,
-    .tp_getset = sampler_getset,
-    .tp_as_sequence = &sampler_as_seq,
+static PyType_Slot SamplerType_slots[] = {
+    {Py_tp_doc, (void *)"Sampler(kind='random', n=0, seed=0, epoch=0, shard_size=0, window=0, world=1, "
+              "rank=0, drop_last=False, ramp=False): an order over ids 0..n-1 for one rank."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)sampler_init},
+    {Py_tp_dealloc, (void *)sampler_dealloc},
+    {Py_tp_methods, (void *)sampler_methods},
+    {Py_tp_getset, (void *)sampler_getset},
+    {Py_sq_length, (void *)sampler_len},
+    {0, NULL},
 };
+PyType_Spec SamplerType_spec = {
+    .name = "cxl_dataloader._core.Sampler",
+    .basicsize = sizeof(SamplerObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = SamplerType_slots,
+};
+PyTypeObject *SamplerTypeP;

@@ -33,7 +33,7 @@ static int store_init(StoreObject *self, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "pool is closed");
         return -1;
     }
-    const char *n = PyUnicode_AsUTF8(name);
+    const char *n = PyUnicode_AsUTF8AndSize(name, NULL);
     if (!n)
         return -1;
     int rc;
@@ -54,7 +54,7 @@ static void store_dealloc(StoreObject *self)
 {
     cxlp_store_close(self->s);
     Py_XDECREF(self->name);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    core_free((PyObject *)self);
 }
 
 static int store_ok(StoreObject *self)
@@ -108,7 +108,7 @@ static void *store_export(StoreObject *self, const void *data, uint64_t len, PyO
     if (!copy)
         return NULL;
     *owner = copy;
-    return PyByteArray_AS_STRING(copy);
+    return PyByteArray_AsString(copy);
 }
 
 /* Field k of record i of a tiered dataset copied out into a new bytearray
@@ -135,7 +135,7 @@ static int store_copy_field(StoreObject *self, uint64_t i, uint32_t k, struct cx
     PyObject *copy = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)len);
     if (!copy)
         return -1;
-    char *data = PyByteArray_AS_STRING(copy);
+    char *data = PyByteArray_AsString(copy);
     Py_BEGIN_ALLOW_THREADS
     rc = cxlp_store_read_field_copy(self->s, i, k, data, len, &len);
     Py_END_ALLOW_THREADS
@@ -201,9 +201,9 @@ static PyObject *store_get(StoreObject *self, PyObject *args)
         PyObject *seq = PySequence_Fast(which, "fields must be a sequence of field numbers");
         if (!seq)
             return NULL;
-        Py_ssize_t m = PySequence_Fast_GET_SIZE(seq);
+        Py_ssize_t m = core_fast_size(seq);
         for (Py_ssize_t k = 0; k < m; k++) {
-            long f = PyLong_AsLong(PySequence_Fast_GET_ITEM(seq, k));
+            long f = PyLong_AsLong(core_fast_item(seq, k));
             if ((f == -1 && PyErr_Occurred()) || f < 0 || (uint32_t)f >= sc->n_fields ||
                 nf == CXLP_MAX_FIELDS) {
                 Py_DECREF(seq);
@@ -262,7 +262,7 @@ static PyObject *store_schema(StoreObject *self, PyObject *unused)
         const struct cxlp_field *f = &sc->fields[k];
         PyObject *shape = PyTuple_New(f->ndim);
         for (int d = 0; shape && d < f->ndim; d++)
-            PyTuple_SET_ITEM(shape, d, PyLong_FromUnsignedLongLong(f->shape[d]));
+            PyTuple_SetItem(shape, d, PyLong_FromUnsignedLongLong(f->shape[d]));
         if (shape && CXLP_FIELD_VAR(f))
             PyTuple_SetItem(shape, 0, Py_NewRef(Py_None)); /* variable length */
         PyObject *fd = shape ? Py_BuildValue("{s:s,s:s,s:N,s:K,s:O}", "name", f->name, "dtype",
@@ -527,7 +527,7 @@ static PyObject *store_spans(StoreObject *self, PyObject *args)
             Py_CLEAR(out);
             goto done;
         }
-        PyList_SET_ITEM(out, (Py_ssize_t)i, t);
+        PyList_SetItem(out, (Py_ssize_t)i, t);
     }
 done:
     PyMem_Free(sp);
@@ -868,18 +868,21 @@ static PyGetSetDef store_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PySequenceMethods store_as_seq = {.sq_length = (lenfunc)store_len};
 
-PyTypeObject StoreType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cxl_dataloader._core.Store",
-    .tp_basicsize = sizeof(StoreObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
-    .tp_doc = "Store(pool, name): an open dataset.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)store_init,
-    .tp_dealloc = (destructor)store_dealloc,
-    .tp_methods = store_methods,
-    .tp_getset = store_getset,
-    .tp_as_sequence = &store_as_seq,
+static PyType_Slot StoreType_slots[] = {
+    {Py_tp_doc, (void *)"Store(pool, name): an open dataset."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)store_init},
+    {Py_tp_dealloc, (void *)store_dealloc},
+    {Py_tp_methods, (void *)store_methods},
+    {Py_tp_getset, (void *)store_getset},
+    {Py_sq_length, (void *)store_len},
+    {0, NULL},
 };
+PyType_Spec StoreType_spec = {
+    .name = "cxl_dataloader._core.Store",
+    .basicsize = sizeof(StoreObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .slots = StoreType_slots,
+};
+PyTypeObject *StoreTypeP;

@@ -24,7 +24,7 @@ static int parse_fields(PyObject *fields, struct cxlp_schema *sc, int *var)
     PyObject *seq = PySequence_Fast(fields, "fields must be a sequence of (name, dtype, shape)");
     if (!seq)
         return -1;
-    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    Py_ssize_t n = core_fast_size(seq);
     int rc = -1, nvar = 0;
     if (n < 1 || n > CXLP_MAX_FIELDS) {
         PyErr_Format(PyExc_ValueError, "%zd fields: a dataset has 1..%d (choose with columns=)",
@@ -36,7 +36,7 @@ static int parse_fields(PyObject *fields, struct cxlp_schema *sc, int *var)
         const char *name, *dtype;
         PyObject *shape;
         struct cxlp_field *f = &sc->fields[k];
-        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(seq, k), "ssO;field (name, dtype, shape)",
+        if (!PyArg_ParseTuple(core_fast_item(seq, k), "ssO;field (name, dtype, shape)",
                               &name, &dtype, &shape))
             goto out;
         if (strlen(name) == 0 || strlen(name) >= sizeof f->name) {
@@ -53,7 +53,7 @@ static int parse_fields(PyObject *fields, struct cxlp_schema *sc, int *var)
         PyObject *sh = PySequence_Fast(shape, "shape must be a tuple");
         if (!sh)
             goto out;
-        Py_ssize_t nd = PySequence_Fast_GET_SIZE(sh);
+        Py_ssize_t nd = core_fast_size(sh);
         if (nd > CXLP_MAX_DIMS) {
             Py_DECREF(sh);
             PyErr_Format(PyExc_ValueError, "field '%s': %zd dimensions (max %d)", name, nd,
@@ -62,7 +62,7 @@ static int parse_fields(PyObject *fields, struct cxlp_schema *sc, int *var)
         }
         f->ndim = (int)nd;
         for (Py_ssize_t d = 0; d < nd; d++) {
-            PyObject *x = PySequence_Fast_GET_ITEM(sh, d);
+            PyObject *x = core_fast_item(sh, d);
             if (x == Py_None && d == 0 && nd == 1) {
                 var[k] = 1;
                 f->shape[0] = 0;
@@ -120,7 +120,7 @@ static int writer_init(WriterObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     self->nf = sc.n_fields;
-    self->pool = Py_NewRef(pool);
+    self->pool = Py_NewRef((PyObject *)pool);
     return 0;
 }
 
@@ -132,7 +132,7 @@ static void writer_dealloc(WriterObject *self)
         Py_END_ALLOW_THREADS
     }
     Py_XDECREF(self->pool);
-    Py_TYPE(self)->tp_free((PyObject *)self);
+    core_free((PyObject *)self);
 }
 
 static int writer_ok(WriterObject *self)
@@ -160,21 +160,21 @@ static PyObject *writer_append_columns(WriterObject *self, PyObject *args)
     int nb = 0;
     struct cxlp_column c[CXLP_MAX_FIELDS];
     PyObject *ret = NULL;
-    if (PySequence_Fast_GET_SIZE(seq) != (Py_ssize_t)self->nf) {
+    if (core_fast_size(seq) != (Py_ssize_t)self->nf) {
         PyErr_Format(PyExc_ValueError, "%zd columns for %u fields",
-                     PySequence_Fast_GET_SIZE(seq), self->nf);
+                     core_fast_size(seq), self->nf);
         goto out;
     }
     for (uint32_t k = 0; k < self->nf; k++) {
-        PyObject *item = PySequence_Fast_GET_ITEM(seq, k), *vals = item, *offs = NULL;
-        if (self->var[k] && (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2)) {
+        PyObject *item = core_fast_item(seq, k), *vals = item, *offs = NULL;
+        if (self->var[k] && (!PyTuple_Check(item) || PyTuple_Size(item) != 2)) {
             PyErr_Format(PyExc_TypeError, "column %u: a variable-length field takes "
                          "(values, offsets)", k);
             goto out;
         }
         if (self->var[k]) {
-            vals = PyTuple_GET_ITEM(item, 0);
-            offs = PyTuple_GET_ITEM(item, 1);
+            vals = PyTuple_GetItem(item, 0);
+            offs = PyTuple_GetItem(item, 1);
         }
         if (PyObject_GetBuffer(vals, &bufs[nb], PyBUF_C_CONTIGUOUS) < 0)
             goto out;
@@ -251,17 +251,21 @@ static PyMethodDef writer_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-PyTypeObject WriterType = {
-    PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "cxl_dataloader._core.Writer",
-    .tp_basicsize = sizeof(WriterObject),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "Writer(pool, name, fields, *, shard_bytes=0, hugepages=True): a dataset being "
+static PyType_Slot WriterType_slots[] = {
+    {Py_tp_doc, (void *)"Writer(pool, name, fields, *, shard_bytes=0, hugepages=True): a dataset being "
               "written; fields [(name, dtype, shape)] with shape (None,) for a variable length. "
               "Every column lands on 2 MiB pages (shm, numa pools) unless hugepages=False. "
-              "Nothing is visible before commit(); a Writer dropped uncommitted is aborted.",
-    .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)writer_init,
-    .tp_dealloc = (destructor)writer_dealloc,
-    .tp_methods = writer_methods,
+              "Nothing is visible before commit(); a Writer dropped uncommitted is aborted."},
+    {Py_tp_new, (void *)PyType_GenericNew},
+    {Py_tp_init, (void *)writer_init},
+    {Py_tp_dealloc, (void *)writer_dealloc},
+    {Py_tp_methods, (void *)writer_methods},
+    {0, NULL},
 };
+PyType_Spec WriterType_spec = {
+    .name = "cxl_dataloader._core.Writer",
+    .basicsize = sizeof(WriterObject),
+    .flags = Py_TPFLAGS_DEFAULT,
+    .slots = WriterType_slots,
+};
+PyTypeObject *WriterTypeP;

@@ -11,7 +11,7 @@ from typing import Any, Optional, Sequence, Union
 import torch
 
 from . import _core
-from .pool import CXLMemoryPool, make_spec, tier_policy_check
+from .pool import CXLMemoryPool, make_spec, migrate_report, tier_policy_check
 
 
 def source_name(source: Any) -> str:
@@ -299,10 +299,10 @@ class CXLDataset(torch.utils.data.Dataset):
         tier index) while every reader keeps reading: a copy in a memory
         tier (kept until the next migration), the other copies dropped but
         the home's; to the home tier, every other copy dropped. Returns the
-        counts (shards, copied, bytes_copied, bytes_dropped, seconds)."""
+        counts, as CXLMemoryPool.migrate (``cxlpool migrate --json``)."""
         pool = _core.Pool(self.spec)  # a writer: the dataset's own handle is read-only
         try:
-            return pool.migrate(self.name, str(tier), threads=int(threads))
+            return migrate_report(pool, self.name, tier, threads)
         finally:
             pool.close()
 

@@ -47,6 +47,8 @@ from typing import Any, Optional
 
 import torch
 
+from .gpu import require_cuda
+
 ALIGN = 4096
 DEFAULT_CHUNK = 8 << 20
 
@@ -271,6 +273,7 @@ class FileRangeReader:
         self.dataset = dataset
         self.path = spec[len("file:"):]
         self.device = torch.device(device)
+        require_cuda(f"FileRangeReader({dataset!r}, device={device!r})", self.device)
         self.threads = max(1, int(threads))
         self.chunk = chunk
         self.register_buffer = register_buffer

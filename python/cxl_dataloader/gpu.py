@@ -63,6 +63,21 @@ DEFAULT_MAX_CHUNK = 1 << 30
 PAGE = 4096
 
 
+def require_cuda(what: str, device: torch.device) -> None:
+    """Nothing for a device that is not CUDA's or a CUDA that is there; else a
+    CXLError (code ENODEV) saying that CUDA is not available and why (a CPU
+    build of torch, or no device), instead of the AssertionError torch
+    raises at the first CUDA call."""
+    if device.type != "cuda" or torch.cuda.is_available():
+        return
+    why = ("a CPU build of torch" if torch.version.cuda is None
+           else f"torch built for CUDA {torch.version.cuda}, but no CUDA device is visible")
+    e = _core.CXLError(f"{what}: CUDA is not available (torch {torch.__version__}: {why})")
+    e.code = _core.CXLError.ENODEV
+    e.reason = _core.strerror(e.code)
+    raise e
+
+
 def plan_chunks(ranges: Iterable[tuple[int, int]], max_chunk: int = DEFAULT_MAX_CHUNK,
                 page: int = PAGE) -> list[tuple[int, int]]:
     """The registrations covering host ranges [(addr, bytes)]: each range

@@ -19,7 +19,8 @@ records in source order and removes the parts; no byte is copied. A process
 killed at any instant leaves the dataset absent (parts already published
 stay; the half-written one is reclaimed by the pool), and a rerun skips the
 files whose part it finds. One ingest per dataset and pool at a time: the
-others wait on a lock file beside the pool and then find the dataset there.
+others wait on a lock on the pool's backing object (ingest_lock) and then
+find the dataset there.
 
 Memory is bounded: Parquet is read a row group at a time, Arrow IPC a
 record batch at a time, tar members and JSONL lines in batches of
@@ -40,9 +41,10 @@ import os
 import queue
 import re
 import signal
+import stat
+import struct
 import sys
 import tarfile
-import tempfile
 import threading
 from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
 
@@ -169,8 +171,24 @@ def list_sources(source: Any, fmt: str, storage_options: Optional[dict] = None) 
             raise IngestError(f"{fs.unstrip_protocol(p)}: no such file") from None
         if info.get("type") == "directory":
             continue
-        out.append(Source(fs, p, info))
+        src = Source(fs, p, info)
+        _regular(src)
+        out.append(src)
     return out
+
+
+def _regular(src: Source) -> None:
+    """IngestError for a local source that is not a regular file: opening a
+    FIFO (or reading a device) would wait for a writer for ever; the C
+    importers refuse them the same way."""
+    if src.local is None:
+        return
+    mode = os.stat(src.path).st_mode
+    if not stat.S_ISREG(mode):
+        kind = ("a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "a character device" if stat.S_ISCHR(mode)
+                else "a block device" if stat.S_ISBLK(mode) else "not a file")
+        raise IngestError(f"{src.path}: not a regular file ({kind})")
 
 
 # ------------------------------------------------------------ the writing
@@ -588,6 +606,9 @@ def tokenize_lines(tok: Any, lines: list[tuple[int, bytes]], field: str, dtype: 
             raise _LineError(off, f"not valid UTF-8 (byte {e.start})") from None
         except json.JSONDecodeError as e:
             raise _LineError(off, f"bad JSON: {e.msg} at column {e.colno}") from None
+        except RecursionError:  # json's parser recurses per level of nesting
+            raise _LineError(off, "bad JSON: nested more deeply than the parser allows "
+                                  f"(Python's recursion limit, {sys.getrecursionlimit()})") from None
         if not isinstance(obj, dict) or field not in obj:
             raise _LineError(off, f"no field {field!r} in this line")
         t = obj[field]
@@ -659,13 +680,14 @@ def _jsonl_tasks(src: Source, storage_options: dict, field: str, dtype: str,
         return
     with src.open() as raw:
         f = _decompress(raw, src.path)
-        chunk, size, pos = [], 0, 0
-        for raw_line in f:
+        chunk, size, pos, lineno = [], 0, 0, 1
+        for raw_line in _gz_lines(f, src.url, lambda: lineno):
             line = raw_line.strip()
             if line:
                 chunk.append((pos, line))
                 size += len(line)
             pos += len(raw_line)
+            lineno += 1
             if size >= batch_bytes:
                 yield ("lines", chunk, field, dtype, eod)
                 chunk, size = [], 0
@@ -673,12 +695,33 @@ def _jsonl_tasks(src: Source, storage_options: dict, field: str, dtype: str,
             yield ("lines", chunk, field, dtype, eod)
 
 
+def _gz_lines(f: Any, where: str, lineno: Callable[[], int]) -> Iterator[bytes]:
+    """The lines of a decompressing file; a corrupt or cut-short stream is an
+    IngestError naming the file and the line it broke in (gzip's EOFError,
+    BadGzipFile or zlib.error otherwise escaped as a traceback)."""
+    import zlib
+    it = iter(f)
+    while True:
+        try:
+            line = next(it)
+        except StopIteration:
+            return
+        except (EOFError, OSError, zlib.error) as e:
+            raise IngestError(f"{where}:{lineno()}: the compressed stream is corrupt or cut "
+                              f"short ({type(e).__name__}: {e})") from None
+        yield line
+
+
 def _line_number(src: Source, offset: int) -> int:
+    import zlib
     n = 1
     with src.open() as raw:
         f = _decompress(raw, src.path)
         while offset > 0:
-            b = f.read(min(offset, 1 << 20))
+            try:
+                b = f.read(min(offset, 1 << 20))
+            except (EOFError, OSError, zlib.error):
+                break  # the bad line is before the stream broke; counted so far
             if not b:
                 break
             n += b.count(b"\n")
@@ -736,37 +779,39 @@ def _decompress(f: Any, path: str) -> Any:
 
 # ----------------------------------------------------------------- driver
 
-def _lock_path(pool: Any, name: str) -> str:
-    """A lock file beside the pool's backing object (every process that
-    attaches the pool sees it), else in the temp directory."""
-    path = pool.stat().get("path", "")
-    d = os.path.dirname(path)
-    if not d or not os.access(d, os.W_OK) or d.startswith("/dev") and d != "/dev/shm":
-        d = tempfile.gettempdir()
-    h = hashlib.sha1(f"{pool.spec}\0{name}".encode()).hexdigest()[:16]
-    return os.path.join(d, f"cxlp.ingest-lock.{h}")
+# ingest locks: one byte per dataset name, this far into the pool's backing
+# object (past the end of any pool: a record lock needs no bytes there)
+LOCK_BASE = 1 << 62
+
+
+def lock_offset(name: str) -> int:
+    """The byte of the pool's backing object whose lock is dataset name's."""
+    return LOCK_BASE + int.from_bytes(hashlib.sha1(name.encode()).digest()[:7], "big")
 
 
 @contextlib.contextmanager
 def ingest_lock(pool: Any, name: str) -> Iterator[None]:
     """Held by the one process ingesting `name` into this pool; the others
-    block here, and the lock passes on if its holder dies (flock)."""
-    path = _lock_path(pool, name)
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:  # the file we locked must still be the one at path
-            if os.fstat(fd).st_ino == os.stat(path).st_ino:
-                break
-        except FileNotFoundError:
-            pass
-        os.close(fd)
+    block here. An open file description lock (fcntl F_OFD_SETLKW) on
+    byte lock_offset(name) of the pool's own backing object: the kernel
+    releases it when its holder closes the file or dies, and nothing is
+    left behind. Rejected: a lock file beside the pool (one stayed in
+    /dev/shm each time its holder was killed, and outlived the pool);
+    classic POSIX record locks (a process's locks on a file go when any of
+    its descriptors of that file closes, as the library's do); the pool's
+    own writer lock (held per catalog transaction, not for an ingest)."""
+    path = os.path.abspath(pool.stat()["path"])
     try:
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        raise IngestError(f"{path}: opening the pool's backing object to lock the ingest "
+                          f"of {name!r}: {e.strerror}") from None
+    try:
+        lock = struct.pack("@hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, lock_offset(name), 1, 0)
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, lock)
         yield
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(path)  # while held: the next locker re-checks the inode
-        os.close(fd)
+        os.close(fd)  # releases the lock
 
 
 def _part_key(name: str, fmt: str, options: dict) -> str:
@@ -800,12 +845,19 @@ def ingest(pool: Any, name: str, source: Any, format: Optional[str] = None, *,
            tokenizer: Optional[str] = None, eod: Optional[int] = None,
            workers: Optional[int] = None, shard_bytes: int = 0,
            batch_bytes: int = BATCH_BYTES, progress: Optional[bool] = None,
-           storage_options: Optional[dict] = None, hugepages: bool = True) -> dict:
+           storage_options: Optional[dict] = None, hugepages: bool = True,
+           allow_empty: bool = False) -> dict:
     """Imports source into dataset `name` of pool (a _core.Pool) and returns
     {"records": n, "files": k, "skipped": files already done by an earlier
     run}. Does nothing when the dataset exists (an earlier run, or another
     rank, finished it). See the module docstring for what is kept across a
-    kill. IngestError for bad input, naming file, record and field."""
+    kill. IngestError for bad input, naming file, record and field.
+
+    Empty input, one rule for every format (the C importers' too): a
+    source with no records at all is refused ("no records") unless
+    allow_empty=True, which makes an empty dataset; an empty file among
+    others adds no records (an empty tar, whose fields no sample says,
+    adds no part either)."""
     fmt = format if format not in (None, "auto") else detect_format(source, storage_options)
     if fmt not in FORMATS:
         raise IngestError(f"{source!r}: format {format!r}: expected one of {', '.join(FORMATS)} "
@@ -815,7 +867,7 @@ def ingest(pool: Any, name: str, source: Any, format: Optional[str] = None, *,
     if _is_arrow_object(source):
         if fmt != "arrow":
             raise IngestError(f"an in-memory {type(source).__name__} is Arrow data, not {fmt}")
-        return _ingest_object(pool, name, source, columns, shard_bytes, hugepages)
+        return _ingest_object(pool, name, source, columns, shard_bytes, hugepages, allow_empty)
     if fmt == "jsonl" and not tokenizer:
         raise IngestError("jsonl needs tokenizer= (a tokenizer.json, or 'bytes')")
     with ingest_lock(pool, name):
@@ -823,12 +875,19 @@ def ingest(pool: Any, name: str, source: Any, format: Optional[str] = None, *,
             return {"records": None, "files": 0, "skipped": 0, "existed": True}
         return _ingest_files(pool, name, source, fmt, columns, text_field, tokenizer, eod,
                              workers, shard_bytes, batch_bytes, progress, storage_options,
-                             hugepages)
+                             hugepages, allow_empty)
+
+
+def _no_records(where: str, what: str) -> IngestError:
+    return IngestError(f"{where}: no records ({what}); allow_empty=True (--allow-empty) makes "
+                       "an empty dataset")
 
 
 def _ingest_object(pool: Any, name: str, obj: Any, columns: Optional[Sequence[str]],
-                   shard_bytes: int, hugepages: bool) -> dict:
+                   shard_bytes: int, hugepages: bool, allow_empty: bool) -> dict:
     where = f"<{type(obj).__name__}>"
+    if len(obj) == 0 and not allow_empty:
+        raise _no_records(where, "a table of no rows")
     schema, batches = _arrow_batches(obj, 65536)
     fields = arrow_fields(schema, columns, where)
     w = _core.Writer(pool, name, fields.fields, shard_bytes=shard_bytes, hugepages=hugepages)
@@ -844,7 +903,7 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
                   columns: Optional[Sequence[str]], text_field: str, tokenizer: Optional[str],
                   eod: Optional[int], workers: Optional[int], shard_bytes: int,
                   batch_bytes: int, progress: Optional[bool],
-                  storage_options: Optional[dict], hugepages: bool) -> dict:
+                  storage_options: Optional[dict], hugepages: bool, allow_empty: bool) -> dict:
     srcs = list_sources(source, fmt, storage_options)
     opts = {"columns": list(columns) if columns is not None else None}
     tok = tok_json = None
@@ -872,9 +931,11 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
         mp_pool = mp.get_context("fork").Pool(nproc, _worker_init, (tok_json,))
     fields: Optional[Fields] = None
     made: list[str] = []
+    used: list[str] = []  # the parts the dataset is made of (not an empty tar's)
     try:
         for src, part in zip(srcs, parts):
             if part in have:
+                used.append(part)
                 continue
             where = src.url
             f = src.open()
@@ -884,17 +945,27 @@ def _ingest_files(pool: Any, name: str, source: Any, fmt: str,
                     the file's reader is)."""
                     with contextlib.suppress(Exception):
                         bar.to(done_bytes + (f.tell() if pos is None else pos))
-                fields = _ingest_one(pool, part, src, f, fmt, fields, columns, text_field, tok,
-                                     mp_pool, nproc, dtype, eod, shard_bytes, batch_bytes,
-                                     storage_options, where, tick, hugepages)
+                mine = _ingest_one(pool, part, src, f, fmt, fields, columns, text_field, tok,
+                                   mp_pool, nproc, dtype, eod, shard_bytes, batch_bytes,
+                                   storage_options, where, tick, hugepages)
             finally:
                 f.close()
-            made.append(part)
+            if mine is not None:
+                fields = mine
+                made.append(part)
+                used.append(part)
             done_bytes += src.size
             bar.to(done_bytes)
             if os.environ.get("CXLP_FAULT") == f"ingest-part-{len(made)}":
                 os.kill(os.getpid(), signal.SIGKILL)  # the resume tests' kill point
-        pool.concat(name, parts)
+        records = {d["name"]: d["records"] for d in pool.list()}
+        if not used:
+            raise IngestError(f"{os.fspath(source)}: no records (no samples in any tar, so "
+                              "no fields to make a dataset of, even an empty one)")
+        if not allow_empty and sum(records[p] for p in used) == 0:
+            raise _no_records(os.fspath(source), "every source file is empty"
+                              if len(srcs) > 1 else "the file is empty")
+        pool.concat(name, used)
     except (IngestError, _core.CXLError):
         # refused input: the pool goes back to how this run found it (parts
         # of an earlier run stay for the next one)
@@ -920,9 +991,10 @@ def _ingest_one(pool: Any, part: str, src: Source, f: Any, fmt: str, fields: Opt
                 columns: Optional[Sequence[str]], text_field: str, tok: Any, mp_pool: Any,
                 nproc: int, dtype: str, eod: Optional[int], shard_bytes: int, batch_bytes: int,
                 storage_options: Optional[dict], where: str, tick: Callable[..., None],
-                hugepages: bool) -> Fields:
+                hugepages: bool) -> Optional[Fields]:
     """One source file into part (committed), checking its fields match the
-    files before it."""
+    files before it; its fields, or None for a tar of no samples (no part:
+    no sample says its fields)."""
     w = None
     try:
         if fmt in ("parquet", "arrow"):
@@ -953,7 +1025,7 @@ def _ingest_one(pool: Any, part: str, src: Source, f: Any, fmt: str, fields: Opt
             samples = _wds_samples(_decompress(f, src.path), where)
             first = next(samples, None)
             if first is None:
-                raise IngestError(f"{where}: no samples in this tar")
+                return None
             mine = wds_fields(first[1], columns)
             fields = _same(fields, mine, where)
             w = _core.Writer(pool, part, fields.fields,
@@ -1019,6 +1091,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                     "size strings and passes the number)")
     ap.add_argument("--no-hugepages", action="store_true",
                     help="records on 4 KiB pages (default: 2 MiB pages on shm and numa pools)")
+    ap.add_argument("--allow-empty", action="store_true",
+                    help="make an empty dataset of a source with no records (else refused)")
     ap.add_argument("--no-progress", action="store_true")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
@@ -1034,7 +1108,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                    columns=a.columns.split(",") if a.columns else None,
                    text_field=a.text_field, tokenizer=a.tokenizer, eod=a.eod,
                    workers=a.workers, shard_bytes=a.shard_bytes,
-                   progress=False if a.no_progress else None, hugepages=not a.no_hugepages)
+                   progress=False if a.no_progress else None, hugepages=not a.no_hugepages,
+                   allow_empty=a.allow_empty)
     except (IngestError, _core.CXLError) as e:
         msg = str(e)
         print(f"cxlpool: ingest: {msg}", file=sys.stderr)

@@ -56,7 +56,7 @@ import torch
 
 from . import _core, _resume, gpu
 from .dataset import CXLDataset
-from .pool import TIER_POLICIES, node_exists
+from .pool import TIER_POLICIES, node_exists, parse_size
 from .samplers import (CXLSamplerBase, DistributedCXLSampler, RandomCXLSampler,
                        order_block_bytes, order_shard_bytes, staging_budget)
 
@@ -64,6 +64,15 @@ MEMORY_POLICIES = TIER_POLICIES
 # memory_policy's other namespace: how the pages of the loader's ring slots
 # are placed over the nodes of the pool's memory (mbind before first touch)
 NUMA_POLICIES = ("interleave", "bind")
+
+# The extension hands batches over as versioned DLPack capsules
+# (DLManagedTensorVersioned), which torch takes from 2.9 on: an older torch
+# refuses every one (pyproject.toml's torch extra says the same).
+TORCH_FLOOR = "2.9"
+if torch.__version__ < TORCH_FLOOR:
+    raise ImportError(f"cxl_dataloader needs torch >= {TORCH_FLOOR} (batches cross as versioned "
+                      f"DLPack capsules, which torch takes from {TORCH_FLOOR} on); this is torch "
+                      f"{torch.__version__}")
 
 # DLPack capsule -> tensor: torch.from_dlpack without its Python-level
 # dispatch (the capsule is ours, CPU, versioned); one call per tensor.
@@ -133,7 +142,7 @@ class CXLDataLoader:
                  threads: Optional[int] = None, seed: Optional[int] = None,
                  dtype: Optional[torch.dtype] = None, return_segments: bool = False,
                  columns: Optional[list[str]] = None, prefetch_to_gpu: int = 2,
-                 memory_budget: Optional[int] = None, lookahead: Optional[int] = None,
+                 memory_budget: Union[int, str, None] = None, lookahead: Optional[int] = None,
                  stagers: Optional[int] = None, read_in_part: Optional[bool] = None) -> None:
         # memory_policy names a NUMA page policy of the loader's memory, or a
         # placement policy of a pool of tiers
@@ -143,8 +152,10 @@ class CXLDataLoader:
             raise ValueError(f"memory_policy {memory_policy!r}: expected None, a NUMA page "
                              f"policy ({', '.join(NUMA_POLICIES)}) or a placement policy "
                              f"of a pool of tiers ({', '.join(MEMORY_POLICIES)})")
-        if memory_budget is not None and int(memory_budget) <= 0:
-            raise ValueError(f"memory_budget={memory_budget}: bytes, > 0")
+        if memory_budget is not None:  # bytes, or text as the CLI takes it ("16M")
+            memory_budget = parse_size("memory_budget", memory_budget)
+            if memory_budget <= 0:
+                raise ValueError(f"memory_budget={memory_budget}: bytes, > 0")
         if lookahead is not None and int(lookahead) <= 0:
             raise ValueError(f"lookahead={lookahead}: batches, > 0")
         if read_in_part not in (None, True, False):
@@ -233,8 +244,8 @@ class CXLDataLoader:
                      "generator", "in_order", "pin_memory_device"):
             setattr(self, attr, getattr(spec, attr))
         self.device = torch.device(device) if device is not None else None
-        if self.device is not None and self.device.type == "cuda" and not torch.cuda.is_available():
-            raise RuntimeError(f"device={device!r}: CUDA is not available")
+        if self.device is not None:
+            gpu.require_cuda(f"device={device!r}", self.device)
         if isinstance(prefetch_to_gpu, bool) or not isinstance(prefetch_to_gpu, (int, np.integer)) \
                 or prefetch_to_gpu < 0:
             raise ValueError(f"prefetch_to_gpu should be an integer >= 0 (batches copied ahead "
@@ -282,6 +293,7 @@ class CXLDataLoader:
                                  "or 'pad'")
             self.collate = {"auto": _core.COLLATE_PACK, "pack": _core.COLLATE_PACK,
                             "pad": _core.COLLATE_PAD}[collate]
+            self._check_cut_together(dataset, "pad" if collate == "pad" else "pack")
         if self.collate == _core.COLLATE_STACK:
             self.collate_fn = torch.utils.data.default_collate  # what the C stacking equals
         else:
@@ -356,11 +368,30 @@ class CXLDataLoader:
             self._warn_order(memory_budget)
         self._stage_ahead()
 
+    def _check_cut_together(self, dataset: CXLDataset, mode: str) -> None:
+        """PAD and PACK cut every chosen variable-length field of a record at
+        the same element counts, so a record's variable fields must have
+        equal lengths. A str field's length counts UTF-8 bytes, not the
+        elements of another field: beside another variable field it is a
+        ValueError here, naming it and the columns= that leaves it out
+        (found now rather than by the first batch)."""
+        var = [f for f in self._chosen if f["variable"]]
+        text = next((f for f in var if f["dtype"] == "str"), None)
+        if text is None or len(var) < 2:
+            return
+        other = next(f for f in var if f is not text)
+        keep = [f["name"] for f in self._chosen if f is not text]
+        raise ValueError(f"dataset {dataset.name!r}: field {text['name']!r} is str (its "
+                         f"length counts UTF-8 bytes) and cannot be {mode}ed beside field "
+                         f"{other['name']!r} ({other['dtype']}): collate={mode!r} cuts a "
+                         f"record's variable-length fields at the same element counts, so "
+                         f"they need equal lengths; choose the fields with columns={keep!r}")
+
     def _warn_order(self, memory_budget: Optional[int]) -> None:
         """Warns when the order cannot be staged: a dataset larger than the
         staging budget read in a full shuffle (every batch draws from every
         shard, so shards are fetched again and again: a 256 MiB dataset
-        behind a 48 MiB tier read 112x its bytes, docs/benchmarks.md), or in
+        behind a 48 MiB tier read 112x its bytes, docs/benchmarks/history.md), or in
         a block order whose window holds more than the budget."""
         sh = self.dataset.shards()
         budget = staging_budget(self.dataset, memory_budget)
@@ -468,11 +499,9 @@ class CXLDataLoader:
                 g = torch.Generator()
                 g.manual_seed(int(torch.empty((), dtype=torch.int64).random_().item()))
                 return torch.randperm(n, generator=g).numpy()
-            perm = torch.randperm(n, generator=g).numpy()
-            # it draws a second permutation for the tail of its num_samples
-            # (none of it used): the generator moves on as under torch
-            torch.randperm(n, generator=g)
-            return perm
+            # the second permutation it draws for the tail of its num_samples
+            # (none of it used) is drawn when torch draws it: _as_torch_draws
+            return torch.randperm(n, generator=g).numpy()
         ids = []
         for i in s:
             try:
@@ -647,6 +676,56 @@ class CXLDataLoader:
             return self._general_pass()
         resume, self._resume = self._resume, None
         token = self._start_pass()
+        g = self._torch_generator()
+        if g is None:
+            return self._fast_iter(token, resume)
+        # torch's RandomSampler draws its permutation at the first next()
+        # and its tail's at the request past its last index: the pass is
+        # drawn and started there too (what a state_dict() before it needs,
+        # now)
+        self._snap = _resume.snapshot(self.sampler) if resume is None else resume["rng"]
+        self._order_crc, self._full = None, None
+        self._pos, self._off = ((resume["position"], resume["offset"]) if resume is not None
+                                else (0, 0))
+        return self._as_torch_draws(g, token, resume)
+
+    def _torch_generator(self) -> Optional[torch.Generator]:
+        """The generator of a torch RandomSampler that _order() draws as
+        torch does (shuffle=True, generator=g), else None."""
+        s = self.sampler
+        if (type(s) is torch.utils.data.RandomSampler and not s.replacement
+                and s._num_samples is None):
+            return s.generator
+        return None
+
+    def _as_torch_draws(self, g: torch.Generator, token: int,
+                        resume: Optional[dict]) -> Iterator[Any]:
+        """The pass of a RandomSampler with generator g, drawing from g when
+        torch's DataLoader (num_workers=0) does: the permutation when the
+        first batch is asked for, and the second permutation RandomSampler
+        draws for its (empty) tail when an index past the last is: as the
+        last batch is made, if it is a partial one, else when the batch
+        after the last is asked for. A pass broken off before that leaves g
+        where torch leaves it (test_dropin.py)."""
+        gen = self._fast_iter(token, resume)
+        n, bs = len(self.dataset), self.batch_size
+        # the batch whose making asks for an index past the last (packed
+        # rows: none, the tail is drawn as the pass runs out)
+        at = None if self.collate == _core.COLLATE_PACK else n // bs
+        k = resume["position"] // bs if resume is not None and at is not None else 0
+        try:
+            for b in gen:
+                if k == at:
+                    torch.randperm(n, generator=g)
+                k += 1
+                yield b
+            if at is None or k <= at:
+                torch.randperm(n, generator=g)
+        finally:
+            gen.close()
+
+    def _fast_iter(self, token: int, resume: Optional[dict]) -> Iterator[Any]:
+        """The fast pass's batches, its order drawn and its engine started now."""
         start = off = 0
         limit = None
         cxl = isinstance(self.sampler, CXLSamplerBase)
@@ -919,9 +998,24 @@ class CXLDataLoader:
             st["sampler"] = self.sampler._pass_state()
         else:
             if self._order_crc is None:
-                self._order_crc = _resume.crc(self._full.tobytes())
+                self._order_crc = _resume.crc(self._drawn_order().tobytes())
             st.update(rng=self._snap, order_crc=self._order_crc)
         return st
+
+    def _drawn_order(self) -> np.ndarray:
+        """The pass's order from a torch sampler; before its first batch
+        drew it (_as_torch_draws), drawn from the pass's snapshot with the
+        generators' states kept as they are."""
+        if self._full is not None:
+            return self._full
+        gens = _resume._generators(self.sampler)
+        kept = [g.get_state() for g in gens]
+        try:
+            with _resume.replaying(self.sampler, self._snap):
+                return self._order()
+        finally:
+            for g, st in zip(gens, kept):
+                g.set_state(st)
 
     def _next_state(self, ended: bool) -> dict:
         """The start of the next pass (no batch of it delivered)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 import operator
 import os
 import sys
+import time
 import warnings
 from typing import Any, Callable, Optional, Union
 
@@ -104,6 +105,13 @@ def make_spec(name: str, backend: str = "shm", numa_node: Optional[int] = None,
     return f"{backend}:{name}"
 
 
+def migrate_report(pool: Any, name: str, tier: Union[str, int], threads: int) -> dict:
+    """_core.Pool pool's migrate of dataset name to tier, reported as
+    ``cxlpool migrate --json`` reports it."""
+    return {"dataset": name, "tier": str(tier),
+            **pool.migrate(name, str(tier), threads=int(threads))}
+
+
 def _progress_bar(progress: Optional[bool], desc: str,
                   unit: str) -> tuple[Any, Optional[Callable[[int, int], None]]]:
     """A tqdm bar and the (done, total) callback that moves it, when asked
@@ -147,7 +155,9 @@ class CXLMemoryPool:
     nodes (mbind MPOL_INTERLEAVE, spec ``numa:interleave=0,1:NAME``; a node
     that does not exist is a ValueError naming it); ``tier_policy`` is the
     default tier_policy of the datasets opened with ``cxl_pool=`` this pool.
-    Without a name the pool is ``$CXLP_POOL``, else ``"default"``.
+    Without a name the pool is ``$CXLP_POOL``, else ``"default"``, which
+    every nameless pool of the host shares (a UserWarning says so, naming
+    its path).
     """
 
     def __init__(self, name: Optional[str] = None, backend: str = "shm", *,
@@ -168,12 +178,14 @@ class CXLMemoryPool:
         self.readonly = readonly
         if tiers is not None and not create:
             raise ValueError("tiers= is for create=True (an existing pool keeps its tiers)")
+        made = False
         if create:
             nbytes = parse_size("size", size)
             try:
                 self._pool = _core.Pool(self.spec, create=True, size=nbytes, mode=mode,
                                         tiers=list(tiers) if tiers is not None else None,
                                         meta_bytes=parse_size("meta_bytes", meta_bytes))
+                made = True
             except _core.CXLExistsError:
                 if not exist_ok:
                     raise
@@ -185,6 +197,15 @@ class CXLMemoryPool:
                                   stacklevel=2)
         else:
             self._pool = _core.Pool(self.spec, readonly=readonly)
+        if name is None and not os.environ.get("CXLP_POOL"):
+            # a pool every nameless CXLMemoryPool of the host shares: said,
+            # so that two jobs do not meet in it unawares
+            path = os.path.abspath(self._pool.stat()["path"])
+            warnings.warn(f"CXLMemoryPool without a name and without $CXLP_POOL: "
+                          f"{'created' if made else 'attached'} the pool named 'default' "
+                          f"({path}), which every CXLMemoryPool without a name on this host "
+                          f"shares; give a name (or set CXLP_POOL) to keep jobs apart",
+                          UserWarning, stacklevel=2)
 
     # context manager ---------------------------------------------------
     def __enter__(self) -> "CXLMemoryPool":
@@ -220,11 +241,17 @@ class CXLMemoryPool:
         loader's threads)."""
         return self._pool.stat()
 
-    def verify(self) -> list[str]:
-        """Checks the structure and every checksum; one line per item checked.
-        CXLCorruptError (naming dataset, shard and offset) on the first
-        failure."""
-        return self._pool.verify()
+    # verify, rewrite and migrate return what they did as a dict with the
+    # keys and values of `cxlpool verify|rewrite|migrate --json` (one
+    # convention: the report a script reads is the same from Python and
+    # from the CLI); a failure raises.
+    def verify(self) -> dict:
+        """Checks the structure and every checksum: {"pool": spec,
+        "checked": one line per item checked, "ok": True, "items": how
+        many}, as ``cxlpool verify --json``. CXLCorruptError (naming
+        dataset, shard and offset) on the first failure."""
+        lines = self._pool.verify()
+        return {"pool": self.spec, "checked": lines, "ok": True, "items": len(lines)}
 
     def remove(self, name: str) -> None:
         """Removes dataset name (one atomic catalog flip; readers that have it
@@ -238,14 +265,17 @@ class CXLMemoryPool:
         bytes_in, bytes_out, stall_ns, fetches, evictions)."""
         return self._pool.tiers()
 
-    def migrate(self, name: str, tier: str, *, threads: int = 1) -> dict:
+    def migrate(self, name: str, tier: Union[str, int], *, threads: int = 1) -> dict:
         """Moves dataset name to tier ("dram", "cxl", "nvme" or an index)
-        while readers keep reading (see cxlp_migrate); returns what moved."""
-        return self._pool.migrate(name, str(tier), threads=int(threads))
+        while readers keep reading (see cxlp_migrate); returns what moved,
+        as ``cxlpool migrate --json``: dataset, tier, shards, copied,
+        already, bytes_copied, direct_bytes, bytes_dropped, seconds."""
+        return migrate_report(self._pool, name, tier, threads)
 
     def ingest(self, name: str, source: Any, *, format: str = "auto",
                record_size: Union[int, str] = 0, dtype: Optional[str] = None,
-               progress: Optional[bool] = None, hugepages: bool = True, **kw: Any) -> None:
+               progress: Optional[bool] = None, hugepages: bool = True,
+               allow_empty: bool = False, **kw: Any) -> None:
         """Import source as dataset name: a raw, .npy or Megatron (.bin/.idx)
         file (the C importers; record_size, for raw: bytes, or text as the
         CLI takes it, "4K"), or Arrow, Parquet, WebDataset or JSONL from a
@@ -255,12 +285,15 @@ class CXLMemoryPool:
         progress bar when stderr is a terminal (progress=None).
         The records land on 2 MiB pages where the pool's memory comes in
         4 KiB pages (shm, numa), at no extra cost; hugepages=False keeps
-        them on 4 KiB pages (CXLDataset.pages() says what they got)."""
+        them on 4 KiB pages (CXLDataset.pages() says what they got).
+        A source of no records is refused in every format (CXLError
+        EBADINPUT from the C importers, IngestError from the others) unless
+        allow_empty=True, which makes an empty dataset."""
         from . import ingest as importers
         fmt = format if format != "auto" else importers.detect_format(source)
         if fmt in importers.FORMATS:
             importers.ingest(self._pool, name, source, fmt, progress=progress,
-                             hugepages=hugepages, **kw)
+                             hugepages=hugepages, allow_empty=allow_empty, **kw)
             return
         if kw:
             raise TypeError(f"format {format!r} (raw, npy, megatron) takes no "
@@ -269,13 +302,13 @@ class CXLMemoryPool:
         try:
             self._pool.import_(name, os.fspath(source), format=format,
                                record_size=parse_size("record_size", record_size), dtype=dtype,
-                               progress=cb, hugepages=hugepages)
+                               progress=cb, hugepages=hugepages, allow_empty=allow_empty)
         finally:
             if bar is not None:
                 bar.close()
 
     def rewrite(self, name: str, *, shard_bytes: Union[int, str, None] = None,
-                progress: Optional[bool] = None, hugepages: bool = True) -> None:
+                progress: Optional[bool] = None, hugepages: bool = True) -> dict:
         """Writes dataset name again in this build's shard format (format 4:
         4 KiB block sums, what a record read in part costs;
         CXLDataset.shard_format() says what a dataset has) and puts it in
@@ -286,16 +319,32 @@ class CXLMemoryPool:
         copy meanwhile (a CXLError with code CXLError.EFULL, raised before
         anything changes). A CXLDataset opened before keeps reading the old
         dataset until it is closed; one opened after reads the new. Shows a progress bar when
-        stderr is a terminal (progress=None)."""
+        stderr is a terminal (progress=None). Returns what it did, as
+        ``cxlpool rewrite --json``: {"dataset", "before", "after",
+        "seconds"}, before and after each {"version", "block_bytes",
+        "sums_area", "shards"}."""
         sb = 0 if shard_bytes is None else parse_size("shard_bytes", shard_bytes)
         if shard_bytes is not None and sb <= 0:
             raise ValueError(f"shard_bytes: {shard_bytes!r} is not a positive size")
+        before = self._shard_format(name)
         bar, cb = _progress_bar(progress, f"rewrite {name}", "shard")
+        t0 = time.perf_counter()
         try:
             self._pool.rewrite(name, shard_bytes=sb, progress=cb, hugepages=hugepages)
         finally:
             if bar is not None:
                 bar.close()
+        secs = time.perf_counter() - t0
+        return {"dataset": name, "before": before, "after": self._shard_format(name),
+                "seconds": secs}
+
+    def _shard_format(self, name: str) -> dict:
+        """{"version", "block_bytes", "sums_area", "shards"} of dataset name."""
+        store = _core.Store(self._pool, name)
+        try:
+            return {**store.format(), "shards": store.shards()["n_shards"]}
+        finally:
+            store.close()
 
     @staticmethod
     def destroy(name: str, backend: str = "shm", numa_node: Optional[int] = None) -> None:

@@ -49,6 +49,7 @@ import torch
 
 from . import _core
 from .dataset import runs_code
+from .pool import parse_size
 
 _CHUNK = 4096
 _MAX_PERIOD = 1 << 24
@@ -116,7 +117,7 @@ def torch_seed() -> int:
     return int(torch.empty((), dtype=torch.int64).random_().item())
 
 
-def auto_window(dataset: Any, shard_size: Optional[int], memory_budget: Optional[int],
+def auto_window(dataset: Any, shard_size: Optional[int], memory_budget: Union[int, str, None],
                 runs: Union[str, bool, int] = "auto") -> tuple[int, int]:
     """(shard_size, window) for a block order that a staging engine can keep
     ahead of: the window's blocks take at most half of the memory budget
@@ -166,12 +167,12 @@ def order_shard_bytes(shards: dict, per: int) -> int:
     return max(1, shards["max_bytes"] * per // max(1, shards["per_shard"] or per))
 
 
-def staging_budget(dataset: Any, memory_budget: Optional[int]) -> Optional[int]:
+def staging_budget(dataset: Any, memory_budget: Union[int, str, None]) -> Optional[int]:
     """The bytes a loader's staging engine may keep copies in: memory_budget,
     else what the engine takes by default, 3/4 of the pool's fastest memory
     tier; None when the pool has no memory tier."""
     if memory_budget is not None:
-        return int(memory_budget)
+        return parse_size("memory_budget", memory_budget)
     pool = _core.Pool(dataset.spec, readonly=True)
     try:
         mem = [t for t in pool.tiers() if not t["staged"]]
@@ -424,7 +425,7 @@ class RandomCXLSampler(CXLSamplerBase):
     def __init__(self, data_source_or_n: Any, seed: Optional[int] = 0, *,
                  shard_size: Optional[int] = None, window: Union[int, str, None] = None,
                  order: Optional[str] = None, num_replicas: int = 1, rank: int = 0,
-                 drop_last: bool = False, memory_budget: Optional[int] = None,
+                 drop_last: bool = False, memory_budget: Union[int, str, None] = None,
                  runs: Union[str, bool, int] = "auto", ramp: Optional[bool] = None) -> None:
         super().__init__(seed, num_replicas, rank, drop_last)
         self.n = _size(data_source_or_n)
@@ -483,7 +484,7 @@ class DistributedCXLSampler(CXLSamplerBase):
                  rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
                  drop_last: bool = False, *, order: Union[str, CXLSamplerBase] = "random",
                  shard_size: Optional[int] = None, window: Union[int, str, None] = None,
-                 memory_budget: Optional[int] = None, runs: Union[str, bool, int] = "auto",
+                 memory_budget: Union[int, str, None] = None, runs: Union[str, bool, int] = "auto",
                  ramp: Optional[bool] = None) -> None:
         world, r = _dist_world_rank(num_replicas, rank)
         if isinstance(order, CXLSamplerBase):

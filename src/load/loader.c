@@ -42,7 +42,7 @@
  * the thread that makes it, and on a VM whose idle CPUs halt that is an
  * interrupt through the hypervisor, tens of microseconds taken from a
  * gather thread (8% of it at 256 B x 256 records per batch, one wake per
- * half ring; docs/benchmarks.md), while the consumer's CPU waits anyway.
+ * half ring; docs/benchmarks/history.md), while the consumer's CPU waits anyway.
  * Sleeps shorter than SLEEP_MIN_NS get no timer, nor rings of fewer than
  * TIMER_MIN_SLOTS slots (large batches). The other
  * way round, releases push slots onto the free stack and wake a parked
@@ -90,8 +90,6 @@
  * batch would then stop the ring).
  */
 #include <errno.h>
-#include <numa.h>
-#include <numaif.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdalign.h>
@@ -105,6 +103,7 @@
 #include "common/futex.h"
 #include "load/loader.h"
 #include "media/media.h"
+#include "media/numa_lib.h" /* libnuma when first used */
 #include "store/store.h"
 #include "tier/tier.h"
 
@@ -121,7 +120,7 @@
 #define TIMER_MIN_SLOTS 16u       /* consumer: a timer only in rings of this many slots
                                      (small batches): with the 6 slots of batches of 2 MiB
                                      and more it made Python's part of each batch 1.1 ->
-                                     3.3 us (64 KiB x 256; docs/benchmarks.md) */
+                                     3.3 us (64 KiB x 256; docs/benchmarks/history.md) */
 #define PREFETCH_ROWS 4           /* STACK: records ahead whose first line is prefetched */
 #define RING_BYTES (UINT64_C(8) << 20) /* small batches (their least ring past the L2):
                                           slots up to this much memory, */
@@ -207,6 +206,7 @@ struct cxlp_loader {
 
     /* written by the consumer */
     alignas(CACHELINE) uint64_t next_out;
+    uint64_t taken_records;  /* resume_records of the last batch taken (stats) */
     uint64_t waiting_for;    /* the batch the consumer sleeps for (while parked) */
     uint32_t refs;           /* 1 + lent slots */
     struct park cons;        /* the consumer parks here for its batch */
@@ -407,15 +407,22 @@ static inline int read_one(const cxlp_loader *l, uint64_t id, uint32_t k, struct
     return l->src.read(l->src.ctx, id, v);
 }
 
-__attribute__((cold, noinline)) static int fields_differ(uint64_t id, const struct lfield *f,
-                                                        uint64_t len, uint64_t elems)
+__attribute__((cold, noinline)) static int fields_differ(const cxlp_loader *l, uint64_t id,
+                                                        const struct lfield *f, uint64_t len,
+                                                        uint64_t elems)
 {
+    /* the fields by name where the source has a schema */
+    const struct cxlp_schema *sc = l->src.schema;
+    const char *name = sc ? sc->fields[f->field].name : "";
+    const char *planned = sc ? sc->fields[l->sel[l->var0].field].name : "";
     return seterr(NULL, f->var ? CXLP_EARG : CXLP_ECORRUPT,
-                  "record %llu: field %u has %llu bytes, %s %llu%s", (unsigned long long)id,
-                  f->field, (unsigned long long)len,
+                  "record %llu: field %u%s%s%s has %llu bytes, %s %llu%s%s%s", (unsigned long long)id,
+                  f->field, sc ? " '" : "", name, sc ? "'" : "", (unsigned long long)len,
                   f->var ? "the padded/packed fields have" : "the schema says",
                   (unsigned long long)(f->var ? elems : f->size),
-                  f->var ? " elements: PAD and PACK need equal lengths" : "");
+                  f->var && sc ? " elements (as field '" : "", f->var && sc ? planned : "",
+                  !f->var ? "" : sc ? "'): PAD and PACK need equal lengths"
+                                    : " elements: PAD and PACK need equal lengths");
 }
 
 /* The chosen fields of one record, checked against what the plan assumed:
@@ -428,7 +435,7 @@ static inline int check_fields(cxlp_loader *l, uint64_t id, const struct cxlp_vi
     for (uint32_t k = 0; k < l->nsel; k++) {
         const struct lfield *f = &l->sel[k];
         if (__builtin_expect(v[k].len != (f->var ? elems * (uint64_t)f->isz : f->size), 0))
-            return fields_differ(id, f, v[k].len, elems);
+            return fields_differ(l, id, f, v[k].len, elems);
     }
     return 0;
 }
@@ -592,7 +599,7 @@ static inline void copy_nt(uint8_t *dst, const uint8_t *src, uint64_t n)
  * line of the record PREFETCH_ROWS ahead. Such a loop lets the core keep
  * several records' cache misses in flight: with the search for runs
  * between the copies, 256 B records gathered 5-10% slower
- * (docs/benchmarks.md). nt (a ring larger than the cache can hold, so
+ * (docs/benchmarks/history.md). nt (a ring larger than the cache can hold, so
  * the slot's lines are not in it): records whose size is a multiple of a
  * line are written with non-temporal stores, which write whole lines
  * without first reading them from memory as a cached store must (and
@@ -1395,7 +1402,7 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
      * threads' L2 where that holds TIMER_MIN_SLOTS slots (so the consumer
      * keeps its timer): the slot a thread rewrites is then still in its
      * L2, and its stores do not fetch the lines from farther away
-     * (docs/benchmarks.md, "A ring in half the L2"); else RING_BYTES (with
+     * (docs/benchmarks/history.md, "A ring in half the L2"); else RING_BYTES (with
      * 128 KiB slots a ring of the whole L2, or of half of it without the
      * timer, was slower than one of 8 MiB) */
     uint32_t nslots = opts->slots;
@@ -1415,7 +1422,7 @@ int loader_create_src(const struct rec_src *src, const struct cxlp_loader_opts *
     l->idbuf = malloc(l->idbuf_cap * sizeof(uint64_t));
     /* small slots: the first ones side by side in 2 MiB pages (slot_map),
      * so the ring is written through a few TLB entries, not one per 4 KiB
-     * (docs/benchmarks.md, bench_engine); slots added later (growth) get
+     * (docs/benchmarks/history.md, bench_engine); slots added later (growth) get
      * mappings of their own */
     if (l->slot_bytes < (UINT64_C(2) << 20)) {
         l->arena_bytes = ALIGN_UP((uint64_t)nslots * l->slot_bytes, UINT64_C(2) << 20);
@@ -1521,8 +1528,14 @@ int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st)
     if (!l || !st)
         return seterr(NULL, CXLP_EARG, "cxlp_loader_stats: NULL argument");
     memset(st, 0, sizeof *st);
-    if (l->tier)
+    if (l->tier) {
         engine_stats(l->tier, st);
+    } else {
+        /* no engine: what the consumer has taken (a full pass: every batch
+         * and record of it) */
+        st->batches = __atomic_load_n(&l->next_out, __ATOMIC_SEQ_CST);
+        st->records = __atomic_load_n(&l->taken_records, __ATOMIC_RELAXED);
+    }
     return 0;
 }
 
@@ -1647,6 +1660,7 @@ int cxlp_loader_next(cxlp_loader *l, struct cxlp_batch **out)
                 return rc;
             }
             __atomic_fetch_add(&l->refs, 1, __ATOMIC_ACQ_REL);
+            __atomic_store_n(&l->taken_records, s->b.resume_records, __ATOMIC_RELAXED);
             *out = &s->b;
             return 0;
         }

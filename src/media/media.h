@@ -38,6 +38,10 @@
 
 struct media_ops;
 
+/* media.emulated of a pci region that is a plain file rather than a device's
+ * BAR (cxlp_pool_stat passes it on: the CLI says which it is). */
+#define MEDIA_EMULATED_FILE 2
+
 struct media {
     const struct media_ops *ops;
     int kind;                 /* enum cxlp_media_kind */
@@ -46,7 +50,9 @@ struct media {
     int numa_node;            /* numa: bound node; else -1 (also when interleaved) */
     int numa_interleave;      /* numa: 1 when the pages interleave over numa_mask */
     unsigned long numa_mask[MEDIA_NODE_WORDS]; /* numa: its node(s), bit n = node n */
-    int emulated;             /* 1 when this stands in for CXL hardware */
+    int emulated;             /* 1 when this stands in for CXL hardware; pci:
+                                 MEDIA_EMULATED_FILE for a plain file (not a
+                                 PCI BAR) standing in */
     int blkdev;               /* file: the path is a block device */
     uint64_t size;            /* bytes mapped (whole object) */
     uint64_t align;           /* mapping alignment the backend needs */

@@ -21,8 +21,6 @@
  * could not attach the pool).
  */
 #include <errno.h>
-#include <numa.h>
-#include <numaif.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +30,7 @@
 
 #include "common/common.h"
 #include "media/media_impl.h"
+#include "media/numa_lib.h"
 
 #define MAX_NODES MEDIA_MAX_NODES
 #define WBITS (8 * sizeof(unsigned long))
@@ -55,6 +54,12 @@ static int cpus_of(int node)
 /* Every node of the set exists and has memory; emulated when one has CPUs. */
 int media_numa_check(struct media *m, char *err, size_t errlen)
 {
+    const char *why = numa_lib_error();
+    if (why)
+        return errbuf_set(err, errlen, CXLP_EUNSUPPORTED,
+                          "%s: numa: media need libnuma, which could not be loaded (%s); "
+                          "install it (Debian, Ubuntu: libnuma1; Fedora: numactl-libs)",
+                          m->path, why);
     if (numa_available() < 0)
         return errbuf_set(err, errlen, CXLP_ENODEV,
                          "%s: NUMA is not available on this kernel", m->path);

@@ -53,7 +53,7 @@ static int is_emulated(const char *path)
     *slash = 0;
     long vendor = sysfs_id(dir, "vendor"), device = sysfs_id(dir, "device");
     if (vendor < 0)
-        return 1; /* not a PCI device's resource: a file standing in */
+        return MEDIA_EMULATED_FILE; /* not a PCI device's resource: a file standing in */
     return vendor == 0x1af4 && device == 0x1110;
 }
 

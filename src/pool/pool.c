@@ -643,8 +643,14 @@ int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
         s.free_bytes += ext_free_bytes(&c, i, &big, NULL);
         s.largest_free = MAX(s.largest_free, big);
     }
-    for (uint64_t i = 0; i < c.n_resv; i++)
-        s.reserved_bytes += c.resv[i].len;
+    uint64_t clock = host_clock(a);
+    for (uint64_t i = 0; i < c.n_resv; i++) {
+        const struct cat_resv *r = &c.resv[i];
+        s.reserved_bytes += r->len;
+        /* the judgement the next writer's reclaim makes (txn.c) */
+        if (!host_resv_live(a, r->pid, r->starttime, r->host, r->lease, clock))
+            s.reserved_dead_bytes += r->len;
+    }
     for (uint64_t i = 0; i < c.n_def; i++)
         s.deferred_bytes += c.def[i].kind == DEF_COPIES    ? copies_bytes(a, &c.def[i])
                             : c.def[i].kind == DEF_UCOPIES ? ucopies_bytes(a, &c.def[i])

@@ -430,8 +430,10 @@ int cxlp_pool_tiers(cxlp_pool *p, struct cxlp_tier_info *out, size_t cap, size_t
         ti.kind = at->kind;
         ti.media = m->kind;
         /* a shm dram tier is DRAM and a file nvme tier is storage; only a
-         * cxl tier on shm or file memory stands in for something */
-        ti.emulated = at->kind == CXLP_TIER_CXL && m->emulated;
+         * cxl tier on shm or file memory stands in for something, and so
+         * does the one tier of a pool of one tier: the pool is emulated CXL
+         * (cxlp_pool_stat's emulated) */
+        ti.emulated = (at->kind == CXLP_TIER_CXL || a->L.n_tiers == 1) && m->emulated;
         ti.numa_node = m->kind == CXLP_MEDIA_NUMA ? m->numa_node : -1;
         ti.home = a->L.home == t;
         ti.staged = (at->flags & TIER_STAGED) != 0;

@@ -39,7 +39,7 @@ int main(void)
     CHECK(file_size(path) == 16 * MiB);
     struct cxlp_pool_stat st;
     CHECK_OK(cxlp_pool_stat(p, &st));
-    CHECK(st.media == CXLP_MEDIA_PCI && st.emulated == 1 && st.size == 12 * MiB);
+    CHECK(st.media == CXLP_MEDIA_PCI && st.emulated == 2 && st.size == 12 * MiB); /* a plain file */
     CHECK(strcmp(cxlp_media_name(st.media), "pci") == 0);
 
     struct cxlp_schema sc;

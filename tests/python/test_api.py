@@ -154,3 +154,38 @@ def test_record_size_as_a_size_string(pool, tmp_path) -> None:
     (tmp_path / "r.bin").write_bytes(bytes(range(256)) * 64)
     pool.ingest("r", tmp_path / "r.bin", format="raw", record_size="4K")
     assert pool.datasets()[0]["record_size"] == 4096 and pool.datasets()[0]["records"] == 4
+
+
+def test_verify_rewrite_migrate_report_as_the_cli(tmp_path) -> None:
+    """issue 34: verify(), rewrite() and migrate() (and migrate_to) follow one
+    convention: a dict with the keys of `cxlpool verify|rewrite|migrate
+    --json`, and the same values where the two runs must agree."""
+    name = f"pyt-report-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    tier_file = tmp_path / "r.tier"
+    pool = CXLMemoryPool(name, create=True, meta_bytes="4M",
+                         tiers=["dram=shm:6M", f"nvme=file:{tier_file}:32M"])
+
+    def cli(*args: str) -> dict:
+        r = subprocess.run([cxlpool_bin(), *args, "--json"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)
+    try:
+        np.save(tmp_path / "a.npy", np.arange(4096, dtype=np.int64).reshape(512, 8))
+        for ds in ("a", "b"):
+            pool.ingest(ds, tmp_path / "a.npy")
+        mine, theirs = pool.verify(), cli("verify", name)
+        assert mine.keys() == theirs.keys() and mine["ok"] is theirs["ok"] is True
+        assert mine["items"] == len(mine["checked"]) == theirs["items"]
+        assert [x for x in mine["checked"] if x.startswith("dataset ")] == \
+            [x for x in theirs["checked"] if x.startswith("dataset ")]
+        mine, theirs = pool.rewrite("a", progress=False), cli("rewrite", name, "b")
+        assert mine.keys() == theirs.keys() and mine["dataset"] == "a"
+        assert mine["after"] == theirs["after"] and mine["before"] == theirs["before"]
+        assert mine["after"]["version"] == 4 and mine["seconds"] >= 0
+        mine = CXLDataset(pool, "a").migrate_to("dram")
+        theirs = cli("migrate", name, "b", "dram")
+        assert mine.keys() == theirs.keys() == pool.migrate("a", 1).keys()
+        assert (mine["dataset"], mine["tier"], mine["shards"]) == ("a", "dram", theirs["shards"])
+    finally:
+        pool.close()
+        CXLMemoryPool.destroy(name)

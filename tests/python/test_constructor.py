@@ -11,6 +11,7 @@ import ctypes.util
 import gc
 import os
 import pickle
+import re
 import uuid
 import warnings
 from pathlib import Path
@@ -24,15 +25,22 @@ import pytest
 import cxl_dataloader as cx
 from cxl_dataloader import CXLDataLoader, CXLDataset, CXLError, CXLMemoryPool
 
-# The design's usage, as the design shows it, but for the three values a
-# machine decides: the pool's size, its nodes, and where the data is.
-DESIGN = """
-from cxl_dataloader import CXLMemoryPool, CXLDataset, CXLDataLoader, DistributedCXLSampler
-pool = CXLMemoryPool(pool_size="{size}", numa_nodes={nodes}, tier_policy="hot_first")
-dataset = CXLDataset(data_source="{source}", cxl_pool=pool, tier_policy="hot_first", prefetch_depth=3)
-loader = CXLDataLoader(dataset, batch_size=256, sampler=DistributedCXLSampler(dataset), num_workers=8,
-                       pin_to_cxl=True, prefetch_factor=4, memory_policy="interleave", numa_bind=True)
-"""
+# The design's usage, read from docs/python.md ("The design's constructor";
+# tests/python/test_docs.py counts it as run here), but for the three values
+# a machine decides: the pool's size, its nodes, and where the data is.
+def _design() -> str:
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
+    (code,) = [b for b in re.findall(r"^```python\n(.*?)^```", doc, re.S | re.M)
+               if 'pool_size="512TB"' in b]
+    for old, new in (('pool_size="512TB"', 'pool_size="{size}"'),
+                     ("numa_nodes=[0, 1, 2, 3]", "numa_nodes={nodes}"),
+                     ('data_source="s3://bucket/train"', 'data_source="{source}"')):
+        assert old in code, old
+        code = code.replace(old, new)
+    return code
+
+
+DESIGN = _design()
 
 MPOL_BIND, MPOL_INTERLEAVE = 2, 3
 # records: 39 full batches of 256 and a short one, more than the ring's
@@ -333,3 +341,25 @@ def test_on_a_pool_of_tiers_tier_policy_and_prefetch_depth_drive_the_staging(tmp
     finally:
         pool.close()
         CXLMemoryPool.destroy(name)
+
+
+def test_a_pool_without_a_name_says_it_is_the_shared_default(tmp_path, monkeypatch) -> None:
+    """issue 34: CXLMemoryPool(pool_size=...) without a name and without
+    $CXLP_POOL is the pool "default", which every nameless pool of the host
+    shares: a UserWarning says so, whether it created or attached it, and
+    names its path. (backend="file" keeps the test's "default" in tmp_path,
+    apart from any other "default" of the host.)"""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CXLP_POOL", raising=False)
+    with pytest.warns(UserWarning, match=rf"created the pool named 'default' \({tmp_path}/default\)"):
+        first = CXLMemoryPool(backend="file", pool_size="16M")
+    try:
+        with pytest.warns(UserWarning, match="attached the pool named 'default'"):
+            CXLMemoryPool(backend="file", pool_size="16M").close()
+        monkeypatch.setenv("CXLP_POOL", "default")  # named on purpose: nothing to say
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            CXLMemoryPool(backend="file").close()
+    finally:
+        first.close()
+        CXLMemoryPool.destroy(str(tmp_path / "default"), backend="file")

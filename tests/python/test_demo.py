@@ -53,7 +53,7 @@ def test_names_size_and_cleanup_of_a_failed_run(tmp_path) -> None:
         assert r.returncode != 0 and "verify: ok" in out, out[-3000:] + r.stderr[-3000:]
         assert f"$ cxlpool ingest {pool} my.corpus " in out
         assert f"$ cxlpool ingest {pool} my.corpus.windows " in out
-        size_mib = float(re.search(rf"created pool {pool}: ([0-9.]+) MiB", out).group(1))
+        size_mib = float(re.search(rf"created pool {pool}: size ([0-9.]+) MiB", out).group(1))
         stored = sum(float(m) for m in re.findall(r"ingested [^:]+: \d+ records, (\d+) bytes",
                                                   out)) / (1 << 20)
         assert stored < size_mib < stored * 1.25 + 80 and size_mib < 256
@@ -71,6 +71,6 @@ def test_a_corpus_larger_than_the_old_fixed_pool(tmp_path) -> None:
     pool = f"pyt-demo-{uuid.uuid4().hex[:8]}"
     r = demo(corpus(tmp_path / "big", 64, 1100), pool, "5")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
-    size_mib = float(re.search(rf"created pool {pool}: ([0-9.]+) MiB", r.stdout).group(1))
+    size_mib = float(re.search(rf"created pool {pool}: size ([0-9.]+) MiB", r.stdout).group(1))
     assert size_mib > 300 and "verify: ok" in r.stdout
     assert not Path(f"/dev/shm/cxlp.{pool}").exists()

@@ -54,6 +54,45 @@ def test_generator_order_is_torchs_for_every_epoch(ds) -> None:
     assert torch.equal(g_ours.get_state(), g_torch.get_state())
 
 
+@pytest.mark.parametrize("batch_size,drop_last", [(10, False), (7, False), (7, True),
+                                                   (10, True)])
+def test_generator_after_a_break_is_torchs(ds, batch_size, drop_last) -> None:
+    """issue 34: shuffle=True, generator=g, a pass broken off after k batches
+    (itertools.islice), for every k from 0 to one past the last batch: g's
+    state afterwards, and the next epoch's order, are those torch's
+    DataLoader (num_workers=0) leaves. torch's RandomSampler draws the
+    permutation of its pass when the first index is asked for and a second
+    one (its tail) when an index past the last is, which a broken-off pass
+    may never do."""
+    import itertools
+    nb = N // batch_size + (0 if drop_last or N % batch_size == 0 else 1)
+    for k in range(nb + 2):
+        got = []
+        for cls in (DataLoader, CXLDataLoader):
+            g = torch.Generator().manual_seed(11)
+            dl = cls(ds, batch_size=batch_size, shuffle=True, generator=g, drop_last=drop_last)
+            head = ids(itertools.islice(dl, k))
+            got.append((head, g.get_state(), ids(dl), g.get_state()))
+        (h0, s0, e0, t0), (h1, s1, e1, t1) = got
+        assert h1 == h0 and e1 == e0, (k, batch_size, drop_last)
+        assert torch.equal(s1, s0) and torch.equal(t1, t0), (k, batch_size, drop_last)
+
+
+def test_state_before_the_first_batch_with_a_generator(ds) -> None:
+    """A state_dict() taken between iter() and the first batch (the order not
+    drawn yet) resumes that pass, and taking it does not move g."""
+    g = torch.Generator().manual_seed(4)
+    dl = CXLDataLoader(ds, batch_size=9, shuffle=True, generator=g)
+    it = iter(dl)
+    before = g.get_state()
+    st = dl.state_dict()
+    assert torch.equal(g.get_state(), before)
+    whole = ids(it)
+    again = CXLDataLoader(ds, batch_size=9, shuffle=True, generator=torch.Generator())
+    again.load_state_dict(st)
+    assert ids(again) == whole and sorted(whole) == list(range(N))
+
+
 def test_shuffle_without_generator_follows_torch_manual_seed(ds) -> None:
     """issue 12 item 5: shuffle=True without a generator: torch's order comes
     from its default generator; ours is our keyed permutation seeded from that

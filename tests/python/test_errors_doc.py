@@ -575,7 +575,7 @@ def test_verify_report_lines(pool, tmp_path) -> None:
     from cxl_dataloader import CXLCorruptError
     np.save(tmp_path / "fixed.npy", np.arange(10000 * 8, dtype=np.int32).reshape(10000, 8))
     pool.ingest("fixed", tmp_path / "fixed.npy")
-    lines = pool.verify()
+    lines = pool.verify()["checked"]
     assert any(re.fullmatch(r"dataset fixed: ok: 10000 records, 320000 bytes in \d+ shards?, "
                             r"checksums match", x) for x in lines), lines
     path = pool.stat()["path"]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool, _core
+from cxl_dataloader import CXLDataLoader, CXLDataset, CXLError, CXLMemoryPool, _core
 
 
 def offsets(lens: list[int]) -> np.ndarray:
@@ -99,6 +99,34 @@ def test_loader_pad_pack(sft: tuple) -> None:
         assert total == sum(len(x) for x in ids)
     with pytest.raises(ValueError, match="no field"):
         CXLDataLoader(ds, batch_size=4, seq_len=8, columns=["x"])
+
+
+def test_str_field_beside_a_token_field_is_refused_at_construction(
+        pool: CXLMemoryPool, tmp_path) -> None:
+    """issue 34: a Parquet dataset of an int list field and a str field, read
+    with seq_len: the loader refuses it when it is built, naming the str
+    field and the columns= that leaves it out (it used to build, and the
+    first batch failed on "field 3 has 8 bytes"). With those columns it
+    packs; two variable fields of unequal lengths (no str) still fail at
+    the batch, naming both fields."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    t = pa.table({"ids": [[1, 2, 3], [4, 5], [6, 7, 8, 9]] * 8,
+                  "text": ["abcdefgh", "de", "fghi"] * 8, "label": [1, 2, 3] * 8,
+                  "mask": [[1], [1, 1], [1, 1, 1, 1]] * 8})
+    pq.write_table(t, tmp_path / "t.parquet")
+    ds = CXLDataset.ingest(pool, "t", tmp_path / "t.parquet")
+    for collate in ("pack", "pad"):
+        with pytest.raises(ValueError, match=r"field 'text' is str .* beside field 'ids' "
+                                             r"\(int64\).*columns=\['ids', 'label', 'mask'\]"):
+            CXLDataLoader(ds, batch_size=8, seq_len=64, collate=collate)
+    b = next(iter(CXLDataLoader(ds, batch_size=8, seq_len=64, columns=["ids", "label"])))
+    assert b["ids"][0, :9].tolist() == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    text = next(iter(CXLDataLoader(ds, batch_size=2, seq_len=8, columns=["text"])))
+    assert bytes(text["text"][0].tolist()) == b"abcdefgh"
+    with pytest.raises(CXLError, match=r"field 3 'mask' has 8 bytes, the padded/packed "
+                                       r"fields have 3 elements \(as field 'ids'\)"):
+        next(iter(CXLDataLoader(ds, batch_size=8, seq_len=64, columns=["ids", "mask"])))
 
 
 def test_loader_stack_fields(pool: CXLMemoryPool) -> None:

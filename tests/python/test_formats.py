@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool
+from cxl_dataloader import CXLDataLoader, CXLDataset, CXLError, CXLMemoryPool
 from cxl_dataloader import ingest as importers
 from cxl_dataloader.ingest import IngestError
 
@@ -31,7 +31,7 @@ def names(pool: CXLMemoryPool) -> list[str]:
 
 def clean(pool: CXLMemoryPool) -> bool:
     """verify() passed (it raises on the first problem) and reported none."""
-    return not any("FAILED" in line for line in pool.verify())
+    return not any("FAILED" in line for line in pool.verify()["checked"])
 
 
 def table(n: int, seed: int = 0) -> pa.Table:
@@ -243,6 +243,36 @@ def write_jsonl(path: Path, n: int, seed: int = 0) -> list[str]:
             if i % 17 == 0:
                 f.write("\n")  # blank lines are skipped
     return texts
+
+
+def test_jsonl_deep_nesting_and_a_corrupt_gz_name_file_and_line(pool: CXLMemoryPool,
+                                                                 tmp_path: Path) -> None:
+    """issue 34: a line nested 100,000 levels deep and a .jsonl.gz cut in
+    the middle are IngestErrors naming the file and the line (they were a
+    RecursionError and an EOFError traceback), also in worker processes, and
+    the CLI prints one line for them, not a traceback."""
+    import gzip
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text('{"text": "ok"}\n{"text": "ok"}\n{"text": ' + "[" * 100_000
+                    + "]" * 100_000 + "}\n")
+    for workers in (1, 2):
+        with pytest.raises(IngestError, match=r"deep.jsonl:3: bad JSON: nested more deeply "
+                                              r"than the parser allows"):
+            CXLDataset.ingest(pool, "x", deep, tokenizer="bytes", workers=workers)
+    data = gzip.compress(b"".join(b'{"text": "line %d"}\n' % i for i in range(5000)))
+    cut = tmp_path / "cut.jsonl.gz"
+    cut.write_bytes(data[:len(data) // 2])
+    with pytest.raises(IngestError, match=r"cut.jsonl.gz:\d+: the compressed stream is corrupt "
+                                          r"or cut short \(EOFError"):
+        CXLDataset.ingest(pool, "x", cut, tokenizer="bytes")
+    exe = Path(sys.executable).parent / "cxlpool"
+    if exe.exists():
+        for src, msg in ((deep, "deep.jsonl:3: bad JSON"), (cut, "the compressed stream")):
+            r = subprocess.run([str(exe), "ingest", pool.spec, "x", str(src), "--tokenizer",
+                                "bytes", "--no-progress"], capture_output=True, text=True)
+            assert r.returncode == 1 and msg in r.stderr, r.stderr
+            assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert names(pool) == []
 
 
 def test_jsonl_byte_tokenizer(pool: CXLMemoryPool, tmp_path: Path) -> None:
@@ -477,3 +507,116 @@ def test_http_source_and_progress(pool: CXLMemoryPool, tmp_path: Path,
     check_rows(ds, t)
     err = capsys.readouterr().err
     assert "ingest web" in err and "100%" in err
+
+
+@pytest.mark.parametrize("fname,fmt", [("f.jsonl", "jsonl"), ("f.parquet", "parquet"),
+                                       ("f.tar", "webdataset"), ("f.arrow", "auto"),
+                                       ("f.jsonl", "auto")])
+def test_a_fifo_source_is_refused_at_once(pool: CXLMemoryPool, tmp_path: Path, fname,
+                                          fmt) -> None:
+    """issue 34: a FIFO as the source of a jsonl, parquet, webdataset or
+    auto-detected ingest is refused at once, naming it (opening it waited for
+    a writer for ever), from Python and from the CLI, as raw and npy are."""
+    fifo = tmp_path / fname
+    os.mkfifo(fifo)
+    code = (f"from cxl_dataloader import CXLMemoryPool\n"
+            f"p = CXLMemoryPool({pool.spec!r})\n"
+            f"p.ingest('f', {str(fifo)!r}, format={fmt!r}, tokenizer='bytes')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and f"{fifo}: not a regular file (a FIFO)" in r.stderr, r.stderr
+    exe = Path(sys.executable).parent / "cxlpool"
+    if exe.exists():
+        r = subprocess.run([str(exe), "ingest", pool.spec, "f", str(fifo), "--format", fmt,
+                            "--tokenizer", "bytes", "--no-progress"],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 1 and f"{fifo}: not a regular file (a FIFO)" in r.stderr, r.stderr
+    assert names(pool) == []
+
+
+HOLD = """
+import sys, time
+from cxl_dataloader import CXLMemoryPool
+from cxl_dataloader.ingest import ingest_lock
+pool = CXLMemoryPool(sys.argv[1])
+with ingest_lock(pool._pool, sys.argv[2]):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[3]))
+print("released", flush=True)
+"""
+
+
+def test_ingest_lock_leaves_nothing_behind(pool: CXLMemoryPool, tmp_path: Path) -> None:
+    """issue 34: the ingest lock is a lock on a byte of the pool's own
+    backing object, not a file: a holder excludes the next ingest of the
+    same name (not of another), a killed holder lets it pass on, and no
+    cxlp.ingest-lock.* file is made, so none stays after the pool (they
+    used to pile up in /dev/shm when their holder was killed)."""
+    import hashlib
+    import signal
+    import time
+    path = Path(pool.stat()["path"])
+    old = hashlib.sha1(f"{pool.spec}\0x".encode()).hexdigest()[:16]  # the old scheme's file
+    before = set(os.listdir(path.parent))
+
+    def hold(name: str, secs: float) -> subprocess.Popen:
+        p = subprocess.Popen([sys.executable, "-c", HOLD, pool.spec, name, str(secs)],
+                             stdout=subprocess.PIPE, text=True)
+        return p
+
+    a = hold("x", 600)
+    assert a.stdout.readline() == "held\n"
+    other = hold("y", 0)      # another dataset name: not blocked
+    assert other.communicate(timeout=60)[0] == "held\nreleased\n"
+    b = hold("x", 0)          # the same name: waits for a
+    time.sleep(2)
+    assert b.poll() is None
+    a.send_signal(signal.SIGKILL)
+    a.wait()
+    assert b.communicate(timeout=60)[0] == "held\nreleased\n"
+    made = {f for f in set(os.listdir(path.parent)) - before if "ingest-lock" in f}
+    assert not made and not (path.parent / f"cxlp.ingest-lock.{old}").exists()
+
+
+def test_empty_input_one_rule_for_every_format(pool: CXLMemoryPool, tmp_path: Path) -> None:
+    """issue 34: a source of no records is refused in every format ("no
+    records", nothing left in the pool) unless allow_empty=True, which makes
+    an empty dataset; an empty file beside others adds no records. (Empty
+    Parquet and JSONL used to make 0-record datasets, an empty tar was
+    refused, and the C importers refused without allow_empty.)"""
+    none = table(10).slice(0, 0)  # every column type, no rows
+    pq.write_table(none, tmp_path / "e.parquet")
+    (tmp_path / "e.jsonl").write_text("\n\n")
+    with tarfile.open(tmp_path / "e.tar", "w"):
+        pass
+    np.save(tmp_path / "e.npy", np.zeros((0, 4), dtype=np.float32))
+    empty = {"parquet": tmp_path / "e.parquet", "jsonl": tmp_path / "e.jsonl",
+             "npy": tmp_path / "e.npy", "arrow": none}
+    def kw(fmt: str) -> dict:
+        return {"tokenizer": "bytes"} if fmt == "jsonl" else {}
+    for fmt, src in empty.items():
+        with pytest.raises((IngestError, CXLError), match="no records"):
+            pool.ingest(f"e_{fmt}", src, format=fmt, **kw(fmt))
+    assert names(pool) == []
+    for fmt, src in empty.items():
+        pool.ingest(f"e_{fmt}", src, format=fmt, allow_empty=True, **kw(fmt))
+        assert len(CXLDataset(pool, f"e_{fmt}")) == 0
+    # a tar of no samples says no fields: not even an empty dataset
+    for allow in (False, True):
+        with pytest.raises(IngestError, match="no samples in any tar"):
+            pool.ingest("e_tar", tmp_path / "e.tar", format="webdataset", allow_empty=allow)
+    # an empty file among others adds nothing
+    (tmp_path / "mix").mkdir()
+    with tarfile.open(tmp_path / "mix" / "a.tar", "w"):
+        pass
+    s = write_wds(tmp_path / "mix" / "b.tar", 20)
+    ds = CXLDataset.ingest(pool, "mix", tmp_path / "mix", format="webdataset")
+    assert len(ds) == 20 and ds[3]["txt"] == s[3]["txt"]
+    exe = Path(sys.executable).parent / "cxlpool"
+    if exe.exists():  # --allow-empty reaches the Python importers
+        for extra, code in (([], 1), (["--allow-empty"], 0)):
+            r = subprocess.run([str(exe), "ingest", pool.spec, "cli_e", str(empty["parquet"]),
+                                "--no-progress", *extra], capture_output=True, text=True)
+            assert r.returncode == code, r.stderr
+            assert code == 0 or "e.parquet: no records (the file is empty); allow_empty=True " \
+                "(--allow-empty) makes an empty dataset" in r.stderr, r.stderr
+    assert clean(pool)

@@ -327,3 +327,17 @@ def test_cuda_reads_a_range_through_cufile(fixed) -> None:
         t = r.read(5, 2000)
         assert t.is_cuda and torch.equal(t.cpu(), torch.from_numpy(arr[5:2005]))
         print("cuFile mode:", r.stats()["mode"], r.stats()["why"])
+
+
+def test_cuda_device_without_cuda_is_a_cxlerror(fixed, monkeypatch) -> None:
+    """issue 34: FileRangeReader(ds, "cuda") (and a loader's device="cuda")
+    where torch has no CUDA raise a CXLError that says so, not torch's
+    AssertionError from its first CUDA call."""
+    from cxl_dataloader import CXLDataLoader, CXLError
+    ds, _ = fixed
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(CXLError, match="device='cuda'.*CUDA is not available") as e:
+        gds.FileRangeReader(ds, "cuda")
+    assert e.value.code == CXLError.ENODEV
+    with pytest.raises(CXLError, match="device='cuda': CUDA is not available"):
+        CXLDataLoader(ds, batch_size=4, device="cuda")

@@ -168,3 +168,43 @@ def test_ring_starts_with_the_documented_slots(fixed) -> None:
         # the engine never runs more threads than the CPUs it may use
         assert dl.threads == min(workers, len(os.sched_getaffinity(0)))
         assert dl._engine.n_slots == 2 * pf * dl.threads + 2
+
+
+def test_stats_of_a_pool_of_one_tier(fixed) -> None:
+    """issue 34: stats() on a pool of one tier counts the batches and records
+    the loop took (no staging engine there), and its one tier on shm says
+    emulated, as the pool's stat() does."""
+    import itertools
+    ds, arr = fixed
+    dl = CXLDataLoader(ds, batch_size=64)
+    assert sum(b.shape[0] for b in dl) == len(arr)
+    st = dl.stats()
+    assert (st["batches"], st["records"]) == (16, 1000)
+    assert st["hits"] == st["misses"] == st["prefetched"] == 0
+    pool = CXLMemoryPool(ds.spec)
+    try:
+        assert pool.stat()["emulated"] and pool.stat()["media"] == "shm"
+    finally:
+        pool.close()
+    assert [t["emulated"] for t in st["tiers"]] == [True]
+    for _ in itertools.islice(dl, 3):
+        pass
+    st = dl.stats()
+    assert (st["batches"], st["records"]) == (3, 192)
+
+
+def test_a_refused_capsule_is_the_error_not_the_end(fixed, monkeypatch) -> None:
+    """issue 34 (found with torch 2.8, which refuses versioned DLPack
+    capsules): when the converter refuses a batch's capsule, the pass raises
+    its error; the capsule's destructor used to clear it, and the pass
+    looked like an empty epoch (StopIteration). A torch older than the
+    floor is refused at import (cxl_dataloader.loader.TORCH_FLOOR)."""
+    import cxl_dataloader.loader as ld
+    ds, _ = fixed
+
+    def refuse(cap):
+        raise RuntimeError("from_dlpack received an invalid capsule (test)")
+    monkeypatch.setattr(ld, "_from_capsule", refuse)
+    with pytest.raises(RuntimeError, match="invalid capsule \\(test\\)"):
+        next(iter(CXLDataLoader(ds, batch_size=8)))
+    assert torch.__version__ >= ld.TORCH_FLOOR

@@ -117,6 +117,35 @@ def test_memory_policy_on_a_pool_of_one_tier_says_it_places_nothing(fixed) -> No
         CXLDataLoader(ds, memory_policy=None)
 
 
+def test_memory_budget_takes_a_size_string(fixed, tmp_path) -> None:
+    """issue 34: memory_budget="2M" goes through the one size parser (it was
+    a bare int() ValueError): the loader's engine and RandomCXLSampler's
+    window="auto" take it as 2 MiB; bad text names the argument."""
+    from cxl_dataloader import RandomCXLSampler
+    ds, _ = fixed
+    with pytest.warns(UserWarning, match=r"memory_budget=16777216: .*one tier"):
+        CXLDataLoader(ds, batch_size=64, memory_budget="16M")
+    for bad, err in (("16Q", ValueError), ("-1", ValueError), (1.5, TypeError)):
+        with pytest.raises(err, match="memory_budget"):
+            CXLDataLoader(ds, batch_size=64, memory_budget=bad)
+    name = f"pyt-budget-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    pool = CXLMemoryPool(name, create=True, meta_bytes="4M",
+                         tiers=["dram=shm:8M", f"nvme=file:{tmp_path / 'b.tier'}:32M"])
+    try:
+        np.save(tmp_path / "t.npy", np.arange(1 << 18, dtype=np.int64).reshape(-1, 64))
+        pool._pool.import_("t", str(tmp_path / "t.npy"), shard_bytes=256 << 10)
+        tds = CXLDataset(pool, "t")
+        text = RandomCXLSampler(tds, seed=1, window="auto", memory_budget="2M")
+        assert text.window == RandomCXLSampler(tds, seed=1, window="auto",
+                                               memory_budget=2 << 20).window
+        dl = CXLDataLoader(tds, batch_size=64, sampler=text, memory_budget="2M")
+        assert sum(len(b) for b in dl) == len(tds) and dl.stats()["budget"] == 2 << 20
+        dl.close()
+    finally:
+        pool.close()
+        CXLMemoryPool.destroy(name)
+
+
 def gather_threads() -> list[Path]:
     return [t for t in Path("/proc/self/task").iterdir()
             if (t / "comm").read_text().strip() == "cxlp-gather"]

@@ -1,7 +1,7 @@
 """Memory of 4 ranks (gloo) reading one dataset from a pool (through the
 loader, and as ds[i]) vs own copies: total PSS <= 1.2 x dataset + 4 x a
 rank's baseline (bench/bench_memory.py
-does the measuring; docs/benchmarks.md has the 4 GiB figures).
+does the measuring; docs/benchmarks/history.md has the 4 GiB figures).
 
 Slow (4 spawned torch processes, three times: about a minute on 2 CPUs), so
 it runs only with CXLP_SLOW_TESTS=1; CXLP_BENCH_MEMORY_GIB sizes the dataset

@@ -21,7 +21,7 @@ def test_create_attach_list_stat_remove(pool: CXLMemoryPool, tmp_path) -> None:
     assert d["name"] == "a" and d["records"] == 10 and d["fixed"] and d["record_size"] == 40
     with CXLMemoryPool(pool.spec) as other:  # a second attachment sees it
         assert [x["name"] for x in other.datasets()] == ["a"]
-    assert any("a" in line for line in pool.verify())
+    assert any("a" in line for line in pool.verify()["checked"])
     pool.remove("a")
     assert pool.datasets() == []
 
