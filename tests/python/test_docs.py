@@ -128,6 +128,45 @@ PROGRAMS = [
             + "B, start_epoch, epochs, want_checkpoint = 100, 0, 2, True\n"
               "ckpt = {}\nsave = ckpt.update\nstep = lambda b: None\n",
             after='assert ckpt["sampler"]["epoch"] == start_epoch == 2'),
+    # docs/integrations.md: each block is an example file that
+    # test_integrations_docs.py finds on the page and runs as written
+    Program("integrations-megatron", [("docs/integrations.md", "# Megatron-core's GPTDataset over the pool")],
+            run_by="test_integrations_docs.py::test_example_runs"),
+    Program("integrations-lightning", [("docs/integrations.md", "# Lightning: a LightningDataModule")],
+            run_by="test_integrations_docs.py::test_example_runs"),
+    Program("integrations-hf", [("docs/integrations.md", "# Hugging Face Trainer fed from the pool")],
+            run_by="test_integrations_docs.py::test_example_runs"),
+    Program("integrations-titan", [("docs/integrations.md", "# torchtitan's data-loader hook")],
+            run_by="test_integrations_docs.py::test_example_runs"),
+    # torchtitan is not installed by our setup: its train_spec module is a
+    # stand-in with the two functions the block calls; the registered
+    # builder then runs as torchtitan would call it, over the pool
+    Program("python-titan-hook", [("docs/python.md", "register_train_spec(\"llama3_cxl\"")],
+            subs=[('TitanLoader("train"', 'TitanLoader("@POOL@"')],
+            prelude=textwrap.dedent("""
+                import sys, types, dataclasses
+                from cxl_dataloader import CXLMemoryPool, CXLDataset
+                @dataclasses.dataclass
+                class _Spec:
+                    name: str
+                    build_dataloader_fn: object = None
+                _specs = {}
+                _m = types.ModuleType("torchtitan.protocols.train_spec")
+                _m.get_train_spec = lambda name: _Spec(name)
+                _m.register_train_spec = lambda name, spec: _specs.__setitem__(name, spec)
+                for _n in ("torchtitan", "torchtitan.protocols"):
+                    sys.modules[_n] = types.ModuleType(_n)
+                sys.modules["torchtitan.protocols.train_spec"] = _m
+                _pool = CXLMemoryPool("@POOL@", create=True, size="64M")
+                CXLDataset.ingest(_pool, "tokens", "corpus_text_document", format="megatron")
+                """),
+            after=textwrap.dedent("""
+                _cfg = types.SimpleNamespace(training=types.SimpleNamespace(local_batch_size=2,
+                                                                            seq_len=16))
+                _loader = _specs["llama3_cxl"].build_dataloader_fn(2, 0, None, _cfg)
+                _inp, _labels = next(iter(_loader))
+                assert _inp["input"].shape == (2, 16) and _labels.shape == (2, 16)
+                """)),
     Program("tiers-create", [("docs/tiers.md", 'tiers=["dram=shm:1G", "cxl=numa:1:8G"')],
             prelude="from cxl_dataloader import CXLMemoryPool\n",
             subs=[('"train"', '"@POOL@"'), ("dram=shm:1G", "dram=shm:16M"),
