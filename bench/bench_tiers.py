@@ -559,10 +559,12 @@ def main() -> int:
             cache = Path("/dev/shm") / f"mds-{name}"  # its cache in memory, as our dram tier
             log("MDS shards for MosaicML Streaming")
             t = time.perf_counter()
-            # the same records per shard as ours: size_limit counts the
-            # shard file (records, 4-byte offsets, a header); the slack is
-            # less than one record
-            write_mds(npy, remote, n, min(shard, 256 << 20) + REC)
+            # the same records per shard as ours (size_limit counts the
+            # shard file: records, 4-byte offsets, a header; the slack is
+            # less than one record), but no more than a quarter of the
+            # cache: Streaming refuses a cache_limit below four of its
+            # largest shards
+            write_mds(npy, remote, n, min(shard + REC, 256 << 20, mem // 4 - 2 * REC))
             res["mds_write_s"] = time.perf_counter() - t
             # our window, in records (any policy's run: the order is the same)
             la = next(r for r in res["runs"] if r["policy"] not in LIMITS)
