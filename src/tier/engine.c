@@ -1170,6 +1170,16 @@ void engine_free(struct tier_engine *e)
     free(e);
 }
 
+uint64_t engine_memory(uint64_t n, uint64_t horizon, uint64_t batch)
+{
+    uint64_t q_cap = engine_q_cap(horizon), recent_cap = engine_recent_cap(batch);
+    uint64_t cap_touched = MIN(horizon + recent_cap + REG_ENTRIES, n + 1);
+    /* len, next_use, last_use, heat, res_list; resident, kept, mine,
+     * foreign, staging, slow; busy (the allocations below) */
+    uint64_t per = 5 * sizeof(uint64_t) + 6 + sizeof(uint32_t);
+    return sizeof(struct tier_engine) + n * per + (q_cap + recent_cap + 3 * cap_touched) * 8;
+}
+
 int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn src,
                   void *src_ctx, struct tier_engine **out)
 {
@@ -1264,8 +1274,8 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
         e->n_stagers = 0;
     e->in_part = e->st.read_in_part = !!o->tier_read_in_part || s->unpinned;
     e->n = e->units ? s->units->pu.n_units : s->n_shards;
-    e->q_cap = e->horizon + 4096;
-    e->recent_cap = (size_t)e->batch * 64 + 65536; /* more than a loader holds in flight */
+    e->q_cap = engine_q_cap(e->horizon);
+    e->recent_cap = engine_recent_cap(e->batch);
     /* touched and window hold distinct shards */
     e->cap_touched = MIN(e->horizon + e->recent_cap + REG_ENTRIES, e->n + 1);
     uint64_t nn = e->n ? e->n : 1;

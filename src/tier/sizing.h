@@ -55,4 +55,19 @@ static inline uint64_t engine_budget_after_place(uint64_t budget, uint64_t place
     return b < 2 * maxlen ? 2 * maxlen : b;
 }
 
+/* The queue of ids ahead and the ring of ids handed out (engine_create). */
+static inline uint64_t engine_q_cap(uint64_t horizon)
+{
+    return horizon + 4096;
+}
+
+static inline uint64_t engine_recent_cap(uint64_t batch)
+{
+    return batch * 64 + 65536; /* more than a loader holds in flight */
+}
+
+/* Bytes engine_create allocates for an engine of n items (engine.c): what
+ * every rank's loader holds, per rank, on a tiered dataset. */
+uint64_t engine_memory(uint64_t n, uint64_t horizon, uint64_t batch);
+
 #endif
