@@ -77,7 +77,7 @@ int sim_preset(const char *name, struct sim_config *c)
         c->gpus = 8;
         c->samples = 100000000000ull;
         c->sample_bytes = 2048;
-        c->shard_bytes = 256ull << 20;
+        c->shard_bytes = 1ull << 30;
         c->window = 0;
         c->demand = 2e9;
         c->batch = 256;

@@ -170,6 +170,7 @@ struct dom {
     uint8_t *resident, *kept, *slow, *staging;
     uint8_t *where;          /* memory tiers (bit = index among them) with a copy */
     uint32_t *busy, *respos, *fresh;
+    double *ready;           /* when a copy being staged lands */
     uint64_t *next_use, *last_use, *res_list, *window, *touched, *waitmask;
     size_t n_res, n_window, n_touched, cap_touched;
     uint64_t used, budget, clock;
@@ -313,20 +314,31 @@ static int room(struct sim *s, struct dom *d, uint64_t k, int miss)
 }
 
 /* Where a copy of k for domain d comes from: a slower memory tier of the
- * domain, a peer's memory, or the home. */
-static int source(struct sim *s, struct dom *d, uint64_t k, uint32_t *src)
+ * domain; with a peer tier (the remote tier of the design, modelled here,
+ * not built), another domain's copy, once it lands where it is being
+ * staged (*at: not before); else the home. */
+static int source(struct sim *s, struct dom *d, uint64_t k, uint32_t *src, double *at)
 {
     for (uint32_t i = s->srank + 1; i < s->n_mem; i++)
         if (d->where[k] & (1u << i)) {
             *src = SRC_LOCAL;
             return (int)s->mem[i];
         }
-    if (s->peer >= 0)
-        for (uint32_t o = 0; o < s->n_dom; o++)
-            if (&s->dom[o] != d && s->dom[o].where[k]) {
-                *src = SRC_PEER;
-                return s->peer;
-            }
+    if (s->peer >= 0) {
+        double best = INFINITY;
+        for (uint32_t o = 0; o < s->n_dom; o++) {
+            const struct dom *x = &s->dom[o];
+            if (x == d)
+                continue;
+            double when = x->where[k] ? *at : x->staging[k] ? fmax(*at, x->ready[k]) : INFINITY;
+            best = fmin(best, when);
+        }
+        if (best < INFINITY) {
+            *src = SRC_PEER;
+            *at = best;
+            return s->peer;
+        }
+    }
     *src = SRC_HOME;
     return s->home;
 }
@@ -334,9 +346,11 @@ static int source(struct sim *s, struct dom *d, uint64_t k, uint32_t *src)
 static void stage(struct sim *s, struct dom *d, uint64_t k, int miss, double t)
 {
     uint32_t src;
-    int from = source(s, d, k, &src);
-    double a = xfer(link_of(s, from, d->host), t, s->len[k], 0);
-    double b = xfer(link_of(s, s->stier, d->host), t, s->len[k], 1);
+    double at = t;
+    int from = source(s, d, k, &src, &at);
+    double a = xfer(link_of(s, from, d->host), at, s->len[k], 0);
+    double b = xfer(link_of(s, s->stier, d->host), at, s->len[k], 1);
+    d->ready[k] = fmax(a, b);
     d->busy[k]++;
     d->staging[k] = 1;
     if (!miss)
@@ -682,6 +696,7 @@ static void freeall(struct sim *s)
         free(d->busy);
         free(d->respos);
         free(d->fresh);
+        free(d->ready);
         free(d->next_use);
         free(d->last_use);
         free(d->res_list);
@@ -859,6 +874,7 @@ int sim_run(const struct sim_config *c, const struct tier_policy_ops *ops, struc
         d->busy = calloc(s->M, sizeof *d->busy);
         d->respos = calloc(s->M, sizeof *d->respos);
         d->fresh = malloc(s->M * sizeof *d->fresh);
+        d->ready = calloc(s->M, sizeof *d->ready);
         d->next_use = malloc(s->M * sizeof *d->next_use);
         d->last_use = calloc(s->M, sizeof *d->last_use);
         d->res_list = malloc(s->M * sizeof *d->res_list);
@@ -866,7 +882,7 @@ int sim_run(const struct sim_config *c, const struct tier_policy_ops *ops, struc
         d->touched = malloc(cap_touched * sizeof *d->touched);
         d->waitmask = calloc(s->M, sizeof *d->waitmask);
         if (!d->ranks || !d->resident || !d->kept || !d->slow || !d->staging || !d->where ||
-            !d->busy || !d->respos || !d->fresh || !d->next_use || !d->last_use ||
+            !d->busy || !d->respos || !d->fresh || !d->ready || !d->next_use || !d->last_use ||
             !d->res_list || !d->window || !d->touched || !d->waitmask)
             goto oom;
         for (uint64_t k = 0; k < s->M; k++) {

@@ -1,0 +1,238 @@
+/* The simulator (src/sim): the same configuration gives the same JSON
+ * bytes; a policy decision changed through the policy table changes the
+ * result (it runs the table, not a copy); its windows are the sampler's
+ * (the shards of every window's positions, drawn through the sampler's
+ * public functions); every sample of every epoch is read once; a home too
+ * slow for the demand bounds samples/s by its bandwidth, a fast one gives
+ * no stall; a peer tier serves shards another host holds; hot_first's
+ * placement is made before the first batch and read as hits. */
+#include "test.h"
+#include "sim/sim.h"
+#include "tier/policy.h"
+
+/* A small cluster: 2 hosts x 2 ranks, 4096 samples of 4 KiB in shards of
+ * 64 samples (64 shards), windows of 4 shards, a dram tier of 32 shards'
+ * room (24 in the budget), a home of `home_bw` bytes/s. */
+static void small(struct sim_config *c, double home_bw)
+{
+    CHECK(sim_preset("this-machine", c) == 0);
+    snprintf(c->name, sizeof c->name, "small");
+    c->hosts = 2;
+    c->gpus = 2;
+    c->epochs = 2;
+    c->samples = 4096;
+    c->sample_bytes = 4096;
+    c->shard_bytes = 64 * 4096;
+    c->window = 4;
+    c->demand = 64e6;
+    c->batch = 16;
+    c->n_tiers = 2;
+    c->tier[0] = (struct sim_tier){"dram", SIM_DRAM, 32 * 64 * 4096ull, 100, 10e9, 8, 0, 0};
+    c->tier[1] = (struct sim_tier){"nvme", SIM_NVME, 1ull << 30, 100000, home_bw, 16, 1, 1};
+    char err[256];
+    if (sim_config_check(c, "small", err, sizeof err)) {
+        fprintf(stderr, "%s\n", err);
+        CHECK(0);
+    }
+}
+
+static char *run_json(const struct sim_config *c, const struct tier_policy_ops *ops,
+                      struct sim_result *keep)
+{
+    struct sim_result r;
+    char err[256], *buf = NULL;
+    size_t len = 0;
+    if (sim_run(c, ops, &r, err, sizeof err)) {
+        fprintf(stderr, "sim_run: %s\n", err);
+        CHECK(0);
+    }
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f);
+    sim_write_json(f, c, &r);
+    CHECK(fclose(f) == 0);
+    if (keep)
+        *keep = r;
+    else
+        sim_result_free(&r);
+    return buf;
+}
+
+static uint64_t misses(const struct sim_result *r)
+{
+    return r->tier[0].misses;
+}
+
+static double stall(const struct sim_result *r)
+{
+    double s = 0;
+    for (uint32_t i = 0; i < r->n_ranks; i++)
+        s += r->rank[i].stall_s / r->rank[i].time_s;
+    return s / r->n_ranks;
+}
+
+/* lookahead with one decision changed: evict the least recently used */
+static const struct tier_policy_ops *lookahead_lru_victim(void)
+{
+    static struct tier_policy_ops o;
+    o = tier_policy_lookahead;
+    o.victim = policy_lru_victim;
+    return &o;
+}
+
+/* lookahead that stages nothing ahead */
+static const struct tier_policy_ops *lookahead_no_want(void)
+{
+    static struct tier_policy_ops o;
+    o = tier_policy_lookahead;
+    o.want = policy_none;
+    return &o;
+}
+
+static void test_determinism(void)
+{
+    struct sim_config c;
+    small(&c, 1e9);
+    char *a = run_json(&c, NULL, NULL), *b = run_json(&c, NULL, NULL);
+    CHECK(strcmp(a, b) == 0);
+    c.seed = 2; /* another order: another result */
+    char *d = run_json(&c, NULL, NULL);
+    CHECK(strcmp(a, d) != 0);
+    free(a);
+    free(b);
+    free(d);
+}
+
+static void test_policy_table(void)
+{
+    struct sim_config c;
+    small(&c, 200e6);
+    struct sim_result base, nowant, lruv, byname;
+    char *ja = run_json(&c, NULL, &base);
+    char *jb = run_json(&c, lookahead_no_want(), &nowant);
+    char *jc = run_json(&c, lookahead_lru_victim(), &lruv);
+    /* staging nothing ahead: every shard is a miss the batch waits for */
+    CHECK(misses(&nowant) > misses(&base));
+    CHECK(stall(&nowant) > stall(&base));
+    /* another victim: another run */
+    CHECK(strcmp(ja, jc) != 0);
+    CHECK(strcmp(ja, jb) != 0);
+    /* the policy by name runs its table: lru stages nothing ahead either */
+    c.policy = CXLP_POLICY_LRU;
+    char *jd = run_json(&c, NULL, &byname);
+    CHECK(misses(&byname) > misses(&base));
+    CHECK(strstr(jd, "\"policy\": \"lru\""));
+    free(ja);
+    free(jb);
+    free(jc);
+    free(jd);
+    sim_result_free(&base);
+    sim_result_free(&nowant);
+    sim_result_free(&lruv);
+    sim_result_free(&byname);
+}
+
+/* sim_window's shards of window w are those the sampler's ids at its
+ * positions come from, and the windows tile the epoch */
+static void test_windows(void)
+{
+    struct sim_config c;
+    small(&c, 1e9);
+    c.samples = 4000; /* a short last shard */
+    c.ramp = 1;
+    uint64_t S = c.shard_bytes / c.sample_bytes;
+    for (uint64_t e = 0; e < 2; e++) {
+        struct cxlp_sampler_config sc = {.kind = CXLP_ORDER_BLOCK, .n = c.samples, .seed = c.seed,
+                                         .epoch = e, .shard_size = S, .window = c.window,
+                                         .ramp = 1, .world = 1};
+        cxlp_sampler *smp = NULL;
+        CHECK_OK(cxlp_sampler_create(&sc, &smp));
+        uint64_t at = 0;
+        for (uint64_t w = 0; at < c.samples; w++) {
+            uint64_t start, count, nsh, sh[64];
+            CHECK(sim_window(&c, e, w, &start, &count, sh, 64, &nsh) == 0);
+            CHECK(start == at && count > 0 && nsh <= c.window);
+            uint8_t in[64] = {0}, seen[64] = {0};
+            for (uint64_t i = 0; i < nsh; i++)
+                in[sh[i]] = 1;
+            for (uint64_t p = start; p < start + count; p++) {
+                uint64_t id;
+                CHECK_OK(cxlp_sampler_epoch_at(smp, p, &id));
+                CHECK(in[id / S]);
+                seen[id / S] = 1;
+            }
+            for (uint64_t i = 0; i < nsh; i++)
+                CHECK(seen[sh[i]]);
+            at += count;
+        }
+        CHECK(at == c.samples);
+        cxlp_sampler_free(smp);
+    }
+}
+
+static void test_conservation_and_bounds(void)
+{
+    struct sim_config c;
+    small(&c, 1e9);
+    c.demand = 16e6;
+    struct sim_result r;
+    char *j = run_json(&c, NULL, &r);
+    uint64_t all = 0;
+    for (uint32_t i = 0; i < r.n_ranks; i++)
+        all += r.rank[i].samples;
+    CHECK(all == c.samples * c.epochs);
+    /* a home far faster than the demand: no stall to speak of (the first
+     * window's copies only) */
+    CHECK(stall(&r) < 0.02);
+    free(j);
+    sim_result_free(&r);
+    /* a home slower than the demand: the first epoch reads every shard
+     * from it on each host, and no run is shorter than the home's bytes
+     * over its bandwidth */
+    small(&c, 50e6);
+    c.demand = 1e9;
+    j = run_json(&c, NULL, &r);
+    CHECK(r.epoch[0].home_read == c.hosts * c.samples * c.sample_bytes);
+    CHECK(r.tier[1].bytes_read >= r.epoch[0].home_read + r.epoch[1].home_read);
+    CHECK(r.end_s >= (double)r.tier[1].bytes_read / 50e6 * 0.999);
+    CHECK(stall(&r) > 0.5);
+    free(j);
+    sim_result_free(&r);
+}
+
+static void test_peer_and_place(void)
+{
+    struct sim_config c;
+    small(&c, 100e6);
+    c.sync = 0;
+    c.hosts = 3;
+    c.tier[2] = c.tier[1];
+    c.tier[1] = (struct sim_tier){"rdma", SIM_PEER, 0, 2000, 5e9, 8, 0, 0};
+    c.n_tiers = 3;
+    struct sim_result r;
+    char *j = run_json(&c, NULL, &r);
+    CHECK(strstr(j, "\"modelled_not_built\": true"));
+    CHECK(r.tier[1].bytes_read > 0);
+    CHECK(r.epoch[0].peer_bytes > 0);
+    free(j);
+    sim_result_free(&r);
+
+    small(&c, 100e6);
+    c.policy = CXLP_POLICY_HOT_FIRST;
+    j = run_json(&c, NULL, &r);
+    /* 10% of the shards, within a quarter of the budget, on each host */
+    CHECK(r.placed == 2 * 6);
+    CHECK(r.tier[0].hits > 0);
+    free(j);
+    sim_result_free(&r);
+}
+
+int main(void)
+{
+    test_determinism();
+    test_policy_table();
+    test_windows();
+    test_conservation_and_bounds();
+    test_peer_and_place();
+    printf("test_sim: ok\n");
+    return 0;
+}
