@@ -351,6 +351,12 @@ static void stage(struct sim *s, struct dom *d, uint64_t k, int miss, double t)
     double a = xfer(link_of(s, from, d->host), at, s->len[k], 0);
     double b = xfer(link_of(s, s->stier, d->host), at, s->len[k], 1);
     d->ready[k] = fmax(a, b);
+    if (from == s->home) {
+        uint64_t g = UINT64_MAX;
+        for (uint32_t i = 0; i < d->nranks; i++)
+            g = MIN(g, s->rank[d->ranks[i]].g);
+        s->r->epoch[epoch_of(s, g)].home_moved += s->len[k];
+    }
     d->busy[k]++;
     d->staging[k] = 1;
     if (!miss)
@@ -656,6 +662,7 @@ static double place(struct sim *s, struct dom *d)
         double a = xfer(link_of(s, s->home, d->host), 0, s->len[k], 0);
         double b = xfer(link_of(s, (int)s->mem[t], d->host), 0, s->len[k], 1);
         ready = fmax(ready, fmax(a, b));
+        s->r->epoch[0].home_moved += s->len[k];
         d->where[k] |= (uint8_t)(1u << t);
         d->fresh[k] = (0x3fffffffu << 2) | SRC_HOME;
         if (t <= s->srank)
@@ -1047,9 +1054,10 @@ void sim_write_json(FILE *f, const struct sim_config *c, const struct sim_result
         const struct sim_epoch_stats *x = &r->epoch[e];
         double all = x->local_bytes + x->peer_bytes + x->home_bytes;
         fprintf(f, "    {\"epoch\": %u, \"end_s\": %.9g, \"local\": %.9g, \"peer\": %.9g, "
-                   "\"home\": %.9g, \"home_bytes_read\": %llu}%s\n",
+                   "\"home\": %.9g, \"home_bytes_read\": %llu, \"home_bytes_moved\": %llu}%s\n",
                 e, x->end_s, all > 0 ? x->local_bytes / all : 0, all > 0 ? x->peer_bytes / all : 0,
                 all > 0 ? x->home_bytes / all : 0, (unsigned long long)x->home_read,
+                (unsigned long long)x->home_moved,
                 e + 1 < r->n_epochs ? "," : "");
     }
     fprintf(f, "  ],\n  \"per_host\": {\"sampler_bytes\": %llu, \"engine_bytes\": %llu, "

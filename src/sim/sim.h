@@ -104,6 +104,8 @@ struct sim_rank_stats {
 struct sim_epoch_stats {
     double local_bytes, peer_bytes, home_bytes; /* rank reads by the source of the copy */
     uint64_t home_read;              /* bytes first read in this epoch of copies from home */
+    uint64_t home_moved;             /* bytes the home sent while the domain's
+                                        slowest rank was in this epoch */
     double end_s;                    /* when its last segment ended */
 };
 struct sim_result {

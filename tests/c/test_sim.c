@@ -194,6 +194,8 @@ static void test_conservation_and_bounds(void)
     CHECK(r.epoch[0].home_read == c.hosts * c.samples * c.sample_bytes);
     CHECK(r.tier[1].bytes_read >= r.epoch[0].home_read + r.epoch[1].home_read);
     CHECK(r.end_s >= (double)r.tier[1].bytes_read / 50e6 * 0.999);
+    /* what the home sent, by epoch, is what it read */
+    CHECK(r.epoch[0].home_moved + r.epoch[1].home_moved == r.tier[1].bytes_read);
     CHECK(stall(&r) > 0.5);
     free(j);
     sim_result_free(&r);
