@@ -416,6 +416,7 @@ static void plan(struct sim *s, struct dom *d)
     d->n_touched = 0;
     d->n_window = 0;
     uint64_t G = s->gfirst[s->c->epochs];
+    int first = 1; /* the window list is the first running rank's */
     for (uint32_t i = 0; i < d->nranks; i++) {
         struct rk *r = &s->rank[d->ranks[i]];
         if (r->state == R_DONE)
@@ -431,11 +432,12 @@ static void plan(struct sim *s, struct dom *d)
             dist = MAX(dist, 1);
             for (uint64_t j = 0; j < w->nsh; j++) {
                 uint64_t k = w->sh[j];
-                if (i == 0 && d->next_use[k] == TIER_NEVER && d->n_window < d->cap_touched)
+                if (first && d->next_use[k] == TIER_NEVER && d->n_window < d->cap_touched)
                     d->window[d->n_window++] = k;
                 touch(d, k, dist);
             }
         }
+        first = 0;
     }
     struct tier_view v = view(s, d);
     uint64_t drop[PLAN_MAX];
