@@ -245,6 +245,7 @@ static uint32_t epoch_of(const struct sim *s, uint64_t g)
 /* Global window g: its geometry and shards, from the sampler's code. */
 static struct win *window(struct sim *s, uint64_t g)
 {
+    CXLP_ASSERT(g < s->gfirst[s->c->epochs]);
     struct win *w = &s->wc[g % WCACHE];
     if (w->g == g)
         return w;
@@ -419,8 +420,8 @@ static void plan(struct sim *s, struct dom *d)
     int first = 1; /* the window list is the first running rank's */
     for (uint32_t i = 0; i < d->nranks; i++) {
         struct rk *r = &s->rank[d->ranks[i]];
-        if (r->state == R_DONE)
-            continue;
+        if (r->state == R_DONE || r->g >= G)
+            continue; /* done, or waiting at the last barrier */
         /* where the rank is: its window's start and the parts it read */
         struct win *cw = window(s, r->g);
         uint64_t pos = cw->start + cw->count / MAX(r->nparts, 1) * r->part;
