@@ -216,6 +216,7 @@ struct sim {
     struct rk *rank;
     struct heap h;
     uint64_t barrier_g;
+    uint64_t kept_bytes;                 /* placed copies in the staging tiers */
     uint32_t barrier_n;
     int oom;
 };
@@ -528,6 +529,27 @@ static void consume(struct sim *s, struct rk *r, double t)
         s->oom = 1;
 }
 
+/* A point of the timeline: window g begins at t. */
+static void point(struct sim *s, uint64_t g, double t)
+{
+    struct sim_point *p = &s->r->timeline[s->r->n_timeline++];
+    p->window = g;
+    p->t = t;
+    p->staged_bytes = 0;
+    for (uint32_t i = 0; i < s->n_dom; i++) {
+        const struct dom *d = &s->dom[i];
+        p->staged_bytes += d->used;
+    }
+    p->staged_bytes += s->kept_bytes;
+    double st = 0;
+    for (uint64_t i = 0; i < s->world; i++) {
+        const struct rk *r = &s->rank[i];
+        /* a rank waiting now has stalled since it began to wait */
+        st += r->stall + (r->state == R_WAIT || r->state == R_BARRIER ? t - r->t_wait : 0);
+    }
+    p->stall_s = st / (double)s->world;
+}
+
 /* Rank r enters its window r->g at t: its shards busy, hits counted,
  * misses fetched. */
 static void begin(struct sim *s, struct rk *r, double t)
@@ -539,6 +561,9 @@ static void begin(struct sim *s, struct rk *r, double t)
         plan_if_moved(s, d);
         return;
     }
+    if (r->g % s->r->every == 0 && (s->r->n_timeline == 0 ||
+                                     s->r->timeline[s->r->n_timeline - 1].window < r->g))
+        point(s, r->g, t);
     struct win *w = window(s, r->g);
     r->state = R_WAIT;
     r->part = 0;
@@ -585,6 +610,7 @@ static void arrive(struct sim *s, struct rk *r, double t)
     s->barrier_n = 0;
     for (uint64_t i = 0; i < s->world; i++) {
         s->rank[i].stall += t - s->rank[i].t_wait;
+        s->rank[i].t_wait = t;
         begin(s, &s->rank[i], t);
     }
 }
@@ -673,6 +699,7 @@ static double place(struct sim *s, struct dom *d)
         else
             d->slow[k] = 1;
         placed += t == s->srank ? s->len[k] : 0;
+        s->kept_bytes += t == s->srank ? s->len[k] : 0;
         s->r->placed++;
     }
     free(pl);
@@ -842,6 +869,9 @@ int sim_run(const struct sim_config *c, const struct tier_policy_ops *ops, struc
         s->gfirst[e + 1] = s->gfirst[e] + s->nwin[e];
     }
     r->windows = s->gfirst[c->epochs];
+    r->every = MAX((r->windows + 511) / 512, 1);
+    if (!(r->timeline = calloc(r->windows / r->every + 2, sizeof *r->timeline)))
+        goto oom;
     for (uint32_t i = 0; i < WCACHE; i++) {
         s->wc[i].g = UINT64_MAX;
         if (!(s->wc[i].sh = malloc(MIN(s->W, s->M) * sizeof(uint64_t))))
@@ -971,6 +1001,8 @@ void sim_result_free(struct sim_result *r)
 {
     free(r->rank);
     r->rank = NULL;
+    free(r->timeline);
+    r->timeline = NULL;
 }
 
 /* ------------------------------------------------------------ output */
@@ -1063,7 +1095,16 @@ void sim_write_json(FILE *f, const struct sim_config *c, const struct sim_result
                 (unsigned long long)x->home_moved,
                 e + 1 < r->n_epochs ? "," : "");
     }
-    fprintf(f, "  ],\n  \"per_host\": {\"sampler_bytes\": %llu, \"engine_bytes\": %llu, "
+    fprintf(f, "  ],\n  \"timeline\": {\"every_windows\": %llu, \"points\": [",
+            (unsigned long long)r->every);
+    for (size_t i = 0; i < r->n_timeline; i++) {
+        const struct sim_point *p = &r->timeline[i];
+        fprintf(f, "%s\n    [%llu, %.9g, %llu, %.9g]", i ? "," : "", (unsigned long long)p->window,
+                p->t, (unsigned long long)p->staged_bytes, p->stall_s);
+    }
+    fprintf(f, "\n  ], \"columns\": [\"window\", \"t_s\", \"staged_bytes\", "
+               "\"mean_stall_s\"]},\n");
+    fprintf(f, "  \"per_host\": {\"sampler_bytes\": %llu, \"engine_bytes\": %llu, "
                "\"catalog_bytes\": %llu}\n}\n",
             (unsigned long long)r->sampler_bytes, (unsigned long long)r->engine_bytes,
             (unsigned long long)r->catalog_bytes);

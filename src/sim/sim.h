@@ -117,6 +117,17 @@ struct sim_result {
     uint64_t placed;
     uint64_t sampler_bytes, engine_bytes, catalog_bytes; /* per host */
     double end_s;
+    /* the timeline: at the start of every `every`-th global window (when
+     * its first rank enters it), the time, the bytes of copies in the
+     * staging tiers (all domains, kept ones too) and the ranks' mean stall
+     * so far */
+    struct sim_point {
+        uint64_t window;
+        double t, stall_s;
+        uint64_t staged_bytes;
+    } *timeline;
+    size_t n_timeline;
+    uint64_t every;
 };
 
 /* Runs c; ops: the policy table (NULL: the one of c->policy). 0, or -1

@@ -5,7 +5,8 @@
  * public functions); every sample of every epoch is read once; a home too
  * slow for the demand bounds samples/s by its bandwidth, a fast one gives
  * no stall; a peer tier serves shards another host holds; hot_first's
- * placement is made before the first batch and read as hits. */
+ * placement is made before the first batch and read as hits; the timeline
+ * rises with the windows. */
 #include "test.h"
 #include "sim/sim.h"
 #include "tier/policy.h"
@@ -194,6 +195,16 @@ static void test_conservation_and_bounds(void)
     CHECK(r.epoch[0].home_read == c.hosts * c.samples * c.sample_bytes);
     CHECK(r.tier[1].bytes_read >= r.epoch[0].home_read + r.epoch[1].home_read);
     CHECK(r.end_s >= (double)r.tier[1].bytes_read / 50e6 * 0.999);
+    /* the timeline: a point every window here, time and stall rising, the
+     * staging tiers never over their budgets but while misses stretch them */
+    CHECK(r.every == 1 && r.n_timeline == r.windows);
+    for (size_t i = 1; i < r.n_timeline; i++) {
+        CHECK(r.timeline[i].window > r.timeline[i - 1].window);
+        CHECK(r.timeline[i].t >= r.timeline[i - 1].t);
+        CHECK(r.timeline[i].stall_s >= r.timeline[i - 1].stall_s);
+        CHECK(r.timeline[i].staged_bytes > 0);
+    }
+    CHECK(r.timeline[r.n_timeline - 1].t <= r.end_s);
     /* what the home sent, by epoch, is what it read */
     CHECK(r.epoch[0].home_moved + r.epoch[1].home_moved == r.tier[1].bytes_read);
     CHECK(stall(&r) > 0.5);
