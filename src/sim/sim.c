@@ -65,6 +65,17 @@
 #define SRC_PEER 2u
 #define FRESH_NONE UINT32_MAX
 
+/* without libm: the shared library links only what it needs */
+static inline double dmax(double a, double b)
+{
+    return a > b ? a : b;
+}
+
+static inline double dmin(double a, double b)
+{
+    return a < b ? a : b;
+}
+
 /* ------------------------------------------------------------ events */
 
 enum { EV_STAGED, EV_PART_END };
@@ -145,8 +156,8 @@ static double xfer(struct link *l, double t, uint64_t bytes, int write)
     for (uint32_t i = 1; i < l->conc; i++)
         if (l->slot[i] < l->slot[best])
             best = i;
-    double start = fmax(t, l->slot[best]);
-    double go = fmax(start + l->lat, l->pipe);
+    double start = dmax(t, l->slot[best]);
+    double go = dmax(start + l->lat, l->pipe);
     double done = go + (double)bytes / l->bw;
     l->pipe = done;
     l->slot[best] = done;
@@ -332,8 +343,8 @@ static int source(struct sim *s, struct dom *d, uint64_t k, uint32_t *src, doubl
             const struct dom *x = &s->dom[o];
             if (x == d)
                 continue;
-            double when = x->where[k] ? *at : x->staging[k] ? fmax(*at, x->ready[k]) : INFINITY;
-            best = fmin(best, when);
+            double when = x->where[k] ? *at : x->staging[k] ? dmax(*at, x->ready[k]) : INFINITY;
+            best = dmin(best, when);
         }
         if (best < INFINITY) {
             *src = SRC_PEER;
@@ -352,7 +363,7 @@ static void stage(struct sim *s, struct dom *d, uint64_t k, int miss, double t)
     int from = source(s, d, k, &src, &at);
     double a = xfer(link_of(s, from, d->host), at, s->len[k], 0);
     double b = xfer(link_of(s, s->stier, d->host), at, s->len[k], 1);
-    d->ready[k] = fmax(a, b);
+    d->ready[k] = dmax(a, b);
     if (from == s->home) {
         uint64_t g = UINT64_MAX;
         for (uint32_t i = 0; i < d->nranks; i++)
@@ -364,7 +375,7 @@ static void stage(struct sim *s, struct dom *d, uint64_t k, int miss, double t)
     if (!miss)
         d->active++;
     s->r->stages++;
-    struct ev e = {.t = fmax(a, b), .type = EV_STAGED, .a = (uint32_t)(d - s->dom), .k = k,
+    struct ev e = {.t = dmax(a, b), .type = EV_STAGED, .a = (uint32_t)(d - s->dom), .k = k,
                    .miss = (uint32_t)miss, .src = src};
     if (heap_push(&s->h, e))
         s->oom = 1;
@@ -519,7 +530,7 @@ static void consume(struct sim *s, struct rk *r, double t)
     double need = (double)mine * (double)s->c->sample_bytes / s->demand, end = t + need;
     for (uint32_t i = 0; i < s->c->n_tiers; i++)
         if (by_tier[i] > 0)
-            end = fmax(end, xfer(link_of(s, (int)i, r->host), t, (uint64_t)llround(by_tier[i]),
+            end = dmax(end, xfer(link_of(s, (int)i, r->host), t, (uint64_t)(by_tier[i] + 0.5),
                                  0));
     r->stall += end - t - need;
     r->samples += mine;
@@ -690,7 +701,7 @@ static double place(struct sim *s, struct dom *d)
             continue;
         double a = xfer(link_of(s, s->home, d->host), 0, s->len[k], 0);
         double b = xfer(link_of(s, (int)s->mem[t], d->host), 0, s->len[k], 1);
-        ready = fmax(ready, fmax(a, b));
+        ready = dmax(ready, dmax(a, b));
         s->r->epoch[0].home_moved += s->len[k];
         d->where[k] |= (uint8_t)(1u << t);
         d->fresh[k] = (0x3fffffffu << 2) | SRC_HOME;
@@ -948,7 +959,7 @@ int sim_run(const struct sim_config *c, const struct tier_policy_ops *ops, struc
     /* every rank enters window 0 once its domain's placement is done */
     double t0 = 0;
     for (uint32_t i = 0; i < s->n_dom; i++)
-        t0 = fmax(t0, ready[i]);
+        t0 = dmax(t0, ready[i]);
     /* the placement's time is the ranks' wait */
     for (uint64_t i = 0; i < s->world; i++) {
         struct rk *rr = &s->rank[i];
@@ -977,7 +988,7 @@ int sim_run(const struct sim_config *c, const struct tier_policy_ops *ops, struc
             goto out;
         }
         r->rank[i] = (struct sim_rank_stats){rr->host, rr->samples, rr->end, rr->stall};
-        r->end_s = fmax(r->end_s, rr->end);
+        r->end_s = dmax(r->end_s, rr->end);
     }
     /* what a host holds: a sampler and an engine per rank, the catalog once */
     r->sampler_bytes = (uint64_t)c->gpus * sizeof(struct cxlp_sampler);
