@@ -699,10 +699,16 @@ static double place(struct sim *s, struct dom *d)
         uint32_t t = pl[i].tier;
         if (k >= s->M || t >= s->n_mem)
             continue;
-        double a = xfer(link_of(s, s->home, d->host), 0, s->len[k], 0);
-        double b = xfer(link_of(s, (int)s->mem[t], d->host), 0, s->len[k], 1);
-        ready = dmax(ready, dmax(a, b));
-        s->r->epoch[0].home_moved += s->len[k];
+        /* a tier all hosts share holds one copy: the first domain's (every
+         * domain's placement is the same list: the same view) */
+        int copied = s->c->tier[s->mem[t]].shared && d != s->dom &&
+                     (s->dom[0].where[k] & (1u << t));
+        if (!copied) {
+            double a = xfer(link_of(s, s->home, d->host), 0, s->len[k], 0);
+            double b = xfer(link_of(s, (int)s->mem[t], d->host), 0, s->len[k], 1);
+            ready = dmax(ready, dmax(a, b));
+            s->r->epoch[0].home_moved += s->len[k];
+        }
         d->where[k] |= (uint8_t)(1u << t);
         d->fresh[k] = (0x3fffffffu << 2) | SRC_HOME;
         if (t <= s->srank)

@@ -237,6 +237,20 @@ static void test_peer_and_place(void)
     CHECK(r.tier[0].hits > 0);
     free(j);
     sim_result_free(&r);
+
+    /* the next 30% into a pool the hosts share behind a switch: one copy */
+    small(&c, 100e6);
+    c.policy = CXLP_POLICY_HOT_FIRST;
+    c.tier[2] = c.tier[1];
+    c.tier[1] = (struct sim_tier){"pool", SIM_CXL_SWITCH, 1ull << 30, 300, 5e9, 8, 1, 0};
+    c.n_tiers = 3;
+    j = run_json(&c, NULL, &r);
+    CHECK(r.placed == 2 * (6 + 19));
+    CHECK(r.tier[1].bytes_written >= 19 * c.shard_bytes);
+    CHECK(r.tier[1].bytes_written < 2 * 19 * c.shard_bytes);
+    CHECK(r.tier[1].hits > 0);
+    free(j);
+    sim_result_free(&r);
 }
 
 int main(void)
