@@ -99,16 +99,46 @@ static double hit_rate(const struct sim_config *c, const struct sim_result *r)
     return h + m ? (double)h / (double)(h + m) : 0;
 }
 
+/* --calibrate DIR: this machine's two bandwidths, as a configuration. */
+static int calibrate(int argc, char **argv, const char *dir, uint64_t bytes, const char *out,
+                     int others)
+{
+    if (!cli_npos_ok(argc, argv, 0, 0))
+        return EXIT_USAGE;
+    if (others)
+        return cli_usage_error("--calibrate takes neither --set nor --sweep");
+    struct sim_calib k;
+    char err[512];
+    if (sim_calibrate(dir, bytes, UINT64_C(64) << 20, &k, err, sizeof err)) {
+        fprintf(stderr, "cxlpool: sim: %s\n", err);
+        return EXIT_RUNTIME;
+    }
+    FILE *f = out ? fopen(out, "w") : stdout;
+    if (!f)
+        return cli_report_os(-errno, out);
+    sim_calib_config(f, &k);
+    int bad = out ? fclose(f) != 0 : fflush(f) != 0;
+    fprintf(stderr, "cxlpool: sim: calibrated (measured now, on this machine): dram %.2f GB/s "
+            "(memcpy), file %.2f GB/s (%llu shards of %llu MiB in a random order, %s); "
+            "latencies and concurrency are the preset's\n",
+            k.dram_bps / 1e9, k.file_bps / 1e9, (unsigned long long)(k.bytes / k.shard),
+            (unsigned long long)(k.shard >> 20), k.direct ? "O_DIRECT" : "through the page cache");
+    return bad ? cli_report_os(-EIO, out ? out : "stdout") : EXIT_OKAY;
+}
+
 int cli_cmd_sim(int argc, char **argv)
 {
-    enum { O_SET = 256, O_SWEEP, O_OUT };
+    enum { O_SET = 256, O_SWEEP, O_OUT, O_CAL, O_CALBYTES };
     static const struct option lo[] = {
         {"set", required_argument, 0, O_SET},
         {"sweep", required_argument, 0, O_SWEEP},
         {"out", required_argument, 0, O_OUT},
+        {"calibrate", required_argument, 0, O_CAL},
+        {"calibrate-bytes", required_argument, 0, O_CALBYTES},
         {0, 0, 0, 0},
     };
-    const char *sets[MAX_SETS], *sweeps[MAX_SWEEPS], *out = NULL;
+    const char *sets[MAX_SETS], *sweeps[MAX_SWEEPS], *out = NULL, *cal = NULL;
+    uint64_t cal_bytes = UINT64_C(1) << 30;
     int nset = 0, nsweep = 0, c;
     while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         switch (c) {
@@ -124,9 +154,16 @@ int cli_cmd_sim(int argc, char **argv)
             sweeps[nsweep++] = optarg;
             break;
         case O_OUT: out = optarg; break;
+        case O_CAL: cal = optarg; break;
+        case O_CALBYTES:
+            if (cli_parse_size(optarg, &cal_bytes))
+                return cli_usage_error("--calibrate-bytes %s: a size", optarg);
+            break;
         default: return cli_usage_error("unknown option");
         }
     }
+    if (cal)
+        return calibrate(argc, argv, cal, cal_bytes, out, nset + nsweep);
     if (!cli_npos_ok(argc, argv, 1, 1))
         return EXIT_USAGE;
     static struct sim_config cfg;

@@ -143,7 +143,12 @@ static const struct cli_cmd cmds[] = {
      "  configuration gives the same bytes. --set KEY=VALUE overrides a key\n"
      "  (policy, order.window, rank.demand, hosts, tiers.NAME.bandwidth, ...).\n"
      "  --sweep runs once per value of KEY and prints a table instead\n"
-     "  (docs/sim.md).\n",
+     "  (docs/sim.md).\n"
+     "cxlpool sim --calibrate DIR [--calibrate-bytes 1G] [--out FILE]\n"
+     "  Measures this machine: a file of that size in DIR read as whole 64 MiB\n"
+     "  shards in a random order by the staging engine's reader, and a DRAM\n"
+     "  copy; writes the this-machine preset with those bandwidths as a\n"
+     "  configuration (the file is removed).\n",
      cli_cmd_sim},
     {"destroy", "remove a pool and everything in it",
      "cxlpool destroy POOL [--yes]\n"

@@ -144,4 +144,18 @@ void sim_write_json(FILE *f, const struct sim_config *c, const struct sim_result
 int sim_window(const struct sim_config *c, uint64_t epoch, uint64_t w, uint64_t *start,
                uint64_t *count, uint64_t *shards, uint64_t cap, uint64_t *nsh);
 
+/* calibrate.c: this machine's DRAM copy rate and its file tier's rate
+ * of whole shards (shard bytes, 1 MiB or more, 4 KiB aligned) read in a
+ * random order through the staging engine's reader, from a file of bytes
+ * written in dir (removed after). 0 or -1 (err). */
+struct sim_calib {
+    double dram_bps, file_bps;
+    int direct;              /* the reads bypassed the page cache (O_DIRECT) */
+    uint64_t bytes, shard;
+};
+int sim_calibrate(const char *dir, uint64_t bytes, uint64_t shard, struct sim_calib *k, char *err,
+                  size_t errlen);
+/* The this-machine preset with those two bandwidths, as a configuration. */
+void sim_calib_config(FILE *f, const struct sim_calib *k);
+
 #endif

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `cxlpool sim`: a preset runs and writes JSON, the same bytes twice; --set
-# and --out; a sweep's table; bad configurations and options are refused
+# and --out; a sweep's table; --calibrate writes a configuration that runs
+# (and leaves no file behind); bad configurations and options are refused
 # (exit 2) with the file and the key named.
 source "$(dirname "$0")/lib.sh"
 
@@ -38,4 +39,17 @@ expect 2 "syn.json: line 2" "$CXLPOOL" sim "$T/syn.json"
 expect 2 "not a preset" "$CXLPOOL" sim "$T/none.json"
 expect 2 "unknown key colour" "$CXLPOOL" sim this-machine --set colour=red
 expect 2 "" "$CXLPOOL" sim
+
+mkdir "$T/cal"
+expect 0 "calibrated \(measured now, on this machine\): dram [0-9.]+ GB/s" \
+  "$CXLPOOL" sim --calibrate "$T/cal" --calibrate-bytes 64M --out "$T/cal.json"
+python3 - "$T/cal.json" <<'PY' && ok || fail "calibrated configuration"
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["preset"] == "this-machine" and all(t["bandwidth"] > 0 for t in c["tiers"])
+PY
+[ -z "$(ls -A "$T/cal")" ] && ok || fail "--calibrate left $(ls "$T/cal")"
+expect 0 "" "$CXLPOOL" sim "$T/cal.json"
+expect 1 "--calibrate .*no-such-dir: No such file" "$CXLPOOL" sim --calibrate "$T/no-such-dir" --calibrate-bytes 64M
+expect 2 "" "$CXLPOOL" sim this-machine --calibrate "$T/cal"
 finish
