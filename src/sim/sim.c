@@ -8,7 +8,7 @@
  *
  * Glossary (sim.h has the rest)
  *   event      (time, sequence) in a binary heap: a copy that completes, a
- *              segment that ends; ties go by sequence, so a run is a pure
+ *              part of a segment that ends; ties go by sequence, so a run is a pure
  *              function of its configuration (byte-identical output)
  *   link       one instance of a tier: `concurrency` transfers at once, each
  *              waiting its latency, their bytes through one pipe of the
@@ -21,11 +21,13 @@
  * 1/hosts of each shard's records, so a shard's first read by a host comes
  * about window/(S/hosts) positions into the window (S records a shard): a
  * segment needs its window's shards at its start, and holds them to its
- * end. What the records would add is that offset, below 1/1000 of a window
- * once shards hold 2^12 records or more a host; a dataset of fewer records
- * a shard is simulated with that error. Within a segment the rank reads at
- * its demand rate, or slower where the links of the tiers its shards are in
- * cannot keep up.
+ * end. What the records would add is that offset, hosts/S of a window:
+ * under 1/1000 once a host reads 1000 records or more of each shard (the
+ * design cluster: 1/131072); fewer records a shard are simulated with that
+ * error. Within a segment the rank reads at its demand rate, or slower
+ * where the links of the tiers its shards are in cannot keep up; it reads
+ * in parts (at most horizon/8 of its ids each) so that the plans see it
+ * move.
  *
  * Invariants (per domain)
  *   used = sum of len over resident shards <= budget, except while misses
@@ -37,8 +39,8 @@
  * Where it differs from the engine (docs/sim.md): one engine per domain
  * stands for the engines of its ranks (they see the same windows; the
  * pool's claims make one copy a host); its copies at a time are stagers x
- * ranks; a plan is made when a rank of the domain enters a window, not
- * every horizon/32 ids; the candidates keep the policy's order (the
+ * ranks; a plan is made when the domain's slowest or fastest rank moves a
+ * part (horizon/8 ids at most) or a window, not every horizon/32 ids; the candidates keep the policy's order (the
  * engine's reordering into file-order spans applies to windows of adjacent
  * units, which a block order of shards does not make); the pool's heat
  * starts at zero (a fresh pool).
