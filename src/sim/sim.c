@@ -202,6 +202,7 @@ struct rk {
     int state;
     uint32_t nmissing;
     double t_wait, stall, end;
+    double mark_stall, mark_t; /* stall and time when it entered its epoch */
     uint64_t samples, mine;  /* samples read; of its segment */
 };
 
@@ -542,6 +543,18 @@ static void consume(struct sim *s, struct rk *r, double t)
         s->oom = 1;
 }
 
+/* Rank r enters epoch e (e = epochs: it is done) at t: what it stalled
+ * and spent in the epoch before goes to that epoch. */
+static void epoch_mark(struct sim *s, struct rk *r, uint32_t e, double t)
+{
+    if (e > 0) {
+        s->r->epoch[e - 1].stall_s += r->stall - r->mark_stall;
+        s->r->epoch[e - 1].rank_s += t - r->mark_t;
+    }
+    r->mark_stall = r->stall;
+    r->mark_t = t;
+}
+
 /* A point of the timeline: window g begins at t. */
 static void point(struct sim *s, uint64_t g, double t)
 {
@@ -569,11 +582,15 @@ static void begin(struct sim *s, struct rk *r, double t)
 {
     struct dom *d = &s->dom[r->dom];
     if (r->g >= s->gfirst[s->c->epochs]) {
+        epoch_mark(s, r, s->c->epochs, t);
         r->state = R_DONE;
         r->end = t;
         plan_if_moved(s, d);
         return;
     }
+    uint32_t e = epoch_of(s, r->g);
+    if (r->g == s->gfirst[e])
+        epoch_mark(s, r, e, t);
     if (r->g % s->r->every == 0 && (s->r->n_timeline == 0 ||
                                      s->r->timeline[s->r->n_timeline - 1].window < r->g))
         point(s, r->g, t);
@@ -1108,10 +1125,11 @@ void sim_write_json(FILE *f, const struct sim_config *c, const struct sim_result
         const struct sim_epoch_stats *x = &r->epoch[e];
         double all = x->local_bytes + x->peer_bytes + x->home_bytes;
         fprintf(f, "    {\"epoch\": %u, \"end_s\": %.9g, \"local\": %.9g, \"peer\": %.9g, "
-                   "\"home\": %.9g, \"home_bytes_read\": %llu, \"home_bytes_moved\": %llu}%s\n",
+                   "\"home\": %.9g, \"home_bytes_read\": %llu, \"home_bytes_moved\": %llu, "
+                   "\"stall_fraction\": %.9g}%s\n",
                 e, x->end_s, all > 0 ? x->local_bytes / all : 0, all > 0 ? x->peer_bytes / all : 0,
                 all > 0 ? x->home_bytes / all : 0, (unsigned long long)x->home_read,
-                (unsigned long long)x->home_moved,
+                (unsigned long long)x->home_moved, x->rank_s > 0 && x->stall_s > 0 ? x->stall_s / x->rank_s : 0.0,
                 e + 1 < r->n_epochs ? "," : "");
     }
     fprintf(f, "  ],\n  \"timeline\": {\"every_windows\": %llu, \"points\": [",

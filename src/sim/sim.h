@@ -107,6 +107,7 @@ struct sim_epoch_stats {
     uint64_t home_moved;             /* bytes the home sent while the domain's
                                         slowest rank was in this epoch */
     double end_s;                    /* when its last segment ended */
+    double stall_s, rank_s;          /* over the ranks: stall and time in it */
 };
 struct sim_result {
     uint32_t n_tiers, n_ranks, n_epochs, n_domains;

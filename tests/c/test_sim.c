@@ -7,6 +7,8 @@
  * no stall; a peer tier serves shards another host holds; hot_first's
  * placement is made before the first batch and read as hits; the timeline
  * rises with the windows. */
+#include <math.h>
+
 #include "test.h"
 #include "sim/sim.h"
 #include "tier/policy.h"
@@ -205,6 +207,18 @@ static void test_conservation_and_bounds(void)
         CHECK(r.timeline[i].staged_bytes > 0);
     }
     CHECK(r.timeline[r.n_timeline - 1].t <= r.end_s);
+    /* the epochs' stall and time are the ranks' */
+    double st = 0, tt = 0, est = 0, ett = 0;
+    for (uint32_t i = 0; i < r.n_ranks; i++) {
+        st += r.rank[i].stall_s;
+        tt += r.rank[i].time_s;
+    }
+    for (uint32_t e = 0; e < r.n_epochs; e++) {
+        est += r.epoch[e].stall_s;
+        ett += r.epoch[e].rank_s;
+        CHECK(r.epoch[e].rank_s > 0);
+    }
+    CHECK(fabs(est - st) <= 1e-9 * tt && fabs(ett - tt) <= 1e-9 * tt);
     /* what the home sent, by epoch, is what it read */
     CHECK(r.epoch[0].home_moved + r.epoch[1].home_moved == r.tier[1].bytes_read);
     CHECK(stall(&r) > 0.5);
