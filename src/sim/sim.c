@@ -589,8 +589,8 @@ static void begin(struct sim *s, struct rk *r, double t)
         return;
     }
     uint32_t e = epoch_of(s, r->g);
-    if (r->g == s->gfirst[e])
-        epoch_mark(s, r, e, t);
+    if (e > 0 && r->g == s->gfirst[e])
+        epoch_mark(s, r, e, t); /* epoch 0 begins at 0: placement is in it */
     if (r->g % s->r->every == 0 && (s->r->n_timeline == 0 ||
                                      s->r->timeline[s->r->n_timeline - 1].window < r->g))
         point(s, r->g, t);

@@ -91,6 +91,22 @@ static const struct tier_policy_ops *lookahead_no_want(void)
     return &o;
 }
 
+/* the epochs' stall and time are the ranks' */
+static void check_epochs(const struct sim_result *r)
+{
+    double st = 0, tt = 0, est = 0, ett = 0;
+    for (uint32_t i = 0; i < r->n_ranks; i++) {
+        st += r->rank[i].stall_s;
+        tt += r->rank[i].time_s;
+    }
+    for (uint32_t e = 0; e < r->n_epochs; e++) {
+        est += r->epoch[e].stall_s;
+        ett += r->epoch[e].rank_s;
+        CHECK(r->epoch[e].rank_s > 0);
+    }
+    CHECK(fabs(est - st) <= 1e-9 * tt && fabs(ett - tt) <= 1e-9 * tt);
+}
+
 static void test_determinism(void)
 {
     struct sim_config c;
@@ -207,18 +223,7 @@ static void test_conservation_and_bounds(void)
         CHECK(r.timeline[i].staged_bytes > 0);
     }
     CHECK(r.timeline[r.n_timeline - 1].t <= r.end_s);
-    /* the epochs' stall and time are the ranks' */
-    double st = 0, tt = 0, est = 0, ett = 0;
-    for (uint32_t i = 0; i < r.n_ranks; i++) {
-        st += r.rank[i].stall_s;
-        tt += r.rank[i].time_s;
-    }
-    for (uint32_t e = 0; e < r.n_epochs; e++) {
-        est += r.epoch[e].stall_s;
-        ett += r.epoch[e].rank_s;
-        CHECK(r.epoch[e].rank_s > 0);
-    }
-    CHECK(fabs(est - st) <= 1e-9 * tt && fabs(ett - tt) <= 1e-9 * tt);
+    check_epochs(&r);
     /* what the home sent, by epoch, is what it read */
     CHECK(r.epoch[0].home_moved + r.epoch[1].home_moved == r.tier[1].bytes_read);
     CHECK(stall(&r) > 0.5);
@@ -249,6 +254,7 @@ static void test_peer_and_place(void)
     /* 10% of the shards, within a quarter of the budget, on each host */
     CHECK(r.placed == 2 * 6);
     CHECK(r.tier[0].hits > 0);
+    check_epochs(&r); /* the placement's wait is epoch 0's */
     free(j);
     sim_result_free(&r);
 
