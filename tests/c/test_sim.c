@@ -4,7 +4,8 @@
  * (the shards of every window's positions, drawn through the sampler's
  * public functions); every sample of every epoch is read once; a home too
  * slow for the demand bounds samples/s by its bandwidth, a fast one gives
- * no stall; a peer tier serves shards another host holds; hot_first's
+ * no stall; the shard size (at the same window bytes) leaves the stall
+ * as it is; a peer tier serves shards another host holds; hot_first's
  * placement is made before the first batch and read as hits; the timeline
  * rises with the windows. */
 #include <math.h>
@@ -231,6 +232,31 @@ static void test_conservation_and_bounds(void)
     sim_result_free(&r);
 }
 
+/* shards of half and twice the size, windows of the same bytes: the same
+ * stall (what the granularity must not change), home-bound or not */
+static void test_granularity(void)
+{
+    for (int bound = 0; bound < 2; bound++) {
+        double first = -1;
+        for (uint64_t f = 1; f <= 4; f *= 2) {
+            struct sim_config c;
+            small(&c, bound ? 50e6 : 1e9);
+            c.demand = bound ? 1e9 : 64e6;
+            c.samples = bound ? 4096 : 65536;
+            c.tier[1].capacity = 1ull << 34;
+            c.shard_bytes = 131072 * f;
+            c.window = 8 / f;
+            struct sim_result r;
+            free(run_json(&c, NULL, &r));
+            double st = stall(&r);
+            if (first < 0)
+                first = st;
+            CHECK(fabs(st - first) < 0.01);
+            sim_result_free(&r);
+        }
+    }
+}
+
 static void test_peer_and_place(void)
 {
     struct sim_config c;
@@ -279,6 +305,7 @@ int main(void)
     test_policy_table();
     test_windows();
     test_conservation_and_bounds();
+    test_granularity();
     test_peer_and_place();
     printf("test_sim: ok\n");
     return 0;
