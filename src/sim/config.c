@@ -360,9 +360,21 @@ out:
     return rc;
 }
 
+/* the short names for the knobs a sweep turns */
+static const char *const aliases[][2] = {
+    {"window", "order.window"},
+    {"demand", "rank.demand"},
+    {"lookahead", "staging.horizon_batches"},
+    {"budget", "staging.budget"},
+    {"gpus", "gpus_per_host"},
+};
+
 int sim_config_set(struct sim_config *c, const char *key, const char *text, char *err,
                    size_t errlen)
 {
+    for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
+        if (strcmp(key, aliases[i][0]) == 0)
+            key = aliases[i][1];
     struct val v = {0};
     char *end = NULL;
     v.num = strtod(text, &end);

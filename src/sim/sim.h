@@ -80,8 +80,9 @@ int sim_preset(const char *name, struct sim_config *c);
  * message naming the file and the key in err. */
 int sim_config_parse(const char *text, size_t len, const char *file, struct sim_config *c,
                      char *err, size_t errlen);
-/* Sets one key ("order.window", "policy", "rank.demand_gbps", ...) from
- * text, as --sweep does. 0 or -1 (err). */
+/* Sets one key ("order.window", "policy", "rank.demand", "tiers.NAME.FIELD",
+ * or a short name: window, demand, lookahead (staging.horizon_batches),
+ * budget, gpus) from text, as --set and --sweep do. 0 or -1 (err). */
 int sim_config_set(struct sim_config *c, const char *key, const char *val, char *err,
                    size_t errlen);
 /* Checks a configuration (bandwidths, capacities, a home that holds the

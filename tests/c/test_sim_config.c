@@ -73,6 +73,9 @@ static void test_presets_and_keys(void)
     CHECK(c.tier[2].bandwidth == 5e10);
     CHECK(sim_config_set(&c, "policy", "lru", err, sizeof err) == 0);
     CHECK(c.policy == CXLP_POLICY_LRU);
+    CHECK(sim_config_set(&c, "window", "11", err, sizeof err) == 0 && c.window == 11);
+    CHECK(sim_config_set(&c, "demand", "3e9", err, sizeof err) == 0 && c.demand == 3e9);
+    CHECK(sim_config_set(&c, "lookahead", "16", err, sizeof err) == 0 && c.horizon == 16);
     CHECK(sim_config_set(&c, "order.widow", "9", err, sizeof err) == -1);
     CHECK(strstr(err, "order.widow"));
     CHECK(sim_config_set(&c, "tiers.nope.bandwidth", "1", err, sizeof err) == -1);
