@@ -26,10 +26,17 @@ def main() -> int:
     ap.add_argument("--demands", default="0.5e9,1e9,2e9,4e9", help="bytes/s per rank")
     ap.add_argument("--set", action="append", default=[], help="KEY=VALUE for every run")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--plot-only", action="store_true",
+                    help="draw OUT/sim_sweep.tsv again, running nothing")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     rows = []
-    for pol in a.policies.split(","):
+    if a.plot_only:
+        with open(os.path.join(a.out, "sim_sweep.tsv")) as f:
+            head = f.readline().rstrip("\n").split("\t")
+            rows = [dict(zip(head, ln.rstrip("\n").split("\t"))) for ln in f]
+        a.policies = ",".join(dict.fromkeys(r["policy"] for r in rows))
+    for pol in ([] if a.plot_only else a.policies.split(",")):
         cmd = [a.cxlpool, "sim", a.config, "--set", f"policy={pol}"]
         for s in a.set:
             cmd += ["--set", s]
@@ -43,10 +50,11 @@ def main() -> int:
             rows.append(r)
     cols = ["policy", "value", "stall_fraction", "memory_hit_rate", "samples_per_s",
             "home_bytes_per_epoch", "sim_seconds"]
-    with open(os.path.join(a.out, "sim_sweep.tsv"), "w") as f:
-        f.write("\t".join(cols) + "\n")
-        for r in rows:
-            f.write("\t".join(r[c] for c in cols) + "\n")
+    if not a.plot_only:
+        with open(os.path.join(a.out, "sim_sweep.tsv"), "w") as f:
+            f.write("\t".join(cols) + "\n")
+            for r in rows:
+                f.write("\t".join(r[c] for c in cols) + "\n")
     print("| policy | demand (GB/s a GPU) | stall | memory hit rate | samples/s | home TB/epoch |")
     print("|---|---:|---:|---:|---:|---:|")
     for r in rows:
@@ -61,10 +69,14 @@ def main() -> int:
         print("matplotlib is not installed: no chart", file=sys.stderr)
         return 0
     fig, ax = plt.subplots(figsize=(6, 4))
-    for pol in a.policies.split(","):
+    # policies with the same figures (lookahead and streaming when both
+    # stage the window ahead) overlap: each its own line style and marker size
+    styles = ["-", "--", ":", "-."]
+    for i, pol in enumerate(a.policies.split(",")):
         xs = [float(r["value"]) / 1e9 for r in rows if r["policy"] == pol]
         ys = [float(r["stall_fraction"]) for r in rows if r["policy"] == pol]
-        ax.plot(xs, ys, marker="o", label=pol)
+        ax.plot(xs, ys, marker="o", markersize=9 - 2 * (i % 4), linestyle=styles[i % 4],
+                label=pol)
     ax.set_xlabel("demand per GPU (GB/s)")
     ax.set_ylabel("stall fraction")
     ax.set_title(f"cxlpool sim {a.config} (simulated)")

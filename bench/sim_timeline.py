@@ -25,16 +25,17 @@ def main() -> int:
         return 2
     t = [p[1] for p in pts]
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(t, [p[2] / 1e12 for p in pts], label="staged (TB, all staging tiers)")
+    a = ax.plot(t, [p[2] / 1e12 for p in pts], label="staged (TB, all staging tiers)")
     ax.set_xlabel("simulated time (s)")
     ax.set_ylabel("TB")
+    ax.set_ylim(bottom=0)
     ax2 = ax.twinx()
-    ax2.plot(t, [p[3] / max(p[1], 1e-9) for p in pts], color="tab:red",
-             label="stall fraction so far")
+    b = ax2.plot(t, [p[3] / max(p[1], 1e-9) for p in pts], color="tab:red",
+                 label="stall fraction so far")
     ax2.set_ylabel("stall fraction")
     ax2.set_ylim(0, 1)
     ax.set_title(f"cxlpool sim {r['config']}, {r['policy']} (simulated)")
-    fig.legend(loc="lower right")
+    ax.legend(handles=a + b, loc="center right")
     fig.tight_layout()
     fig.savefig(sys.argv[2], dpi=120)
     return 0
