@@ -93,11 +93,12 @@ int sim_preset(const char *name, struct sim_config *c)
         return 0;
     }
     if (strcmp(name, "this-machine") == 0) {
-        /* bench_tiers' geometry (docs/benchmarks.md, "Tiers"): 8 GiB of 8 KiB
-         * records homed on an nvme tier, one 1 GiB dram tier, one loader.
-         * Bandwidths: that page's measured rates of whole shards read in a
-         * random order (1.53 GB/s: what staging reads) and of the all-DRAM
-         * gather (6.89 GB/s), figures of 2026-12-02, not a calibration */
+        /* bench_tiers' run of 2026-12-02 (AMD VM; its table is in
+         * docs/benchmarks/history.md since 2026-12-07): 8 GiB of 8 KiB
+         * records homed on an nvme tier in shards of 64 MiB, one 1 GiB dram
+         * tier, one loader. Bandwidths: that run's rates of whole shards
+         * read in a random order (1.53 GB/s: what staging reads) and of the
+         * all-DRAM gather (6.89 GB/s); not a calibration */
         c->hosts = 1;
         c->gpus = 1;
         c->epochs = 1;
