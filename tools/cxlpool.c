@@ -132,6 +132,24 @@ static const struct cli_cmd cmds[] = {
      "  (lookahead). Loaders on a pool of tiers use it unless told otherwise\n"
      "  (docs/tiers.md defines each).\n",
      cli_cmd_policy},
+    {"sim", "simulate a cluster's tiers, ranks and staging engine (the loader's own policies)",
+     "cxlpool sim CONFIG [--set KEY=VALUE]... [--out FILE] [--sweep KEY=V1,V2,...]...\n"
+     "  CONFIG: a JSON file, or a preset: design-cluster (4 hosts x 8 GPUs, 2 TB\n"
+     "  DRAM and 64 TB CXL each, an NVMe-oF archive; 10^11 samples of 2 KiB) or\n"
+     "  this-machine (bench_tiers' geometry). A discrete-event simulation at\n"
+     "  shard granularity that calls the loader's block order and placement\n"
+     "  policies; tier figures are the configuration's, not measurements. Writes\n"
+     "  JSON (per tier, rank, epoch and host) to stdout or --out; the same\n"
+     "  configuration gives the same bytes. --set KEY=VALUE overrides a key\n"
+     "  (policy, order.window, rank.demand, hosts, tiers.NAME.bandwidth, ...).\n"
+     "  --sweep runs once per value of KEY and prints a table instead\n"
+     "  (docs/sim.md).\n"
+     "cxlpool sim --calibrate DIR [--calibrate-bytes 1G] [--out FILE]\n"
+     "  Measures this machine: a file of that size in DIR read as whole 64 MiB\n"
+     "  shards in a random order by the staging engine's reader, and a DRAM\n"
+     "  copy; writes the this-machine preset with those bandwidths as a\n"
+     "  configuration (the file is removed).\n",
+     cli_cmd_sim},
     {"destroy", "remove a pool and everything in it",
      "cxlpool destroy POOL [--yes]\n"
      "  Asks on a terminal; elsewhere needs --yes.\n",

@@ -123,6 +123,13 @@ void block_window(const cxlp_sampler *s, uint64_t w, struct window *win, int cac
         win->slot_shard[k] = feistel_apply(&b->shards, slot_op(b, win, k));
 }
 
+uint64_t block_slot_shard(const cxlp_sampler *s, const struct window *win, uint64_t slot)
+{
+    if (slot < win->ncached)
+        return win->slot_shard[slot];
+    return feistel_apply(&s->block.shards, slot_op(&s->block, win, slot));
+}
+
 uint64_t block_window_of(const struct block *b, uint64_t p)
 {
     uint64_t w;

@@ -115,6 +115,9 @@ void order_epoch(cxlp_sampler *s);  /* re-key for s->seed, s->epoch */
 uint64_t order_at(const cxlp_sampler *s, uint64_t p);
 void block_window(const cxlp_sampler *s, uint64_t w, struct window *win, int cache);
 uint64_t block_window_of(const struct block *b, uint64_t p);
+/* Shard of slot `slot` (< win->nsh) of window win: the window's shards,
+ * slot by slot (the simulator reads a window's shards through it). */
+uint64_t block_slot_shard(const cxlp_sampler *s, const struct window *win, uint64_t slot);
 uint64_t block_id(const struct block *b, const struct window *win, uint64_t p);
 /* Window-local permuted index l -> id (block_id minus the permutation). */
 uint64_t block_map(const struct block *b, const struct window *win, uint64_t l);

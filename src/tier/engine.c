@@ -81,9 +81,9 @@
 #include "store/unit.h"
 #include "tier/policy.h"
 #include "tier/registry.h"
+#include "tier/sizing.h"
 #include "tier/tier.h"
 
-#define DEF_HORIZON 8u
 #define FULL_NS (UINT64_C(100) * 1000000u) /* how long a full tier is believed full */
 #define MAX_STAGERS CXLP_MAX_STAGERS
 #define PLAN_MAX 256u
@@ -1096,8 +1096,7 @@ static int place(struct tier_engine *e)
      * the rest is the misses' (the items of the batches in flight, a
      * window of the block order: window="auto" sizes it to half the
      * budget, and a miss must not evict an item its window still needs) */
-    uint64_t cap0 = e->budget / 4;
-    caps[e->rank] = MIN(caps[e->rank], cap0);
+    caps[e->rank] = MIN(caps[e->rank], engine_place_cap(e->budget));
     struct tier_place *pl = malloc((e->n ? e->n : 1) * sizeof *pl);
     if (!pl)
         return -ENOMEM;
@@ -1129,25 +1128,12 @@ static int place(struct tier_engine *e)
     store_io_close(&io);
     free(pl);
     /* the budget left is the misses' */
-    e->budget = e->budget > placed_bytes ? e->budget - placed_bytes : 0;
-    if (e->budget < 2 * maxlen)
-        e->budget = 2 * maxlen;
+    e->budget = engine_budget_after_place(e->budget, placed_bytes, maxlen);
     rescan(e);
     return rc;
 }
 
 /* ------------------------------------------------------------ lifetime */
-
-static const struct tier_policy_ops *ops_of(int policy)
-{
-    switch (policy) {
-    case CXLP_POLICY_LRU: return &tier_policy_lru;
-    case CXLP_POLICY_STREAMING: return &tier_policy_streaming;
-    case CXLP_POLICY_HOT_FIRST: return &tier_policy_hot_first;
-    case CXLP_POLICY_FULL_PREFETCH: return &tier_policy_full_prefetch;
-    default: return &tier_policy_lookahead;
-    }
-}
 
 void engine_free(struct tier_engine *e)
 {
@@ -1182,6 +1168,16 @@ void engine_free(struct tier_engine *e)
     free(e->wdist);
     free(e->touched);
     free(e);
+}
+
+uint64_t engine_memory(uint64_t n, uint64_t horizon, uint64_t batch)
+{
+    uint64_t q_cap = engine_q_cap(horizon), recent_cap = engine_recent_cap(batch);
+    uint64_t cap_touched = MIN(horizon + recent_cap + REG_ENTRIES, n + 1);
+    /* len, next_use, last_use, heat, res_list; resident, kept, mine,
+     * foreign, staging, slow; busy (the allocations below) */
+    uint64_t per = 5 * sizeof(uint64_t) + 6 + sizeof(uint32_t);
+    return sizeof(struct tier_engine) + n * per + (q_cap + recent_cap + 3 * cap_touched) * 8;
 }
 
 int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn src,
@@ -1222,7 +1218,7 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
         engine_free(e);
         return seterr(NULL, CXLP_EARG, "loader: tier_policy %d is not a policy", o->tier_policy);
     }
-    e->ops = ops_of(e->policy);
+    e->ops = tier_policy_of(e->policy);
     e->tier = s->mem[0];
     e->rank = 0;
     if (o->tier_target > 0) {
@@ -1239,7 +1235,7 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
         }
     }
     const struct attach_tier *at = attach_tier(s->a, e->tier);
-    e->budget = o->tier_budget ? o->tier_budget : at->data_len / 4 * 3;
+    e->budget = o->tier_budget ? o->tier_budget : engine_default_budget(at->data_len);
     e->batch = o->batch_size ? o->batch_size : 1;
     /* by default, hold as many ids ahead as 5/8 of the budget holds
      * records: a window of a block order that fills half the budget
@@ -1249,10 +1245,8 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
      * last records past the queue's end looked unneeded, was dropped by
      * streaming and fetched again */
     uint64_t rec = s->count ? MAX(1, s->ds.info.stored_bytes / s->count) : 1;
-    uint64_t h = o->tier_horizon ? o->tier_horizon * e->batch
-                                 : MAX(DEF_HORIZON * e->batch, e->budget / 8 * 5 / rec);
-    e->horizon = MIN(h, UINT64_C(1) << 22);
-    e->replan = MAX(e->batch, e->horizon / 32);
+    e->horizon = engine_horizon(o->tier_horizon, e->batch, e->budget, rec);
+    e->replan = engine_replan(e->batch, e->horizon);
     e->replan_now = 1;
     if (o->tier_stagers > MAX_STAGERS) {
         engine_free(e);
@@ -1280,8 +1274,8 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
         e->n_stagers = 0;
     e->in_part = e->st.read_in_part = !!o->tier_read_in_part || s->unpinned;
     e->n = e->units ? s->units->pu.n_units : s->n_shards;
-    e->q_cap = e->horizon + 4096;
-    e->recent_cap = (size_t)e->batch * 64 + 65536; /* more than a loader holds in flight */
+    e->q_cap = engine_q_cap(e->horizon);
+    e->recent_cap = engine_recent_cap(e->batch);
     /* touched and window hold distinct shards */
     e->cap_touched = MIN(e->horizon + e->recent_cap + REG_ENTRIES, e->n + 1);
     uint64_t nn = e->n ? e->n : 1;

@@ -81,6 +81,9 @@ extern const struct tier_policy_ops tier_policy_lru;
 extern const struct tier_policy_ops tier_policy_streaming;
 extern const struct tier_policy_ops tier_policy_hot_first;
 extern const struct tier_policy_ops tier_policy_full_prefetch;
+/* The table of enum cxlp_policy `policy` (lookahead for DEFAULT or an
+ * unknown value): what the staging engine and the simulator both call. */
+const struct tier_policy_ops *tier_policy_of(int policy);
 
 /* Shared by the policies that stage the window in order (lookahead,
  * streaming): the window's shards neither resident, kept nor busy. */

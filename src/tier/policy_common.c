@@ -1,11 +1,23 @@
 /*
  * policy_common.c - what several policies (policy.h) share: the window's
  * missing shards in order, the least recently used victim, and placement
- * of shards ranked by heat.
+ * of shards ranked by heat; and the table of each enum cxlp_policy.
  */
 #include <stdlib.h>
 
+#include "cxlpool.h"
 #include "tier/policy.h"
+
+const struct tier_policy_ops *tier_policy_of(int policy)
+{
+    switch (policy) {
+    case CXLP_POLICY_LRU: return &tier_policy_lru;
+    case CXLP_POLICY_STREAMING: return &tier_policy_streaming;
+    case CXLP_POLICY_HOT_FIRST: return &tier_policy_hot_first;
+    case CXLP_POLICY_FULL_PREFETCH: return &tier_policy_full_prefetch;
+    default: return &tier_policy_lookahead;
+    }
+}
 
 size_t policy_window_missing(const struct tier_view *v, uint64_t *out, size_t max)
 {
