@@ -1,0 +1,883 @@
+/*
+ * server.c - `cxlpool serve`: a pool's catalog, shard tables and shard
+ * bytes, read by other hosts over UCX (docs/remote.md).
+ *
+ * Glossary
+ *   worker    the one ucp worker; this thread progresses it continuously
+ *             (wakeup fd, or a poll every 100 ms), which UCX needs over TCP
+ *             where it emulates one-sided operations and rendezvous with
+ *             active messages handled by the target's progress.
+ *   conn      a client: its endpoint, address, whether it presented the
+ *             token, and how many replies to it are in flight.
+ *   served    a dataset as the server reads it: an open cxlp_store at one
+ *             catalog version (the store pins that version's extents), and
+ *             how many replies read its bytes now.
+ *
+ * Invariants
+ *   - a reply of bytes carries [base + loc[k].off + off, + len) of a served
+ *     store with off + len <= loc[k].len: every READ is bounded by the
+ *     shard it names, after the wire decoder bounded it by WIRE_READ_MAX;
+ *   - a store stays open while a reply reads from it (served.refs > 0);
+ *   - the pool is opened read-only: no client request can write it;
+ *   - the first request of a conn is HELLO with the served pool's name and
+ *     the token; anything else closes the conn, logged with its reason.
+ *
+ * Transfer (measured, docs/remote.md): the client sends a request and the
+ * server answers with one active message whose data part is the shard's
+ * bytes straight from the pool mapping (UCX picks eager or rendezvous by
+ * size). Rejected: ucp_get over rkeys of the pool's extents, which over
+ * TCP UCX emulates with active messages handled by this same worker:
+ * ucx_perftest measured it at about half the bandwidth of ucp_am_bw on the
+ * same loopback; and a transport of our own (the issue says not to).
+ *
+ * /metrics: a dozen lines of HTTP over a plain socket in a thread of its
+ * own. Rejected: libmicrohttpd and the like: no Debian library is worth a
+ * dependency for one GET of text.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "net/net.h"
+
+#ifndef CXLP_HAVE_UCX
+
+int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
+{
+    char err[ERRMSG_MAX];
+    uint8_t tok[WIRE_TOKEN_MAX];
+    size_t tl;
+    (void)spec;
+    /* the token file is checked first either way: the same refusal */
+    int rc = net_token_read(opts ? opts->token_file : NULL, tok, &tl, err, sizeof err);
+    if (rc)
+        return seterr(NULL, rc, "serve: %s", err);
+    return seterr(NULL, CXLP_EUNSUPPORTED, "serve: this build has no UCX (built with "
+                  "CXLP_UCX=OFF): remote pools need a build with libucx");
+}
+
+#else
+
+#include <ucp/api/ucp.h>
+
+#include "pool/pool.h"
+#include "store/store.h"
+
+#define DRAIN_MS 5000
+
+/* Latency buckets of the histogram, in seconds. */
+static const double lat_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
+                                    0.01,   0.025,   0.05,   0.1,   0.25,   1.0};
+#define N_BOUNDS (sizeof lat_bounds / sizeof lat_bounds[0])
+
+struct metrics {
+    _Atomic uint64_t bytes, requests[5], errors, refused, clients, clients_total;
+    _Atomic uint64_t lat_count, lat_ns_sum, lat_bucket[N_BOUNDS + 1];
+};
+
+struct conn {
+    ucp_ep_h ep;
+    char addr[64];
+    int authed;
+    int closing;             /* refused or gone: close once refs == 0 */
+    int gone;                /* the endpoint failed: close with FORCE */
+    uint32_t refs;           /* replies in flight */
+    struct conn *next;
+};
+
+struct served {
+    char name[WIRE_NAME_MAX + 1];
+    uint64_t version;
+    cxlp_store *s;
+    uint32_t refs;
+    int stale;               /* a newer version is published: close at refs 0 */
+    struct served *next;
+};
+
+struct srv {
+    ucp_context_h ctx;
+    ucp_worker_h w;
+    ucp_listener_h l;
+    cxlp_pool *p;
+    char pool_name[WIRE_NAME_MAX + 1];
+    const char *spec;
+    uint8_t token[WIRE_TOKEN_MAX];
+    size_t token_len;
+    struct conn *conns;
+    struct served *ds;
+    uint64_t inflight;
+    FILE *log;
+    struct metrics m;
+    volatile int *stop;
+    int draining;
+};
+
+struct reply {
+    struct srv *sv;
+    struct conn *c;
+    struct served *ds;       /* READ: the store its bytes are in */
+    uint8_t *payload;        /* LIST, SHARDS: owned */
+    uint64_t t0;
+    uint32_t op;
+    uint8_t hdr[WIRE_REP_MAX];
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void logf_(struct srv *sv, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logf_(struct srv *sv, const char *fmt, ...)
+{
+    char line[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    time_t t = time(NULL);
+    struct tm tm;
+    char ts[32];
+    gmtime_r(&t, &tm);
+    strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    fprintf(sv->log, "%s cxlpool serve: %s\n", ts, line);
+    fflush(sv->log);
+}
+
+static void add(_Atomic uint64_t *x, uint64_t v)
+{
+    atomic_fetch_add_explicit(x, v, memory_order_relaxed);
+}
+
+static void conn_unref(struct srv *sv, struct conn *c)
+{
+    (void)sv;
+    c->refs--;
+}
+
+static void reply_done(struct reply *rp, ucs_status_t st)
+{
+    struct srv *sv = rp->sv;
+    uint64_t ns = now_ns() - rp->t0;
+    add(&sv->m.lat_count, 1);
+    add(&sv->m.lat_ns_sum, ns);
+    size_t b = 0;
+    while (b < N_BOUNDS && (double)ns / 1e9 > lat_bounds[b])
+        b++;
+    add(&sv->m.lat_bucket[b], 1);
+    if (st != UCS_OK)
+        add(&sv->m.errors, 1);
+    if (rp->ds)
+        rp->ds->refs--;
+    conn_unref(sv, rp->c);
+    sv->inflight--;
+    free(rp->payload);
+    free(rp);
+}
+
+static void send_cb(void *req, ucs_status_t st, void *user)
+{
+    reply_done(user, st);
+    ucp_request_free(req);
+}
+
+/* Sends a reply to c: status (and msg), then len bytes at data. Takes
+ * ownership of payload (may be NULL; data may point into it). */
+static void reply(struct srv *sv, struct conn *c, uint32_t op, uint64_t id, int status,
+                  const char *msg, const void *data, uint64_t len, uint8_t *payload,
+                  struct served *ds, uint64_t t0)
+{
+    struct reply *rp = calloc(1, sizeof *rp);
+    if (!rp) {
+        free(payload);
+        add(&sv->m.errors, 1);
+        c->closing = 1;
+        return;
+    }
+    struct wire_rep w;
+    memset(&w, 0, sizeof w);
+    w.op = op;
+    w.id = id;
+    w.status = status;
+    if (status)
+        snprintf(w.msg, sizeof w.msg, "%s", msg ? msg : cxlp_strerror(status));
+    w.payload_len = status ? 0 : len;
+    size_t hl = wire_rep_encode(&w, rp->hdr, sizeof rp->hdr);
+    CXLP_ASSERT(hl);
+    rp->sv = sv;
+    rp->c = c;
+    rp->ds = ds;
+    rp->payload = payload;
+    rp->t0 = t0;
+    rp->op = op;
+    c->refs++;
+    if (ds)
+        ds->refs++;
+    sv->inflight++;
+    if (status)
+        add(&sv->m.errors, 1);
+    else
+        add(&sv->m.bytes, len);
+    ucp_request_param_t prm = {
+        .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
+        .cb.send = send_cb,
+        .user_data = rp,
+    };
+    ucs_status_ptr_t r = ucp_am_send_nbx(c->ep, WIRE_AM_REP, rp->hdr, hl,
+                                         status ? NULL : data, status ? 0 : len, &prm);
+    if (r == NULL)
+        reply_done(rp, UCS_OK);
+    else if (UCS_PTR_IS_ERR(r))
+        reply_done(rp, UCS_PTR_STATUS(r));
+}
+
+/* The served dataset name at its current version (opened on first use);
+ * want != 0: only that version. NULL with the reason in msg. */
+static struct served *served_get(struct srv *sv, const char *name, uint64_t want, int *rc,
+                                 char *msg, size_t cap)
+{
+    struct cxlp_dataset_info *infos = NULL;
+    size_t n = 0;
+    uint64_t cur = 0;
+    *rc = cxlp_pool_list(sv->p, NULL, 0, &n);
+    if (!*rc && n && !(infos = calloc(n, sizeof *infos)))
+        *rc = -ENOMEM;
+    if (!*rc && n)
+        *rc = cxlp_pool_list(sv->p, infos, n, &n);
+    for (size_t i = 0; !*rc && i < n; i++)
+        if (strcmp(infos[i].name, name) == 0)
+            cur = infos[i].version;
+    free(infos);
+    if (*rc) {
+        snprintf(msg, cap, "catalog: %s", cxlp_errmsg(sv->p));
+        return NULL;
+    }
+    for (struct served *d = sv->ds; d; d = d->next)
+        if (strcmp(d->name, name) == 0 && d->version != cur)
+            d->stale = 1;
+    if (!cur || (want && want != cur)) {
+        *rc = CXLP_ENOTFOUND;
+        if (!cur)
+            snprintf(msg, cap, "no dataset '%s' in pool %s", name, sv->pool_name);
+        else
+            snprintf(msg, cap, "dataset '%s' is at version %llu now, not %llu: read its shard "
+                     "table again", name, (unsigned long long)cur, (unsigned long long)want);
+        return NULL;
+    }
+    for (struct served *d = sv->ds; d; d = d->next)
+        if (strcmp(d->name, name) == 0 && d->version == cur)
+            return d;
+    struct served *d = calloc(1, sizeof *d);
+    if (!d) {
+        *rc = -ENOMEM;
+        snprintf(msg, cap, "out of memory");
+        return NULL;
+    }
+    if ((*rc = cxlp_store_open(sv->p, name, &d->s))) {
+        snprintf(msg, cap, "%s", cxlp_errmsg(NULL));
+        free(d);
+        return NULL;
+    }
+    uint64_t v = d->s->ds.info.version;
+    if (v != cur) { /* published again between the listing and the open */
+        cxlp_store_close(d->s);
+        free(d);
+        *rc = CXLP_ENOTFOUND;
+        snprintf(msg, cap, "dataset '%s' changed while opening: ask again", name);
+        return NULL;
+    }
+    snprintf(d->name, sizeof d->name, "%s", name);
+    d->version = cur;
+    d->next = sv->ds;
+    sv->ds = d;
+    return d;
+}
+
+/* Closes the stores no reply reads and a newer version replaced. */
+static void served_sweep(struct srv *sv, int all)
+{
+    for (struct served **pp = &sv->ds; *pp;) {
+        struct served *d = *pp;
+        if ((d->stale || all) && d->refs == 0) {
+            *pp = d->next;
+            cxlp_store_close(d->s);
+            free(d);
+        } else {
+            pp = &d->next;
+        }
+    }
+}
+
+static void do_list(struct srv *sv, struct conn *c, uint64_t id, uint64_t t0)
+{
+    struct cxlp_dataset_info *infos = NULL;
+    size_t n = 0;
+    int rc = cxlp_pool_list(sv->p, NULL, 0, &n);
+    if (!rc && n && !(infos = calloc(n, sizeof *infos)))
+        rc = -ENOMEM;
+    if (!rc && n)
+        rc = cxlp_pool_list(sv->p, infos, n, &n);
+    if (rc) {
+        free(infos);
+        reply(sv, c, WIRE_LIST, id, rc, cxlp_errmsg(sv->p), NULL, 0, NULL, NULL, t0);
+        return;
+    }
+    size_t len = wire_list_encode(infos, (uint32_t)n, NULL);
+    uint8_t *buf = malloc(len);
+    if (!buf) {
+        free(infos);
+        reply(sv, c, WIRE_LIST, id, -ENOMEM, NULL, NULL, 0, NULL, NULL, t0);
+        return;
+    }
+    wire_list_encode(infos, (uint32_t)n, buf);
+    free(infos);
+    reply(sv, c, WIRE_LIST, id, 0, NULL, buf, len, buf, NULL, t0);
+}
+
+static void do_shards(struct srv *sv, struct conn *c, const struct wire_req *q, uint64_t t0)
+{
+    char msg[WIRE_MSG_MAX];
+    int rc;
+    struct served *d = served_get(sv, q->name, 0, &rc, msg, sizeof msg);
+    if (!d) {
+        reply(sv, c, WIRE_SHARDS, q->id, rc, msg, NULL, 0, NULL, NULL, t0);
+        return;
+    }
+    uint64_t n = d->s->n_shards;
+    struct wire_shard *t = calloc(n ? n : 1, sizeof *t);
+    uint8_t *buf = t ? malloc(16 + n * WIRE_SHARD_BYTES) : NULL;
+    if (!buf) {
+        free(t);
+        reply(sv, c, WIRE_SHARDS, q->id, -ENOMEM, NULL, NULL, 0, NULL, NULL, t0);
+        return;
+    }
+    for (uint64_t k = 0; k < n; k++) {
+        const struct pool_shard *ps = &d->s->loc[k];
+        t[k] = (struct wire_shard){ps->first_record, ps->n_records, ps->len, ps->data_len,
+                                   ps->checksum};
+    }
+    size_t len = wire_shards_encode(d->version, t, n, buf);
+    free(t);
+    reply(sv, c, WIRE_SHARDS, q->id, 0, NULL, buf, len, buf, NULL, t0);
+}
+
+static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, uint64_t t0)
+{
+    char msg[WIRE_MSG_MAX];
+    int rc;
+    struct served *d = served_get(sv, q->name, q->ds_version, &rc, msg, sizeof msg);
+    if (!d) {
+        reply(sv, c, WIRE_READ, q->id, rc, msg, NULL, 0, NULL, NULL, t0);
+        return;
+    }
+    if (q->shard >= d->s->n_shards) {
+        snprintf(msg, sizeof msg, "dataset '%s' has %llu shards, not shard %llu", q->name,
+                 (unsigned long long)d->s->n_shards, (unsigned long long)q->shard);
+        reply(sv, c, WIRE_READ, q->id, CXLP_ERANGE, msg, NULL, 0, NULL, NULL, t0);
+        return;
+    }
+    const struct pool_shard *ps = &d->s->loc[q->shard];
+    uint64_t map = attach_size(d->s->a);
+    if (!range_ok(q->off, q->len, ps->len) || !range_ok(ps->off, ps->len, map)) {
+        snprintf(msg, sizeof msg, "bytes [%llu, +%llu) are not inside shard %llu of '%s' "
+                 "(%llu bytes)", (unsigned long long)q->off, (unsigned long long)q->len,
+                 (unsigned long long)q->shard, q->name, (unsigned long long)ps->len);
+        reply(sv, c, WIRE_READ, q->id, CXLP_ERANGE, msg, NULL, 0, NULL, NULL, t0);
+        return;
+    }
+    const uint8_t *src = attach_base(d->s->a) + ps->off + q->off;
+    reply(sv, c, WIRE_READ, q->id, 0, NULL, src, q->len, NULL, d, t0);
+}
+
+static struct conn *conn_of(struct srv *sv, ucp_ep_h ep)
+{
+    for (struct conn *c = sv->conns; c; c = c->next)
+        if (c->ep == ep)
+            return c;
+    return NULL;
+}
+
+static void refuse(struct srv *sv, struct conn *c, uint32_t op, uint64_t id, const char *why)
+{
+    logf_(sv, "client %s refused: %s", c->addr, why);
+    add(&sv->m.refused, 1);
+    reply(sv, c, op, id, -EACCES, why, NULL, 0, NULL, NULL, now_ns());
+    c->closing = 1;
+}
+
+static int token_eq(const struct srv *sv, const uint8_t *t, size_t n)
+{
+    /* every byte compared whatever differs first: the time says nothing */
+    uint8_t diff = (uint8_t)(n != sv->token_len);
+    for (size_t i = 0; i < sv->token_len; i++)
+        diff |= (uint8_t)(sv->token[i] ^ (i < n ? t[i] : 0));
+    return diff == 0;
+}
+
+static ucs_status_t req_cb(void *arg, const void *header, size_t header_length, void *data,
+                           size_t length, const ucp_am_recv_param_t *param)
+{
+    struct srv *sv = arg;
+    (void)data;
+    uint64_t t0 = now_ns();
+    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) {
+        add(&sv->m.errors, 1);
+        return UCS_OK; /* no endpoint to answer on: a client that skipped the REPLY flag */
+    }
+    struct conn *c = conn_of(sv, param->reply_ep);
+    if (!c || c->closing || sv->draining) {
+        add(&sv->m.errors, 1);
+        return UCS_OK;
+    }
+    struct wire_req q;
+    char err[256];
+    int rc = length ? errbuf_set(err, sizeof err, CXLP_EBADINPUT, "request with a data part")
+                    : wire_req_decode(header, header_length, &q, err, sizeof err);
+    uint32_t op = rc ? 0 : q.op;
+    add(&sv->m.requests[op], 1);
+    if (!c->authed) {
+        char why[300];
+        if (rc)
+            snprintf(why, sizeof why, "first message malformed: %s", err);
+        else if (op != WIRE_HELLO)
+            snprintf(why, sizeof why, "no token: first message was %s", wire_op_name(op));
+        else if (strcmp(q.name, sv->pool_name) && strcmp(q.name, sv->spec))
+            snprintf(why, sizeof why, "asked for pool '%s'; this server serves '%s'", q.name,
+                     sv->pool_name);
+        else if (q.token_len == 0)
+            snprintf(why, sizeof why, "no token");
+        else if (!token_eq(sv, q.token, q.token_len))
+            snprintf(why, sizeof why, "wrong token");
+        else
+            why[0] = '\0';
+        if (why[0]) {
+            refuse(sv, c, op, rc ? 0 : q.id, why);
+            return UCS_OK;
+        }
+        c->authed = 1;
+        logf_(sv, "client %s authenticated", c->addr);
+        reply(sv, c, WIRE_HELLO, q.id, 0, NULL, NULL, 0, NULL, NULL, t0);
+        return UCS_OK;
+    }
+    if (rc) {
+        reply(sv, c, 0, 0, rc, err, NULL, 0, NULL, NULL, t0);
+        return UCS_OK;
+    }
+    switch (q.op) {
+    case WIRE_HELLO:
+        reply(sv, c, WIRE_HELLO, q.id, CXLP_EARG, "HELLO again on an authenticated connection",
+              NULL, 0, NULL, NULL, t0);
+        break;
+    case WIRE_LIST: do_list(sv, c, q.id, t0); break;
+    case WIRE_SHARDS: do_shards(sv, c, &q, t0); break;
+    default: do_read(sv, c, &q, t0); break;
+    }
+    return UCS_OK;
+}
+
+static void ep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t st)
+{
+    struct conn *c = arg;
+    (void)ep;
+    (void)st;
+    c->gone = 1;
+    c->closing = 1;
+}
+
+static void conn_cb(ucp_conn_request_h creq, void *arg)
+{
+    struct srv *sv = arg;
+    char addr[64] = "?";
+    ucp_conn_request_attr_t at = {.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR};
+    if (ucp_conn_request_query(creq, &at) == UCS_OK) {
+        char h[INET6_ADDRSTRLEN] = "?";
+        int port = 0;
+        if (at.client_address.ss_family == AF_INET) {
+            struct sockaddr_in *a = (struct sockaddr_in *)&at.client_address;
+            inet_ntop(AF_INET, &a->sin_addr, h, sizeof h);
+            port = ntohs(a->sin_port);
+        } else if (at.client_address.ss_family == AF_INET6) {
+            struct sockaddr_in6 *a = (struct sockaddr_in6 *)&at.client_address;
+            inet_ntop(AF_INET6, &a->sin6_addr, h, sizeof h);
+            port = ntohs(a->sin6_port);
+        }
+        snprintf(addr, sizeof addr, "%s:%d", h, port);
+    }
+    struct conn *c = sv->draining ? NULL : calloc(1, sizeof *c);
+    if (!c) {
+        logf_(sv, "client %s refused: %s", addr, sv->draining ? "draining" : "out of memory");
+        ucp_listener_reject(sv->l, creq);
+        return;
+    }
+    snprintf(c->addr, sizeof c->addr, "%s", addr);
+    ucp_ep_params_t ep = {
+        .field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                      UCP_EP_PARAM_FIELD_ERR_HANDLER,
+        .conn_request = creq,
+        .err_mode = UCP_ERR_HANDLING_MODE_PEER,
+        .err_handler = {.cb = ep_err_cb, .arg = c},
+    };
+    ucs_status_t st = ucp_ep_create(sv->w, &ep, &c->ep);
+    if (st != UCS_OK) {
+        logf_(sv, "client %s: endpoint: %s", addr, ucs_status_string(st));
+        free(c);
+        return;
+    }
+    c->next = sv->conns;
+    sv->conns = c;
+    add(&sv->m.clients, 1);
+    add(&sv->m.clients_total, 1);
+    logf_(sv, "client %s connected", addr);
+}
+
+/* Closes an endpoint and waits for it (at most 1 s of progress). */
+static void ep_close(struct srv *sv, ucp_ep_h ep, int force)
+{
+    ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
+                               .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
+    ucs_status_ptr_t r = ucp_ep_close_nbx(ep, &prm);
+    if (r == NULL || UCS_PTR_IS_ERR(r))
+        return;
+    uint64_t end = now_ns() + 1000000000u;
+    while (ucp_request_check_status(r) == UCS_INPROGRESS && now_ns() < end)
+        ucp_worker_progress(sv->w);
+    if (ucp_request_check_status(r) == UCS_INPROGRESS)
+        ucp_request_cancel(sv->w, r);
+    ucp_request_free(r);
+}
+
+/* Closes the conns that are done: refused or gone, nothing in flight. */
+static void conns_sweep(struct srv *sv, int all)
+{
+    for (struct conn **pp = &sv->conns; *pp;) {
+        struct conn *c = *pp;
+        if (all || (c->closing && c->refs == 0)) {
+            *pp = c->next;
+            if (c->gone)
+                logf_(sv, "client %s disconnected", c->addr);
+            /* at the end, replies still in flight (past the drain) are
+             * cancelled by a forced close, their callbacks run inside it */
+            ep_close(sv, c->ep, c->gone || c->refs);
+            atomic_fetch_sub_explicit(&sv->m.clients, 1, memory_order_relaxed);
+            free(c);
+        } else {
+            pp = &c->next;
+        }
+    }
+}
+
+/* ---- /metrics ---- */
+
+struct mthread {
+    struct srv *sv;
+    int fd;
+    volatile int quit;
+    pthread_t t;
+};
+
+static size_t metrics_text(struct metrics *m, char *buf, size_t cap)
+{
+    size_t n = 0;
+#define P(...) n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__)
+#define L(x) (unsigned long long)atomic_load_explicit(&(x), memory_order_relaxed)
+    P("# HELP cxlpool_serve_bytes_total Shard bytes sent to clients.\n"
+      "# TYPE cxlpool_serve_bytes_total counter\ncxlpool_serve_bytes_total %llu\n", L(m->bytes));
+    P("# HELP cxlpool_serve_requests_total Requests received, by operation.\n"
+      "# TYPE cxlpool_serve_requests_total counter\n");
+    static const char *ops[] = {"malformed", "hello", "list", "shards", "read"};
+    for (int i = 0; i < 5; i++)
+        P("cxlpool_serve_requests_total{op=\"%s\"} %llu\n", ops[i], L(m->requests[i]));
+    P("# HELP cxlpool_serve_errors_total Requests answered with an error, or not answered.\n"
+      "# TYPE cxlpool_serve_errors_total counter\ncxlpool_serve_errors_total %llu\n",
+      L(m->errors));
+    P("# HELP cxlpool_serve_refused_total Clients refused (token, pool, first message).\n"
+      "# TYPE cxlpool_serve_refused_total counter\ncxlpool_serve_refused_total %llu\n",
+      L(m->refused));
+    P("# HELP cxlpool_serve_clients Clients connected now.\n"
+      "# TYPE cxlpool_serve_clients gauge\ncxlpool_serve_clients %llu\n", L(m->clients));
+    P("# HELP cxlpool_serve_clients_total Clients that connected.\n"
+      "# TYPE cxlpool_serve_clients_total counter\ncxlpool_serve_clients_total %llu\n",
+      L(m->clients_total));
+    P("# HELP cxlpool_serve_request_seconds From a request's arrival to its reply sent.\n"
+      "# TYPE cxlpool_serve_request_seconds histogram\n");
+    unsigned long long cum = 0;
+    for (size_t b = 0; b <= N_BOUNDS; b++) {
+        cum += L(m->lat_bucket[b]);
+        if (b < N_BOUNDS)
+            P("cxlpool_serve_request_seconds_bucket{le=\"%g\"} %llu\n", lat_bounds[b], cum);
+        else
+            P("cxlpool_serve_request_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
+    }
+    P("cxlpool_serve_request_seconds_sum %.9f\ncxlpool_serve_request_seconds_count %llu\n",
+      (double)L(m->lat_ns_sum) / 1e9, L(m->lat_count));
+#undef P
+#undef L
+    return n;
+}
+
+static void *metrics_main(void *arg)
+{
+    struct mthread *mt = arg;
+    while (!mt->quit) {
+        struct pollfd pfd = {.fd = mt->fd, .events = POLLIN};
+        if (poll(&pfd, 1, 100) <= 0)
+            continue;
+        int c = accept4(mt->fd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0)
+            continue;
+        struct timeval tv = {.tv_sec = 1};
+        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        char req[1024];
+        ssize_t r = recv(c, req, sizeof req - 1, 0);
+        if (r > 0) {
+            req[r] = '\0';
+            static char body[8192];
+            size_t bl = 0;
+            int ok = strncmp(req, "GET /metrics", 12) == 0 && (req[12] == ' ' || req[12] == '?');
+            if (ok)
+                bl = metrics_text(&mt->sv->m, body, sizeof body);
+            else
+                bl = (size_t)snprintf(body, sizeof body, "not found: GET /metrics\n");
+            if (bl >= sizeof body)
+                bl = sizeof body - 1;
+            char head[160];
+            int hl = snprintf(head, sizeof head,
+                              "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4\r\n"
+                              "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                              ok ? "200 OK" : "404 Not Found", bl);
+            if (send(c, head, (size_t)hl, MSG_NOSIGNAL) == hl)
+                (void)!send(c, body, bl, MSG_NOSIGNAL);
+        }
+        close(c);
+    }
+    return NULL;
+}
+
+static int resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *sl,
+                   char *err, size_t cap)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE}, *ai;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int g = getaddrinfo(*host ? host : NULL, ps, &hints, &ai);
+    if (g)
+        return errbuf_set(err, cap, CXLP_EARG, "address %s:%d: %s", host, port, gai_strerror(g));
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *sl = ai->ai_addrlen;
+    freeaddrinfo(ai);
+    return 0;
+}
+
+static int metrics_start(struct mthread *mt, const char *host, int port, char *err, size_t cap)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = 0;
+    int rc = resolve(host, port, &ss, &sl, err, cap);
+    if (rc)
+        return rc;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+    if (fd < 0)
+        return errbuf_set(err, cap, -errno, "metrics socket: %s", strerror(errno));
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, (struct sockaddr *)&ss, sl) || listen(fd, 16)) {
+        rc = errbuf_set(err, cap, -errno, "metrics port %s:%d: %s", host, port, strerror(errno));
+        close(fd);
+        return rc;
+    }
+    mt->fd = fd;
+    if ((rc = pthread_create(&mt->t, NULL, metrics_main, mt))) {
+        close(fd);
+        return errbuf_set(err, cap, -rc, "metrics thread: %s", strerror(rc));
+    }
+    return 0;
+}
+
+/* ---- the server ---- */
+
+static const char *pool_short_name(const char *spec)
+{
+    const char *a = strrchr(spec, ':'), *b = strrchr(spec, '/');
+    const char *p = a > b ? a : b;
+    return p ? p + 1 : spec;
+}
+
+static int ucx_fail(const char *what, ucs_status_t st)
+{
+    return seterr(NULL, CXLP_EUNSUPPORTED, "serve: %s: %s", what, ucs_status_string(st));
+}
+
+static int serve_loop(struct srv *sv, int efd)
+{
+    while (!*sv->stop) {
+        while (ucp_worker_progress(sv->w))
+            ;
+        conns_sweep(sv, 0);
+        served_sweep(sv, 0);
+        ucs_status_t st = ucp_worker_arm(sv->w);
+        if (st == UCS_ERR_BUSY)
+            continue;
+        struct pollfd pfd = {.fd = efd, .events = POLLIN};
+        (void)poll(&pfd, 1, 100);
+    }
+    return 0;
+}
+
+int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
+{
+    char err[ERRMSG_MAX], host[256];
+    int port, rc;
+    if (!spec || !opts || !opts->stop)
+        return seterr(NULL, CXLP_EARG, "serve: spec, opts and opts->stop are required");
+    struct srv *sv = calloc(1, sizeof *sv);
+    if (!sv)
+        return seterr(NULL, -ENOMEM, "serve: out of memory");
+    sv->log = opts->log ? opts->log : stderr;
+    sv->stop = opts->stop;
+    sv->spec = spec;
+    snprintf(sv->pool_name, sizeof sv->pool_name, "%s", pool_short_name(spec));
+    if ((rc = net_token_read(opts->token_file, sv->token, &sv->token_len, err, sizeof err))) {
+        free(sv);
+        return seterr(NULL, rc, "serve: refusing to start: %s", err);
+    }
+    if ((rc = net_addr_parse(opts->listen, host, sizeof host, &port, err, sizeof err))) {
+        free(sv);
+        return seterr(NULL, rc, "serve: --listen: %s", err);
+    }
+    struct cxlp_pool_opts po = {.readonly = 1};
+    if ((rc = cxlp_pool_open(spec, &po, &sv->p))) {
+        free(sv);
+        return rc; /* the open's message stands */
+    }
+    struct cxlp_pool_stat pst;
+    if ((rc = cxlp_pool_stat(sv->p, &pst)) == 0 && pst.n_tiers > 1)
+        rc = seterr(NULL, CXLP_EUNSUPPORTED, "serve: %s is a pool of %u tiers; serving pools "
+                    "of tiers is not built yet (a pool of one memory tier is)", spec,
+                    pst.n_tiers);
+    struct mthread mt = {.sv = sv, .fd = -1};
+    ucp_config_t *cfg = NULL;
+    ucs_status_t st;
+    int efd = -1;
+    if (rc)
+        goto out_pool;
+    if ((st = ucp_config_read(NULL, NULL, &cfg)) != UCS_OK) {
+        rc = ucx_fail("ucp_config_read", st);
+        goto out_pool;
+    }
+    ucp_params_t up = {.field_mask = UCP_PARAM_FIELD_FEATURES, .features =
+                       UCP_FEATURE_AM | UCP_FEATURE_WAKEUP};
+    st = ucp_init(&up, cfg, &sv->ctx);
+    ucp_config_release(cfg);
+    if (st != UCS_OK) {
+        rc = ucx_fail("ucp_init", st);
+        goto out_pool;
+    }
+    ucp_worker_params_t wp = {.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+                              .thread_mode = UCS_THREAD_MODE_SINGLE};
+    if ((st = ucp_worker_create(sv->ctx, &wp, &sv->w)) != UCS_OK) {
+        rc = ucx_fail("ucp_worker_create", st);
+        goto out_ctx;
+    }
+    if ((st = ucp_worker_get_efd(sv->w, &efd)) != UCS_OK) {
+        rc = ucx_fail("ucp_worker_get_efd", st);
+        goto out_worker;
+    }
+    ucp_am_handler_param_t hp = {.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID |
+                                 UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG,
+                                 .id = WIRE_AM_REQ, .cb = req_cb, .arg = sv};
+    if ((st = ucp_worker_set_am_recv_handler(sv->w, &hp)) != UCS_OK) {
+        rc = ucx_fail("ucp_worker_set_am_recv_handler", st);
+        goto out_worker;
+    }
+    struct sockaddr_storage ss;
+    socklen_t sl = 0;
+    if ((rc = resolve(host, port, &ss, &sl, err, sizeof err))) {
+        rc = seterr(NULL, rc, "serve: --listen: %s", err);
+        goto out_worker;
+    }
+    ucp_listener_params_t lp = {
+        .field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER,
+        .sockaddr = {.addr = (struct sockaddr *)&ss, .addrlen = sl},
+        .conn_handler = {.cb = conn_cb, .arg = sv},
+    };
+    if ((st = ucp_listener_create(sv->w, &lp, &sv->l)) != UCS_OK) {
+        rc = seterr(NULL, st == UCS_ERR_BUSY ? -EADDRINUSE : CXLP_EARG,
+                    "serve: cannot listen on %s: %s", opts->listen, ucs_status_string(st));
+        goto out_worker;
+    }
+    ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
+    int bound = port;
+    if (ucp_listener_query(sv->l, &la) == UCS_OK && la.sockaddr.ss_family == AF_INET)
+        bound = ntohs(((struct sockaddr_in *)&la.sockaddr)->sin_port);
+    if (opts->metrics_port > 0 &&
+        (rc = metrics_start(&mt, host, opts->metrics_port, err, sizeof err))) {
+        rc = seterr(NULL, rc, "serve: %s", err);
+        goto out_listener;
+    }
+    logf_(sv, "serving %s (read-only) on %s:%d%s", spec, host, bound,
+          opts->metrics_port > 0 ? ", /metrics on its own port" : "");
+    if (opts->ready)
+        opts->ready(opts->ctx, host, bound);
+    serve_loop(sv, efd);
+
+    /* drain: no new clients, the replies in flight complete, then close */
+    sv->draining = 1;
+    logf_(sv, "draining: %llu replies in flight", (unsigned long long)sv->inflight);
+    ucp_listener_destroy(sv->l);
+    sv->l = NULL;
+    uint64_t end = now_ns() + (uint64_t)DRAIN_MS * 1000000u;
+    while (sv->inflight && now_ns() < end)
+        ucp_worker_progress(sv->w);
+    if (sv->inflight)
+        logf_(sv, "drain: %llu replies still in flight after %d ms; closing anyway",
+              (unsigned long long)sv->inflight, DRAIN_MS);
+    rc = 0;
+out_listener:
+    if (sv->l)
+        ucp_listener_destroy(sv->l);
+    conns_sweep(sv, 1);
+out_worker:
+    if (mt.fd >= 0) {
+        mt.quit = 1;
+        pthread_join(mt.t, NULL);
+        close(mt.fd);
+    }
+    ucp_worker_destroy(sv->w);
+out_ctx:
+    ucp_cleanup(sv->ctx);
+out_pool:
+    for (struct served *d = sv->ds; d; d = d->next)
+        d->refs = 0;
+    served_sweep(sv, 1);
+    cxlp_pool_close(sv->p);
+    if (rc == 0)
+        logf_(sv, "stopped");
+    free(sv);
+    return rc;
+}
+
+#endif /* CXLP_HAVE_UCX */
+
+int cxlp_remote_available(void)
+{
+#ifdef CXLP_HAVE_UCX
+    return 1;
+#else
+    return 0;
+#endif
+}
