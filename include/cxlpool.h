@@ -1406,9 +1406,10 @@ struct cxlp_remote_shard {
 CXLP_API int cxlp_remote_shards(cxlp_remote *r, const char *name, struct cxlp_remote_shard *out,
                                 size_t cap, uint64_t *n, uint64_t *version);
 /* Reads bytes [off, off + len) of shard k of name (any len: split into
- * requests of at most 16 MiB) into buf. CXLP_ERANGE when the range is not
- * inside the shard, CXLP_ENOTFOUND when name changed since its shard table
- * was read (read it again), -ETIMEDOUT or -ECONNRESET when the server does
+ * requests of at most 16 MiB) into buf, from the version of name that the
+ * handle's last cxlp_remote_shards of it gave (none yet: it reads the shard
+ * table first). CXLP_ERANGE when the range is not inside the shard,
+ * CXLP_ENOTFOUND when name changed since (read its shard table again), -ETIMEDOUT or -ECONNRESET when the server does
  * not answer or goes away (the message names the host, dataset and shard;
  * the handle is then unusable: open again). */
 CXLP_API int cxlp_remote_read(cxlp_remote *r, const char *name, uint64_t k, uint64_t off,

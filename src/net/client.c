@@ -130,6 +130,8 @@ struct cxlp_remote {
     uint64_t next_id;
     struct call c;
     uint8_t req[WIRE_REQ_MAX];
+    char ver_name[WIRE_NAME_MAX + 1]; /* the dataset of the last shard table */
+    uint64_t ver;                     /* its version: what reads of it name */
 };
 
 static uint64_t now_ms(void)
@@ -514,14 +516,20 @@ int cxlp_remote_shards(cxlp_remote *r, const char *name, struct cxlp_remote_shar
     *n = cnt;
     if (version)
         *version = ver;
+    snprintf(r->ver_name, sizeof r->ver_name, "%s", name);
+    r->ver = ver;
     return 0;
 }
 
-/* name's version as the last shard table read gave it: kept per handle for
- * the dataset last asked about (what remote-cat and fetch need). */
+/* name's version as the last shard table read of it gave it (one per
+ * handle: the dataset last asked about), else a fresh table's. */
 static int version_of(cxlp_remote *r, const char *name, uint64_t *ver)
 {
     uint64_t n;
+    if (r->ver && strcmp(r->ver_name, name) == 0) {
+        *ver = r->ver;
+        return 0;
+    }
     return cxlp_remote_shards(r, name, NULL, 0, &n, ver);
 }
 

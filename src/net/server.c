@@ -246,9 +246,10 @@ static void reply(struct srv *sv, struct conn *c, uint32_t op, uint64_t id, int 
 }
 
 /* The served dataset name at its current version (opened on first use);
- * want != 0: only that version. NULL with the reason in msg. */
-static struct served *served_get(struct srv *sv, const char *name, uint64_t want, int *rc,
-                                 char *msg, size_t cap)
+ * exact: only when that version is want (a READ names the version of its
+ * shard table). NULL with the reason in msg. */
+static struct served *served_get(struct srv *sv, const char *name, int exact, uint64_t want,
+                                 int *rc, char *msg, size_t cap)
 {
     struct cxlp_dataset_info *infos = NULL;
     size_t n = 0;
@@ -269,7 +270,7 @@ static struct served *served_get(struct srv *sv, const char *name, uint64_t want
     for (struct served *d = sv->ds; d; d = d->next)
         if (strcmp(d->name, name) == 0 && d->version != cur)
             d->stale = 1;
-    if (!cur || (want && want != cur)) {
+    if (!cur || (exact && want != cur)) {
         *rc = CXLP_ENOTFOUND;
         if (!cur)
             snprintf(msg, cap, "no dataset '%s' in pool %s", name, sv->pool_name);
@@ -352,7 +353,7 @@ static void do_shards(struct srv *sv, struct conn *c, const struct wire_req *q, 
 {
     char msg[WIRE_MSG_MAX];
     int rc;
-    struct served *d = served_get(sv, q->name, 0, &rc, msg, sizeof msg);
+    struct served *d = served_get(sv, q->name, 0, 0, &rc, msg, sizeof msg);
     if (!d) {
         reply(sv, c, WIRE_SHARDS, q->id, rc, msg, NULL, 0, NULL, NULL, t0);
         return;
@@ -379,7 +380,7 @@ static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, ui
 {
     char msg[WIRE_MSG_MAX];
     int rc;
-    struct served *d = served_get(sv, q->name, q->ds_version, &rc, msg, sizeof msg);
+    struct served *d = served_get(sv, q->name, 1, q->ds_version, &rc, msg, sizeof msg);
     if (!d) {
         reply(sv, c, WIRE_READ, q->id, rc, msg, NULL, 0, NULL, NULL, t0);
         return;
