@@ -1414,7 +1414,8 @@ CXLP_API int cxlp_remote_shards(cxlp_remote *r, const char *name, struct cxlp_re
  * the handle is then unusable: open again). */
 CXLP_API int cxlp_remote_read(cxlp_remote *r, const char *name, uint64_t k, uint64_t off,
                               uint64_t len, void *buf);
-/* Reads shard k of name whole into a new buffer, verifies it (its header,
+/* Reads shard k of name whole into a new buffer (from the shard table the
+ * handle last read whole for name, else a fresh one), verifies it (its header,
  * every column's checksum, and the table's record count, bytes and digest)
  * and calls fn(ctx, first_record + i, rec, len) for each of its records i,
  * in order, with the record's fields back to back (one field: the record

@@ -132,6 +132,8 @@ struct cxlp_remote {
     uint8_t req[WIRE_REQ_MAX];
     char ver_name[WIRE_NAME_MAX + 1]; /* the dataset of the last shard table */
     uint64_t ver;                     /* its version: what reads of it name */
+    struct cxlp_remote_shard *tab;    /* that table, whole (cxlp_remote_fetch) */
+    uint64_t tab_n;
 };
 
 static uint64_t now_ms(void)
@@ -377,6 +379,7 @@ void cxlp_remote_close(cxlp_remote *r)
     if (r->ctx)
         ucp_cleanup(r->ctx);
     free(r->c.payload);
+    free(r->tab);
     r->obj.magic = 0;
     free(r);
 }
@@ -516,8 +519,18 @@ int cxlp_remote_shards(cxlp_remote *r, const char *name, struct cxlp_remote_shar
     *n = cnt;
     if (version)
         *version = ver;
+    if (strcmp(r->ver_name, name) || r->ver != ver) {
+        free(r->tab);
+        r->tab = NULL;
+        r->tab_n = 0;
+    }
     snprintf(r->ver_name, sizeof r->ver_name, "%s", name);
     r->ver = ver;
+    if (cap >= cnt && !r->tab && (r->tab = malloc((cnt ? cnt : 1) * sizeof *r->tab))) {
+        if (cnt)
+            memcpy(r->tab, out, cnt * sizeof *r->tab);
+        r->tab_n = cnt;
+    }
     return 0;
 }
 
@@ -582,24 +595,28 @@ int cxlp_remote_fetch(cxlp_remote *r, const char *name, uint64_t k,
 {
     if (!r || !name || !fn)
         return seterr(r ? &r->obj : NULL, CXLP_EARG, "remote fetch: NULL argument");
-    uint64_t n, ver;
-    int rc = cxlp_remote_shards(r, name, NULL, 0, &n, &ver);
-    if (rc)
-        return rc;
-    if (k >= n)
-        return seterr(&r->obj, CXLP_ERANGE, "%s: dataset %s has %llu shards, not shard %llu",
-                      r->url, name, (unsigned long long)n, (unsigned long long)k);
-    struct cxlp_remote_shard *t = calloc(n, sizeof *t);
-    if (!t)
-        return seterr(&r->obj, -ENOMEM, "remote fetch: out of memory");
-    uint64_t ver2;
-    if ((rc = cxlp_remote_shards(r, name, t, n, &n, &ver2)) || k >= n || ver2 != ver) {
+    /* the handle's table of name when it has one, else a fresh one */
+    int rc = 0;
+    if (!r->tab || strcmp(r->ver_name, name)) {
+        uint64_t n, n2, v;
+        struct cxlp_remote_shard *t = NULL;
+        rc = cxlp_remote_shards(r, name, NULL, 0, &n, &v);
+        if (!rc && !(t = calloc(n ? n : 1, sizeof *t)))
+            rc = seterr(&r->obj, -ENOMEM, "remote fetch: out of memory");
+        if (!rc)
+            rc = cxlp_remote_shards(r, name, t, n, &n2, &v);
         free(t);
-        return rc ? rc : seterr(&r->obj, CXLP_ENOTFOUND, "%s: dataset %s changed while read: "
-                                "read it again", r->url, name);
+        if (rc)
+            return rc;
+        if (!r->tab)
+            return seterr(&r->obj, CXLP_ENOTFOUND, "%s: dataset %s changed while read: "
+                          "read it again", r->url, name);
     }
-    struct cxlp_remote_shard e = t[k];
-    free(t);
+    if (k >= r->tab_n)
+        return seterr(&r->obj, CXLP_ERANGE, "%s: dataset %s has %llu shards, not shard %llu",
+                      r->url, name, (unsigned long long)r->tab_n, (unsigned long long)k);
+    uint64_t ver = r->ver;
+    struct cxlp_remote_shard e = r->tab[k];
     uint8_t *buf = e.bytes ? malloc(e.bytes) : NULL;
     if (!buf)
         return seterr(&r->obj, e.bytes ? -ENOMEM : CXLP_ECORRUPT,
