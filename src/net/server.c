@@ -59,13 +59,12 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
     char err[ERRMSG_MAX];
     uint8_t tok[WIRE_TOKEN_MAX];
     size_t tl;
-    (void)spec;
     /* the token file is checked first either way: the same refusal */
     int rc = net_token_read(opts ? opts->token_file : NULL, tok, &tl, err, sizeof err);
     if (rc)
-        return seterr(NULL, rc, "serve: %s", err);
-    return seterr(NULL, CXLP_EUNSUPPORTED, "serve: this build has no UCX (built with "
-                  "CXLP_UCX=OFF): remote pools need a build with libucx");
+        return seterr(NULL, rc, "%s: refusing to serve: %s", spec ? spec : "(null)", err);
+    return seterr(NULL, CXLP_EUNSUPPORTED, "%s: cannot serve: this build has no UCX (built with "
+                  "CXLP_UCX=OFF): remote pools need a build with libucx", spec ? spec : "(null)");
 }
 
 #else
@@ -720,7 +719,8 @@ static const char *pool_short_name(const char *spec)
 
 static int ucx_fail(const char *what, ucs_status_t st)
 {
-    return seterr(NULL, CXLP_EUNSUPPORTED, "serve: %s: %s", what, ucs_status_string(st));
+    return seterr(NULL, CXLP_EUNSUPPORTED, "cannot serve: UCX: %s: %s", what,
+                  ucs_status_string(st));
 }
 
 static int serve_loop(struct srv *sv, int efd)
@@ -744,21 +744,21 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
     char err[ERRMSG_MAX], host[256];
     int port, rc;
     if (!spec || !opts || !opts->stop)
-        return seterr(NULL, CXLP_EARG, "serve: spec, opts and opts->stop are required");
+        return seterr(NULL, CXLP_EARG, "cxlp_serve: spec, opts and opts->stop are required");
     struct srv *sv = calloc(1, sizeof *sv);
     if (!sv)
-        return seterr(NULL, -ENOMEM, "serve: out of memory");
+        return seterr(NULL, -ENOMEM, "cxlp_serve: out of memory");
     sv->log = opts->log ? opts->log : stderr;
     sv->stop = opts->stop;
     sv->spec = spec;
     snprintf(sv->pool_name, sizeof sv->pool_name, "%s", pool_short_name(spec));
     if ((rc = net_token_read(opts->token_file, sv->token, &sv->token_len, err, sizeof err))) {
         free(sv);
-        return seterr(NULL, rc, "serve: refusing to start: %s", err);
+        return seterr(NULL, rc, "%s: refusing to serve: %s", spec, err);
     }
     if ((rc = net_addr_parse(opts->listen, host, sizeof host, &port, err, sizeof err))) {
         free(sv);
-        return seterr(NULL, rc, "serve: --listen: %s", err);
+        return seterr(NULL, rc, "%s: cannot serve: --listen: %s", spec, err);
     }
     struct cxlp_pool_opts po = {.readonly = 1};
     if ((rc = cxlp_pool_open(spec, &po, &sv->p))) {
@@ -767,8 +767,8 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
     }
     struct cxlp_pool_stat pst;
     if ((rc = cxlp_pool_stat(sv->p, &pst)) == 0 && pst.n_tiers > 1)
-        rc = seterr(NULL, CXLP_EUNSUPPORTED, "serve: %s is a pool of %u tiers; serving pools "
-                    "of tiers is not built yet (a pool of one memory tier is)", spec,
+        rc = seterr(NULL, CXLP_EUNSUPPORTED, "%s: cannot serve: a pool of %u tiers; serving "
+                    "pools of tiers is not built yet (a pool of one memory tier is)", spec,
                     pst.n_tiers);
     struct mthread mt = {.sv = sv, .fd = -1};
     ucp_config_t *cfg = NULL;
@@ -808,7 +808,7 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
     struct sockaddr_storage ss;
     socklen_t sl = 0;
     if ((rc = resolve(host, port, &ss, &sl, err, sizeof err))) {
-        rc = seterr(NULL, rc, "serve: --listen: %s", err);
+        rc = seterr(NULL, rc, "%s: cannot serve: --listen: %s", spec, err);
         goto out_worker;
     }
     ucp_listener_params_t lp = {
@@ -818,7 +818,8 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
     };
     if ((st = ucp_listener_create(sv->w, &lp, &sv->l)) != UCS_OK) {
         rc = seterr(NULL, st == UCS_ERR_BUSY ? -EADDRINUSE : CXLP_EARG,
-                    "serve: cannot listen on %s: %s", opts->listen, ucs_status_string(st));
+                    "%s: cannot serve: cannot listen on %s: %s", spec, opts->listen,
+                    ucs_status_string(st));
         goto out_worker;
     }
     ucp_listener_attr_t la = {.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR};
@@ -827,7 +828,7 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
         bound = ntohs(((struct sockaddr_in *)&la.sockaddr)->sin_port);
     if (opts->metrics_port > 0 &&
         (rc = metrics_start(&mt, host, opts->metrics_port, err, sizeof err))) {
-        rc = seterr(NULL, rc, "serve: %s", err);
+        rc = seterr(NULL, rc, "%s: cannot serve: %s", spec, err);
         goto out_listener;
     }
     logf_(sv, "serving %s (read-only) on %s:%d%s", spec, host, bound,
