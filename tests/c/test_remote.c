@@ -177,10 +177,12 @@ int main(void)
     double dt = now_s() - t0;
     CHECK(kill(pid, SIGCONT) == 0);
     printf("stopped server: %s (%.2f s)\n", cxlp_errmsg(r2), dt);
-    CHECK(rc == -ETIMEDOUT);
+    /* -ETIMEDOUT, unless UCX's keepalive declared the peer gone first */
+    CHECK(rc == -ETIMEDOUT || rc == -ECONNRESET);
     CHECK(strstr(cxlp_errmsg(r2), "127.0.0.1") && strstr(cxlp_errmsg(r2), "shard 1 of var"));
     CHECK(dt < 60); /* a hang guard, not a timing test: the timeout is 1.5 s */
-    CHECK(cxlp_remote_read(r2, "var", 0, 0, 16, buf) == -ETIMEDOUT); /* broken stays broken */
+    CHECK(cxlp_remote_read(r2, "var", 0, 0, 16, buf) == rc); /* broken stays broken */
+    CHECK(strstr(cxlp_errmsg(r2), "failed earlier"));
     cxlp_remote_close(r2);
 
     /* SIGTERM: drains, exits 0 */
