@@ -1359,8 +1359,10 @@ struct cxlp_serve_opts {
 /* Serves pool spec (opened read-only: the server never writes the pool) to
  * remote clients until *opts->stop, then drains: it stops listening, lets
  * the replies in flight complete (at most 5 s), closes its clients and
- * returns 0. Memory-tier pools of one tier only: a pool of tiers is
- * CXLP_EUNSUPPORTED for now. Fails before listening with CXLP_EARG (no
+ * returns 0. A pool of tiers serves each shard from its fastest copy (a
+ * memory tier's, else the home's), read whole into the server's memory
+ * and verified there before any of it is sent. Fails before listening
+ * with CXLP_EARG (no
  * token file, a token file group or others may access, not owned by this
  * user or empty, a bad listen address; the message names the file or the
  * address and the reason), CXLP_EUNSUPPORTED (no UCX), the open's codes, or

@@ -178,7 +178,7 @@ static const struct cli_cmd cmds[] = {
      "  Prints \"listening on ADDR:PORT\" once listening, logs each client\n"
      "  (and each refusal, with its reason) on stderr; --metrics-port P serves\n"
      "  Prometheus text at http://ADDR:P/metrics. SIGTERM: drain and exit 0.\n"
-     "  One-tier pools only for now. A build without UCX says so (exit 1).\n",
+     "  A build without UCX says so (exit 1).\n",
      cli_cmd_serve},
     {"remote-cat", "read a served dataset's records, verified, to stdout",
      "cxlpool remote-cat ucx://HOST:PORT/POOL NAME [--token-file F] [--timeout T]\n"

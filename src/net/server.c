@@ -12,11 +12,19 @@
  *   served    a dataset as the server reads it: an open cxlp_store at one
  *             catalog version (the store pins that version's extents), and
  *             how many replies read its bytes now.
+ *   held      a pool of tiers: a shard read whole from its fastest copy (a
+ *             memory tier's, else the home's) into private memory and
+ *             verified there (store_read_private), then served in slices;
+ *             the last HELD_MAX shards are kept while replies read them.
  *
  * Invariants
- *   - a reply of bytes carries [base + loc[k].off + off, + len) of a served
- *     store with off + len <= loc[k].len: every READ is bounded by the
- *     shard it names, after the wire decoder bounded it by WIRE_READ_MAX;
+ *   - a reply of bytes carries [off, off + len) of shard k of a served store
+ *     with off + len <= loc[k].len (from the mapping at loc[k].off on a pool
+ *     of one tier, else from a held copy of loc[k].len bytes): every READ
+ *     is bounded by the shard it names, after the wire decoder bounded it
+ *     by WIRE_READ_MAX;
+ *   - a held copy verified before a byte of it is sent, and kept while a
+ *     reply reads it (held.refs > 0);
  *   - a store stays open while a reply reads from it (served.refs > 0);
  *   - the pool is opened read-only: no client request can write it;
  *   - the first request of a conn is HELLO with the served pool's name and
@@ -72,9 +80,11 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
 #include <ucp/api/ucp.h>
 
 #include "pool/pool.h"
+#include "store/fetch.h"
 #include "store/store.h"
 
 #define DRAIN_MS 5000
+#define HELD_MAX 4             /* whole shards of pools of tiers kept in memory */
 
 /* Latency buckets of the histogram, in seconds. */
 static const double lat_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
@@ -105,6 +115,15 @@ struct served {
     struct served *next;
 };
 
+struct held {
+    struct served *d;
+    uint64_t k;
+    uint8_t *buf;            /* loc[k].len bytes (and more: an extent's) */
+    uint32_t refs;
+    uint64_t used;           /* last use, for eviction */
+    struct held *next;
+};
+
 struct srv {
     ucp_context_h ctx;
     ucp_worker_h w;
@@ -116,6 +135,9 @@ struct srv {
     size_t token_len;
     struct conn *conns;
     struct served *ds;
+    struct held *held;
+    uint64_t n_held, clock;
+    struct store_io io;      /* this thread's readers of staged tiers */
     uint64_t inflight;
     FILE *log;
     struct metrics m;
@@ -127,6 +149,7 @@ struct reply {
     struct srv *sv;
     struct conn *c;
     struct served *ds;       /* READ: the store its bytes are in */
+    struct held *h;          /* READ of a pool of tiers: the copy they are in */
     uint8_t *payload;        /* LIST, SHARDS: owned */
     uint64_t t0;
     uint32_t op;
@@ -182,6 +205,8 @@ static void reply_done(struct reply *rp, ucs_status_t st)
         add(&sv->m.errors, 1);
     if (rp->ds)
         rp->ds->refs--;
+    if (rp->h)
+        rp->h->refs--;
     conn_unref(sv, rp->c);
     sv->inflight--;
     free(rp->payload);
@@ -198,7 +223,7 @@ static void send_cb(void *req, ucs_status_t st, void *user)
  * ownership of payload (may be NULL; data may point into it). */
 static void reply(struct srv *sv, struct conn *c, uint32_t op, uint64_t id, int status,
                   const char *msg, const void *data, uint64_t len, uint8_t *payload,
-                  struct served *ds, uint64_t t0)
+                  struct served *ds, struct held *h, uint64_t t0)
 {
     struct reply *rp = calloc(1, sizeof *rp);
     if (!rp) {
@@ -220,12 +245,15 @@ static void reply(struct srv *sv, struct conn *c, uint32_t op, uint64_t id, int 
     rp->sv = sv;
     rp->c = c;
     rp->ds = ds;
+    rp->h = h;
     rp->payload = payload;
     rp->t0 = t0;
     rp->op = op;
     c->refs++;
     if (ds)
         ds->refs++;
+    if (h)
+        h->refs++;
     sv->inflight++;
     if (status)
         add(&sv->m.errors, 1);
@@ -307,12 +335,20 @@ static struct served *served_get(struct srv *sv, const char *name, int exact, ui
     return d;
 }
 
+static int held_of(const struct srv *sv, const struct served *d)
+{
+    for (const struct held *h = sv->held; h; h = h->next)
+        if (h->d == d)
+            return 1;
+    return 0;
+}
+
 /* Closes the stores no reply reads and a newer version replaced. */
 static void served_sweep(struct srv *sv, int all)
 {
     for (struct served **pp = &sv->ds; *pp;) {
         struct served *d = *pp;
-        if ((d->stale || all) && d->refs == 0) {
+        if ((d->stale || all) && d->refs == 0 && !held_of(sv, d)) {
             *pp = d->next;
             cxlp_store_close(d->s);
             free(d);
@@ -320,6 +356,65 @@ static void served_sweep(struct srv *sv, int all)
             pp = &d->next;
         }
     }
+}
+
+/* Frees the held copies no reply reads: all, or those past HELD_MAX
+ * (least recently used first) and those of stores about to close. */
+static void held_sweep(struct srv *sv, int all)
+{
+    for (;;) {
+        struct held **victim = NULL;
+        for (struct held **pp = &sv->held; *pp; pp = &(*pp)->next) {
+            struct held *h = *pp;
+            if (h->refs)
+                continue;
+            if (all || h->d->stale) {
+                victim = pp;
+                break;
+            }
+            if (sv->n_held > HELD_MAX && (!victim || h->used < (*victim)->used))
+                victim = pp;
+        }
+        if (!victim)
+            return;
+        struct held *h = *victim;
+        *victim = h->next;
+        free(h->buf);
+        free(h);
+        sv->n_held--;
+    }
+}
+
+/* Shard k of d (a pool of tiers) whole and verified, held. NULL with the
+ * reason in msg. */
+static struct held *held_get(struct srv *sv, struct served *d, uint64_t k, int *rc, char *msg,
+                             size_t cap)
+{
+    for (struct held *h = sv->held; h; h = h->next)
+        if (h->d == d && h->k == k) {
+            h->used = ++sv->clock;
+            return h;
+        }
+    struct held *h = calloc(1, sizeof *h);
+    struct shard_col *cols = calloc(d->s->ncols ? d->s->ncols : 1, sizeof *cols);
+    struct shard g;
+    *rc = h && cols ? store_read_private(d->s, k, &sv->io, &h->buf, &g, cols) : -ENOMEM;
+    free(cols);
+    if (*rc) {
+        snprintf(msg, cap, "%s", *rc == -ENOMEM && !h ? "out of memory" : cxlp_errmsg(NULL));
+        free(h);
+        return NULL;
+    }
+    h->d = d;
+    h->k = k;
+    h->used = ++sv->clock;
+    h->next = sv->held;
+    sv->held = h;
+    sv->n_held++;
+    h->refs++; /* not the one evicted: the caller is about to read it */
+    held_sweep(sv, 0);
+    h->refs--;
+    return h;
 }
 
 static void do_list(struct srv *sv, struct conn *c, uint64_t id, uint64_t t0)
@@ -333,19 +428,19 @@ static void do_list(struct srv *sv, struct conn *c, uint64_t id, uint64_t t0)
         rc = cxlp_pool_list(sv->p, infos, n, &n);
     if (rc) {
         free(infos);
-        reply(sv, c, WIRE_LIST, id, rc, cxlp_errmsg(sv->p), NULL, 0, NULL, NULL, t0);
+        reply(sv, c, WIRE_LIST, id, rc, cxlp_errmsg(sv->p), NULL, 0, NULL, NULL, NULL, t0);
         return;
     }
     size_t len = wire_list_encode(infos, (uint32_t)n, NULL);
     uint8_t *buf = malloc(len);
     if (!buf) {
         free(infos);
-        reply(sv, c, WIRE_LIST, id, -ENOMEM, NULL, NULL, 0, NULL, NULL, t0);
+        reply(sv, c, WIRE_LIST, id, -ENOMEM, NULL, NULL, 0, NULL, NULL, NULL, t0);
         return;
     }
     wire_list_encode(infos, (uint32_t)n, buf);
     free(infos);
-    reply(sv, c, WIRE_LIST, id, 0, NULL, buf, len, buf, NULL, t0);
+    reply(sv, c, WIRE_LIST, id, 0, NULL, buf, len, buf, NULL, NULL, t0);
 }
 
 static void do_shards(struct srv *sv, struct conn *c, const struct wire_req *q, uint64_t t0)
@@ -354,7 +449,7 @@ static void do_shards(struct srv *sv, struct conn *c, const struct wire_req *q, 
     int rc;
     struct served *d = served_get(sv, q->name, 0, 0, &rc, msg, sizeof msg);
     if (!d) {
-        reply(sv, c, WIRE_SHARDS, q->id, rc, msg, NULL, 0, NULL, NULL, t0);
+        reply(sv, c, WIRE_SHARDS, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
         return;
     }
     uint64_t n = d->s->n_shards;
@@ -362,7 +457,7 @@ static void do_shards(struct srv *sv, struct conn *c, const struct wire_req *q, 
     uint8_t *buf = t ? malloc(16 + n * WIRE_SHARD_BYTES) : NULL;
     if (!buf) {
         free(t);
-        reply(sv, c, WIRE_SHARDS, q->id, -ENOMEM, NULL, NULL, 0, NULL, NULL, t0);
+        reply(sv, c, WIRE_SHARDS, q->id, -ENOMEM, NULL, NULL, 0, NULL, NULL, NULL, t0);
         return;
     }
     for (uint64_t k = 0; k < n; k++) {
@@ -372,7 +467,7 @@ static void do_shards(struct srv *sv, struct conn *c, const struct wire_req *q, 
     }
     size_t len = wire_shards_encode(d->version, t, n, buf);
     free(t);
-    reply(sv, c, WIRE_SHARDS, q->id, 0, NULL, buf, len, buf, NULL, t0);
+    reply(sv, c, WIRE_SHARDS, q->id, 0, NULL, buf, len, buf, NULL, NULL, t0);
 }
 
 static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, uint64_t t0)
@@ -381,26 +476,37 @@ static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, ui
     int rc;
     struct served *d = served_get(sv, q->name, 1, q->ds_version, &rc, msg, sizeof msg);
     if (!d) {
-        reply(sv, c, WIRE_READ, q->id, rc, msg, NULL, 0, NULL, NULL, t0);
+        reply(sv, c, WIRE_READ, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
         return;
     }
     if (q->shard >= d->s->n_shards) {
         snprintf(msg, sizeof msg, "dataset '%s' has %llu shards, not shard %llu", q->name,
                  (unsigned long long)d->s->n_shards, (unsigned long long)q->shard);
-        reply(sv, c, WIRE_READ, q->id, CXLP_ERANGE, msg, NULL, 0, NULL, NULL, t0);
+        reply(sv, c, WIRE_READ, q->id, CXLP_ERANGE, msg, NULL, 0, NULL, NULL, NULL, t0);
         return;
     }
     const struct pool_shard *ps = &d->s->loc[q->shard];
     uint64_t map = attach_size(d->s->a);
-    if (!range_ok(q->off, q->len, ps->len) || !range_ok(ps->off, ps->len, map)) {
+    if (!range_ok(q->off, q->len, ps->len) ||
+        (!d->s->tiered && !range_ok(ps->off, ps->len, map))) {
         snprintf(msg, sizeof msg, "bytes [%llu, +%llu) are not inside shard %llu of '%s' "
                  "(%llu bytes)", (unsigned long long)q->off, (unsigned long long)q->len,
                  (unsigned long long)q->shard, q->name, (unsigned long long)ps->len);
-        reply(sv, c, WIRE_READ, q->id, CXLP_ERANGE, msg, NULL, 0, NULL, NULL, t0);
+        reply(sv, c, WIRE_READ, q->id, CXLP_ERANGE, msg, NULL, 0, NULL, NULL, NULL, t0);
         return;
     }
-    const uint8_t *src = attach_base(d->s->a) + ps->off + q->off;
-    reply(sv, c, WIRE_READ, q->id, 0, NULL, src, q->len, NULL, d, t0);
+    struct held *h = NULL;
+    const uint8_t *src;
+    if (d->s->tiered) {
+        if (!(h = held_get(sv, d, q->shard, &rc, msg, sizeof msg))) {
+            reply(sv, c, WIRE_READ, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
+            return;
+        }
+        src = h->buf + q->off;
+    } else {
+        src = attach_base(d->s->a) + ps->off + q->off;
+    }
+    reply(sv, c, WIRE_READ, q->id, 0, NULL, src, q->len, NULL, d, h, t0);
 }
 
 static struct conn *conn_of(struct srv *sv, ucp_ep_h ep)
@@ -415,7 +521,7 @@ static void refuse(struct srv *sv, struct conn *c, uint32_t op, uint64_t id, con
 {
     logf_(sv, "client %s refused: %s", c->addr, why);
     add(&sv->m.refused, 1);
-    reply(sv, c, op, id, -EACCES, why, NULL, 0, NULL, NULL, now_ns());
+    reply(sv, c, op, id, -EACCES, why, NULL, 0, NULL, NULL, NULL, now_ns());
     c->closing = 1;
 }
 
@@ -470,17 +576,17 @@ static ucs_status_t req_cb(void *arg, const void *header, size_t header_length, 
         }
         c->authed = 1;
         logf_(sv, "client %s authenticated", c->addr);
-        reply(sv, c, WIRE_HELLO, q.id, 0, NULL, NULL, 0, NULL, NULL, t0);
+        reply(sv, c, WIRE_HELLO, q.id, 0, NULL, NULL, 0, NULL, NULL, NULL, t0);
         return UCS_OK;
     }
     if (rc) {
-        reply(sv, c, 0, 0, rc, err, NULL, 0, NULL, NULL, t0);
+        reply(sv, c, 0, 0, rc, err, NULL, 0, NULL, NULL, NULL, t0);
         return UCS_OK;
     }
     switch (q.op) {
     case WIRE_HELLO:
         reply(sv, c, WIRE_HELLO, q.id, CXLP_EARG, "HELLO again on an authenticated connection",
-              NULL, 0, NULL, NULL, t0);
+              NULL, 0, NULL, NULL, NULL, t0);
         break;
     case WIRE_LIST: do_list(sv, c, q.id, t0); break;
     case WIRE_SHARDS: do_shards(sv, c, &q, t0); break;
@@ -729,6 +835,7 @@ static int serve_loop(struct srv *sv, int efd)
         while (ucp_worker_progress(sv->w))
             ;
         conns_sweep(sv, 0);
+        held_sweep(sv, 0);
         served_sweep(sv, 0);
         ucs_status_t st = ucp_worker_arm(sv->w);
         if (st == UCS_ERR_BUSY)
@@ -765,11 +872,6 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
         free(sv);
         return rc; /* the open's message stands */
     }
-    struct cxlp_pool_stat pst;
-    if ((rc = cxlp_pool_stat(sv->p, &pst)) == 0 && pst.n_tiers > 1)
-        rc = seterr(NULL, CXLP_EUNSUPPORTED, "%s: cannot serve: a pool of %u tiers; serving "
-                    "pools of tiers is not built yet (a pool of one memory tier is)", spec,
-                    pst.n_tiers);
     struct mthread mt = {.sv = sv, .fd = -1};
     ucp_config_t *cfg = NULL;
     ucs_status_t st;
@@ -863,9 +965,13 @@ out_worker:
 out_ctx:
     ucp_cleanup(sv->ctx);
 out_pool:
+    for (struct held *h = sv->held; h; h = h->next)
+        h->refs = 0;
+    held_sweep(sv, 1);
     for (struct served *d = sv->ds; d; d = d->next)
         d->refs = 0;
     served_sweep(sv, 1);
+    store_io_close(&sv->io);
     cxlp_pool_close(sv->p);
     if (rc == 0)
         logf_(sv, "stopped");

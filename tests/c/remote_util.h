@@ -86,6 +86,34 @@ static inline void ru_write_file(const char *path, const char *text, mode_t mode
 
 static volatile int ru_stop;
 static int ru_port_fd = -1;
+static pid_t ru_children[16];
+static int ru_n_children;
+
+/* Servers still running when the test exits (a CHECK failed) or hangs
+ * (the alarm) are killed: none outlives its test. */
+static inline void ru_kill_children(void)
+{
+    for (int i = 0; i < ru_n_children; i++)
+        if (ru_children[i] > 0)
+            kill(ru_children[i], SIGKILL);
+}
+
+static inline void ru_on_alarm(int sig)
+{
+    (void)sig;
+    static const char m[] = "test hung: killed by its alarm\n";
+    (void)!write(2, m, sizeof m - 1);
+    ru_kill_children();
+    _exit(1);
+}
+
+/* Kills the servers at exit, and everything after secs seconds. */
+static inline void ru_guard(unsigned secs)
+{
+    atexit(ru_kill_children);
+    signal(SIGALRM, ru_on_alarm);
+    alarm(secs);
+}
 
 static inline void ru_on_term(int sig)
 {
@@ -127,6 +155,8 @@ static inline pid_t ru_serve(const char *spec, const char *token_file, const cha
         _exit(rc ? 1 : 0);
     }
     close(pfd[1]);
+    if (ru_n_children < 16)
+        ru_children[ru_n_children++] = pid;
     ssize_t n = read(pfd[0], port, sizeof *port);
     close(pfd[0]);
     if (n != (ssize_t)sizeof *port) {

@@ -9,6 +9,8 @@
  * build without UCX: every entry point says so (CXLP_EUNSUPPORTED).
  */
 #include "remote_util.h"
+#include "pool/loc.h"
+#include "store/fetch.h"
 #include "store/store.h"
 
 static char tok[256], tok_bad[256], tok_open[256], logp[256];
@@ -77,7 +79,16 @@ static void read_all(cxlp_remote *r, cxlp_pool *lp, const char *name)
     uint8_t *raw = malloc(t[n - 1].bytes);
     CHECK(raw);
     CHECK_OK(cxlp_remote_read(r, name, n - 1, 0, t[n - 1].bytes, raw));
-    CHECK(memcmp(raw, attach_base(s->a) + s->loc[n - 1].off, t[n - 1].bytes) == 0);
+    if (cxlp_store_tiered(s)) { /* the shard as this process reads it, verified */
+        uint8_t *mine;
+        struct shard g;
+        struct shard_col cols[CXLP_MAX_FIELDS];
+        CHECK_OK(store_read_private(s, n - 1, NULL, &mine, &g, cols));
+        CHECK(memcmp(raw, mine, t[n - 1].bytes) == 0);
+        free(mine);
+    } else {
+        CHECK(memcmp(raw, attach_base(s->a) + s->loc[n - 1].off, t[n - 1].bytes) == 0);
+    }
     /* out of the shard: refused, nothing read */
     CHECK_RC(cxlp_remote_read(r, name, n - 1, t[n - 1].bytes - 10, 20, raw), CXLP_ERANGE);
     CHECK(strstr(cxlp_errmsg(r), "not inside shard"));
@@ -88,6 +99,86 @@ static void read_all(cxlp_remote *r, cxlp_pool *lp, const char *name)
     free(t);
     free(c.buf);
     cxlp_store_close(s);
+}
+
+/* A pool of tiers: its shards served from the home (none has a memory
+ * copy) and from the dram tier (after a migration), every record equal. */
+static void tiered(uint64_t seed)
+{
+    char pool[128], dram[200], nvme[200], home[160];
+    snprintf(pool, sizeof pool, "%s", test_name("remotet"));
+    snprintf(dram, sizeof dram, "dram=shm:%s.d:16M", pool);
+    snprintf(home, sizeof home, "/tmp/cxlp-%s.tier", pool);
+    snprintf(nvme, sizeof nvme, "nvme=file:%s:32M", home);
+    const char *tiers[] = {dram, nvme};
+    struct cxlp_pool_opts o = {.meta_bytes = 4u << 20};
+    cxlp_pool *p;
+    CHECK_OK(cxlp_pool_create_tiered(pool, tiers, 2, &o, &p));
+    struct cxlp_schema vs;
+    memset(&vs, 0, sizeof vs);
+    vs.n_fields = 1;
+    strcpy(vs.fields[0].name, "tokens");
+    vs.fields[0].dtype = CXLP_DT_U16;
+    struct cxlp_writer_opts wo = {.shard_bytes = 32u << 10};
+    cxlp_writer *w;
+    CHECK_OK(cxlp_writer_begin(p, "var", &vs, &wo, &w));
+    uint64_t s = seed | 1;
+    uint16_t rec[200];
+    for (uint32_t i = 0; i < 2000; i++) {
+        uint32_t n = (uint32_t)(ru_rand(&s) % 200);
+        for (uint32_t j = 0; j < n; j++)
+            rec[j] = (uint16_t)ru_rand(&s);
+        CHECK_OK(cxlp_writer_append(w, rec, n * 2u));
+    }
+    CHECK_OK(cxlp_writer_commit(w));
+    int port;
+    pid_t pid = ru_serve(pool, tok, logp, &port);
+    char url[200];
+    snprintf(url, sizeof url, "ucx://127.0.0.1:%d/%s", port, pool);
+    struct cxlp_remote_opts ro = {.token_file = tok};
+    cxlp_remote *r;
+    CHECK_OK(cxlp_remote_open(url, &ro, &r));
+    cxlp_store *st;
+    CHECK_OK(cxlp_store_open(p, "var", &st));
+    uint64_t copies[4];
+    size_t nt;
+    CHECK_OK(cxlp_store_copies(st, copies, 4, &nt));
+    CHECK(nt == 2 && copies[0] == 0); /* every shard at home only */
+    cxlp_store_close(st);
+    read_all(r, p, "var");
+    CHECK_OK(cxlp_migrate(p, "var", "dram", NULL, NULL));
+    CHECK_OK(cxlp_store_open(p, "var", &st));
+    CHECK_OK(cxlp_store_copies(st, copies, 4, &nt));
+    CHECK(copies[0] == st->n_shards); /* every shard in dram now */
+    /* the home's copies zeroed: what the server sends now comes from dram
+     * (or the last shards it kept, read and verified before) */
+    int fd = open(home, O_RDWR);
+    CHECK(fd >= 0);
+    static uint8_t zero[64u << 10], was[64u << 10];
+    uint32_t h = attach_home(st->a);
+    for (uint64_t k = 0; k < st->n_shards; k++) {
+        uint64_t wd = store_word(st, k, h), len = st->loc[k].len;
+        CHECK(loc_present(wd) && len <= sizeof zero);
+        /* the home copy is where its word says: the shard's bytes */
+        uint8_t *mine;
+        struct shard g;
+        struct shard_col cols[CXLP_MAX_FIELDS];
+        CHECK_OK(store_read_private(st, k, NULL, &mine, &g, cols));
+        CHECK(pread(fd, was, len, (off_t)loc_off(wd)) == (ssize_t)len);
+        CHECK(memcmp(was, mine, len) == 0);
+        free(mine);
+        CHECK(pwrite(fd, zero, len, (off_t)loc_off(wd)) == (ssize_t)len);
+    }
+    close(fd);
+    cxlp_store_close(st);
+    read_all(r, p, "var");
+    cxlp_remote_close(r);
+    CHECK(kill(pid, SIGTERM) == 0);
+    int wst;
+    CHECK(waitpid(pid, &wst, 0) == pid && WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+    CHECK_OK(cxlp_pool_close(p));
+    CHECK_OK(cxlp_pool_destroy(pool));
+    unlink(home);
 }
 
 static double now_s(void)
@@ -112,6 +203,7 @@ int main(void)
         unlink(tok), unlink(tok_bad), unlink(tok_open);
         return 0;
     }
+    ru_guard(240);
     uint64_t seed = test_seed();
     const char *spec = test_name("remote");
     ru_make_pool(spec, seed);
@@ -216,6 +308,7 @@ int main(void)
 
     cxlp_pool_close(lp);
     CHECK_OK(cxlp_pool_destroy(spec));
+    tiered(seed);
     unlink(tok), unlink(tok_bad), unlink(tok_open), unlink(logp);
     printf("ok\n");
     return 0;

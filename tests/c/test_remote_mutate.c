@@ -24,6 +24,7 @@ int main(void)
 {
     if (!cxlp_remote_available())
         SKIP("this build has no UCX (CXLP_UCX=OFF)");
+    ru_guard(240);
     uint64_t seed = test_seed(), s = seed | 1;
     const char *e = getenv("CXLP_MUTATE_N");
     uint64_t N = e ? strtoull(e, NULL, 0) : 1000;
