@@ -185,12 +185,6 @@ static void add(_Atomic uint64_t *x, uint64_t v)
     atomic_fetch_add_explicit(x, v, memory_order_relaxed);
 }
 
-static void conn_unref(struct srv *sv, struct conn *c)
-{
-    (void)sv;
-    c->refs--;
-}
-
 static void reply_done(struct reply *rp, ucs_status_t st)
 {
     struct srv *sv = rp->sv;
@@ -207,7 +201,7 @@ static void reply_done(struct reply *rp, ucs_status_t st)
         rp->ds->refs--;
     if (rp->h)
         rp->h->refs--;
-    conn_unref(sv, rp->c);
+    rp->c->refs--;
     sv->inflight--;
     free(rp->payload);
     free(rp);
@@ -691,7 +685,7 @@ static void conns_sweep(struct srv *sv, int all)
 struct mthread {
     struct srv *sv;
     int fd;
-    volatile int quit;
+    _Atomic int quit;
     pthread_t t;
 };
 
@@ -738,7 +732,7 @@ static size_t metrics_text(struct metrics *m, char *buf, size_t cap)
 static void *metrics_main(void *arg)
 {
     struct mthread *mt = arg;
-    while (!mt->quit) {
+    while (!atomic_load_explicit(&mt->quit, memory_order_relaxed)) {
         struct pollfd pfd = {.fd = mt->fd, .events = POLLIN};
         if (poll(&pfd, 1, 100) <= 0)
             continue;
@@ -957,7 +951,7 @@ out_listener:
     conns_sweep(sv, 1);
 out_worker:
     if (mt.fd >= 0) {
-        mt.quit = 1;
+        atomic_store_explicit(&mt.quit, 1, memory_order_relaxed);
         pthread_join(mt.t, NULL);
         close(mt.fd);
     }
