@@ -29,6 +29,7 @@
 #include <time.h>
 
 #include "common/common.h"
+#include "net/metrics.h"
 #include "net/net.h"
 
 #ifndef CXLP_HAVE_UCX
@@ -340,16 +341,9 @@ int remote_raw(struct cxlp_remote *r, const void *req, size_t len, struct wire_r
 
 static int resolve(struct cxlp_remote *r, struct sockaddr_storage *ss, socklen_t *sl)
 {
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *ai;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", r->port);
-    int g = getaddrinfo(r->host, ps, &hints, &ai);
-    if (g)
-        return seterr(NULL, CXLP_EARG, "%s: host %s: %s", r->url, r->host, gai_strerror(g));
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    *sl = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
+    char err[ERRMSG_MAX];
+    int rc = net_resolve(r->host, r->port, 0, ss, sl, err, sizeof err);
+    return rc ? seterr(NULL, rc, "%s: %s", r->url, err) : 0;
 }
 
 static void ep_close(struct cxlp_remote *r)

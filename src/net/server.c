@@ -38,9 +38,7 @@
  * ucx_perftest measured it at about half the bandwidth of ucp_am_bw on the
  * same loopback; and a transport of our own (the issue says not to).
  *
- * /metrics: a dozen lines of HTTP over a plain socket in a thread of its
- * own. Rejected: libmicrohttpd and the like: no Debian library is worth a
- * dependency for one GET of text.
+ * /metrics: net/metrics.c, in a thread of its own.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,6 +56,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "net/metrics.h"
 #include "net/net.h"
 
 #ifndef CXLP_HAVE_UCX
@@ -85,16 +84,6 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
 
 #define DRAIN_MS 5000
 #define HELD_MAX 4             /* whole shards of pools of tiers kept in memory */
-
-/* Latency buckets of the histogram, in seconds. */
-static const double lat_bounds[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                    0.01,   0.025,   0.05,   0.1,   0.25,   1.0};
-#define N_BOUNDS (sizeof lat_bounds / sizeof lat_bounds[0])
-
-struct metrics {
-    _Atomic uint64_t bytes, requests[5], errors, refused, clients, clients_total;
-    _Atomic uint64_t lat_count, lat_ns_sum, lat_bucket[N_BOUNDS + 1];
-};
 
 struct conn {
     ucp_ep_h ep;
@@ -180,23 +169,12 @@ static void logf_(struct srv *sv, const char *fmt, ...)
     fflush(sv->log);
 }
 
-static void add(_Atomic uint64_t *x, uint64_t v)
-{
-    atomic_fetch_add_explicit(x, v, memory_order_relaxed);
-}
-
 static void reply_done(struct reply *rp, ucs_status_t st)
 {
     struct srv *sv = rp->sv;
-    uint64_t ns = now_ns() - rp->t0;
-    add(&sv->m.lat_count, 1);
-    add(&sv->m.lat_ns_sum, ns);
-    size_t b = 0;
-    while (b < N_BOUNDS && (double)ns / 1e9 > lat_bounds[b])
-        b++;
-    add(&sv->m.lat_bucket[b], 1);
+    metrics_latency(&sv->m, now_ns() - rp->t0);
     if (st != UCS_OK)
-        add(&sv->m.errors, 1);
+        metrics_add(&sv->m.errors, 1);
     if (rp->ds)
         rp->ds->refs--;
     if (rp->h)
@@ -222,7 +200,7 @@ static void reply(struct srv *sv, struct conn *c, uint32_t op, uint64_t id, int 
     struct reply *rp = calloc(1, sizeof *rp);
     if (!rp) {
         free(payload);
-        add(&sv->m.errors, 1);
+        metrics_add(&sv->m.errors, 1);
         c->closing = 1;
         return;
     }
@@ -250,9 +228,9 @@ static void reply(struct srv *sv, struct conn *c, uint32_t op, uint64_t id, int 
         h->refs++;
     sv->inflight++;
     if (status)
-        add(&sv->m.errors, 1);
+        metrics_add(&sv->m.errors, 1);
     else
-        add(&sv->m.bytes, len);
+        metrics_add(&sv->m.bytes, len);
     ucp_request_param_t prm = {
         .op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA,
         .cb.send = send_cb,
@@ -514,7 +492,7 @@ static struct conn *conn_of(struct srv *sv, ucp_ep_h ep)
 static void refuse(struct srv *sv, struct conn *c, uint32_t op, uint64_t id, const char *why)
 {
     logf_(sv, "client %s refused: %s", c->addr, why);
-    add(&sv->m.refused, 1);
+    metrics_add(&sv->m.refused, 1);
     reply(sv, c, op, id, -EACCES, why, NULL, 0, NULL, NULL, NULL, now_ns());
     c->closing = 1;
 }
@@ -535,12 +513,12 @@ static ucs_status_t req_cb(void *arg, const void *header, size_t header_length, 
     (void)data;
     uint64_t t0 = now_ns();
     if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP)) {
-        add(&sv->m.errors, 1);
+        metrics_add(&sv->m.errors, 1);
         return UCS_OK; /* no endpoint to answer on: a client that skipped the REPLY flag */
     }
     struct conn *c = conn_of(sv, param->reply_ep);
     if (!c || c->closing || sv->draining) {
-        add(&sv->m.errors, 1);
+        metrics_add(&sv->m.errors, 1);
         return UCS_OK;
     }
     struct wire_req q;
@@ -548,7 +526,7 @@ static ucs_status_t req_cb(void *arg, const void *header, size_t header_length, 
     int rc = length ? errbuf_set(err, sizeof err, CXLP_EBADINPUT, "request with a data part")
                     : wire_req_decode(header, header_length, &q, err, sizeof err);
     uint32_t op = rc ? 0 : q.op;
-    add(&sv->m.requests[op], 1);
+    metrics_add(&sv->m.requests[op], 1);
     if (!c->authed) {
         char why[300];
         if (rc)
@@ -639,8 +617,8 @@ static void conn_cb(ucp_conn_request_h creq, void *arg)
     }
     c->next = sv->conns;
     sv->conns = c;
-    add(&sv->m.clients, 1);
-    add(&sv->m.clients_total, 1);
+    metrics_add(&sv->m.clients, 1);
+    metrics_add(&sv->m.clients_total, 1);
     logf_(sv, "client %s connected", addr);
 }
 
@@ -672,140 +650,12 @@ static void conns_sweep(struct srv *sv, int all)
             /* at the end, replies still in flight (past the drain) are
              * cancelled by a forced close, their callbacks run inside it */
             ep_close(sv, c->ep, c->gone || c->refs);
-            atomic_fetch_sub_explicit(&sv->m.clients, 1, memory_order_relaxed);
+            metrics_sub(&sv->m.clients, 1);
             free(c);
         } else {
             pp = &c->next;
         }
     }
-}
-
-/* ---- /metrics ---- */
-
-struct mthread {
-    struct srv *sv;
-    int fd;
-    _Atomic int quit;
-    pthread_t t;
-};
-
-static size_t metrics_text(struct metrics *m, char *buf, size_t cap)
-{
-    size_t n = 0;
-#define P(...) n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, __VA_ARGS__)
-#define L(x) (unsigned long long)atomic_load_explicit(&(x), memory_order_relaxed)
-    P("# HELP cxlpool_serve_bytes_total Shard bytes sent to clients.\n"
-      "# TYPE cxlpool_serve_bytes_total counter\ncxlpool_serve_bytes_total %llu\n", L(m->bytes));
-    P("# HELP cxlpool_serve_requests_total Requests received, by operation.\n"
-      "# TYPE cxlpool_serve_requests_total counter\n");
-    static const char *ops[] = {"malformed", "hello", "list", "shards", "read"};
-    for (int i = 0; i < 5; i++)
-        P("cxlpool_serve_requests_total{op=\"%s\"} %llu\n", ops[i], L(m->requests[i]));
-    P("# HELP cxlpool_serve_errors_total Requests answered with an error, or not answered.\n"
-      "# TYPE cxlpool_serve_errors_total counter\ncxlpool_serve_errors_total %llu\n",
-      L(m->errors));
-    P("# HELP cxlpool_serve_refused_total Clients refused (token, pool, first message).\n"
-      "# TYPE cxlpool_serve_refused_total counter\ncxlpool_serve_refused_total %llu\n",
-      L(m->refused));
-    P("# HELP cxlpool_serve_clients Clients connected now.\n"
-      "# TYPE cxlpool_serve_clients gauge\ncxlpool_serve_clients %llu\n", L(m->clients));
-    P("# HELP cxlpool_serve_clients_total Clients that connected.\n"
-      "# TYPE cxlpool_serve_clients_total counter\ncxlpool_serve_clients_total %llu\n",
-      L(m->clients_total));
-    P("# HELP cxlpool_serve_request_seconds From a request's arrival to its reply sent.\n"
-      "# TYPE cxlpool_serve_request_seconds histogram\n");
-    unsigned long long cum = 0;
-    for (size_t b = 0; b <= N_BOUNDS; b++) {
-        cum += L(m->lat_bucket[b]);
-        if (b < N_BOUNDS)
-            P("cxlpool_serve_request_seconds_bucket{le=\"%g\"} %llu\n", lat_bounds[b], cum);
-        else
-            P("cxlpool_serve_request_seconds_bucket{le=\"+Inf\"} %llu\n", cum);
-    }
-    P("cxlpool_serve_request_seconds_sum %.9f\ncxlpool_serve_request_seconds_count %llu\n",
-      (double)L(m->lat_ns_sum) / 1e9, L(m->lat_count));
-#undef P
-#undef L
-    return n;
-}
-
-static void *metrics_main(void *arg)
-{
-    struct mthread *mt = arg;
-    while (!atomic_load_explicit(&mt->quit, memory_order_relaxed)) {
-        struct pollfd pfd = {.fd = mt->fd, .events = POLLIN};
-        if (poll(&pfd, 1, 100) <= 0)
-            continue;
-        int c = accept4(mt->fd, NULL, NULL, SOCK_CLOEXEC);
-        if (c < 0)
-            continue;
-        struct timeval tv = {.tv_sec = 1};
-        setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        char req[1024];
-        ssize_t r = recv(c, req, sizeof req - 1, 0);
-        if (r > 0) {
-            req[r] = '\0';
-            static char body[8192];
-            size_t bl = 0;
-            int ok = strncmp(req, "GET /metrics", 12) == 0 && (req[12] == ' ' || req[12] == '?');
-            if (ok)
-                bl = metrics_text(&mt->sv->m, body, sizeof body);
-            else
-                bl = (size_t)snprintf(body, sizeof body, "not found: GET /metrics\n");
-            if (bl >= sizeof body)
-                bl = sizeof body - 1;
-            char head[160];
-            int hl = snprintf(head, sizeof head,
-                              "HTTP/1.0 %s\r\nContent-Type: text/plain; version=0.0.4\r\n"
-                              "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                              ok ? "200 OK" : "404 Not Found", bl);
-            if (send(c, head, (size_t)hl, MSG_NOSIGNAL) == hl)
-                (void)!send(c, body, bl, MSG_NOSIGNAL);
-        }
-        close(c);
-    }
-    return NULL;
-}
-
-static int resolve(const char *host, int port, struct sockaddr_storage *ss, socklen_t *sl,
-                   char *err, size_t cap)
-{
-    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE}, *ai;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    int g = getaddrinfo(*host ? host : NULL, ps, &hints, &ai);
-    if (g)
-        return errbuf_set(err, cap, CXLP_EARG, "address %s:%d: %s", host, port, gai_strerror(g));
-    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
-    *sl = ai->ai_addrlen;
-    freeaddrinfo(ai);
-    return 0;
-}
-
-static int metrics_start(struct mthread *mt, const char *host, int port, char *err, size_t cap)
-{
-    struct sockaddr_storage ss;
-    socklen_t sl = 0;
-    int rc = resolve(host, port, &ss, &sl, err, cap);
-    if (rc)
-        return rc;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-    if (fd < 0)
-        return errbuf_set(err, cap, -errno, "metrics socket: %s", strerror(errno));
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&ss, sl) || listen(fd, 16)) {
-        rc = errbuf_set(err, cap, -errno, "metrics port %s:%d: %s", host, port, strerror(errno));
-        close(fd);
-        return rc;
-    }
-    mt->fd = fd;
-    if ((rc = pthread_create(&mt->t, NULL, metrics_main, mt))) {
-        close(fd);
-        return errbuf_set(err, cap, -rc, "metrics thread: %s", strerror(rc));
-    }
-    return 0;
 }
 
 /* ---- the server ---- */
@@ -866,7 +716,7 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
         free(sv);
         return rc; /* the open's message stands */
     }
-    struct mthread mt = {.sv = sv, .fd = -1};
+    struct metrics_http mh = {.fd = -1};
     ucp_config_t *cfg = NULL;
     ucs_status_t st;
     int efd = -1;
@@ -903,7 +753,7 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
     }
     struct sockaddr_storage ss;
     socklen_t sl = 0;
-    if ((rc = resolve(host, port, &ss, &sl, err, sizeof err))) {
+    if ((rc = net_resolve(host, port, 1, &ss, &sl, err, sizeof err))) {
         rc = seterr(NULL, rc, "%s: cannot serve: --listen: %s", spec, err);
         goto out_worker;
     }
@@ -923,7 +773,7 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
     if (ucp_listener_query(sv->l, &la) == UCS_OK && la.sockaddr.ss_family == AF_INET)
         bound = ntohs(((struct sockaddr_in *)&la.sockaddr)->sin_port);
     if (opts->metrics_port > 0 &&
-        (rc = metrics_start(&mt, host, opts->metrics_port, err, sizeof err))) {
+        (rc = metrics_http_start(&mh, &sv->m, host, opts->metrics_port, err, sizeof err))) {
         rc = seterr(NULL, rc, "%s: cannot serve: %s", spec, err);
         goto out_listener;
     }
@@ -950,11 +800,7 @@ out_listener:
         ucp_listener_destroy(sv->l);
     conns_sweep(sv, 1);
 out_worker:
-    if (mt.fd >= 0) {
-        atomic_store_explicit(&mt.quit, 1, memory_order_relaxed);
-        pthread_join(mt.t, NULL);
-        close(mt.fd);
-    }
+    metrics_http_stop(&mh);
     ucp_worker_destroy(sv->w);
 out_ctx:
     ucp_cleanup(sv->ctx);

@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "net/metrics.h"
 #include "net/net.h"
 
 int net_token_read(const char *path, uint8_t *tok, size_t *len, char *err, size_t errlen)
@@ -122,5 +124,21 @@ int net_url_parse(const char *url, char *host, size_t cap, int *port, char *pool
         return errbuf_set(err, errlen, CXLP_EARG, "url '%s': the pool name is 1..%u bytes", url,
                           WIRE_NAME_MAX);
     memcpy(pool, slash + 1, pl + 1);
+    return 0;
+}
+
+int net_resolve(const char *host, int port, int passive, struct sockaddr_storage *ss,
+                socklen_t *sl, char *err, size_t cap)
+{
+    struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM,
+                             .ai_flags = passive ? AI_PASSIVE : 0}, *ai;
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    int g = getaddrinfo(*host ? host : NULL, ps, &hints, &ai);
+    if (g)
+        return errbuf_set(err, cap, CXLP_EARG, "address %s:%d: %s", host, port, gai_strerror(g));
+    memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+    *sl = ai->ai_addrlen;
+    freeaddrinfo(ai);
     return 0;
 }
