@@ -252,6 +252,9 @@ int main(void)
     bo.token_file = tok_open;
     CHECK_RC(cxlp_remote_open(url, &bo, &bad), CXLP_EARG);
     CHECK(strstr(cxlp_errmsg(NULL), "mode 0644"));
+    CHECK(chmod(tok_open, 0400) == 0); /* owner-only, read-only: taken */
+    CHECK_OK(cxlp_remote_open(url, &bo, &bad));
+    cxlp_remote_close(bad);
     CHECK(ru_file_has(logp, "refused: wrong token"));
     CHECK(ru_file_has(logp, "refused: no token"));
     CHECK(ru_file_has(logp, "refused: asked for pool 'otherpool'"));
