@@ -98,6 +98,7 @@ struct conn {
 struct served {
     char name[WIRE_NAME_MAX + 1];
     uint64_t version;
+    uint64_t gen;            /* the catalog generation it was last found current in */
     cxlp_store *s;
     uint32_t refs;
     int stale;               /* a newer version is published: close at refs 0 */
@@ -250,6 +251,13 @@ static void reply(struct srv *sv, struct conn *c, uint32_t op, uint64_t id, int 
 static struct served *served_get(struct srv *sv, const char *name, int exact, uint64_t want,
                                  int *rc, char *msg, size_t cap)
 {
+    /* the catalog unchanged since a store of name was opened at its
+     * version: that store is current, with no listing (one load) */
+    uint64_t gen = cat_generation(pool_attach(sv->p));
+    for (struct served *d = sv->ds; d; d = d->next)
+        if (d->gen == gen && !d->stale && strcmp(d->name, name) == 0 &&
+            (!exact || want == d->version))
+            return d;
     struct cxlp_dataset_info *infos = NULL;
     size_t n = 0;
     uint64_t cur = 0;
@@ -279,8 +287,10 @@ static struct served *served_get(struct srv *sv, const char *name, int exact, ui
         return NULL;
     }
     for (struct served *d = sv->ds; d; d = d->next)
-        if (strcmp(d->name, name) == 0 && d->version == cur)
+        if (strcmp(d->name, name) == 0 && d->version == cur) {
+            d->gen = gen;
             return d;
+        }
     struct served *d = calloc(1, sizeof *d);
     if (!d) {
         *rc = -ENOMEM;
@@ -302,6 +312,7 @@ static struct served *served_get(struct srv *sv, const char *name, int exact, ui
     }
     snprintf(d->name, sizeof d->name, "%s", name);
     d->version = cur;
+    d->gen = gen;
     d->next = sv->ds;
     sv->ds = d;
     return d;

@@ -2,11 +2,14 @@
  * test_remote.c - a pool served over UCX on loopback (docs/remote.md):
  * every record of two datasets read back through the client, verified,
  * equal to the local reads, shard checksums equal to the pool's; reads out
- * of a shard refused; the token file checked at both ends; clients with a
- * wrong token or none refused, each logged with its reason and address; a
- * stopped server and a killed one fail a read within the timeout with an
- * error naming the host and the shard; SIGTERM drains and exits 0. In a
- * build without UCX: every entry point says so (CXLP_EUNSUPPORTED).
+ * of a shard refused; a dataset removed and published again while served
+ * (old reads refused, the new one read whole); the token file checked at
+ * both ends; clients with a wrong token or none refused, each logged with
+ * its reason and address; a stopped server and a killed one fail a read
+ * within the timeout with an error naming the host and the shard; SIGTERM
+ * drains and exits 0; a pool of tiers served from its home, then from its
+ * dram tier. In a build without UCX: every entry point says so
+ * (CXLP_EUNSUPPORTED).
  */
 #include "remote_util.h"
 #include "pool/loc.h"
@@ -237,6 +240,37 @@ int main(void)
     read_all(r, lp, "fix");
     uint64_t ns;
     CHECK_RC(cxlp_remote_shards(r, "nosuch", NULL, 0, &ns, NULL), CXLP_ENOTFOUND);
+    /* a dataset removed while served: its reads refused; published again:
+     * the new version served, the old one's reads refused */
+    uint64_t v_old, v_new;
+    CHECK_OK(cxlp_remote_shards(r, "fix", NULL, 0, &ns, &v_old));
+    uint8_t one[64];
+    CHECK_OK(cxlp_remote_read(r, "fix", 0, 0, sizeof one, one));
+    CHECK_OK(cxlp_pool_remove(lp, "fix"));
+    CHECK_RC(cxlp_remote_read(r, "fix", 0, 0, sizeof one, one), CXLP_ENOTFOUND);
+    CHECK_RC(cxlp_remote_shards(r, "fix", NULL, 0, &ns, NULL), CXLP_ENOTFOUND);
+    {
+        struct cxlp_schema rs;
+        memset(&rs, 0, sizeof rs);
+        rs.fixed = 1;
+        rs.n_fields = 1;
+        strcpy(rs.fields[0].name, "row");
+        rs.fields[0].dtype = CXLP_DT_U8;
+        rs.fields[0].ndim = 1;
+        rs.fields[0].shape[0] = 100;
+        struct cxlp_writer_opts wo = {.shard_bytes = 8u << 10};
+        cxlp_writer *w;
+        CHECK_OK(cxlp_writer_begin(lp, "fix", &rs, &wo, &w));
+        uint8_t row[100];
+        for (uint32_t i = 0; i < 500; i++) {
+            memset(row, (int)(i & 0xff), sizeof row);
+            CHECK_OK(cxlp_writer_append(w, row, sizeof row));
+        }
+        CHECK_OK(cxlp_writer_commit(w));
+    }
+    CHECK_OK(cxlp_remote_shards(r, "fix", NULL, 0, &ns, &v_new));
+    CHECK(v_new != v_old);
+    read_all(r, lp, "fix"); /* the new one, every record */
 
     /* clients refused: wrong token, none, another pool; a token file others can read */
     cxlp_remote *bad;
