@@ -24,7 +24,9 @@
  *     is bounded by the shard it names, after the wire decoder bounded it
  *     by WIRE_READ_MAX;
  *   - a held copy verified before a byte of it is sent, and kept while a
- *     reply reads it (held.refs > 0);
+ *     reply reads it (held.refs > 0); at most HELD_LIMIT held, at most
+ *     CONN_INFLIGHT replies in flight to one client (beyond: CXLP_EBUSY),
+ *     so a client that sends without receiving cannot grow the server;
  *   - a store stays open while a reply reads from it (served.refs > 0);
  *   - the pool is opened read-only: no client request can write it;
  *   - the first request of a conn is HELLO with the served pool's name and
@@ -84,6 +86,8 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
 
 #define DRAIN_MS 5000
 #define HELD_MAX 4             /* whole shards of pools of tiers kept in memory */
+#define HELD_LIMIT 16          /* ... and held at most, read by replies in flight */
+#define CONN_INFLIGHT 64       /* replies in flight to one client at most */
 
 struct conn {
     ucp_ep_h ep;
@@ -378,6 +382,12 @@ static struct held *held_get(struct srv *sv, struct served *d, uint64_t k, int *
             h->used = ++sv->clock;
             return h;
         }
+    if (sv->n_held >= HELD_LIMIT) {
+        *rc = CXLP_EBUSY;
+        snprintf(msg, cap, "busy: %u shards held for replies in flight; ask again",
+                 (unsigned)sv->n_held);
+        return NULL;
+    }
     struct held *h = calloc(1, sizeof *h);
     struct shard_col *cols = calloc(d->s->ncols ? d->s->ncols : 1, sizeof *cols);
     struct shard g;
@@ -564,6 +574,11 @@ static ucs_status_t req_cb(void *arg, const void *header, size_t header_length, 
     }
     if (rc) {
         reply(sv, c, 0, 0, rc, err, NULL, 0, NULL, NULL, NULL, t0);
+        return UCS_OK;
+    }
+    if (c->refs >= CONN_INFLIGHT) { /* a client that sends and does not receive */
+        reply(sv, c, q.op, q.id, CXLP_EBUSY, "busy: too many replies in flight to this client",
+              NULL, 0, NULL, NULL, NULL, t0);
         return UCS_OK;
     }
     switch (q.op) {
