@@ -105,6 +105,7 @@ struct call {
     int raw;                 /* remote_raw: any reply, any op */
     int done;                /* reply header taken (and its data, once !rndv) */
     int rndv;                /* data still arriving */
+    void *rreq;              /* ... by this receive request (rndv) */
     int err;                 /* a reply that broke an invariant: CXLP_EBADINPUT */
     char why[200];
     struct wire_rep rep;
@@ -155,6 +156,7 @@ static void recv_cb(void *req, ucs_status_t st, size_t length, void *user)
 {
     struct cxlp_remote *r = user;
     r->c.rndv = 0;
+    r->c.rreq = NULL;
     if (st != UCS_OK || length != r->c.got) {
         r->c.err = st == UCS_OK ? CXLP_EBADINPUT : -ECONNRESET;
         snprintf(r->c.why, sizeof r->c.why, "reply data: %s (%zu bytes)",
@@ -215,7 +217,10 @@ static ucs_status_t rep_cb(void *arg, const void *header, size_t header_length, 
         ucs_status_ptr_t q = ucp_am_recv_data_nbx(r->w, data, dst, length, &prm);
         if (q == NULL) {
             c->rndv = 0;
-        } else if (UCS_PTR_IS_ERR(q)) {
+        } else if (!UCS_PTR_IS_ERR(q)) {
+            if (c->rndv)
+                c->rreq = q;
+        } else {
             c->rndv = 0;
             c->err = -ECONNRESET;
             snprintf(c->why, sizeof c->why, "reply data: %s",
@@ -288,6 +293,15 @@ static int call(struct cxlp_remote *r, size_t len, const char *what)
     if (rc) {
         r->broken = rc;
         c->id = 0; /* a late reply is dropped */
+        if (c->rndv && c->rreq) {
+            /* data still owed to the caller's buffer: cancelled and waited
+             * for here, so nothing lands there once this call returns */
+            ucp_request_cancel(r->w, c->rreq);
+            uint64_t end2 = now_ms() + 1000;
+            while (c->rndv && now_ms() < end2)
+                ucp_worker_progress(r->w);
+            c->dst = NULL;
+        }
         return rc;
     }
     if (c->err) {
