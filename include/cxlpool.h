@@ -12,6 +12,8 @@
  *   pool     a named region: header, catalog, extent allocator, leases
  *   store    immutable checksummed datasets of records; the streaming writer
  *   import   raw fixed-size records, NumPy .npy, Megatron-LM .bin/.idx
+ *   remote   a pool served to other hosts over UCX (cxlpool serve), and its
+ *            client (docs/remote.md)
  *
  * Conventions (every function follows them unless its comment says otherwise):
  *   - Functions return 0 on success or a negative code: -errno for an OS
@@ -138,7 +140,8 @@ CXLP_API const char *cxlp_media_name(int kind);
 enum cxlp_tier_kind {
     CXLP_TIER_DRAM = 0,      /* local memory: shm, numa on a node with CPUs */
     CXLP_TIER_CXL = 1,       /* CXL memory: numa on a memory-only node, devdax */
-    CXLP_TIER_REMOTE = 2,    /* reserved for remote pools; not accepted yet */
+    CXLP_TIER_REMOTE = 2,    /* reserved for remote pools; not accepted yet
+                                (the remote section below reads a served pool) */
     CXLP_TIER_NVME = 3,      /* a file on storage, read by staged copies */
 };
 /* "dram", "cxl", "remote", "nvme"; "?" for an unknown value. */
@@ -1314,6 +1317,116 @@ CXLP_API void cxlp_loader_free(cxlp_loader *l);
  * this unmaps all that is kept now (what loaders freed since the last one
  * was made, at most 1 GiB). Any thread. */
 CXLP_API void cxlp_loader_trim(void);
+
+/* ======================================================================
+ * remote: a pool served to other hosts over UCX (docs/remote.md)
+ *
+ * One host runs a server over its pool (cxlpool serve, or cxlp_serve);
+ * others read its catalog, shard tables and shard bytes through a client
+ * handle. The transport is UCX (a ucp listener over a TCP socket address,
+ * active messages); a build without UCX (CXLP_UCX=OFF, the wheel) fails
+ * every function here with CXLP_EUNSUPPORTED and a message saying so.
+ *
+ * Trust: a client proves itself with a shared secret, the token, read from
+ * a file that only its owner may read (mode 0600 or 0400); the server
+ * refuses a client whose first message does not carry it. Every message
+ * from the network is decoded with bounds checks, and a read is bounded by
+ * the served shard: a server never sends bytes outside one. A client
+ * checks the bytes it is sent only for bounds: cxlp_remote_read returns
+ * them as they came, and a caller that wants records verifies the shard
+ * with its own checksums (cxlp_remote_fetch does).
+ * ====================================================================== */
+
+/* 1 when this build has UCX (remote pools), else 0. Thread-safe. */
+CXLP_API int cxlp_remote_available(void);
+
+struct cxlp_serve_opts {
+    const char *listen;       /* "ADDR:PORT" (IPv4 address or host name; PORT
+                                 0: any free port) */
+    const char *token_file;   /* required: the shared secret, owner-only */
+    int metrics_port;         /* > 0: Prometheus text at /metrics on this TCP
+                                 port, on the listen address; 0: none */
+    volatile int *stop;       /* the server drains and returns once *stop is
+                                 nonzero (a SIGTERM handler sets it); polled
+                                 at least every 100 ms */
+    FILE *log;                /* one line per client event (accepted,
+                                 refused with its reason, gone); NULL: stderr */
+    void (*ready)(void *ctx, const char *addr, int port); /* called once
+                                 listening, with the bound port; may be NULL */
+    void *ctx;
+};
+
+/* Serves pool spec (opened read-only: the server never writes the pool) to
+ * remote clients until *opts->stop, then drains: it stops listening, lets
+ * the replies in flight complete (at most 5 s), closes its clients and
+ * returns 0. A pool of tiers serves each shard from its fastest copy (a
+ * memory tier's, else the home's), read whole into the server's memory
+ * and verified there before any of it is sent. Fails before listening
+ * with CXLP_EARG (no
+ * token file, a token file group or others may access, not owned by this
+ * user or empty, a bad listen address; the message names the file or the
+ * address and the reason), CXLP_EUNSUPPORTED (no UCX), the open's codes, or
+ * -errno (the port taken). Blocks the calling thread. */
+CXLP_API int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts);
+
+typedef struct cxlp_remote cxlp_remote;
+
+struct cxlp_remote_opts {
+    const char *token_file;   /* the shared secret, owner-only; NULL: send
+                                 none (a server refuses the client) */
+    uint32_t timeout_ms;      /* a call that waits longer for the server
+                                 fails with -ETIMEDOUT; 0 means 10000 */
+};
+
+/* Connects to url "ucx://HOST:PORT/POOL" and presents the token. 0, or
+ * CXLP_EARG (bad url or token file, named), -EACCES (refused: the message
+ * has the server's reason), CXLP_ENOTFOUND (the server serves another
+ * pool), -ETIMEDOUT, -ECONNREFUSED / -ECONNRESET (no server, or it went
+ * away), CXLP_EUNSUPPORTED (no UCX). Every error message names the host.
+ * opts may be NULL. */
+CXLP_API int cxlp_remote_open(const char *url, const struct cxlp_remote_opts *opts,
+                              cxlp_remote **out);
+/* Closes the connection. NULL is a no-op. */
+CXLP_API void cxlp_remote_close(cxlp_remote *r);
+/* The served pool's catalog, as cxlp_pool_list. */
+CXLP_API int cxlp_remote_list(cxlp_remote *r, struct cxlp_dataset_info *infos, size_t cap,
+                              size_t *n_out);
+
+/* One shard of a served dataset as its shard table has it. */
+struct cxlp_remote_shard {
+    uint64_t first_record;    /* global id of its first record */
+    uint64_t n_records;
+    uint64_t bytes;           /* the shard's bytes: what cxlp_remote_read reads */
+    uint64_t data_len;        /* payload bytes */
+    uint64_t checksum;        /* digest of its columns' checksums (verified
+                                 by cxlp_remote_fetch) */
+};
+
+/* Dataset name's shard table: at most cap entries to out, the count to
+ * *n, the catalog version it belongs to to *version (NULL allowed; reads
+ * name that version). CXLP_ENOTFOUND when the pool does not hold name. */
+CXLP_API int cxlp_remote_shards(cxlp_remote *r, const char *name, struct cxlp_remote_shard *out,
+                                size_t cap, uint64_t *n, uint64_t *version);
+/* Reads bytes [off, off + len) of shard k of name (any len: split into
+ * requests of at most 16 MiB) into buf, from the version of name that the
+ * handle's last cxlp_remote_shards of it gave (none yet: it reads the shard
+ * table first). CXLP_ERANGE when the range is not inside the shard,
+ * CXLP_ENOTFOUND when name changed since (read its shard table again), -ETIMEDOUT or -ECONNRESET when the server does
+ * not answer or goes away (the message names the host, dataset and shard;
+ * the handle is then unusable: open again). */
+CXLP_API int cxlp_remote_read(cxlp_remote *r, const char *name, uint64_t k, uint64_t off,
+                              uint64_t len, void *buf);
+/* Reads shard k of name whole into a new buffer (from the shard table the
+ * handle last read whole for name, else a fresh one), verifies it (its header,
+ * every column's checksum, and the table's record count, bytes and digest)
+ * and calls fn(ctx, first_record + i, rec, len) for each of its records i,
+ * in order, with the record's fields back to back (one field: the record
+ * as cxlp_store_read gives it). The bytes are freed on return. CXLP_ECORRUPT
+ * (naming the host, dataset and shard) for bytes that do not verify: fn is
+ * then never called; fn returning nonzero stops and returns that value. */
+CXLP_API int cxlp_remote_fetch(cxlp_remote *r, const char *name, uint64_t k,
+                               int (*fn)(void *ctx, uint64_t id, const void *rec, uint64_t len),
+                               void *ctx);
 
 #ifdef __cplusplus
 }

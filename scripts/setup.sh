@@ -18,7 +18,11 @@ APT_PKGS=(build-essential cmake ninja-build pkg-config xxhash debootstrap
           # with apt-get download by that script. In its guests: cxl and
           # ndctl (ndctl), daxctl (a CXL region as devdax and kmem), nvme
           # (nvme-cli: the archive over NVMe/TCP)
-          qemu-system-x86 busybox-static cpio ndctl daxctl nvme-cli)
+          qemu-system-x86 busybox-static cpio ndctl daxctl nvme-cli
+          # remote pools (cxlpool serve, cxlp_remote_*: docs/remote.md): UCX
+          # 1.13 headers and libraries (CXLP_UCX=AUTO finds them with
+          # pkg-config), and ucx_perftest (bench/ucx_perftest.sh)
+          libucx-dev ucx-utils)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

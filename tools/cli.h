@@ -105,6 +105,8 @@ int cli_cmd_migrate(int argc, char **argv);
 int cli_cmd_top(int argc, char **argv);
 int cli_cmd_policy(int argc, char **argv);
 int cli_cmd_sim(int argc, char **argv);
+int cli_cmd_serve(int argc, char **argv);
+int cli_cmd_remote_cat(int argc, char **argv);
 
 /* The pool's tiers: a table (pools of more than one tier), or a JSON array. */
 void cli_print_tiers(cxlp_pool *p, int json);

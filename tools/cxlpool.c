@@ -187,6 +187,26 @@ static const struct cli_cmd cmds[] = {
      "  sequential runs as the home's probe decides or --runs says, the ramp of\n"
      "  epoch 0), with the probe's figures (docs/tiers.md).\n",
      cli_cmd_order},
+    {"serve", "serve a pool's datasets to other hosts over UCX (read-only)",
+     "cxlpool serve POOL --listen ADDR:PORT --token-file F [--metrics-port P]\n"
+     "  Lets other hosts read POOL's catalog, shard tables and shard bytes over\n"
+     "  UCX (docs/remote.md); the pool is opened read-only. F holds the shared\n"
+     "  secret clients must present; the server refuses to start without it, or\n"
+     "  when group or others may access F (chmod 600). PORT 0: any free port.\n"
+     "  Prints \"listening on ADDR:PORT\" once listening, logs each client\n"
+     "  (and each refusal, with its reason) on stderr; --metrics-port P serves\n"
+     "  Prometheus text at http://ADDR:P/metrics. SIGTERM: drain and exit 0.\n"
+     "  A build without UCX says so (exit 1).\n",
+     cli_cmd_serve},
+    {"remote-cat", "read a served dataset's records, verified, to stdout",
+     "cxlpool remote-cat ucx://HOST:PORT/POOL NAME [--token-file F] [--timeout T]\n"
+     "       cxlpool remote-cat ucx://HOST:PORT/POOL --list [--token-file F]\n"
+     "  Reads every shard of dataset NAME from a `cxlpool serve`, verifies each\n"
+     "  against its own checksums and its shard table, and writes its records'\n"
+     "  bytes to stdout in order (fields back to back); a summary on stderr.\n"
+     "  --list: the served catalog. --timeout (default 10s): a server that does\n"
+     "  not answer fails the read with an error naming it and the shard.\n",
+     cli_cmd_remote_cat},
 };
 #define N_CMDS (sizeof cmds / sizeof cmds[0])
 

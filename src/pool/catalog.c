@@ -395,6 +395,11 @@ int cat_read_slot(struct attach *a, uint64_t slot, struct cat *out, struct obj *
     return rc ? with_path(a, o, rc) : 0;
 }
 
+uint64_t cat_generation(const struct attach *a)
+{
+    return gen_of(host_load(a, &a->hdr->gen));
+}
+
 int cat_snapshot(struct attach *a, struct cat *out, int pin, uint64_t *gen, struct obj *o)
 {
     int lost = attach_lost(a, o);

@@ -142,6 +142,11 @@ struct pool_dataset {
 int pool_lookup(cxlp_pool *p, const char *name, struct pool_dataset *ds,
                 struct pool_shard **shards, struct attach **a, uint64_t *gen);
 
+/* The catalog's current generation: one load, no copy (pairs with the CAS
+ * of the gen word in host_publish_gen). A reader that saw generation g
+ * and reads g again knows no dataset was published or removed since. */
+uint64_t cat_generation(const struct attach *a);
+
 /* The pool handle's attachment (borrowed) and its error object. */
 struct attach *pool_attach(cxlp_pool *p);
 struct obj *pool_obj(cxlp_pool *p);

@@ -113,8 +113,11 @@ static int tspec_parse(const char *str, int i, const char *base, int nth, struct
     if (t->kind < 0)
         return bad(err, str, i, CXLP_EARG, "unknown kind (dram, cxl, nvme)");
     if (t->kind == CXLP_TIER_REMOTE)
-        return bad(err, str, i, CXLP_EUNSUPPORTED, "remote tiers are reserved for remote "
-                   "pools, not implemented yet");
+        return bad(err, str, i, CXLP_EUNSUPPORTED, cxlp_remote_available()
+                   ? "remote tiers are reserved for remote pools: not implemented yet "
+                     "(cxlpool serve and cxlp_remote_open read a served pool)"
+                   : "remote tiers are reserved for remote pools over UCX, and this "
+                     "build has no UCX (built with CXLP_UCX=OFF)");
     char *med = eq + 1, *last = strrchr(med, ':');
     uint64_t size = 0;
     int has_size = last && cxlp_size_parse(last + 1, &size) == 0;

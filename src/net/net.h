@@ -1,0 +1,38 @@
+/*
+ * net.h - what the server and the client of remote pools share beyond the
+ * wire format (wire.h): the token file, the url, and the client's raw
+ * request, which the tests use to send bytes no encoder would produce.
+ */
+#ifndef CXLP_NET_H
+#define CXLP_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net/wire.h"
+
+/* Reads the shared secret from path into tok (WIRE_TOKEN_MAX bytes), its
+ * length to *len: a regular file owned by this user that neither group nor
+ * others may access (mode 0600 or 0400), of 1..WIRE_TOKEN_MAX bytes after
+ * a trailing newline is cut. 0, or CXLP_EARG / -errno with err naming the
+ * file and the reason. */
+int net_token_read(const char *path, uint8_t *tok, size_t *len, char *err, size_t errlen);
+
+/* Splits "ucx://HOST:PORT/POOL": host (cap bytes), port 1..65535, pool (a
+ * name of 1..WIRE_NAME_MAX bytes). 0 or CXLP_EARG naming the part. */
+int net_url_parse(const char *url, char *host, size_t cap, int *port, char *pool, char *err,
+                  size_t errlen);
+
+/* Splits "ADDR:PORT" (PORT 0..65535). 0 or CXLP_EARG. */
+int net_addr_parse(const char *s, char *host, size_t cap, int *port, char *err, size_t errlen);
+
+struct cxlp_remote;
+/* Sends req (len bytes, sent as they are: no encoding, no check) and waits
+ * for its reply: the decoded header to *rep, and its payload (at most cap
+ * bytes) to buf, its length to *got. 0 when a reply came (rep->status says
+ * how the server took it), or the client's error (timeout, connection
+ * lost, a malformed reply). */
+int remote_raw(struct cxlp_remote *r, const void *req, size_t len, struct wire_rep *rep,
+               void *buf, uint64_t cap, uint64_t *got);
+
+#endif

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Opt-in (CXLP_NETNS_TEST=1, root): cxlpool serve in a network namespace of
+# its own, reached over a veth pair with UCX_TLS=tcp (so no shared-memory
+# transport between the two processes): a raw ingest read back byte for
+# byte, and remote-cat's rate printed beside ucx_perftest's ucp_am_bw on
+# the same link (figures only: no timing decides this test).
+source "$(dirname "$0")/lib.sh"
+[ "${CXLP_NETNS_TEST:-0}" = 1 ] || { echo "SKIP: set CXLP_NETNS_TEST=1 (root)"; exit 77; }
+[ "$(id -u)" -eq 0 ] && command -v ip >/dev/null || { echo "SKIP: needs root and ip"; exit 77; }
+"$CXLPOOL" remote-cat "ucx://127.0.0.1:1/x" x --timeout 2s 2>&1 | grep -q "no UCX" &&
+  { echo "SKIP: no UCX in this build"; exit 77; }
+
+NS=cxlp-ns.$$
+VH=cxh$$; VN=cxn$$
+NET=10.233.$(( $$ % 250 ))
+netns_cleanup() {
+  [ -n "${SRV:-}" ] && kill "$SRV" 2>/dev/null && wait "$SRV" 2>/dev/null
+  [ -n "${PS:-}" ] && kill "$PS" 2>/dev/null
+  ip link del "$VH" 2>/dev/null
+  ip netns del "$NS" 2>/dev/null
+  cleanup
+}
+trap netns_cleanup EXIT
+ip netns add "$NS" && ip link add "$VH" type veth peer name "$VN" &&
+  ip link set "$VN" netns "$NS" && ip addr add "$NET.1/30" dev "$VH" && ip link set "$VH" up &&
+  ip netns exec "$NS" ip addr add "$NET.2/30" dev "$VN" &&
+  ip netns exec "$NS" ip link set "$VN" up && ip netns exec "$NS" ip link set lo up &&
+  ok || { fail "veth set-up"; finish; }
+if [ -n "${CXLP_NETNS_RATE:-}" ]; then  # e.g. 1gbit: both directions shaped
+  ip netns exec "$NS" tc qdisc add dev "$VN" root tbf rate "$CXLP_NETNS_RATE" burst 1mb \
+    latency 50ms && tc qdisc add dev "$VH" root tbf rate "$CXLP_NETNS_RATE" burst 1mb \
+    latency 50ms && ok || fail "tc"
+fi
+
+pool_name P netns
+MB=${CXLP_NETNS_MB:-64}
+expect 0 "" "$CXLPOOL" create "$P" $((MB * 2 + 64))M
+head -c $((MB << 20)) /dev/urandom >"$T/src.bin"
+expect 0 "" "$CXLPOOL" ingest "$P" raw "$T/src.bin" --format raw --record-size 4096 \
+  --shard-bytes 16M --no-progress
+printf 'ns-secret\n' >"$T/tok"; chmod 600 "$T/tok"
+export UCX_TLS=tcp
+ip netns exec "$NS" "$CXLPOOL" serve "$P" --listen "$NET.2:0" --token-file "$T/tok" \
+  >"$T/serve.out" 2>"$T/serve.log" </dev/null &
+SRV=$!
+for _ in $(seq 100); do grep -q "listening on" "$T/serve.out" && break; sleep 0.1; done
+PORT=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$T/serve.out")
+[ -n "$PORT" ] && ok || { fail "serve: $(cat "$T/serve.log")"; finish; }
+t0=$(date +%s.%N)
+expect 0 "verified" "$CXLPOOL" remote-cat "ucx://$NET.2:$PORT/$P" raw --token-file "$T/tok"
+t1=$(date +%s.%N)
+cmp -s "$T/out" "$T/src.bin" && ok || fail "bytes over the veth differ"
+grep -q "client $NET.1:" "$T/serve.log" && ok || fail "log names the client: $(cat "$T/serve.log")"
+rate=$(python3 -c "print('%.0f' % ($MB * 1048576 / ($t1 - $t0) / 1e6))")
+PP=$((20000 + RANDOM % 20000))
+ip netns exec "$NS" ucx_perftest -p "$PP" >/dev/null 2>&1 &
+PS=$!
+sleep 0.5
+perf=$(timeout 60 ucx_perftest "$NET.2" -p "$PP" -t ucp_am_bw -s 16777216 -n 50 -w 5 -f 2>/dev/null |
+       awk '$1 ~ /^[0-9]+$/ && NF == 8 {print $(NF-2)}' | tail -1)
+echo "veth${CXLP_NETNS_RATE:+ at $CXLP_NETNS_RATE}: remote-cat $rate MB/s (whole process, $MB MiB);" \
+     "ucx_perftest ucp_am_bw 16 MiB ${perf:-?} MB/s"
+finish
