@@ -528,6 +528,22 @@ CXLP_API int cxlp_store_copies(const cxlp_store *s, uint64_t *copies, size_t cap
  * moment's view: copies come and go). A pool of one tier: bit 0.
  * CXLP_ERANGE for k past the dataset's shards. Any thread. */
 CXLP_API int cxlp_store_shard_tiers(const cxlp_store *s, uint64_t k, uint32_t *mask);
+/* Where record idx is now (the design's locate): its shard and its place
+ * in it, the tiers holding a copy of that shard now (bit t: tier t; a
+ * moment's view), the records that loaders' batches took from that shard,
+ * counted in the pool by every process (its heat, what hot_first ranks by;
+ * pools of tiers only: 0 on a pool of one tier, which keeps no counts), and
+ * the catalog generation that published the dataset. CXLP_ERANGE for idx
+ * past the dataset's records. Any thread. */
+struct cxlp_record_loc {
+    uint64_t shard;
+    uint64_t index;          /* the record's position in its shard */
+    uint64_t shard_records;  /* records in that shard */
+    uint64_t version;        /* as cxlp_dataset_info.version */
+    uint64_t heat;
+    uint32_t tiers;          /* as cxlp_store_shard_tiers */
+};
+CXLP_API int cxlp_store_locate(const cxlp_store *s, uint64_t idx, struct cxlp_record_loc *out);
 /* Staging units (docs/tiers.md, "Staging units"): what a memory tier of a
  * pool of tiers holds of a dataset whose shards are larger than a loader's
  * staging budget calls for: runs of per_unit records of one shard each.

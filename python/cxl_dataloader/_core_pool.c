@@ -137,7 +137,7 @@ static PyObject *pool_stat(PoolObject *self, PyObject *unused)
     if (rc)
         return core_raise(rc, self->p);
     return Py_BuildValue(
-        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s,s:I,s:O,s:s,s:i}",
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:I,s:I,s:s,s:O,s:i,s:s,s:I,s:O,s:s,s:i,s:K}",
         "size", (unsigned long long)st.size, "data_bytes", (unsigned long long)st.data_bytes,
         "used_bytes", (unsigned long long)st.used_bytes, "reserved_bytes",
         (unsigned long long)st.reserved_bytes, "reserved_dead_bytes",
@@ -149,7 +149,7 @@ static PyObject *pool_stat(PoolObject *self, PyObject *unused)
         "emulated", st.emulated ? Py_True : Py_False, "numa_node", st.numa_node, "path", st.path,
         "n_tiers", st.n_tiers,
         "numa_interleave", st.numa_interleave ? Py_True : Py_False, "numa_nodes", st.numa_nodes,
-        "near_node", st.near_node);
+        "near_node", st.near_node, "host_id", (unsigned long long)st.host_id);
 }
 
 static void collect_line(void *ctx, const char *line)

@@ -402,6 +402,23 @@ static PyObject *store_shard_tiers(StoreObject *self, PyObject *args)
     return PyLong_FromUnsignedLong(mask);
 }
 
+/* locate(i) -> dict: cxlp_store_locate's fields (dataset.py adds names). */
+static PyObject *store_locate(StoreObject *self, PyObject *args)
+{
+    unsigned long long i;
+    if (!PyArg_ParseTuple(args, "K", &i) || !store_ok(self))
+        return NULL;
+    struct cxlp_record_loc l;
+    int rc = cxlp_store_locate(self->s, i, &l);
+    if (rc)
+        return core_raise(rc, NULL);
+    return Py_BuildValue("{s:K,s:K,s:K,s:K,s:K,s:k}", "shard", (unsigned long long)l.shard,
+                         "index", (unsigned long long)l.index, "shard_records",
+                         (unsigned long long)l.shard_records, "version",
+                         (unsigned long long)l.version, "heat", (unsigned long long)l.heat,
+                         "tiers", (unsigned long)l.tiers);
+}
+
 static PyObject *store_get_tiered(StoreObject *self, void *closure)
 {
     (void)closure;
@@ -857,6 +874,8 @@ static PyMethodDef store_methods[] = {
      "stage_unit(budget=0) -> {'records', 'bytes'}: what a loader with that budget stages."},
     {"stage_order", (PyCFunction)store_stage_order, METH_VARARGS,
      "stage_order(budget=0, runs=-1) -> the block order a loader's staging keeps up with."},
+    {"locate", (PyCFunction)store_locate, METH_VARARGS,
+     "locate(i) -> {shard, index, shard_records, version, heat, tiers (a bit mask)}."},
     {"shard_tiers", (PyCFunction)store_shard_tiers, METH_VARARGS,
      "shard_tiers(k) -> bit t set: tier t holds a copy of shard k now."},
     {NULL, NULL, 0, NULL},

@@ -287,6 +287,32 @@ class CXLDataset(torch.utils.data.Dataset):
         mask = self._store.shard_tiers(shard)
         return [t for t in range(32) if mask >> t & 1]
 
+    def locate(self, i: int) -> dict:
+        """Where record ``i`` is now (the design's metadata service):
+        ``shard`` and ``index`` (its place in that shard, of
+        ``shard_records``), ``tiers`` (the names of the pool's tiers holding
+        a copy of the shard now, fastest first: a moment's view), ``tier``
+        (the first of them: where ``ds[i]`` reads it), ``host`` (the id of
+        the host whose process asks, as ``cxlpool stat`` prints it: every
+        tier of a pool is mapped here), ``version`` (the catalog
+        generation that published the dataset) and ``heat`` (the records
+        loaders took from that shard, counted in the pool by every process:
+        what ``hot_first`` ranks by; 0 on a pool of one tier, which keeps
+        no counts). Negative ``i`` counts from the end; IndexError outside."""
+        n = len(self)
+        i = operator.index(i)
+        if not -n <= i < n:
+            raise IndexError(f"record {i} of dataset {self.name!r} ({n} records)")
+        loc = self._store.locate(i % n)
+        pool = _core.Pool(self.spec, readonly=True)
+        try:
+            tiers, host = pool.tiers(), pool.stat()["host_id"]
+        finally:
+            pool.close()
+        held = [t["kind"] for t in tiers if loc["tiers"] >> t["tier"] & 1]
+        loc.update(tiers=held, tier=held[0] if held else None, host=f"{host:016x}")
+        return loc
+
     @property
     def tiered(self) -> bool:
         """True when the pool has tiers: records are then copied out by

@@ -238,7 +238,7 @@ class CXLMemoryPool:
         media and whether it is emulated, as a dict; numa_nodes (the nodes
         its memory is on, e.g. "0-3"), numa_interleave, and near_node (the
         node with CPUs nearest that memory, where numa_bind=True runs a
-        loader's threads)."""
+        loader's threads), and host_id (this host's id, docs/hosts.md)."""
         return self._pool.stat()
 
     # verify, rewrite and migrate return what they did as a dict with the

@@ -971,6 +971,27 @@ int cxlp_store_shard_tiers(const cxlp_store *s, uint64_t k, uint32_t *mask)
     return 0;
 }
 
+int cxlp_store_locate(const cxlp_store *s, uint64_t idx, struct cxlp_record_loc *out)
+{
+    if (!s || s->obj.magic != OBJ_MAGIC || !out)
+        return seterr(NULL, CXLP_EARG, "store_locate: NULL argument or not a store handle");
+    if (idx >= s->count)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: record %" PRIu64 " of %" PRIu64, s->name,
+                      idx, s->count);
+    uint64_t k = store_shard_of(s, idx);
+    uint64_t end = k + 1 < s->n_shards ? s->first[k + 1] : s->count;
+    *out = (struct cxlp_record_loc){
+        .shard = k,
+        .index = idx - s->first[k],
+        .shard_records = end - s->first[k],
+        .version = s->ds.info.version,
+    };
+    /* word 0 of a shard's states is its heat: engine_batch_end adds to it */
+    if (s->tiered && s->states)
+        out->heat = at_load_relaxed(&s->states[k * s->stride]);
+    return cxlp_store_shard_tiers(s, k, &out->tiers);
+}
+
 int cxlp_store_tiered(const cxlp_store *s)
 {
     return s ? s->tiered : 0;

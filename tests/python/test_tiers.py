@@ -121,7 +121,9 @@ def test_one_epoch_per_policy_every_record_once_and_intact(tiered, policy) -> No
     p, name, data = tiered
     p.migrate("d", "nvme")
     ds = CXLDataset(p, "d")
-    sampler = RandomCXLSampler(ds, seed=5, window="auto", memory_budget=2 << 20)
+    # runs=0: the geometry asserted is the block order's of units; "auto"
+    # asks the home's probe, which a loaded disk can tip towards runs
+    sampler = RandomCXLSampler(ds, seed=5, window="auto", memory_budget=2 << 20, runs=0)
     assert sampler.order == "block" and sampler.shard_size == SHARD // 512
     assert sampler.window == max(1, (2 << 20) // (2 * (SHARD + 4096)))
     loader = CXLDataLoader(ds, batch_size=64, sampler=sampler, memory_policy=policy,
@@ -387,7 +389,7 @@ def test_with_no_room_for_a_copy_batches_read_in_part(tmp_path: Path, policy: st
             assert torch.equal(ds[i], torch.from_numpy(data[i]))
         assert p.tiers()[0]["copies"] == in_dram  # nothing placed: read from home
         assert ds.units()["copies"][0] == 0 and ds.shard_tiers(0) == [1]
-        sampler = RandomCXLSampler(ds, seed=3, window="auto", memory_budget=256 << 10)
+        sampler = RandomCXLSampler(ds, seed=3, window="auto", memory_budget=256 << 10, runs=0)
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # a window of one unit: in the budget
             loader = CXLDataLoader(ds, batch_size=8, sampler=sampler, memory_policy=policy,
@@ -464,3 +466,41 @@ def test_a_rewrite_under_a_running_loader(tiered) -> None:
     new = CXLDataset(p, "d")
     assert new.shard_format()["version"] == 4
     assert torch.equal(torch.cat(list(CXLDataLoader(new, batch_size=256))), torch.from_numpy(data))
+
+
+def test_locate_says_where_a_record_is_and_counts_its_shard_s_heat(tiered) -> None:
+    """The design's locate(i): shard and place in it, the tiers holding it
+    now (home only, then the dram copy a read made), the publishing
+    generation, the host, and the heat loaders' batches add in the pool."""
+    p, name, data = tiered
+    ds = CXLDataset(p, "d")
+    per = ds.shards()["per_shard"]
+    i = ROWS - 1
+    loc = ds.locate(i)
+    assert (loc["shard"], loc["index"], loc["shard_records"]) == (i // per, i % per, per)
+    assert loc["tiers"] == ["nvme"] and loc["tier"] == "nvme" and loc["heat"] == 0
+    assert loc["version"] == ds.info()["version"]
+    assert ds.locate(-1) == loc and ds.locate(i - per)["shard"] == loc["shard"] - 1
+    assert int(loc["host"], 16) != 0 and len(loc["host"]) == 16
+    assert torch.equal(ds[i], torch.from_numpy(data[i]))
+    after = ds.locate(i)
+    assert after["tiers"] == ["dram", "nvme"] and after["tier"] == "dram" and after["heat"] == 0
+    for _ in range(2):  # two epochs: every record of every shard taken twice
+        for _ in CXLDataLoader(ds, batch_size=64, sampler=RandomCXLSampler(ds, window="auto"),
+                               memory_policy="lookahead"):
+            pass
+    assert [ds.locate(k * per)["heat"] for k in range(ds.shards()["n_shards"])] == \
+        [2 * ds.locate(k * per)["shard_records"] for k in range(ds.shards()["n_shards"])]
+    for bad in (ROWS, -ROWS - 1):
+        with pytest.raises(IndexError, match="record"):
+            ds.locate(bad)
+
+
+def test_locate_on_a_pool_of_one_tier(pool) -> None:
+    """One tier: every shard in it, no heat counted."""
+    pool.ingest("pts", pa.table({"x": np.arange(5000, dtype=np.float32)}))
+    ds = CXLDataset(pool, "pts")
+    loc = ds.locate(4999)
+    assert loc["tiers"] == [pool.tiers()[0]["kind"]] and loc["heat"] == 0
+    assert loc["shard"] == ds.shards()["n_shards"] - 1
+    assert loc["index"] == loc["shard_records"] - 1
