@@ -17,7 +17,10 @@ fi
 # pools (CXLP_UCX, docs/remote.md) cannot start without it. The wheel is
 # built without UCX, and scripts/wheel-check.sh runs these checks on it in a
 # root where libnuma was never installed.
-if ldd "$CXLPOOL" 2>/dev/null | grep -q 'libucp'; then
+# (ldd's whole output first: grep -q stops reading at the match, and under
+# pipefail ldd's SIGPIPE would fail the pipeline)
+needs=$(ldd "$CXLPOOL" 2>/dev/null || true)
+if [[ "$needs" == *libucp* ]]; then
   echo "skipped: this cxlpool links UCX (CXLP_UCX), whose libucs loads libnuma; the build without UCX is checked by scripts/wheel-check.sh"
   exit 77
 fi
