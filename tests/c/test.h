@@ -7,6 +7,7 @@
 #ifndef CXLP_TEST_H
 #define CXLP_TEST_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdint.h>
@@ -60,6 +61,45 @@
     } while (0)
 
 /* Unique name for a test pool or file: prefix.PID.counter */
+/* Replays the committed corpus of fuzz target `target`: fn(name, bytes,
+ * len, ctx) for every file of fuzz/corpus/TARGET (at most cap bytes of
+ * each, in a buffer freed after the call), the directory found from `src`,
+ * the calling test's __FILE__ (tests/c/X.c). Returns the files replayed. */
+static inline int test_corpus_each(const char *src, const char *target, size_t cap,
+                                   void (*fn)(const char *, const uint8_t *, size_t, void *),
+                                   void *ctx)
+{
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", src);
+    char *slash = strrchr(dir, '/');
+    CHECK(slash);
+    snprintf(slash, sizeof dir - (size_t)(slash - dir), "/../../fuzz/corpus/%s", target);
+    DIR *d = opendir(dir);
+    if (!d)
+        fprintf(stderr, "no corpus at %s\n", dir);
+    CHECK(d);
+    struct dirent *e;
+    int n = 0;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[1400];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "rb");
+        CHECK(f);
+        uint8_t *buf = malloc(cap ? cap : 1);
+        CHECK(buf);
+        size_t len = fread(buf, 1, cap, f);
+        fclose(f);
+        fn(e->d_name, buf, len, ctx);
+        free(buf);
+        n++;
+    }
+    closedir(d);
+    printf("replayed %d corpus files\n", n);
+    return n;
+}
+
 static inline const char *test_name(const char *prefix)
 {
     static char buf[8][128];

@@ -3,7 +3,6 @@
  * test checks each seed is a valid pool, runs the fuzz target's body on it,
  * and replays the committed corpus. CXLP_WRITE_SEEDS=DIR writes the seeds
  * (how fuzz/corpus/fuzz_pool/ was made). */
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -103,41 +102,18 @@ static void seed(int kind, const char *outdir)
     free(img);
 }
 
+static void replay_one(const char *name, const uint8_t *buf, size_t len, void *ctx)
+{
+    (void)ctx;
+    unsigned before = fuzz_opens;
+    CHECK(LLVMFuzzerTestOneInput(buf, len) == 0);
+    if (strncmp(name, "seed-", 5) == 0)
+        CHECK(fuzz_opens == before + 2);
+}
+
 static void replay(void)
 {
-    /* the source tree: this file is tests/c/test_pool_corpus.c */
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", __FILE__);
-    char *slash = strrchr(dir, '/');
-    CHECK(slash);
-    snprintf(slash, sizeof dir - (size_t)(slash - dir), "/../../fuzz/corpus/fuzz_pool");
-    DIR *d = opendir(dir);
-    if (!d)
-        fprintf(stderr, "no corpus at %s\n", dir);
-    CHECK(d);
-    struct dirent *e;
-    int n = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[1400];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        FILE *f = fopen(path, "rb");
-        CHECK(f);
-        uint8_t *buf = malloc(FUZZ_IMG);
-        CHECK(buf);
-        size_t len = fread(buf, 1, FUZZ_IMG, f);
-        fclose(f);
-        unsigned before = fuzz_opens;
-        CHECK(LLVMFuzzerTestOneInput(buf, len) == 0);
-        if (strncmp(e->d_name, "seed-", 5) == 0)
-            CHECK(fuzz_opens == before + 2);
-        free(buf);
-        n++;
-    }
-    closedir(d);
-    printf("replayed %d corpus files\n", n);
-    CHECK(n >= 3);
+    CHECK(test_corpus_each(__FILE__, "fuzz_pool", FUZZ_IMG, replay_one, NULL) >= 3);
 }
 
 int main(void)

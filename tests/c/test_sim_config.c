@@ -4,7 +4,6 @@
  * home, a home smaller than the dataset, wrong types, JSON syntax with its
  * line); --sweep's single keys; and the committed fuzz corpus replayed
  * through the fuzz target's body (its seeds simulate). */
-#include <dirent.h>
 
 #include "test.h"
 #include "../../fuzz/fuzz_simconfig.c"
@@ -128,40 +127,22 @@ static void test_refused(void)
     json_free(j);
 }
 
+/* A seed is a configuration that passes the checks and is simulated (one
+ * run counted); any other file (a finding) is refused before a run. */
+static void replay_one(const char *name, const uint8_t *buf, size_t len, void *ctx)
+{
+    (void)ctx;
+    unsigned before = fuzz_runs;
+    CHECK(LLVMFuzzerTestOneInput(buf, len) == 0);
+    if (strncmp(name, "seed-", 5) == 0)
+        CHECK(fuzz_runs == before + 1);
+    else
+        CHECK(fuzz_runs == before);
+}
+
 static void replay(void)
 {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", __FILE__);
-    char *slash = strrchr(dir, '/');
-    CHECK(slash);
-    snprintf(slash, sizeof dir - (size_t)(slash - dir), "/../../fuzz/corpus/fuzz_simconfig");
-    DIR *d = opendir(dir);
-    if (!d)
-        fprintf(stderr, "no corpus at %s\n", dir);
-    CHECK(d);
-    struct dirent *e;
-    int n = 0;
-    while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
-            continue;
-        char path[1400];
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        FILE *f = fopen(path, "rb");
-        CHECK(f);
-        static uint8_t buf[1 << 16];
-        size_t len = fread(buf, 1, sizeof buf, f);
-        fclose(f);
-        unsigned before = fuzz_runs;
-        CHECK(LLVMFuzzerTestOneInput(buf, len) == 0);
-        if (strncmp(e->d_name, "seed-", 5) == 0)
-            CHECK(fuzz_runs == before + 1);
-        else
-            CHECK(fuzz_runs == before);
-        n++;
-    }
-    closedir(d);
-    printf("replayed %d corpus files\n", n);
-    CHECK(n >= 5);
+    CHECK(test_corpus_each(__FILE__, "fuzz_simconfig", 1 << 16, replay_one, NULL) >= 5);
 }
 
 int main(void)
