@@ -985,6 +985,7 @@ int sim_run(const struct sim_config *c, const struct tier_policy_ops *ops, struc
     double t0 = 0;
     for (uint32_t i = 0; i < s->n_dom; i++)
         t0 = dmax(t0, ready[i]);
+    r->placement_s = t0;
     /* the placement's time is the ranks' wait */
     for (uint64_t i = 0; i < s->world; i++) {
         struct rk *rr = &s->rank[i];
@@ -1080,7 +1081,7 @@ void sim_write_json(FILE *f, const struct sim_config *c, const struct sim_result
     fprintf(f, "  \"events\": %llu, \"stages\": %llu, \"evictions\": %llu, \"placed\": %llu,\n",
             (unsigned long long)r->events, (unsigned long long)r->stages,
             (unsigned long long)r->evictions, (unsigned long long)r->placed);
-    fprintf(f, "  \"sim_seconds\": %.9g,\n", r->end_s);
+    fprintf(f, "  \"sim_seconds\": %.9g, \"placement_s\": %.9g,\n", r->end_s, r->placement_s);
     uint64_t mh = 0, mm = 0;
     fprintf(f, "  \"tiers\": [\n");
     for (uint32_t i = 0; i < r->n_tiers; i++) {

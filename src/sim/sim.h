@@ -119,6 +119,8 @@ struct sim_result {
     uint64_t placed;
     uint64_t sampler_bytes, engine_bytes, catalog_bytes; /* per host */
     double end_s;
+    double placement_s;              /* before window 0: the slowest domain's placement
+                                        (0 for policies that place nothing) */
     /* the timeline: at the start of every `every`-th global window (when
      * its first rank enters it), the time, the bytes of copies in the
      * staging tiers (all domains, kept ones too) and the ranks' mean stall

@@ -271,6 +271,7 @@ static void test_peer_and_place(void)
     CHECK(strstr(j, "\"modelled_not_built\": true"));
     CHECK(r.tier[1].bytes_read > 0);
     CHECK(r.epoch[0].peer_bytes > 0);
+    CHECK(r.placement_s == 0); /* lookahead places nothing */
     free(j);
     sim_result_free(&r);
 
@@ -280,6 +281,11 @@ static void test_peer_and_place(void)
     /* 10% of the shards, within a quarter of the budget, on each host */
     CHECK(r.placed == 2 * 6);
     CHECK(r.tier[0].hits > 0);
+    /* the placement's time, before window 0: 12 shards through the home's
+     * one shared link at least */
+    CHECK(r.placement_s >= 12.0 * (double)c.shard_bytes / c.tier[1].bandwidth);
+    CHECK(r.placement_s < r.end_s);
+    CHECK(strstr(j, "\"placement_s\": "));
     check_epochs(&r); /* the placement's wait is epoch 0's */
     free(j);
     sim_result_free(&r);
