@@ -7,7 +7,8 @@
                                  [--policies lookahead,...] [--rounds 3]
                                  [--demand 0.8] [--demand-policies lookahead]
                                  [--demand-epochs 2] [--setup-s 0]
-                                 [--seconds 120] [--out docs/benchmarks/tiers-DATE]
+                                 [--seconds 120] [--home-rate off]
+                                 [--out docs/benchmarks/tiers-DATE]
 
 An N GiB dataset of 8 KiB records is homed on an nvme tier (a file under
 --dir) of a pool whose one memory tier (dram, shm) holds --mem. Each run
@@ -68,6 +69,11 @@ dataset: its staging units (docs/tiers.md, "Staging units") or its
 shards; the order is window="auto"'s (runs of units where the home's
 probe asks for them, the ramp in epoch 0), recorded in the JSON
 ("stage_order").
+
+--home-rate RATE holds reads of the disk under --dir at RATE bytes/s (K/M/G:
+binary units) for the whole run, with the kernel's block throttle
+(bench/throttle.py; root): a steady disk, below its worst, for figures the
+disk's drift would otherwise decide. The default, off, runs the disk as it is.
 
 Writes OUT.json and OUT.png (samples/s per policy, with the limits; by
 default docs/benchmarks/tiers-DATE, dated so that no run overwrites
@@ -211,6 +217,7 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
     first_window = sampler.window * sampler.shard_size  # records
     runs = []
     before = pool.tiers()
+    prev_next = 0  # bytes the previous epoch staged for this one
     loader = CXLDataLoader(ds, **kw)
     if stagers:  # "policy:K": K stager threads (the C option tier_stagers)
         loader._tier["tier_stagers"] = int(stagers)
@@ -265,6 +272,12 @@ def cxl_epoch(spec: str, name: str, n: int, policy: str | None, budget: int, mem
                        # the blocks batches read in part instead (format 3)
                        nvme_bytes=after[mem_tier]["bytes_in"] - before[mem_tier]["bytes_in"] +
                        st["private_reads"] * ds.shards()["max_bytes"] + st["partial_bytes"])
+            # this epoch's own: less what it staged for the next epoch's
+            # first windows (the next reads those), plus what the previous
+            # staged for it
+            out.update(next_pass_bytes=st["next_pass_bytes"],
+                       nvme_bytes_epoch=out["nvme_bytes"] - st["next_pass_bytes"] + prev_next)
+            prev_next = st["next_pass_bytes"]
         before = after
         runs.append(out)
     loader.close()
@@ -419,6 +432,9 @@ def main() -> int:
     ap.add_argument("--block", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--seconds", type=float, default=120,
                     help="time budget of the MosaicML run (it stops at the epoch's end first)")
+    ap.add_argument("--home-rate", default="off",
+                    help="hold the disk under --dir at this read rate (bytes/s, K/M/G), "
+                         "with the kernel's block throttle; off: as it is")
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds of the limits and the policies, interleaved; medians reported")
     a = ap.parse_args()
@@ -433,10 +449,17 @@ def main() -> int:
     n = int(a.gib * (1 << 30)) // REC
     work = Path(a.dir) / f"bench-{uuid.uuid4().hex[:8]}"
     work.mkdir(parents=True)
+    throttle = None
+    if a.home_rate != "off":
+        sys.path.insert(0, str(REPO / "bench"))
+        from throttle import Throttle, disk_of, parse_size
+        throttle = Throttle(disk_of(work), parse_size(a.home_rate))
+        throttle.join()
     name = f"bt{uuid.uuid4().hex[:6]}"
     res: dict = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                  "command": "python3 bench/bench_tiers.py " + " ".join(sys.argv[1:]),
                  "gib": a.gib, "mem": a.mem, "records": n, "batch": BATCH,
+                 "home_rate": a.home_rate, "throttle": throttle.kind if throttle else None,
                  "machine": machine(), "runs": []}
     seqread = REPO / "build" / "bench_seqread"
     if not seqread.exists():
@@ -593,6 +616,8 @@ def main() -> int:
             except Exception:  # noqa: BLE001
                 pass
         shutil.rmtree(work, ignore_errors=True)
+        if throttle:
+            throttle.close()
     res["wall_s"] = time.perf_counter() - t_all
     res["loadavg_end"] = open("/proc/loadavg").read().strip()
     out = Path(a.out) if a.out else REPO / "docs" / "benchmarks" / (
@@ -614,6 +639,18 @@ def main() -> int:
     return 0
 
 
+def nvme_cell(r: dict, res: dict) -> str:
+    """The epoch's own home bytes over the dataset, and in parentheses all
+    it read (with the next epoch's first windows staged during its last),
+    where the loader counted both."""
+    if "nvme_bytes" not in r:
+        return ""
+    ds = res["records"] * REC
+    if "nvme_bytes_epoch" not in r:
+        return f"{r['nvme_bytes'] / ds:.3f}"
+    return f"{r['nvme_bytes_epoch'] / ds:.3f} ({r['nvme_bytes'] / ds:.3f})"
+
+
 def table(res: dict) -> str:
     by = {r["policy"]: r for r in res["runs"]}
     bound = min(by["seq read"]["samples_per_s"], by["all-DRAM"]["samples_per_s"])
@@ -626,7 +663,8 @@ def table(res: dict) -> str:
             if "vs_bound_before" in r:
                 before.setdefault(r["policy"], []).append(r["vs_bound_before"])
     L = ["| run | samples/s (median; min..max) | GB/s | vs bound | vs bound just before "
-         "(median; min..max) | nvme bytes / dataset | hit rate | loop stall | "
+         "(median; min..max) | nvme bytes / dataset: the epoch's (all read) | hit rate | "
+         "loop stall | "
          "staging stall s | complete |",
          "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in res["runs"]:
@@ -635,7 +673,7 @@ def table(res: dict) -> str:
             continue
         b = sorted(before.get(r["policy"], []))
         vb = f"{statistics.median(b):.2f} ({b[0]:.2f}..{b[-1]:.2f})" if b else ""
-        nb = f"{r['nvme_bytes'] / (res['records'] * REC):.3f}" if "nvme_bytes" in r else ""
+        nb = nvme_cell(r, res)
         hr = f"{r['hit_rate']:.3f}" if "hit_rate" in r else ""
         st = f"{r['stall_share']:.3f}" if "stall_share" in r else ""
         ss = f"{r['stage_stall_s']:.2f}" if "stage_stall_s" in r else ""
@@ -656,7 +694,7 @@ def demand_table(res: dict) -> str:
     bound = min(by["seq read"]["samples_per_s"], by["all-DRAM"]["samples_per_s"])
     L = ["| policy | pacing | epoch | samples/s | vs bound | epoch s | loop stall, share | "
          "start-up (first batch) | rest of first window | steady state | staging stall s | "
-         "nvme bytes / dataset | complete |",
+         "nvme bytes / dataset: the epoch's (all read) | complete |",
          "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r, d in ((r, x) for r in res.get("demand_runs", []) for x in [r] + r.get("later", [])):
         dt = d["seconds"]
@@ -667,7 +705,7 @@ def demand_table(res: dict) -> str:
                  f"{d['stall_first_batch_s']:.3f} s, {d['stall_first_batch_s'] / dt:.4f} | "
                  f"{d['stall_first_window_s']:.3f} s, {d['stall_first_window_s'] / dt:.4f} | "
                  f"{d['stall_steady_s']:.3f} s, {d['stall_steady_s'] / dt:.4f} | "
-                 f"{d['stage_stall_s']:.2f} | {d['nvme_bytes'] / (res['records'] * REC):.3f} | "
+                 f"{d['stage_stall_s']:.2f} | {nvme_cell(d, res)} | "
                  f"{'yes' if d['complete'] else 'NO'} |")
     return "\n".join(L)
 

@@ -31,10 +31,10 @@ Each row: samples/s and home bytes per epoch, predicted / measured. A row
 is within the tolerance when both ratios are in [1 - tol, 1 + tol]; the
 script exits 1 when one is not.
 
---home-rate RATE (default 600M) holds the home link at RATE bytes/s with
+--home-rate RATE (default 600M: MiB/s) holds the home link at RATE bytes/s with
 the kernel's block throttle (cgroup v2 io.max rbps, or v1
 blkio.throttle.read_bps_device) on the disk under --dir, for the whole of
-bench_tiers: this VM's disk drifts by 20-30% within minutes, more than
+bench_tiers (bench/throttle.py): this VM's disk drifts by 20-30% within minutes, more than
 the tolerance, so without it the comparison measures the weather. The
 simulation still takes the rate from the measured shard read, not from
 RATE. --home-rate off runs the disk as it is. Needs root for the cgroup
@@ -51,66 +51,15 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from throttle import Throttle, disk_of, parse_size  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 REC = 8192
 BATCH = 256
 SEED = 7  # bench_tiers' sampler seed
-
-
-def parse_size(s: str) -> int:
-    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    return int(float(s[:-1]) * mult[s[-1].upper()]) if s[-1].upper() in mult else int(s)
-
-
-def disk_of(path: Path) -> str:
-    """MAJ:MIN of the whole disk under path (the throttle applies to disks)."""
-    st = os.stat(path)
-    mm = f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-    sysdev = Path(f"/sys/dev/block/{mm}")
-    if not sysdev.exists():
-        raise SystemExit(f"--dir {path}: its file system ({mm}) is not on a block device; "
-                         "use --home-rate off or another --dir")
-    if (sysdev / "partition").exists():  # the parent disk
-        mm = (sysdev.resolve().parent / "dev").read_text().strip()
-    return mm
-
-
-class Throttle:
-    """A cgroup whose reads of one disk are held at a rate (the kernel's
-    block throttle); processes join it with join(pid)."""
-
-    def __init__(self, dev: str, rate: int) -> None:
-        name = f"cxlp-simval-{uuid.uuid4().hex[:6]}"
-        v2 = Path("/sys/fs/cgroup/cgroup.controllers")
-        if v2.exists() and "io" in v2.read_text().split():
-            sub = Path("/sys/fs/cgroup/cgroup.subtree_control")
-            if "io" not in sub.read_text().split():
-                sub.write_text("+io")
-            self.dir = Path("/sys/fs/cgroup") / name
-            self.dir.mkdir()
-            (self.dir / "io.max").write_text(f"{dev} rbps={rate}")
-            self.kind = "cgroup v2 io.max"
-        elif Path("/sys/fs/cgroup/blkio").is_dir():
-            self.dir = Path("/sys/fs/cgroup/blkio") / name
-            self.dir.mkdir()
-            (self.dir / "blkio.throttle.read_bps_device").write_text(f"{dev} {rate}")
-            self.kind = "cgroup v1 blkio.throttle.read_bps_device"
-        else:
-            raise SystemExit("--home-rate: no cgroup io (v2) or blkio (v1) controller mounted; "
-                             "use --home-rate off")
-        self.dev, self.rate = dev, rate
-
-    def join(self) -> None:
-        (self.dir / "cgroup.procs").write_text(str(os.getpid()))
-
-    def close(self) -> None:
-        try:
-            self.dir.rmdir()
-        except OSError:
-            pass
 
 
 def sim_config(run: dict, res: dict, limits: dict, policy: str, epochs: int,
@@ -142,6 +91,14 @@ def sim_config(run: dict, res: dict, limits: dict, policy: str, epochs: int,
                   "shard_read_gb_per_s": limits["shard read"]["gb_per_s"],
                   "all_dram_gb_per_s": limits["all-DRAM"]["gb_per_s"]},
     }
+
+
+def own(run: dict) -> float:
+    """A measured epoch's home bytes: its own (less the next epoch's first
+    windows staged during its last, plus what the previous staged for it:
+    the simulation of the same epochs stages no epoch after its last) where
+    the loader counted them, else all it read."""
+    return run.get("nvme_bytes_epoch", run["nvme_bytes"])
 
 
 def simulate(cxlpool: Path, cfg: dict, path: Path) -> dict:
@@ -225,7 +182,7 @@ def main() -> int:
                                                        s["placement_s"]),
                          "meas_sps": r["samples_per_s"],
                          "pred_home": s["epochs"][0]["home_bytes_moved"],
-                         "meas_home": r["nvme_bytes"],
+                         "meas_home": own(r),
                          "pred_stall": s["epochs"][0]["stall_fraction"],
                          "meas_stall": None})
     # the demand runs: the limits of the last round (bench_tiers' bound is
@@ -252,7 +209,7 @@ def main() -> int:
                          "judged": False,
                          "pred_sps": res["records"] / t, "meas_sps": m["samples_per_s"],
                          "pred_home": s["epochs"][ep]["home_bytes_moved"],
-                         "meas_home": m["nvme_bytes"],
+                         "meas_home": own(m),
                          "pred_stall": s["epochs"][ep]["stall_fraction"],
                          "meas_stall": m["stall_share"]})
         # judged over the run: which epoch a copy staged across an epoch's
@@ -266,7 +223,7 @@ def main() -> int:
                      "pred_sps": res["records"] * n_ep / (ends[-1] - starts[0]),
                      "meas_sps": res["records"] * n_ep / sum(m["seconds"] for m in eps),
                      "pred_home": sum(e["home_bytes_moved"] for e in s["epochs"]) / n_ep,
-                     "meas_home": sum(m["nvme_bytes"] for m in eps) / n_ep,
+                     "meas_home": sum(own(m) for m in eps) / n_ep,
                      "pred_stall": sum(e["stall_fraction"] * (ends[i] - starts[i])
                                        for i, e in enumerate(s["epochs"])) /
                                    (ends[-1] - starts[0]),
@@ -294,7 +251,7 @@ def table(doc: dict) -> str:
     res = doc["measured"]
     lim = {r["policy"]: r for r in res["runs"] if "hit_rate" not in r}
     L = [f"{res['gib']:g} GiB of 8 KiB records, a {res['mem']} dram tier; the home link "
-         + (f"held at {doc['home_rate']}B/s ({doc['throttle']})" if doc["throttle"]
+         + (f"held at {doc['home_rate']}iB/s ({doc['throttle']})" if doc["throttle"]
             else "as the disk gave it") +
          f"; measured shard read {lim['shard read']['gb_per_s']:.3f} GB/s, "
          f"all-DRAM {lim['all-DRAM']['samples_per_s']:,.0f} samples/s; {doc['date']}",

@@ -1231,6 +1231,10 @@ struct cxlp_loader_stats {
      * has no block sums) because no memory tier had room for a copy, or
      * this process may not place copies (a pool it may only read). */
     uint64_t no_room;
+    /* Of bytes_staged, the copies staged for the next pass alone (its
+     * first windows, planned from tier_next_fn during this pass's last
+     * ones): the next pass reads them, this one does not. */
+    uint64_t next_pass_bytes;
 };
 /* Fills st. Any thread. */
 CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);

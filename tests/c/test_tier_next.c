@@ -120,7 +120,15 @@ static void pass(cxlp_store *s, uint64_t n, uint64_t seed, int policy, cxlp_inde
         struct cxlp_loader_stats st;
         CHECK_OK(cxlp_loader_stats(l, &st));
         printf("%s: epoch 1's first %zu shards staged during epoch 0 (%llu staged ahead in "
-               "all)\n", cxlp_policy_name(policy), nw, (unsigned long long)st.prefetched);
+               "all, %llu of %llu bytes for epoch 1 alone)\n", cxlp_policy_name(policy), nw,
+               (unsigned long long)st.prefetched, (unsigned long long)st.next_pass_bytes,
+               (unsigned long long)st.bytes_staged);
+        /* counted apart: what this pass staged for the next alone */
+        CHECK(st.next_pass_bytes > 0 && st.next_pass_bytes < st.bytes_staged);
+    } else {
+        struct cxlp_loader_stats st;
+        CHECK_OK(cxlp_loader_stats(l, &st));
+        CHECK(st.next_pass_bytes == 0); /* no next pass's ids: nothing for it */
     }
     cxlp_loader_free(l);
     cxlp_sampler_free(sm);
