@@ -26,10 +26,10 @@
  * j*world (unrolled: u >= L wraps, the padding of every order), so which
  * positions a rank set consumes is what it is for every order (counts,
  * drop_last, padding, state and elastic resume unchanged). Inside a round,
- * host g's stream has cnt_g positions; host g's k-th rank (rank order)
- * takes the round's k-th position of its own host's stream when k < cnt_g;
- * the remaining ranks, in rank order, take the remaining positions, host by
- * host in host order. A rank thus reads its own host's blocks whenever the
+ * host g's stream has cnt_g positions; host g's k-th rank (rank order,
+ * rotated by a hash of the round) takes the round's k-th position of its own
+ * host's stream when k < cnt_g; the remaining ranks, host by host, take the
+ * remaining positions, host by host. A rank thus reads its own host's blocks whenever the
  * round has one for it: over an epoch host h's ranks read
  * min(their draws, the round share of host h's stream) locally, which is as
  * much as equal shares allow, up to the +-1 of each split's rounding.
@@ -345,21 +345,29 @@ uint64_t hosts_at(const cxlp_sampler *s, uint64_t p)
 
 /* The host and (unrolled) stream index this rank takes in the round of
  * [u, u + world), from the round's counts lo (before u) and hi (before
- * u + world), either given for every host or NULL (then computed). */
+ * u + world), either given for every host or NULL (then computed).
+ * A host's ranks take its positions in the order of their local index
+ * rotated by a hash of the round (so over an epoch each of them gets its
+ * part of the host's own blocks; a rotation by one per round resonated
+ * with a round count of period 2; with one host every position is the
+ * host's, and no rotation keeps the rank view BLOCK's); the ranks left over, host by host in that order,
+ * take the positions left over, host by host in stream order. */
 static uint32_t round_pick(const cxlp_sampler *s, uint64_t u, const uint64_t *lo,
                            const uint64_t *hi, uint64_t *idx)
 {
     const struct hosts *x = s->hosts;
     uint32_t h = x->host;
+    uint64_t kh = x->k[h], rot = x->H > 1 ? mix64(u / s->world) % kh : 0;
+    uint64_t e = (x->local + rot) % kh;
     uint64_t lh = lo ? lo[h] : u_count(s, h, u), ch = (hi ? hi[h] : u_count(s, h, u + s->world)) - lh;
-    if (x->local < ch) {
-        *idx = lh + x->local;
+    if (e < ch) {
+        *idx = lh + e;
         return h;
     }
-    uint64_t d = 0;
-    for (uint32_t g = 0; g < x->H; g++) {
+    uint64_t d = e - ch;
+    for (uint32_t g = 0; g < h; g++) {
         uint64_t c = lo ? hi[g] - lo[g] : u_count(s, g, u + s->world) - u_count(s, g, u);
-        d += x->below[g] > c ? x->below[g] - c : 0;
+        d += x->k[g] > c ? x->k[g] - c : 0;
     }
     for (uint32_t g = 0;; g++) {
         uint64_t l = lo ? lo[g] : u_count(s, g, u);

@@ -10,6 +10,8 @@
  * another world and layout neither repeats nor skips; the assignment
  * changes with the epoch; the fingerprint ignores world and layout, not the
  * weights; bad arguments are refused naming the field. */
+#include <math.h>
+
 #include "sample_util.h"
 
 struct hspec {
@@ -166,6 +168,7 @@ static void check_split(const struct hspec *sp, uint64_t *rng)
     for (uint32_t r = 0; r < world; r++)
         ranks_on[layout[r]]++;
     uint64_t *want = malloc(world * sizeof *want), *got = malloc(world * sizeof *got);
+    uint64_t *own = calloc(world, sizeof *own);
     for (uint64_t j = 0; j < q; j++) {
         memset(pos_of, 0, sp->H * sizeof *pos_of);
         for (uint32_t i = 0; i < world; i++) {
@@ -176,6 +179,7 @@ static void check_split(const struct hspec *sp, uint64_t *rng)
         for (uint32_t r = 0; r < world; r++) {
             got[r] = v[r][j];
             local += hof[got[r]] == layout[r];
+            own[r] += hof[got[r]] == layout[r];
         }
         for (uint32_t h = 0; h < sp->H; h++)
             best += MINU(pos_of[h], ranks_on[h]);
@@ -184,6 +188,13 @@ static void check_split(const struct hspec *sp, uint64_t *rng)
         qsort(got, world, sizeof *got, cmp_u64);
         CHECK(memcmp(want, got, world * sizeof *want) == 0);
     }
+    /* the ranks of one host share its blocks evenly (the rotation is a
+     * hash: within 4 sqrt(q) + 4, more than 5 standard deviations) */
+    for (uint32_t a = 0; a < world; a++)
+        for (uint32_t b = 0; b < world; b++)
+            if (layout[a] == layout[b] && own[a] > own[b])
+                CHECK((double)(own[a] - own[b]) <= 4 * sqrt((double)q) + 4);
+    free(own);
     free(want);
     free(got);
     free(ranks_on);
