@@ -1066,7 +1066,8 @@ CXLP_API uint64_t cxlp_sampler_released(const cxlp_sampler *s, uint64_t p);
  * for it (its k-th rank on the host the host's k-th), the rest pair up in
  * order. rank_host names the host each rank runs on; it is how the epoch
  * order is split, not what it is: the fingerprint covers n, shard_size,
- * window and the weights (reduced by their gcd), not world or rank_host.
+ * window, keep and the weights (reduced by their gcd), not world or
+ * rank_host.
  * CXLP_EARG naming hosts.n_hosts, hosts.weight, hosts.rank_host[i],
  * cfg.shard_size, cfg.window, cfg.ramp (not supported). Memory is O(H);
  * a draw costs O(H) (an O(log H) walk when the rank takes its own host's
@@ -1077,6 +1078,11 @@ struct cxlp_hosts {
     const uint64_t *weight;      /* H capability weights >= 0, sum 1..2^63 */
     const uint32_t *rank_host;   /* cfg->world entries in 0..H-1; NULL: all
                                     ranks on host 0 */
+    int keep;                    /* 1: the blocks are dealt once (keyed by
+                                    the seed alone) and stay on their host
+                                    every epoch; each host's block order
+                                    still changes per epoch. 0: dealt
+                                    afresh each epoch */
 };
 CXLP_API int cxlp_sampler_create_hosts(const struct cxlp_sampler_config *cfg,
                                        const struct cxlp_hosts *hosts, cxlp_sampler **out);

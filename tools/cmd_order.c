@@ -15,7 +15,8 @@
  *               host's share, what its memory holds, and the predicted
  *               local, peer and home fractions of the reads, and what each
  *               host's memory must stage from a peer or the home (given
- *               --hosts, --weights, --memory, --ranks-per-host; see
+ *               --hosts, --weights, --memory, --ranks-per-host,
+ *               --keep-blocks; see
  *               docs/sampling.md, "Hosts"), plus --quality's figures
  *   --auto      POOL NAME: the block order a loader's staging keeps up with,
  *               what window="auto" takes (cxlp_store_stage_order: staging
@@ -64,6 +65,7 @@ struct order_opts {
     uint64_t ranks[CXLP_HOSTS_MAX];
     uint32_t *layout;          /* world entries */
     uint64_t epochs;
+    int keep, window_all;
 };
 
 /* A comma-separated list of n values (one value: the same for all). */
@@ -129,7 +131,8 @@ static int make_sampler(const struct order_opts *o, const struct cxlp_sampler_co
     if (cfg->kind != CXLP_ORDER_HOSTS)
         return cxlp_sampler_create(cfg, s);
     struct cxlp_hosts h = {.n_hosts = o->H, .weight = o->weight,
-                           .rank_host = cfg->world == o->cfg.world ? o->layout : NULL};
+                           .rank_host = cfg->world == o->cfg.world ? o->layout : NULL,
+                           .keep = o->keep};
     return cxlp_sampler_create_hosts(cfg, &h, s);
 }
 
@@ -137,7 +140,7 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
 {
     enum { O_N = 256, O_KIND, O_SEED, O_EPOCH, O_SHARD, O_WINDOW, O_WORLD, O_RANK, O_DROP,
            O_FIRST, O_COUNTS, O_QUALITY, O_JSON, O_BATCH, O_RAMP, O_NORAMP, O_AUTO, O_RUNS,
-           O_BUDGET, O_QUNIT, O_STATS, O_HOSTS, O_WEIGHTS, O_MEMORY, O_RPH, O_EPOCHS };
+           O_BUDGET, O_QUNIT, O_STATS, O_HOSTS, O_WEIGHTS, O_MEMORY, O_RPH, O_EPOCHS, O_KEEP };
     static const struct option lo[] = {
         {"n", required_argument, 0, O_N},           {"kind", required_argument, 0, O_KIND},
         {"seed", required_argument, 0, O_SEED},     {"epoch", required_argument, 0, O_EPOCH},
@@ -155,6 +158,7 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
         {"memory", required_argument, 0, O_MEMORY},
         {"ranks-per-host", required_argument, 0, O_RPH},
         {"epochs", required_argument, 0, O_EPOCHS},
+        {"keep-blocks", no_argument, 0, O_KEEP},
         {0, 0, 0, 0},
     };
     int c, have_n = 0, have_world = 0, ex;
@@ -177,6 +181,7 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
         case O_HOSTS: dst = &hosts; what = "--hosts"; break;
         case O_EPOCHS: dst = &o->epochs; what = "--epochs"; break;
         case O_STATS: o->stats = 1; break;
+        case O_KEEP: o->keep = 1; break;
         case O_WEIGHTS:
             if ((ex = parse_u64_list(optarg, "--weights", o->weight, &nw)))
                 return ex;
@@ -286,9 +291,9 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
             o->epochs = 2;
         if (o->epochs > STATS_MAX_EPOCHS)
             return cli_usage_error("--epochs: at most %d", STATS_MAX_EPOCHS);
-    } else if (o->stats || nw || nm || nr || hosts) {
-        return cli_usage_error("--hosts, --weights, --memory and --ranks-per-host are for "
-                               "--kind hosts (--stats)");
+    } else if (o->stats || nw || nm || nr || hosts || o->keep) {
+        return cli_usage_error("--hosts, --weights, --memory, --ranks-per-host and "
+                               "--keep-blocks are for --kind hosts (--stats)");
     }
     if (world == 0 || world > UINT32_MAX)
         return cli_usage_error("--world: %" PRIu64 " is not in 1..%" PRIu32, world, UINT32_MAX);
@@ -310,7 +315,7 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
     if (o->cfg.kind == CXLP_ORDER_BLOCK && !o->cfg.window && !o->stage)
         o->cfg.window = 1;
     if (o->cfg.kind == CXLP_ORDER_HOSTS && !o->cfg.window)
-        o->cfg.window = UINT64_MAX / o->cfg.shard_size; /* every block of a host */
+        o->window_all = 1; /* every block of a host: set once n is known */
     if (o->stage && o->cfg.kind == CXLP_ORDER_HOSTS)
         return cli_usage_error("--auto is for the block order, not --kind hosts");
     o->qshard = o->qunit ? o->qunit : o->cfg.shard_size ? o->cfg.shard_size : 4096;
@@ -496,8 +501,8 @@ static int print_stats(const struct order_opts *o)
         cap[h] = c >= (double)M ? M : (uint64_t)c;
     }
     if (o->json) {
-        printf(", \"stats\": {\"world\": %" PRIu32 ", \"blocks\": %" PRIu64 ", \"hosts\": [",
-               world, M);
+        printf(", \"stats\": {\"world\": %" PRIu32 ", \"blocks\": %" PRIu64 ", \"keep_blocks\": %s"
+               ", \"hosts\": [", world, M, o->keep ? "true" : "false");
         for (uint32_t h = 0; h < H; h++)
             printf("%s{\"weight\": %" PRIu64 ", \"memory\": %.6f, \"capacity_blocks\": %"
                    PRIu64 ", \"ranks\": %" PRIu64 "}", h ? ", " : "", o->weight[h],
@@ -614,6 +619,8 @@ int cli_cmd_order(int argc, char **argv)
         return ex;
     if (o.spec && (ex = dataset_n(&o)))
         return ex;
+    if (o.window_all)
+        o.cfg.window = o.cfg.n ? (o.cfg.n - 1) / o.cfg.shard_size + 1 : 1;
     /* refuse before printing anything, so --json output is whole or absent */
     if (o.counts && o.cfg.world > COUNTS_MAX_WORLD)
         return cli_usage_error("--counts: --world %" PRIu32 " is more ranks than %d",
@@ -668,8 +675,9 @@ int cli_cmd_order(int argc, char **argv)
             printf(", shards of %" PRIu64 ", window %" PRIu64 "%s", o.cfg.shard_size,
                    o.cfg.window, o.cfg.ramp ? ", ramp in epoch 0" : "");
         if (o.cfg.kind == CXLP_ORDER_HOSTS)
-            printf(", blocks of %" PRIu64 ", window %" PRIu64 ", %" PRIu32 " host%s",
-                   o.cfg.shard_size, o.cfg.window, o.H, o.H == 1 ? "" : "s");
+            printf(", blocks of %" PRIu64 ", window %" PRIu64 ", %" PRIu32 " host%s, %s",
+                   o.cfg.shard_size, o.cfg.window, o.H, o.H == 1 ? "" : "s",
+                   o.keep ? "blocks kept on their hosts" : "blocks dealt afresh each epoch");
         if (o.stage) {
             printf("\nstaging: units of %" PRIu64 " records (about %" PRIu64 " bytes), runs of "
                    "%" PRIu64 " unit%s", o.plan.unit_records, o.plan.unit_bytes,

@@ -193,15 +193,15 @@ out:
 static PyObject *sampler_create_hosts(PyObject *type, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"weights", "rank_hosts", "n", "seed", "epoch", "shard_size",
-                             "window", "world", "rank", "drop_last", NULL};
+                             "window", "world", "rank", "drop_last", "keep", NULL};
     PyObject *weights, *rank_hosts;
     uint64_t n = 0, seed = 0, epoch = 0, shard = 0, window = 0;
     uint32_t world = 1, rank = 0;
-    int drop_last = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$O&O&O&O&O&O&O&p", kwlist, &weights,
+    int drop_last = 0, keep = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$O&O&O&O&O&O&O&pp", kwlist, &weights,
                                      &rank_hosts, core_u64, &n, core_u64, &seed, core_u64,
                                      &epoch, core_u64, &shard, core_u64, &window, core_u32,
-                                     &world, core_u32, &rank, &drop_last))
+                                     &world, core_u32, &rank, &drop_last, &keep))
         return NULL;
     size_t H = 0, nr = 0;
     uint64_t *w = u64_list(weights, "weights", &H), *rh = NULL;
@@ -235,7 +235,8 @@ static PyObject *sampler_create_hosts(PyObject *type, PyObject *args, PyObject *
     struct cxlp_sampler_config c = {.n = n, .seed = seed, .epoch = epoch, .shard_size = shard,
                                     .window = window, .world = world, .rank = rank,
                                     .drop_last = drop_last};
-    struct cxlp_hosts h = {.n_hosts = (uint32_t)H, .weight = w, .rank_host = layout};
+    struct cxlp_hosts h = {.n_hosts = (uint32_t)H, .weight = w, .rank_host = layout,
+                           .keep = keep};
     cxlp_sampler *s;
     int rc = cxlp_sampler_create_hosts(&c, &h, &s);
     if (rc) {
@@ -635,7 +636,7 @@ static PyMethodDef sampler_methods[] = {
     {"create_hosts", (PyCFunction)(void (*)(void))sampler_create_hosts,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "create_hosts(weights, rank_hosts, *, n, seed, epoch, shard_size, window, world, rank, "
-     "drop_last): the hosts order."},
+     "drop_last, keep): the hosts order."},
     {"host_of", (PyCFunction)sampler_host_of, METH_O,
      "host_of(id): HOSTS (host, index of the id's block in the host's share)."},
     {"host_share", (PyCFunction)sampler_host_share, METH_O,

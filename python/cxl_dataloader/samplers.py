@@ -554,12 +554,16 @@ class HostsCXLSampler(CXLSamplerBase):
     at a time, records random inside), the hosts' streams are interleaved,
     and every step a rank takes a sample of its own host's blocks when the
     step has one for it. ``rank_hosts``: the host index (0..H-1) of every
-    rank. Built by DistributedCXLSampler(topology=...) and
-    BalancedCXLSampler; usable alone."""
+    rank. ``keep_blocks=True`` deals the blocks once (by the seed) and
+    keeps them on their hosts every epoch, each host's order still new per
+    epoch: no block moves between hosts' memories after the first epoch.
+    Built by DistributedCXLSampler(topology=...) and BalancedCXLSampler;
+    usable alone."""
 
     def __init__(self, data_source_or_n: Any, weights: Sequence[Any], rank_hosts: Sequence[int],
                  seed: int = 0, *, shard_size: int, window: Optional[int] = None,
-                 num_replicas: int = 1, rank: int = 0, drop_last: bool = False) -> None:
+                 num_replicas: int = 1, rank: int = 0, drop_last: bool = False,
+                 keep_blocks: bool = False) -> None:
         super().__init__(seed, num_replicas, rank, drop_last)
         if self._torch_seed:
             raise ValueError("the hosts order needs the same integer seed on every rank")
@@ -574,6 +578,7 @@ class HostsCXLSampler(CXLSamplerBase):
             raise ValueError(f"shard_size must be >= 1, got {self.shard_size}")
         blocks = max(1, -(-self.n // self.shard_size))
         self.window = blocks if window is None else operator.index(window)
+        self.keep_blocks = bool(keep_blocks)
         self.order = "hosts"
         self._probe()
 
@@ -581,7 +586,8 @@ class HostsCXLSampler(CXLSamplerBase):
         return _core.Sampler.create_hosts(self.weights, self.rank_hosts, n=self.n,
                                           seed=self.seed, epoch=self.epoch,
                                           shard_size=self.shard_size, window=self.window,
-                                          world=world, rank=rank, drop_last=drop_last)
+                                          world=world, rank=rank, drop_last=drop_last,
+                                          keep=self.keep_blocks)
 
     def _epoch_probe(self) -> "_core.Sampler":
         s = self._probe()
@@ -621,7 +627,8 @@ class DistributedCXLSampler(CXLSamplerBase):
     first appear among the ranks) overrides the weights; ``ranks_per_host``
     the layout. Blocks: ``shard_size`` ids (default: the dataset's records
     per shard), ``window`` blocks per host window (default: all of a host's
-    blocks, or "auto").
+    blocks, or "auto"). ``keep_blocks=True``: the blocks stay on their
+    hosts every epoch (see HostsCXLSampler).
     """
 
     def __init__(self, dataset: Any, num_replicas: Optional[int] = None,
@@ -631,7 +638,7 @@ class DistributedCXLSampler(CXLSamplerBase):
                  memory_budget: Union[int, str, None] = None, runs: Union[str, bool, int] = "auto",
                  ramp: Optional[bool] = None, topology: Any = None,
                  host_weights: Optional[Sequence[Any]] = None,
-                 ranks_per_host: Optional[int] = None) -> None:
+                 ranks_per_host: Optional[int] = None, keep_blocks: bool = False) -> None:
         world, r = _dist_world_rank(num_replicas, rank)
         if topology is not None:
             if isinstance(order, CXLSamplerBase) or order not in ("random", "block", "hosts"):
@@ -641,15 +648,15 @@ class DistributedCXLSampler(CXLSamplerBase):
                 raise ValueError("topology= shuffles (the hosts order); shuffle=False is "
                                  "the sequential order")
             base = _hosts_base(dataset, seed, world, topology, host_weights, ranks_per_host,
-                               shard_size, window, memory_budget, runs)
+                               shard_size, window, memory_budget, runs, keep_blocks)
             super().__init__(seed, world, r, drop_last)
             self.base = base
             self.shuffle = shuffle
             self.dataset = dataset
             self._probe()
             return
-        if host_weights is not None or ranks_per_host is not None:
-            raise ValueError("host_weights and ranks_per_host go with topology=")
+        if host_weights is not None or ranks_per_host is not None or keep_blocks:
+            raise ValueError("host_weights, ranks_per_host and keep_blocks go with topology=")
         if isinstance(order, CXLSamplerBase):
             base = order
             if base._torch_seed:
@@ -705,8 +712,8 @@ class DistributedCXLSampler(CXLSamplerBase):
 def _hosts_base(dataset: Any, seed: int, world: int, topology: Any,
                 host_weights: Optional[Sequence[Any]], ranks_per_host: Optional[int],
                 shard_size: Optional[int], window: Union[int, str, None],
-                memory_budget: Union[int, str, None], runs: Union[str, bool, int]
-                ) -> HostsCXLSampler:
+                memory_budget: Union[int, str, None], runs: Union[str, bool, int],
+                keep_blocks: bool = False) -> HostsCXLSampler:
     """The HostsCXLSampler a DistributedCXLSampler(topology=...) splits."""
     labels, caps = _host_layout(dataset, topology, world, ranks_per_host)
     hosts: dict[Any, int] = {}
@@ -738,7 +745,7 @@ def _hosts_base(dataset: Any, seed: int, world: int, topology: Any,
         shard_size = per
     return HostsCXLSampler(dataset, weights, rank_hosts, seed, shard_size=int(shard_size),
                            window=None if window is None else int(window),
-                           num_replicas=world)
+                           num_replicas=world, keep_blocks=keep_blocks)
 
 
 class BalancedCXLSampler(DistributedCXLSampler):
@@ -755,13 +762,13 @@ class BalancedCXLSampler(DistributedCXLSampler):
                  topology: Any = "auto", ranks_per_host: Optional[int] = None,
                  shard_size: Optional[int] = None, window: Union[int, str, None] = None,
                  memory_budget: Union[int, str, None] = None,
-                 runs: Union[str, bool, int] = "auto") -> None:
+                 runs: Union[str, bool, int] = "auto", keep_blocks: bool = False) -> None:
         self.rates = list(rates)
         integer_host_weights(self.rates, "rates")
         super().__init__(dataset, num_replicas, rank, True, seed, drop_last,
                          topology=topology, host_weights=self.rates,
                          ranks_per_host=ranks_per_host, shard_size=shard_size, window=window,
-                         memory_budget=memory_budget, runs=runs)
+                         memory_budget=memory_budget, runs=runs, keep_blocks=keep_blocks)
 
 
 # ---- blending -----------------------------------------------------------------

@@ -9,6 +9,11 @@
  * epoch gives every host a fresh random set of blocks, as many as its
  * weight (capability) says.
  *
+ * With keep, sigma is keyed by the seed alone (the same deal every epoch)
+ * and host h's stream visits its segment's slots in the order of a
+ * per-epoch bijection tau_h: the blocks stay where a host's memory holds
+ * them, their order still changes. Without keep tau is the identity.
+ *
  * Host h's stream is the block order restricted to its segment: windows of
  * W slots, the short block moved to its window's last slot, each window's
  * records in the order of a keyed bijection. With one host this is BLOCK
@@ -101,6 +106,9 @@ int hosts_init(cxlp_sampler *s, const struct cxlp_hosts *h)
     x->lo = malloc(n8);
     x->hi = malloc(n8);
     x->win = malloc((size_t)H * sizeof *x->win);
+    x->keep = h->keep != 0;
+    if (x->keep && !(x->tau = malloc((size_t)H * sizeof *x->tau)))
+        return seterr(NULL, -ENOMEM, "sampler: out of memory");
     if (!x->wt || !x->B || !x->k || !x->below || !x->N || !x->P || !x->lo || !x->hi || !x->win)
         return seterr(NULL, -ENOMEM, "sampler: out of memory");
     sum /= g;
@@ -156,13 +164,15 @@ void hosts_free(struct hosts *x)
     free(x->lo);
     free(x->hi);
     free(x->win);
+    free(x->tau);
     free(x);
 }
 
 /* The fingerprint's part: the reduced weights. */
 uint64_t hosts_fingerprint(const struct hosts *x)
 {
-    return XXH3_64bits(x->wt, (size_t)x->H * sizeof *x->wt) ^ 0x484f535453ull;
+    return XXH3_64bits(x->wt, (size_t)x->H * sizeof *x->wt) ^ 0x484f535453ull ^
+           (x->keep ? 0x4b454550ull << 24 : 0);
 }
 
 /* Host whose segment holds permutation slot pos (< M). */
@@ -183,9 +193,16 @@ void hosts_epoch(cxlp_sampler *s)
 {
     struct block *b = &s->block;
     struct hosts *x = s->hosts;
-    feistel_init(&b->shards, b->M, derive_key(s->seed, s->epoch, TAG_SHARDS, 0));
+    feistel_init(&b->shards, b->M, x->keep ? derive_key(s->seed, 0, TAG_SHARDS, 1)
+                                           : derive_key(s->seed, s->epoch, TAG_SHARDS, 0));
     b->q = b->M ? feistel_invert(&b->shards, b->M - 1) : 0;
     x->hq = b->M ? seg_of(x, b->q) : 0;
+    for (uint32_t h = 0; x->keep && h < x->H; h++)
+        feistel_init(&x->tau[h], x->B[h + 1] - x->B[h],
+                     derive_key(s->seed, s->epoch, TAG_HOST_SLOTS, h));
+    x->ql = b->M ? b->q - x->B[x->hq] : 0;
+    if (x->keep && b->M)
+        x->ql = feistel_invert(&x->tau[x->hq], x->ql);
     x->P[0] = 0;
     for (uint32_t h = 0; h < x->H; h++) {
         x->N[h] = (x->B[h + 1] - x->B[h]) * b->S - (h == x->hq ? b->deficit : 0);
@@ -209,7 +226,7 @@ static int seg_short(const cxlp_sampler *s, uint32_t h, uint64_t *ql)
     const struct hosts *x = s->hosts;
     if (!s->block.deficit || x->hq != h)
         return 0;
-    *ql = s->block.q - x->B[h];
+    *ql = x->ql;
     return 1;
 }
 
@@ -247,13 +264,15 @@ static uint64_t seg_id(const cxlp_sampler *s, uint32_t h, const struct hwin *win
     uint64_t slot = l / b->S, off = l - slot * b->S;
     uint64_t first = win->w * b->W;
     uint64_t nsh = MIN(b->W, s->hosts->B[h + 1] - s->hosts->B[h] - first);
-    uint64_t pos = s->hosts->B[h] + first + slot, ql;
+    uint64_t ls = first + slot, ql; /* the stream's slot */
     if (seg_short(s, h, &ql) && ql >= first && ql < first + nsh) {
         if (slot + 1 == nsh)
-            pos = b->q;
+            ls = ql;
         else if (slot >= ql - first)
-            pos++;
+            ls++;
     }
+    const struct hosts *x = s->hosts;
+    uint64_t pos = x->B[h] + (x->keep ? feistel_apply(&x->tau[h], ls) : ls);
     return feistel_apply(&b->shards, pos) * b->S + off;
 }
 

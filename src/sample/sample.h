@@ -29,8 +29,11 @@ enum {
     TAG_SOURCE = 4,          /* BLEND: one source's permutation, one pass */
     TAG_RELEASED = 5,        /* CURRICULUM: the order within R released */
 };
-/* HOSTS uses TAG_SHARDS for its block permutation and TAG_WINDOW for a
- * host's window w, extra = w ^ (h << 44): host 0's windows are BLOCK's. */
+/* HOSTS uses TAG_SHARDS for its block permutation (keep: epoch 0, extra
+ * 1, whatever the epoch), TAG_WINDOW for a host's window w, extra =
+ * w ^ (h << 44) (host 0's windows are BLOCK's), and with keep TAG_HOST_SLOTS
+ * for the per-epoch order of host h's slots (extra h). */
+#define TAG_HOST_SLOTS 6
 
 #define RAMP_MAX 64          /* ramp windows at most (W = 2^40 takes 120: capped) */
 struct block {
@@ -104,6 +107,9 @@ struct hosts {
     uint64_t *B;             /* H+1: host h's segment is permutation slots [B[h], B[h+1]) */
     uint64_t *k;             /* H: ranks per host */
     uint64_t *below;         /* H: ranks of host g below this rank */
+    int keep;                /* the deal is keyed by the seed alone */
+    struct feistel *tau;     /* keep: H per-epoch orders of a segment's slots */
+    uint64_t ql;             /* stream slot of the short block in host hq's segment */
     uint32_t host;           /* this rank's host */
     uint64_t local;          /* this rank's index among its host's ranks */
     /* per epoch */

@@ -18,6 +18,7 @@ struct hspec {
     uint64_t n, seed, epoch, S, W;
     uint32_t H;
     uint64_t wt[8];
+    int keep;
 };
 
 static cxlp_sampler *hmake(const struct hspec *sp, uint32_t world, uint32_t rank,
@@ -26,7 +27,8 @@ static cxlp_sampler *hmake(const struct hspec *sp, uint32_t world, uint32_t rank
     struct cxlp_sampler_config c = {.n = sp->n, .seed = sp->seed, .epoch = sp->epoch,
                                     .world = world, .rank = rank, .drop_last = drop_last,
                                     .shard_size = sp->S, .window = sp->W};
-    struct cxlp_hosts h = {.n_hosts = sp->H, .weight = sp->wt, .rank_host = layout};
+    struct cxlp_hosts h = {.n_hosts = sp->H, .weight = sp->wt, .rank_host = layout,
+                           .keep = sp->keep};
     cxlp_sampler *s = NULL;
     CHECK_OK(cxlp_sampler_create_hosts(&c, &h, &s));
     return s;
@@ -42,6 +44,7 @@ static void random_hspec(struct hspec *sp, uint64_t *rng)
     sp->S = 1 + test_rand(rng) % 60;
     sp->W = 1 + test_rand(rng) % 6;
     sp->H = 1 + (uint32_t)(test_rand(rng) % 6);
+    sp->keep = (int)(test_rand(rng) % 2);
     int any = 0;
     for (uint32_t h = 0; h < sp->H; h++) {
         sp->wt[h] = test_rand(rng) % 4 == 0 ? 0 : 1 + test_rand(rng) % 9;
@@ -80,6 +83,7 @@ static void check_one_host(uint64_t *rng)
     struct hspec sp;
     random_hspec(&sp, rng);
     sp.H = 1;
+    sp.keep = 0;
     sp.wt[0] = 1 + test_rand(rng) % 5;
     uint32_t world = 1 + (uint32_t)(test_rand(rng) % 9);
     int drop = (int)(test_rand(rng) % 2);
@@ -337,6 +341,44 @@ static void check_epochs_and_fingerprint(uint64_t *rng)
         CHECK(h0 == h1 && i0 == i1);
     }
     cxlp_sampler_free(a);
+    /* keep: the same deal every epoch (and another fingerprint), the
+     * hosts' orders still new each epoch */
+    sp.keep = 1;
+    a = hmake(&sp, 4, 0, l1, 0);
+    b = hmake(&sp, 4, 0, l1, 0);
+    CHECK_OK(cxlp_sampler_state(a, &sb));
+    CHECK(sb.fingerprint != sa.fingerprint);
+    CHECK_OK(cxlp_sampler_set_epoch(b, 3));
+    uint64_t same_pos = 0;
+    for (uint64_t i = 0; i < sp.n; i++) {
+        uint32_t ha, hb;
+        uint64_t ia, ib;
+        CHECK_OK(cxlp_sampler_host_of(a, i, &ha, &ia));
+        CHECK_OK(cxlp_sampler_host_of(b, i, &hb, &ib));
+        CHECK(ha == hb && ia == ib);
+        uint64_t x, y;
+        CHECK_OK(cxlp_sampler_epoch_at(a, i, &x));
+        CHECK_OK(cxlp_sampler_epoch_at(b, i, &y));
+        same_pos += x == y;
+    }
+    CHECK(same_pos < sp.n / 100);
+    /* the first block each host reads differs between epochs */
+    uint64_t first_a[4] = {0}, first_b[4] = {0}, seen_a = 0, seen_b = 0;
+    for (uint64_t p = 0; p < sp.n && (seen_a != 15 || seen_b != 15); p++) {
+        uint64_t x, y, ix;
+        uint32_t hx;
+        CHECK_OK(cxlp_sampler_epoch_at(a, p, &x));
+        CHECK_OK(cxlp_sampler_host_of(a, x, &hx, &ix));
+        if (!(seen_a >> hx & 1))
+            first_a[hx] = x / 100, seen_a |= 1u << hx;
+        CHECK_OK(cxlp_sampler_epoch_at(b, p, &y));
+        CHECK_OK(cxlp_sampler_host_of(b, y, &hx, &ix));
+        if (!(seen_b >> hx & 1))
+            first_b[hx] = y / 100, seen_b |= 1u << hx;
+    }
+    CHECK(memcmp(first_a, first_b, sizeof first_a) != 0);
+    cxlp_sampler_free(a);
+    cxlp_sampler_free(b);
 }
 
 static void check_errors(void)

@@ -159,6 +159,17 @@ def test_hosts_sampler_in_process_matches_the_processes_and_refuses_other_weight
                               shard_size=PER_SHARD)
     with pytest.raises(ValueError, match="ranks_per_host"):
         DistributedCXLSampler(ROWS, num_replicas=4, rank=0, topology="auto", shard_size=10)
+    # keep_blocks: every block on the same host every epoch, in a new order
+    k = DistributedCXLSampler(ROWS, num_replicas=4, rank=0, seed=7, topology=[5, 5, 9, 1],
+                              shard_size=PER_SHARD, window=3, keep_blocks=True)
+    assert k.fingerprint != ss[0].fingerprint
+    e0 = list(k)
+    where0 = [k.host_of(i) for i in range(ROWS)]
+    k.set_epoch(1)
+    e1 = list(k)
+    assert [k.host_of(i) for i in range(ROWS)] == where0 and e0 != e1
+    with pytest.raises(ValueError, match="go with topology="):
+        DistributedCXLSampler(ROWS, num_replicas=4, rank=0, keep_blocks=True)
     # LOCAL_WORLD_SIZE / ranks_per_host: host = rank // k
     s = DistributedCXLSampler(ROWS, num_replicas=4, rank=3, topology="auto", ranks_per_host=2,
                               shard_size=PER_SHARD)
@@ -199,7 +210,7 @@ def test_balanced_sampler_deals_blocks_by_rate_and_resumes() -> None:
 
 
 def simulate(n: int, S: int, weights: list[int], ranks: list[int], memory: list[float],
-             epoch: int, drop_last: bool) -> dict:
+             epoch: int, drop_last: bool, keep: bool) -> dict:
     """Every rank's reads of one epoch, counted by the assignment: local
     when the id's block is in the rank's host's share and within what its
     memory holds (floor(memory * n / S) blocks, the share's first), peer
@@ -209,7 +220,7 @@ def simulate(n: int, S: int, weights: list[int], ranks: list[int], memory: list[
     counts = {"local": 0, "peer": 0, "home": 0}
     for r in range(len(layout)):
         s = HostsCXLSampler(n, weights, layout, 11, shard_size=S, num_replicas=len(layout),
-                            rank=r, drop_last=drop_last)
+                            rank=r, drop_last=drop_last, keep_blocks=keep)
         s.set_epoch(epoch)
         core = s._core_sampler()
         ids = np.frombuffer(core.next(1 << 24), dtype=np.int64)
@@ -225,30 +236,33 @@ def simulate(n: int, S: int, weights: list[int], ranks: list[int], memory: list[
     return {k: v / total for k, v in counts.items()}
 
 
-@pytest.mark.parametrize("weights,ranks,memory,drop", [
-    ([1, 1, 1], [2, 1, 1], [0.4, 0.4, 0.4], False),     # the issue's 3 hosts, 4 ranks
-    ([2, 1, 1], [1, 2, 1], [0.3, 0.2, 0.1], True),      # memory short of the dataset
-    ([5, 1], [3, 3], [0.5, 0.9], False),
+@pytest.mark.parametrize("weights,ranks,memory,drop,keep", [
+    ([1, 1, 1], [2, 1, 1], [0.4, 0.4, 0.4], False, False),     # the issue's 3 hosts, 4 ranks
+    ([1, 1, 1], [2, 1, 1], [0.4, 0.4, 0.4], False, True),
+    ([2, 1, 1], [1, 2, 1], [0.3, 0.2, 0.1], True, False),      # memory short of the dataset
+    ([5, 1], [3, 3], [0.5, 0.9], False, True),
 ])
-def test_order_stats_predict_a_simulated_run(weights, ranks, memory, drop) -> None:
+def test_order_stats_predict_a_simulated_run(weights, ranks, memory, drop, keep) -> None:
     n, S = 30011, 97
     args = ["cxlpool", "order", "--n", str(n), "--stats", "--shard-size", str(S), "--seed", "11",
             "--weights", ",".join(map(str, weights)), "--ranks-per-host",
             ",".join(map(str, ranks)), "--memory", ",".join(map(str, memory)),
-            "--epochs", "3", "--json"] + (["--drop-last"] if drop else [])
+            "--epochs", "3", "--json"] + (["--drop-last"] if drop else []) + \
+        (["--keep-blocks"] if keep else [])
     out = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
     st = out["stats"]
-    assert st["world"] == sum(ranks)
+    assert st["world"] == sum(ranks) and st["keep_blocks"] is keep
+    assert out["window"] == -(-n // S)     # every block of a host by default
     assert [h["capacity_blocks"] for h in st["hosts"]] == [int(m * n / S) for m in memory]
     assert out["quality"]["uniform"] in (True, False)
     for ep in st["epochs"]:
-        sim = simulate(n, S, weights, ranks, memory, ep["epoch"], drop)
+        sim = simulate(n, S, weights, ranks, memory, ep["epoch"], drop, keep)
         for k in ("local", "peer", "home"):
             assert ep[k] == pytest.approx(sim[k], abs=0.01), (ep, sim)
         # staging, counted block by block from the two epochs' assignments
         cap = [int(m * n / S) for m in memory]
         mk = lambda e: _core.Sampler.create_hosts(weights, [0], n=n, seed=11, epoch=e,  # noqa: E731
-                                                  shard_size=S, window=1 << 40)
+                                                  shard_size=S, window=1 << 40, keep=keep)
         now = mk(ep["epoch"])
         before = mk(ep["epoch"] - 1) if ep["epoch"] else None
         peer = home = 0
@@ -269,6 +283,8 @@ def test_order_stats_predict_a_simulated_run(weights, ranks, memory, drop) -> No
                 home += size
         assert ep["staged_peer"] == pytest.approx(peer / n, abs=1e-6)
         assert ep["staged_home"] == pytest.approx(home / n, abs=1e-6)
+        if keep and ep["epoch"]:
+            assert peer == home == 0   # the memories hold the same blocks every epoch
 
 
 def test_order_stats_bad_arguments_name_the_option() -> None:
