@@ -300,3 +300,29 @@ def test_order_stats_bad_arguments_name_the_option() -> None:
     assert "--world 5 is not the 4 ranks" in err("--stats", "--shard-size", "10",
                                                  "--ranks-per-host", "2,2", "--world", "5")
     assert "--kind hosts" in err("--memory", "0.5")
+
+
+def test_cxl_data_loader_draws_the_hosts_order_in_c(shared) -> None:
+    """CXLDataLoader's fast path (the C engine drawing from the C sampler):
+    each rank's batches are its sampler's ids, in order, and its state
+    resumes mid-epoch."""
+    from cxl_dataloader import CXLDataLoader
+    p, _ = shared
+    ds = CXLDataset(p, "d")
+    layout = [0, 1, 1]
+    for r in range(3):
+        mk = lambda: DistributedCXLSampler(ds, num_replicas=3, rank=r, seed=4,  # noqa: E731
+                                           topology=layout, window=2)
+        want = list(mk())
+        loader = CXLDataLoader(ds, batch_size=100, sampler=mk())
+        got = [int(row[0]) // 8 for b in loader for row in b.reshape(-1, 8)]
+        assert got == want
+        # stop after 7 batches, resume in a new loader
+        loader = CXLDataLoader(ds, batch_size=100, sampler=mk())
+        it = iter(loader)
+        head = [int(row[0]) // 8 for _ in range(7) for row in next(it).reshape(-1, 8)]
+        st = loader.state_dict()
+        again = CXLDataLoader(ds, batch_size=100, sampler=mk())
+        again.load_state_dict(st)
+        rest = [int(row[0]) // 8 for b in again for row in b.reshape(-1, 8)]
+        assert head + rest == want
