@@ -241,6 +241,7 @@ def simulate(n: int, S: int, weights: list[int], ranks: list[int], memory: list[
     ([1, 1, 1], [2, 1, 1], [0.4, 0.4, 0.4], False, True),
     ([2, 1, 1], [1, 2, 1], [0.3, 0.2, 0.1], True, False),      # memory short of the dataset
     ([5, 1], [3, 3], [0.5, 0.9], False, True),
+    ([2, 1, 1], [2, 1, 1], [1.0, 1.0, 1.0], False, False),    # weights that match the ranks
 ])
 def test_order_stats_predict_a_simulated_run(weights, ranks, memory, drop, keep) -> None:
     n, S = 30011, 97
@@ -259,6 +260,8 @@ def test_order_stats_predict_a_simulated_run(weights, ranks, memory, drop, keep)
         sim = simulate(n, S, weights, ranks, memory, ep["epoch"], drop, keep)
         for k in ("local", "peer", "home"):
             assert ep[k] == pytest.approx(sim[k], abs=0.01), (ep, sim)
+        if weights == ranks and min(memory) == 1:
+            assert sim["local"] > 0.995 and ep["local"] > 0.995
         # staging, counted block by block from the two epochs' assignments
         cap = [int(m * n / S) for m in memory]
         mk = lambda e: _core.Sampler.create_hosts(weights, [0], n=n, seed=11, epoch=e,  # noqa: E731
