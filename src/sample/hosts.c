@@ -410,22 +410,30 @@ uint64_t hosts_rank_at(const cxlp_sampler *s, uint64_t j)
 void hosts_next(cxlp_sampler *s, uint64_t j, uint64_t *out, size_t cnt)
 {
     struct hosts *x = s->hosts;
+    uint32_t h = x->host;
+    uint64_t kh = x->k[h];
     for (size_t i = 0; i < cnt; i++) {
         uint64_t u = s->base + (j + i) * s->world, idx;
-        if (x->cur_u != u)
+        /* this rank's own host first: O(log H); every host only when the
+         * round has no position of its own host for it */
+        uint64_t lh = x->cur_u == u ? x->cur_lh : u_count(s, h, u);
+        uint64_t hh = u_count(s, h, u + s->world);
+        uint64_t rot = x->H > 1 ? mix64(u / s->world) % kh : 0, e = (x->local + rot) % kh;
+        uint32_t g = h;
+        if (e < hh - lh) {
+            idx = lh + e;
+        } else {
             u_counts(s, u, x->lo);
-        u_counts(s, u + s->world, x->hi);
-        uint32_t g = round_pick(s, u, x->lo, x->hi, &idx);
+            u_counts(s, u + s->world, x->hi);
+            g = round_pick(s, u, x->lo, x->hi, &idx);
+        }
+        x->cur_u = u + s->world;
+        x->cur_lh = hh;
         idx %= x->N[g];
         struct hwin *win = &x->win[g];
         if (win->w == UINT64_MAX || idx < win->start || idx - win->start >= win->count)
             seg_window(s, g, seg_window_of(s, g, idx), win);
         out[i] = seg_id(s, g, win, idx);
-        /* the next round starts where this one ends */
-        uint64_t *t = x->lo;
-        x->lo = x->hi;
-        x->hi = t;
-        x->cur_u = u + s->world;
     }
 }
 

@@ -118,7 +118,8 @@ struct hosts {
     uint64_t *P;             /* H+1: prefix sums of N */
     /* next()'s scratch and caches */
     uint64_t *lo, *hi;       /* H each: stream counts before the round, after it */
-    uint64_t cur_u;          /* unrolled position lo[] is for; UINT64_MAX: none */
+    uint64_t cur_u;          /* unrolled position cur_lh is for; UINT64_MAX: none */
+    uint64_t cur_lh;         /* this rank's host's stream count before cur_u */
     struct hwin *win;        /* H */
 };
 
