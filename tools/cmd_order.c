@@ -279,7 +279,7 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
                 return cli_usage_error("--world: more than %d ranks for --kind hosts",
                                        COUNTS_MAX_WORLD);
             for (uint32_t i = 0; i < H; i++)
-                o->ranks[i] = world * (i + 1) / H - world * i / H;
+                o->ranks[i] = world / H + (i < world % H);
         }
         o->layout = malloc((size_t)world * sizeof *o->layout);
         if (!o->layout)
