@@ -1091,6 +1091,15 @@ CXLP_API int cxlp_sampler_create_hosts(const struct cxlp_sampler_config *cfg,
  * CXLP_EARG for another kind, CXLP_ERANGE for id >= n. */
 CXLP_API int cxlp_sampler_host_of(const cxlp_sampler *s, uint64_t id, uint32_t *host,
                                   uint64_t *index);
+/* HOSTS: this rank's draws from its current point (the epoch's start, or
+ * the restored point) to the end of the epoch, counted as the reads
+ * they are when host h's memory holds the fraction memory[h] of the
+ * dataset's M blocks, floor(memory[h] * M + 1e-9) of them (docs/sampling.md,
+ * "Local, peer and home"): counts[0] local,
+ * [1] peer, [2] home. Walks every draw: O(draws * H) at worst. CXLP_EARG
+ * for another kind or a memory[h] that is not a finite number >= 0. */
+CXLP_API int cxlp_sampler_host_reads(const cxlp_sampler *s, const double *memory,
+                                     uint64_t counts[3]);
 /* HOSTS: host h's segment this epoch: its samples and its blocks. */
 CXLP_API int cxlp_sampler_host_share(const cxlp_sampler *s, uint32_t h, uint64_t *samples,
                                      uint64_t *blocks);

@@ -471,7 +471,7 @@ static int print_quality(const struct order_opts *o)
 /* --stats: per epoch, each host's share and what its memory holds, the
  * predicted fractions of the reads, and what the memories stage.
  *
- * Host h's memory holds cap_h = floor(memory_h * n / S) blocks: in epoch e
+ * Host h's memory holds cap_h = floor(memory_h * M) blocks: in epoch e
  * the first min(cap_h, M_h) blocks of its segment. A read (rank, id) is
  * local when the id's block is in the rank's host's segment and held, peer
  * when it is in another host's segment and held there, home when its
@@ -497,7 +497,7 @@ static int print_stats(const struct order_opts *o)
         return cli_report_os(-ENOMEM, "--stats");
     }
     for (uint32_t h = 0; h < H; h++) {
-        double c = o->memory[h] * (double)n / (double)S;
+        double c = o->memory[h] * (double)M + 1e-9; /* 0.3 * 10 is 2.999... */
         cap[h] = c >= (double)M ? M : (uint64_t)c;
     }
     if (o->json) {

@@ -560,6 +560,49 @@ static PyObject *sampler_host_share(SamplerObject *self, PyObject *arg)
     return Py_BuildValue("(KK)", (unsigned long long)samples, (unsigned long long)blocks);
 }
 
+static PyObject *sampler_host_reads(SamplerObject *self, PyObject *arg)
+{
+    if (!sampler_ok(self, 0))
+        return NULL;
+    PyObject *fast = PySequence_Fast(arg, "memory must be a sequence of fractions");
+    if (!fast)
+        return NULL;
+    Py_ssize_t k = core_fast_size(fast);
+    double *m = PyMem_Malloc((size_t)(k ? k : 1) * sizeof *m);
+    if (!m) {
+        Py_DECREF(fast);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        m[i] = PyFloat_AsDouble(core_fast_item(fast, i));
+        if (m[i] == -1.0 && PyErr_Occurred()) {
+            PyMem_Free(m);
+            Py_DECREF(fast);
+            return NULL;
+        }
+    }
+    Py_DECREF(fast);
+    uint64_t samples, blocks, counts[3];
+    int rc = cxlp_sampler_host_share(self->s, 0, &samples, &blocks);
+    if (rc == CXLP_EARG) { /* another kind */
+        PyMem_Free(m);
+        return core_raise(rc, NULL);
+    }
+    /* one fraction per host: hosts 0..k-1 exist, host k does not */
+    if (!k || k > CXLP_HOSTS_MAX ||
+        cxlp_sampler_host_share(self->s, (uint32_t)(k - 1), &samples, &blocks) ||
+        cxlp_sampler_host_share(self->s, (uint32_t)k, &samples, &blocks) != CXLP_ERANGE) {
+        PyMem_Free(m);
+        return PyErr_Format(PyExc_ValueError, "memory: %zd fractions, not one per host", k);
+    }
+    rc = cxlp_sampler_host_reads(self->s, m, counts);
+    PyMem_Free(m);
+    if (rc)
+        return core_raise(rc, NULL);
+    return Py_BuildValue("{s:K,s:K,s:K}", "local", (unsigned long long)counts[0], "peer",
+                         (unsigned long long)counts[1], "home", (unsigned long long)counts[2]);
+}
+
 static PyObject *sampler_released(SamplerObject *self, PyObject *arg)
 {
     if (!sampler_ok(self, 0))
@@ -639,6 +682,9 @@ static PyMethodDef sampler_methods[] = {
      "drop_last, keep): the hosts order."},
     {"host_of", (PyCFunction)sampler_host_of, METH_O,
      "host_of(id): HOSTS (host, index of the id's block in the host's share)."},
+    {"host_reads", (PyCFunction)sampler_host_reads, METH_O,
+     "host_reads(memory): HOSTS this rank's draws left this epoch counted as local, peer and "
+     "home reads, host h's memory holding the fraction memory[h] of the dataset."},
     {"host_share", (PyCFunction)sampler_host_share, METH_O,
      "host_share(h): HOSTS (samples, blocks) of host h this epoch."},
     {"create_curriculum", (PyCFunction)(void (*)(void))sampler_create_curriculum,

@@ -604,6 +604,13 @@ class HostsCXLSampler(CXLSamplerBase):
         """(samples, blocks) dealt to host this epoch."""
         return self._epoch_probe().host_share(int(host))
 
+    def host_reads(self, memory: Sequence[float]) -> dict:
+        """This rank's reads of its next pass (the epoch, or its rest after
+        a restored state) counted as local, peer and home when host h's
+        memory holds the fraction memory[h] of the dataset (docs/sampling.md,
+        "Local, peer and home"). Walks every draw of the pass, in C."""
+        return self._core_sampler().host_reads([float(m) for m in memory])
+
 
 class DistributedCXLSampler(CXLSamplerBase):
     """torch's DistributedSampler over the C orders: disjoint ranks, equal
@@ -696,6 +703,13 @@ class DistributedCXLSampler(CXLSamplerBase):
             raise ValueError("host_of is for topology= (the hosts order)")
         self.base.seed, self.base.epoch = self.seed, self.epoch
         return self.base.host_of(i)
+
+    def host_reads(self, memory: Sequence[float]) -> dict:
+        """The hosts order: this rank's reads of its next pass counted as
+        local, peer and home (see HostsCXLSampler.host_reads)."""
+        if not isinstance(self.base, HostsCXLSampler):
+            raise ValueError("host_reads is for topology= (the hosts order)")
+        return self._core_sampler().host_reads([float(m) for m in memory])
 
     @property
     def num_samples(self) -> int:

@@ -46,6 +46,7 @@
  * a stored assignment table (O(M) memory, and a state that is no longer a
  * few integers).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -467,5 +468,46 @@ int cxlp_sampler_host_share(const cxlp_sampler *s, uint32_t h, uint64_t *samples
                       " hosts", h, s->hosts->H);
     *samples = s->hosts->N[h];
     *blocks = s->hosts->B[h + 1] - s->hosts->B[h];
+    return 0;
+}
+
+int cxlp_sampler_host_reads(const cxlp_sampler *s, const double *memory, uint64_t counts[3])
+{
+    if (!s || !memory || !counts)
+        return seterr(NULL, CXLP_EARG, "sampler_host_reads: %s is NULL",
+                      !s ? "handle" : !memory ? "memory" : "counts");
+    if (s->kind != CXLP_ORDER_HOSTS)
+        return seterr(NULL, CXLP_EARG, "sampler_host_reads: kind %s has no hosts",
+                      cxlp_order_name(s->kind));
+    const struct hosts *x = s->hosts;
+    const struct block *b = &s->block;
+    for (uint32_t h = 0; h < x->H; h++)
+        if (!isfinite(memory[h]) || memory[h] < 0)
+            return seterr(NULL, CXLP_EARG, "sampler_host_reads: memory[%" PRIu32 "] is not a "
+                          "fraction >= 0", h);
+    uint64_t *cap = malloc((size_t)x->H * 3 * sizeof *cap);
+    if (!cap)
+        return seterr(NULL, -ENOMEM, "sampler_host_reads: out of memory");
+    uint64_t *lo = cap + x->H, *hi = lo + x->H;
+    for (uint32_t h = 0; h < x->H; h++) {
+        double c = memory[h] * (double)b->M + 1e-9; /* 0.3 * 10 is 2.999... */
+        cap[h] = c >= (double)b->M ? b->M : (uint64_t)c;
+    }
+    counts[0] = counts[1] = counts[2] = 0;
+    uint64_t len = cxlp_sampler_len(s);
+    for (uint64_t j = 0; j < len; j++) {
+        uint64_t u = s->base + j * s->world, idx;
+        if (j == 0)
+            u_counts(s, u, lo);
+        u_counts(s, u + s->world, hi);
+        uint32_t g = round_pick(s, u, lo, hi, &idx);
+        uint64_t id = seg_at(s, g, idx % x->N[g]);
+        uint64_t index = feistel_invert(&b->shards, id / b->S) - x->B[g];
+        counts[index >= cap[g] ? 2 : g == x->host ? 0 : 1]++;
+        uint64_t *t = lo;
+        lo = hi;
+        hi = t;
+    }
+    free(cap);
     return 0;
 }

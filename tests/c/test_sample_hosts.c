@@ -149,7 +149,15 @@ static void check_split(const struct hspec *sp, uint64_t *rng)
         nsum += samples;
     }
     CHECK(bsum == M && nsum == n);
-    /* every rank: the per-rank count; next = at = a second sampler */
+    /* every rank: the per-rank count; next = at = a second sampler; its
+     * reads counted by host_reads as by host_of against random memories */
+    double mem[8];
+    uint64_t cap[8];
+    for (uint32_t h = 0; h < sp->H; h++) {
+        mem[h] = (double)(test_rand(rng) % 12) / 10;
+        double c = mem[h] * (double)M + 1e-9;
+        cap[h] = c >= (double)M ? M : (uint64_t)c;
+    }
     uint64_t **v = calloc(world, sizeof *v);
     for (uint32_t r = 0; r < world; r++) {
         cxlp_sampler *s = hmake(sp, world, r, layout, drop);
@@ -163,6 +171,15 @@ static void check_split(const struct hspec *sp, uint64_t *rng)
         }
         uint64_t id;
         CHECK_RC(cxlp_sampler_at(t, q, &id), CXLP_ERANGE);
+        uint64_t want3[3] = {0, 0, 0}, got3[3];
+        for (uint64_t j = 0; j < q; j++) {
+            uint32_t h;
+            uint64_t idx;
+            CHECK_OK(cxlp_sampler_host_of(t, v[r][j], &h, &idx));
+            want3[idx >= cap[h] ? 2 : h == layout[r] ? 0 : 1]++;
+        }
+        CHECK_OK(cxlp_sampler_host_reads(t, mem, got3));
+        CHECK(memcmp(want3, got3, sizeof got3) == 0);
         cxlp_sampler_free(s);
         cxlp_sampler_free(t);
     }
@@ -253,6 +270,14 @@ static void check_resume(const struct hspec *sp, uint64_t *rng)
         uint64_t *rest, kr = drain(c, &rest, rng);
         CHECK(kr == q1 - cut);
         CHECK(memcmp(rest, full + cut, kr * sizeof *rest) == 0);
+        /* host_reads counts from the restored point: as many as are left */
+        double all[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+        uint64_t c3[3];
+        cxlp_sampler *d = hmake(sp, w1, r, l1, drop);
+        CHECK_OK(cxlp_sampler_restore(d, &st));
+        CHECK_OK(cxlp_sampler_host_reads(d, all, c3));
+        CHECK(c3[0] + c3[1] + c3[2] == kr && c3[2] == 0);
+        cxlp_sampler_free(d);
         free(rest);
         free(full);
         cxlp_sampler_free(a);
@@ -428,10 +453,18 @@ static void check_errors(void)
     uint64_t x, y;
     CHECK_RC(cxlp_sampler_host_of(s, 0, &h, &x), CXLP_EARG);
     CHECK_RC(cxlp_sampler_host_share(s, 0, &x, &y), CXLP_EARG);
+    double mem[3] = {1, 1, 1};
+    uint64_t c3[3];
+    CHECK_RC(cxlp_sampler_host_reads(s, mem, c3), CXLP_EARG);
     cxlp_sampler_free(s);
     CHECK_OK(cxlp_sampler_create_hosts(&c, &ok, &s));
     CHECK_RC(cxlp_sampler_host_of(s, 100, &h, &x), CXLP_ERANGE);
     CHECK_RC(cxlp_sampler_host_share(s, 3, &x, &y), CXLP_ERANGE);
+    mem[1] = -0.5;
+    CHECK_RC(cxlp_sampler_host_reads(s, mem, c3), CXLP_EARG);
+    CHECK(strstr(cxlp_errmsg(NULL), "memory[1]"));
+    mem[1] = NAN;
+    CHECK_RC(cxlp_sampler_host_reads(s, mem, c3), CXLP_EARG);
     CHECK(strcmp(cxlp_order_name(CXLP_ORDER_HOSTS), "hosts") == 0);
     CHECK(cxlp_order_parse("hosts") == CXLP_ORDER_HOSTS);
     cxlp_sampler_free(s);

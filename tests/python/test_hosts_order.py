@@ -170,6 +170,13 @@ def test_hosts_sampler_in_process_matches_the_processes_and_refuses_other_weight
     assert [k.host_of(i) for i in range(ROWS)] == where0 and e0 != e1
     with pytest.raises(ValueError, match="go with topology="):
         DistributedCXLSampler(ROWS, num_replicas=4, rank=0, keep_blocks=True)
+    # host_reads: this rank's pass counted; one fraction per host
+    reads = ss[1].host_reads([1, 1, 1])
+    assert reads["home"] == 0 and reads["local"] + reads["peer"] == ROWS // 4
+    with pytest.raises(ValueError, match="not one per host"):
+        ss[1].host_reads([1, 1])
+    with pytest.raises(ValueError, match="host_reads is for topology="):
+        DistributedCXLSampler(ROWS, num_replicas=4, rank=0).host_reads([1])
     # LOCAL_WORLD_SIZE / ranks_per_host: host = rank // k
     s = DistributedCXLSampler(ROWS, num_replicas=4, rank=3, topology="auto", ranks_per_host=2,
                               shard_size=PER_SHARD)
@@ -213,10 +220,10 @@ def simulate(n: int, S: int, weights: list[int], ranks: list[int], memory: list[
              epoch: int, drop_last: bool, keep: bool) -> dict:
     """Every rank's reads of one epoch, counted by the assignment: local
     when the id's block is in the rank's host's share and within what its
-    memory holds (floor(memory * n / S) blocks, the share's first), peer
+    memory holds (floor(memory * M) blocks, the share's first), peer
     when held by another host, home when held by none."""
     layout = [h for h, k in enumerate(ranks) for _ in range(k)]
-    cap = [int(m * n / S) for m in memory]
+    cap = [min(M, int(m * M + 1e-9)) for m in memory for M in [-(-n // S)]]
     counts = {"local": 0, "peer": 0, "home": 0}
     for r in range(len(layout)):
         s = HostsCXLSampler(n, weights, layout, 11, shard_size=S, num_replicas=len(layout),
@@ -224,14 +231,19 @@ def simulate(n: int, S: int, weights: list[int], ranks: list[int], memory: list[
         s.set_epoch(epoch)
         core = s._core_sampler()
         ids = np.frombuffer(core.next(1 << 24), dtype=np.int64)
+        mine = {"local": 0, "peer": 0, "home": 0}
         for i in ids.tolist():
             h, idx = core.host_of(i)
             if idx >= cap[h]:
-                counts["home"] += 1
+                mine["home"] += 1
             elif h == layout[r]:
-                counts["local"] += 1
+                mine["local"] += 1
             else:
-                counts["peer"] += 1
+                mine["peer"] += 1
+        # the rank's own count, in C, is the same
+        assert s.host_reads(memory) == mine
+        for k in counts:
+            counts[k] += mine[k]
     total = sum(counts.values())
     return {k: v / total for k, v in counts.items()}
 
@@ -254,7 +266,9 @@ def test_order_stats_predict_a_simulated_run(weights, ranks, memory, drop, keep)
     st = out["stats"]
     assert st["world"] == sum(ranks) and st["keep_blocks"] is keep
     assert out["window"] == -(-n // S)     # every block of a host by default
-    assert [h["capacity_blocks"] for h in st["hosts"]] == [int(m * n / S) for m in memory]
+    M = -(-n // S)
+    assert [h["capacity_blocks"] for h in st["hosts"]] == [min(M, int(m * M + 1e-9))
+                                                            for m in memory]
     assert out["quality"]["uniform"] in (True, False)
     for ep in st["epochs"]:
         sim = simulate(n, S, weights, ranks, memory, ep["epoch"], drop, keep)
@@ -263,7 +277,7 @@ def test_order_stats_predict_a_simulated_run(weights, ranks, memory, drop, keep)
         if weights == ranks and min(memory) == 1:
             assert sim["local"] > 0.995 and ep["local"] > 0.995
         # staging, counted block by block from the two epochs' assignments
-        cap = [int(m * n / S) for m in memory]
+        cap = [min(M, int(m * M + 1e-9)) for m in memory]
         mk = lambda e: _core.Sampler.create_hosts(weights, [0], n=n, seed=11, epoch=e,  # noqa: E731
                                                   shard_size=S, window=1 << 40, keep=keep)
         now = mk(ep["epoch"])
