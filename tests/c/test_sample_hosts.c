@@ -9,7 +9,8 @@
  * second sampler agree; exact resume at random cuts; elastic resume to
  * another world and layout neither repeats nor skips; the assignment
  * changes with the epoch; the fingerprint ignores world and layout, not the
- * weights; bad arguments are refused naming the field. */
+ * weights; hostile sizes create or fail with CXLP_EARG and draw in range;
+ * bad arguments are refused naming the field. */
 #include <math.h>
 
 #include "sample_util.h"
@@ -470,6 +471,82 @@ static void check_errors(void)
     cxlp_sampler_free(s);
 }
 
+/* Hostile sizes (n up to 2^63, shard sizes and windows up to 2^64 - 1,
+ * weights up to 2^62): create succeeds or fails with CXLP_EARG; a created
+ * sampler gives the per-rank length of every order, in-range ids from next
+ * and at (the same), hosts below H. Under UBSan this checks the arithmetic. */
+static void check_hostile(uint64_t *rng, int trials)
+{
+    int created = 0;
+    for (int t = 0; t < trials; t++) {
+        uint64_t pick = test_rand(rng) % 5;
+        uint64_t n = pick == 0 ? test_rand(rng) % 3
+                     : pick == 1 ? (UINT64_C(1) << 63) - test_rand(rng) % 3
+                     : pick == 2 ? test_rand(rng) >> (test_rand(rng) % 64)
+                     : pick == 3 ? UINT64_C(1) << 63
+                                 : test_rand(rng) % 100000;
+        uint64_t S = test_rand(rng) % 3 == 0 ? test_rand(rng) : 1 + (test_rand(rng) >> (test_rand(rng) % 64));
+        uint64_t W = test_rand(rng) % 3 == 0 ? UINT64_MAX : 1 + (test_rand(rng) >> (test_rand(rng) % 64));
+        uint32_t H = 1 + (uint32_t)(test_rand(rng) % 16), world = 1 + (uint32_t)(test_rand(rng) % 64);
+        uint64_t wt[16];
+        for (uint32_t h = 0; h < H; h++) {
+            uint64_t k = test_rand(rng) % 4;
+            wt[h] = k == 0 ? 0 : k == 1 ? 1 : k == 2 ? UINT64_C(1) << 62 : test_rand(rng) >> 8;
+        }
+        uint32_t lay[64];
+        for (uint32_t r = 0; r < world; r++)
+            lay[r] = (uint32_t)(test_rand(rng) % H);
+        uint32_t rank = (uint32_t)(test_rand(rng) % world);
+        int drop = (int)(test_rand(rng) % 2);
+        struct cxlp_sampler_config c = {.n = n, .seed = test_rand(rng),
+                                        .epoch = test_rand(rng), .world = world, .rank = rank,
+                                        .drop_last = drop, .shard_size = S, .window = W};
+        struct cxlp_hosts hh = {.n_hosts = H, .weight = wt, .rank_host = lay,
+                                .keep = (int)(test_rand(rng) % 2)};
+        cxlp_sampler *s = NULL;
+        int rc = cxlp_sampler_create_hosts(&c, &hh, &s);
+        if (rc) {
+            CHECK(rc == CXLP_EARG);
+            continue;
+        }
+        created++;
+        uint64_t q = drop ? n / world : n / world + (n % world != 0);
+        CHECK(cxlp_sampler_len(s) == q);
+        uint64_t buf[64];
+        size_t k = cxlp_sampler_next(s, buf, 64);
+        CHECK(k == MINU(q, 64));
+        for (size_t i = 0; i < k; i++) {
+            uint64_t id;
+            uint32_t h;
+            uint64_t idx, samples, blocks;
+            CHECK(buf[i] < n);
+            CHECK_OK(cxlp_sampler_at(s, i, &id));
+            CHECK(id == buf[i]);
+            CHECK_OK(cxlp_sampler_host_of(s, id, &h, &idx));
+            CHECK(h < H && wt[h] != 0);
+            CHECK_OK(cxlp_sampler_host_share(s, h, &samples, &blocks));
+            CHECK(idx < blocks && samples <= n);
+        }
+        if (q) {
+            uint64_t j = test_rand(rng) % q, id, p = test_rand(rng) % n;
+            CHECK_OK(cxlp_sampler_at(s, j, &id));
+            CHECK(id < n);
+            CHECK_OK(cxlp_sampler_epoch_at(s, p, &id));
+            CHECK(id < n);
+        }
+        struct cxlp_sampler_state st;
+        CHECK_OK(cxlp_sampler_state(s, &st));
+        st.consumed = n ? test_rand(rng) % (n + 1) : 0;
+        CHECK_OK(cxlp_sampler_restore(s, &st));
+        k = cxlp_sampler_next(s, buf, 8);
+        for (size_t i = 0; i < k; i++)
+            CHECK(buf[i] < n);
+        cxlp_sampler_free(s);
+    }
+    printf("hostile: %d of %d created\n", created, trials);
+    CHECK(created > trials / 4);
+}
+
 int main(void)
 {
     uint64_t seed = test_seed(), rng = seed;
@@ -482,6 +559,7 @@ int main(void)
         check_resume(&sp, &rng);
     }
     check_epochs_and_fingerprint(&rng);
+    check_hostile(&rng, test_sanitized() ? 3000 : 20000);
     check_errors();
     printf("ok\n");
     return 0;
