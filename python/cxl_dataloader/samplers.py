@@ -491,19 +491,20 @@ def integer_host_weights(values: Sequence[Any], what: str = "host_weights") -> l
 def host_capability(dataset: Any) -> int:
     """This host's weight for topology="auto": the capacity of its pool's
     memory tiers (MiB) times the read bandwidth of their NUMA nodes as
-    cxlp_topo reports it (HMAT, MB/s; where the kernel gives none, the
-    capacity alone)."""
+    cxlp_topo reports it (HMAT, MB/s; a tier of no node of its own, such
+    as shm, counts the node nearest the pool's memory; where the kernel
+    gives no bandwidth, the capacity alone)."""
     pool = _core.Pool(dataset.spec, readonly=True)
     try:
         tiers = [t for t in pool.tiers() if t["kind"] != "nvme"]
-        size = pool.stat()["size"]
+        st = pool.stat()
     finally:
         pool.close()
     bw = {n["id"]: n["read_bandwidth_mbs"] for n in _core.topo_nodes()}
     total = 0
-    for t in tiers or [{"capacity": size, "numa_node": -1}]:
-        mib = max(1, int(t["capacity"]) >> 20)
-        total += mib * (bw.get(t["numa_node"]) or 1)
+    for t in tiers or [{"capacity": st["size"], "numa_node": -1}]:
+        node = t["numa_node"] if t["numa_node"] >= 0 else st["near_node"]
+        total += max(1, int(t["capacity"]) >> 20) * (bw.get(node) or 1)
     return max(1, total)
 
 

@@ -140,6 +140,24 @@ def test_topology_auto_over_processes_of_three_hosts(shared, tmp_path) -> None:
     assert len(done) + len(rest) == ROWS      # 6000 - 2064 = 3936 splits 3 ways exactly: no padding
 
 
+def test_host_capability_is_memory_times_bandwidth(shared, tmp_path) -> None:
+    from cxl_dataloader.samplers import host_capability
+    p, _ = shared
+    ds = CXLDataset(p, "d")
+    (tier,) = p.tiers()
+    bw = {n["id"]: n["read_bandwidth_mbs"] for n in _core.topo_nodes()}
+    near = p.stat()["near_node"]
+    assert host_capability(ds) == (tier["capacity"] >> 20) * (bw.get(near) or 1)
+    big = CXLMemoryPool(p.spec.split(":")[-1] + "-big", create=True, size=256 << 20)
+    try:
+        (tmp_path / "r.raw").write_bytes(bytes(6400))
+        big._pool.import_("d", str(tmp_path / "r.raw"), format="raw", record_size=64)
+        assert host_capability(CXLDataset(big, "d")) > host_capability(ds)
+    finally:
+        big.close()
+        CXLMemoryPool.destroy(big.spec.split(":")[-1])
+
+
 def test_hosts_sampler_in_process_matches_the_processes_and_refuses_other_weights() -> None:
     ss = [DistributedCXLSampler(ROWS, num_replicas=4, rank=r, seed=7, topology=[5, 5, 9, 1],
                                 shard_size=PER_SHARD, window=3) for r in range(4)]
