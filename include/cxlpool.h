@@ -1100,6 +1100,12 @@ CXLP_API int cxlp_sampler_host_of(const cxlp_sampler *s, uint64_t id, uint32_t *
  * for another kind or a memory[h] that is not a finite number >= 0. */
 CXLP_API int cxlp_sampler_host_reads(const cxlp_sampler *s, const double *memory,
                                      uint64_t counts[3]);
+/* HOSTS: the k-th block (k < the blocks of host h's share) that host h's
+ * stream reads this epoch: its window is k / window, and the windows are
+ * read in order, so a host stages its share in this order. CXLP_ERANGE
+ * past the share. */
+CXLP_API int cxlp_sampler_host_block(const cxlp_sampler *s, uint32_t h, uint64_t k,
+                                     uint64_t *block);
 /* HOSTS: host h's segment this epoch: its samples and its blocks. */
 CXLP_API int cxlp_sampler_host_share(const cxlp_sampler *s, uint32_t h, uint64_t *samples,
                                      uint64_t *blocks);

@@ -603,6 +603,23 @@ static PyObject *sampler_host_reads(SamplerObject *self, PyObject *arg)
                          (unsigned long long)counts[1], "home", (unsigned long long)counts[2]);
 }
 
+static PyObject *sampler_host_block(SamplerObject *self, PyObject *args)
+{
+    if (!sampler_ok(self, 0))
+        return NULL;
+    unsigned int h;
+    unsigned long long k;
+    if (!PyArg_ParseTuple(args, "IK", &h, &k))
+        return NULL;
+    uint64_t block;
+    int rc = cxlp_sampler_host_block(self->s, h, k, &block);
+    if (rc == CXLP_ERANGE)
+        return PyErr_Format(PyExc_IndexError, "%s", cxlp_errmsg(NULL));
+    if (rc)
+        return core_raise(rc, NULL);
+    return PyLong_FromUnsignedLongLong(block);
+}
+
 static PyObject *sampler_released(SamplerObject *self, PyObject *arg)
 {
     if (!sampler_ok(self, 0))
@@ -682,6 +699,8 @@ static PyMethodDef sampler_methods[] = {
      "drop_last, keep): the hosts order."},
     {"host_of", (PyCFunction)sampler_host_of, METH_O,
      "host_of(id): HOSTS (host, index of the id's block in the host's share)."},
+    {"host_block", (PyCFunction)sampler_host_block, METH_VARARGS,
+     "host_block(h, k): HOSTS the k-th block host h's stream reads this epoch."},
     {"host_reads", (PyCFunction)sampler_host_reads, METH_O,
      "host_reads(memory): HOSTS this rank's draws left this epoch counted as local, peer and "
      "home reads, host h's memory holding the fraction memory[h] of the dataset."},

@@ -605,6 +605,12 @@ class HostsCXLSampler(CXLSamplerBase):
         """(samples, blocks) dealt to host this epoch."""
         return self._epoch_probe().host_share(int(host))
 
+    def host_blocks(self, host: int) -> list[int]:
+        """The blocks host reads this epoch, in the order its stream reads
+        them (window by window: what its memory stages, in order)."""
+        s = self._epoch_probe()
+        return [s.host_block(int(host), k) for k in range(s.host_share(int(host))[1])]
+
     def host_reads(self, memory: Sequence[float]) -> dict:
         """This rank's reads of its next pass (the epoch, or its rest after
         a restored state) counted as local, peer and home when host h's

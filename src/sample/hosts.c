@@ -454,6 +454,36 @@ int cxlp_sampler_host_of(const cxlp_sampler *s, uint64_t id, uint32_t *host, uin
     return 0;
 }
 
+int cxlp_sampler_host_block(const cxlp_sampler *s, uint32_t h, uint64_t k, uint64_t *block)
+{
+    if (!s || !block)
+        return seterr(NULL, CXLP_EARG, "sampler_host_block: %s is NULL",
+                      s ? "block" : "handle");
+    if (s->kind != CXLP_ORDER_HOSTS)
+        return seterr(NULL, CXLP_EARG, "sampler_host_block: kind %s has no hosts",
+                      cxlp_order_name(s->kind));
+    const struct hosts *x = s->hosts;
+    if (h >= x->H)
+        return seterr(NULL, CXLP_ERANGE, "sampler_host_block: host %" PRIu32 " >= %" PRIu32
+                      " hosts", h, x->H);
+    uint64_t Mh = x->B[h + 1] - x->B[h];
+    if (k >= Mh)
+        return seterr(NULL, CXLP_ERANGE, "sampler_host_block: block %" PRIu64 " of host %"
+                      PRIu32 "'s %" PRIu64, k, h, Mh);
+    /* as seg_id: the short block is its window's last slot */
+    const struct block *b = &s->block;
+    uint64_t first = k / b->W * b->W, slot = k - first, nsh = MIN(b->W, Mh - first);
+    uint64_t ls = k, ql;
+    if (seg_short(s, h, &ql) && ql >= first && ql < first + nsh) {
+        if (slot + 1 == nsh)
+            ls = ql;
+        else if (slot >= ql - first)
+            ls++;
+    }
+    *block = feistel_apply(&b->shards, x->B[h] + (x->keep ? feistel_apply(&x->tau[h], ls) : ls));
+    return 0;
+}
+
 int cxlp_sampler_host_share(const cxlp_sampler *s, uint32_t h, uint64_t *samples,
                             uint64_t *blocks)
 {

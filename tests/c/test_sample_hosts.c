@@ -150,6 +150,31 @@ static void check_split(const struct hspec *sp, uint64_t *rng)
         nsum += samples;
     }
     CHECK(bsum == M && nsum == n);
+    /* host_block: each host's blocks, once each, and its stream reads them
+     * window by window in that order */
+    uint64_t *kof = malloc((M ? M : 1) * sizeof *kof);
+    uint64_t Sb = n ? MINU(sp->S, n) : 1, Wb = MINU(sp->W, M ? M : 1);
+    for (uint64_t blk = 0; blk < M; blk++)
+        kof[blk] = UINT64_MAX;
+    for (uint32_t h = 0; h < sp->H; h++) {
+        uint64_t samples, blocks, blk;
+        CHECK_OK(cxlp_sampler_host_share(s0, h, &samples, &blocks));
+        for (uint64_t k = 0; k < blocks; k++) {
+            CHECK_OK(cxlp_sampler_host_block(s0, h, k, &blk));
+            CHECK(blk < M && kof[blk] == UINT64_MAX && hof[blk * Sb] == h);
+            kof[blk] = k;
+        }
+        CHECK_RC(cxlp_sampler_host_block(s0, h, blocks, &blk), CXLP_ERANGE);
+    }
+    uint64_t *lastw = calloc(sp->H, sizeof *lastw);
+    for (uint64_t p = 0; p < n; p++) {
+        uint32_t h = hof[G[p]];
+        uint64_t w = kof[G[p] / Sb] / Wb;
+        CHECK(w >= lastw[h]);
+        lastw[h] = w;
+    }
+    free(lastw);
+    free(kof);
     /* every rank: the per-rank count; next = at = a second sampler; its
      * reads counted by host_reads as by host_of against random memories */
     double mem[8];
@@ -454,6 +479,7 @@ static void check_errors(void)
     uint64_t x, y;
     CHECK_RC(cxlp_sampler_host_of(s, 0, &h, &x), CXLP_EARG);
     CHECK_RC(cxlp_sampler_host_share(s, 0, &x, &y), CXLP_EARG);
+    CHECK_RC(cxlp_sampler_host_block(s, 0, 0, &x), CXLP_EARG);
     double mem[3] = {1, 1, 1};
     uint64_t c3[3];
     CHECK_RC(cxlp_sampler_host_reads(s, mem, c3), CXLP_EARG);

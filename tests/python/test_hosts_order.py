@@ -177,6 +177,13 @@ def test_hosts_sampler_in_process_matches_the_processes_and_refuses_other_weight
                               shard_size=PER_SHARD)
     with pytest.raises(ValueError, match="ranks_per_host"):
         DistributedCXLSampler(ROWS, num_replicas=4, rank=0, topology="auto", shard_size=10)
+    # host_blocks: host 1's blocks in the order its stream reads them
+    hb = ss[0].base.host_blocks(1)
+    assert sorted(hb) == sorted({i // PER_SHARD for i in range(ROWS) if ss[0].host_of(i)[0] == 1})
+    seen = [i // PER_SHARD for i in ids[2]]                   # rank 2 is host 1's only rank
+    firsts = [b for k, b in enumerate(seen) if b not in seen[:k]]
+    own = [b for b in firsts if b in hb]
+    assert [hb.index(b) // 3 for b in own] == sorted(hb.index(b) // 3 for b in own)
     # keep_blocks: every block on the same host every epoch, in a new order
     k = DistributedCXLSampler(ROWS, num_replicas=4, rank=0, seed=7, topology=[5, 5, 9, 1],
                               shard_size=PER_SHARD, window=3, keep_blocks=True)
