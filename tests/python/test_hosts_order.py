@@ -164,6 +164,11 @@ def test_hosts_sampler_in_process_matches_the_processes_and_refuses_other_weight
     assert ss[0].base.rank_hosts == [0, 0, 1, 2] and ss[0].base.weights == [1, 1, 1]
     ids = [list(s) for s in ss]
     assert sorted(sum(ids, [])) == list(range(ROWS))
+    # pickled (as DataLoader workers get it): the same order
+    import pickle
+    again = pickle.loads(pickle.dumps(ss[2]))
+    again.set_epoch(0)
+    assert list(again) == ids[2]
     st = ss[0].state_dict()
     other = DistributedCXLSampler(ROWS, num_replicas=4, rank=0, seed=7, topology=[5, 5, 9, 1],
                                   host_weights=[1, 1, 2], shard_size=PER_SHARD, window=3)
