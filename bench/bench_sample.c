@@ -146,6 +146,30 @@ static void speed(uint64_t want)
         row(name, s, want, 0, &sink);
         cxlp_sampler_free(s);
     }
+    /* the hosts order: weights unequal to the ranks; rank 1 is on host 0,
+     * whose share is below its ranks' reads, so its draws cross often */
+    const uint32_t Hs[] = {4, 64};
+    for (int i = 0; i < 2; i++) {
+        uint32_t H = Hs[i], world = 2 * H, lay[128];
+        uint64_t wt[64];
+        for (uint32_t h = 0; h < H; h++)
+            wt[h] = 1 + h % 3;
+        for (uint32_t r = 0; r < world; r++)
+            lay[r] = r / 2;
+        struct cxlp_sampler_config c = {.n = UINT64_C(1000000000000), .seed = 42,
+                                        .shard_size = 4096, .window = 256, .world = world,
+                                        .rank = 1};
+        struct cxlp_hosts hh = {.n_hosts = H, .weight = wt, .rank_host = lay};
+        cxlp_sampler *s;
+        if (cxlp_sampler_create_hosts(&c, &hh, &s)) {
+            fprintf(stderr, "create: %s\n", cxlp_errmsg(NULL));
+            exit(1);
+        }
+        snprintf(name, sizeof name, "hosts, 10^12, %" PRIu32 " hosts, rank 1 of %" PRIu32, H,
+                 world);
+        row(name, s, want / 10, 0, &sink);
+        cxlp_sampler_free(s);
+    }
     {
         struct cxlp_blend_source src[3] = {{UINT64_C(1) << 30, 5}, {UINT64_C(1) << 28, 3},
                                            {UINT64_C(1) << 20, 2}};

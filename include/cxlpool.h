@@ -930,8 +930,10 @@ enum cxlp_order {
     CXLP_ORDER_BLOCK = 2,
     CXLP_ORDER_BLEND = 3,        /* only through cxlp_sampler_create_blend */
     CXLP_ORDER_CURRICULUM = 4,   /* only through cxlp_sampler_create_curriculum */
+    CXLP_ORDER_HOSTS = 5,        /* only through cxlp_sampler_create_hosts */
 };
-/* "sequential", "random", "block", "blend", "curriculum"; "?" otherwise. */
+/* "sequential", "random", "block", "blend", "curriculum", "hosts"; "?"
+ * otherwise. */
 CXLP_API const char *cxlp_order_name(int kind);
 /* Inverse of cxlp_order_name; -1 for an unknown name. */
 CXLP_API int cxlp_order_parse(const char *name);
@@ -1046,6 +1048,67 @@ CXLP_API int cxlp_sampler_create_curriculum(const struct cxlp_sampler_config *cf
 /* CURRICULUM: R, the released count, at epoch position p (for tests, the CLI
  * and prefetch planning). 0 for other kinds. */
 CXLP_API uint64_t cxlp_sampler_released(const cxlp_sampler *s, uint64_t p);
+
+/* HOSTS: one cache across hosts (docs/sampling.md, "Hosts").
+ * Ids are cut into blocks of cfg->shard_size consecutive ids, as in BLOCK.
+ * Each epoch the blocks are permuted (keyed by seed and epoch) and the
+ * permutation is cut into H segments, host h's the next M_h blocks, M_h
+ * the largest-remainder share of M blocks in proportion to weight[h]: the
+ * blocks host h's memory stages and serves that epoch. Host h's stream is
+ * the block order over its own segment (windows of cfg->window blocks,
+ * records random inside a window). The epoch order interleaves the H
+ * streams in proportion to their sizes (exactly: a tree of two-way
+ * Bresenham splits), and ranks split it by the usual rounds: the j-th draw
+ * of every rank comes from positions [base + j*world, base + (j+1)*world),
+ * as for every order, so counts, drop_last, padding, state and elastic
+ * resume are the same. Inside a round the positions go to ranks by host:
+ * a rank takes a position of its own host's stream when the round has one
+ * for it (its k-th rank on the host the host's k-th), the rest pair up in
+ * order. rank_host names the host each rank runs on; it is how the epoch
+ * order is split, not what it is: the fingerprint covers n, shard_size,
+ * window, keep and the weights (reduced by their gcd), not world or
+ * rank_host.
+ * CXLP_EARG naming hosts.n_hosts, hosts.weight, hosts.rank_host[i],
+ * cfg.shard_size, cfg.window, cfg.ramp (not supported). Memory is O(H);
+ * a draw costs O(H) (an O(log H) walk when the rank takes its own host's
+ * position). */
+#define CXLP_HOSTS_MAX 1024
+struct cxlp_hosts {
+    uint32_t n_hosts;            /* H, 1..CXLP_HOSTS_MAX */
+    const uint64_t *weight;      /* H capability weights >= 0, sum 1..2^63 */
+    const uint32_t *rank_host;   /* cfg->world entries in 0..H-1; NULL: all
+                                    ranks on host 0 */
+    int keep;                    /* 1: the blocks are dealt once (keyed by
+                                    the seed alone) and stay on their host
+                                    every epoch; each host's block order
+                                    still changes per epoch. 0: dealt
+                                    afresh each epoch */
+};
+CXLP_API int cxlp_sampler_create_hosts(const struct cxlp_sampler_config *cfg,
+                                       const struct cxlp_hosts *hosts, cxlp_sampler **out);
+/* HOSTS: the host whose segment holds id's block this epoch, and the
+ * block's index in that segment (0 = the segment's first block).
+ * CXLP_EARG for another kind, CXLP_ERANGE for id >= n. */
+CXLP_API int cxlp_sampler_host_of(const cxlp_sampler *s, uint64_t id, uint32_t *host,
+                                  uint64_t *index);
+/* HOSTS: this rank's draws from its current point (the epoch's start, or
+ * the restored point) to the end of the epoch, counted as the reads
+ * they are when host h's memory holds the fraction memory[h] of the
+ * dataset's M blocks, floor(memory[h] * M + 1e-9) of them (docs/sampling.md,
+ * "Local, peer and home"): counts[0] local,
+ * [1] peer, [2] home. Walks every draw: O(draws * H) at worst. CXLP_EARG
+ * for another kind or a memory[h] that is not a finite number >= 0. */
+CXLP_API int cxlp_sampler_host_reads(const cxlp_sampler *s, const double *memory,
+                                     uint64_t counts[3]);
+/* HOSTS: the k-th block (k < the blocks of host h's share) that host h's
+ * stream reads this epoch: its window is k / window, and the windows are
+ * read in order, so a host stages its share in this order. CXLP_ERANGE
+ * past the share. */
+CXLP_API int cxlp_sampler_host_block(const cxlp_sampler *s, uint32_t h, uint64_t k,
+                                     uint64_t *block);
+/* HOSTS: host h's segment this epoch: its samples and its blocks. */
+CXLP_API int cxlp_sampler_host_share(const cxlp_sampler *s, uint32_t h, uint64_t *samples,
+                                     uint64_t *blocks);
 
 /* Starts epoch `epoch` from its beginning (base = 0, nothing drawn). */
 CXLP_API int cxlp_sampler_set_epoch(cxlp_sampler *s, uint64_t epoch);

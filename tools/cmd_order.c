@@ -11,6 +11,13 @@
  *               position uniformity.
  * Without any of the three, --first 10.
  *   --ramp      epoch 0's windows grow from one shard (the block order)
+ *   --stats     the hosts order (--kind hosts, implied): per epoch, each
+ *               host's share, what its memory holds, and the predicted
+ *               local, peer and home fractions of the reads, and what each
+ *               host's memory must stage from a peer or the home (given
+ *               --hosts, --weights, --memory, --ranks-per-host,
+ *               --keep-blocks; see
+ *               docs/sampling.md, "Hosts"), plus --quality's figures
  *   --auto      POOL NAME: the block order a loader's staging keeps up with,
  *               what window="auto" takes (cxlp_store_stage_order: staging
  *               units, runs by the home's probe, --runs and --budget to
@@ -34,6 +41,10 @@
 
 #define QUALITY_MAX_N (UINT64_C(1) << 26)
 #define COUNTS_MAX_WORLD 4096
+#define STATS_MAX_BLOCKS (UINT64_C(1) << 26)
+#define MAXU(a, b) ((a) > (b) ? (a) : (b))
+#define MINU(a, b) ((a) < (b) ? (a) : (b))
+#define STATS_MAX_EPOCHS 1000
 
 static const char *const PROBE_WORD[] = {"none", "measured", "recorded"};
 
@@ -46,13 +57,90 @@ struct order_opts {
     int stage, no_ramp, runs;
     uint64_t budget;
     struct cxlp_stage_order plan;
+    /* the hosts order */
+    int stats;
+    uint32_t H;
+    uint64_t weight[CXLP_HOSTS_MAX];
+    double memory[CXLP_HOSTS_MAX];
+    uint64_t ranks[CXLP_HOSTS_MAX];
+    uint32_t *layout;          /* world entries */
+    uint64_t epochs;
+    int keep, window_all;
 };
+
+/* A comma-separated list of n values (one value: the same for all). */
+static int parse_u64_list(const char *arg, const char *what, uint64_t *v, uint32_t *n)
+{
+    char buf[16384];
+    if (strlen(arg) >= sizeof buf)
+        return cli_usage_error("%s: the list is too long", what);
+    strcpy(buf, arg);
+    uint32_t k = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (k >= CXLP_HOSTS_MAX)
+            return cli_usage_error("%s: more than %d hosts", what, CXLP_HOSTS_MAX);
+        if (cli_parse_u64(t, &v[k]))
+            return cli_usage_error("%s: '%s' is not an unsigned integer", what, t);
+        k++;
+    }
+    if (!k)
+        return cli_usage_error("%s: empty list", what);
+    *n = k;
+    return EXIT_OKAY;
+}
+
+static int parse_frac_list(const char *arg, const char *what, double *v, uint32_t *n)
+{
+    char buf[16384];
+    if (strlen(arg) >= sizeof buf)
+        return cli_usage_error("%s: the list is too long", what);
+    strcpy(buf, arg);
+    uint32_t k = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (k >= CXLP_HOSTS_MAX)
+            return cli_usage_error("%s: more than %d hosts", what, CXLP_HOSTS_MAX);
+        char *end;
+        errno = 0;
+        double x = strtod(t, &end);
+        if (errno || end == t || *end || !(x >= 0) || x > 1e9)
+            return cli_usage_error("%s: '%s' is not a fraction >= 0", what, t);
+        v[k++] = x;
+    }
+    if (!k)
+        return cli_usage_error("%s: empty list", what);
+    *n = k;
+    return EXIT_OKAY;
+}
+
+/* n values, or one value repeated to n */
+static int fit_list(const char *what, uint32_t got, uint32_t H, void *v, size_t size)
+{
+    if (got == H)
+        return EXIT_OKAY;
+    if (got != 1)
+        return cli_usage_error("%s: %" PRIu32 " values for %" PRIu32 " hosts", what, got, H);
+    for (uint32_t i = 1; i < H; i++)
+        memcpy((char *)v + i * size, v, size);
+    return EXIT_OKAY;
+}
+
+/* A sampler of the order o asks for (cfg: its world and rank). */
+static int make_sampler(const struct order_opts *o, const struct cxlp_sampler_config *cfg,
+                        cxlp_sampler **s)
+{
+    if (cfg->kind != CXLP_ORDER_HOSTS)
+        return cxlp_sampler_create(cfg, s);
+    struct cxlp_hosts h = {.n_hosts = o->H, .weight = o->weight,
+                           .rank_host = cfg->world == o->cfg.world ? o->layout : NULL,
+                           .keep = o->keep};
+    return cxlp_sampler_create_hosts(cfg, &h, s);
+}
 
 static int parse_opts(int argc, char **argv, struct order_opts *o)
 {
     enum { O_N = 256, O_KIND, O_SEED, O_EPOCH, O_SHARD, O_WINDOW, O_WORLD, O_RANK, O_DROP,
            O_FIRST, O_COUNTS, O_QUALITY, O_JSON, O_BATCH, O_RAMP, O_NORAMP, O_AUTO, O_RUNS,
-           O_BUDGET, O_QUNIT };
+           O_BUDGET, O_QUNIT, O_STATS, O_HOSTS, O_WEIGHTS, O_MEMORY, O_RPH, O_EPOCHS, O_KEEP };
     static const struct option lo[] = {
         {"n", required_argument, 0, O_N},           {"kind", required_argument, 0, O_KIND},
         {"seed", required_argument, 0, O_SEED},     {"epoch", required_argument, 0, O_EPOCH},
@@ -65,10 +153,17 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
         {"no-ramp", no_argument, 0, O_NORAMP},      {"auto", no_argument, 0, O_AUTO},
         {"runs", required_argument, 0, O_RUNS},     {"budget", required_argument, 0, O_BUDGET},
         {"quality-unit", required_argument, 0, O_QUNIT},
+        {"stats", no_argument, 0, O_STATS},         {"hosts", required_argument, 0, O_HOSTS},
+        {"weights", required_argument, 0, O_WEIGHTS},
+        {"memory", required_argument, 0, O_MEMORY},
+        {"ranks-per-host", required_argument, 0, O_RPH},
+        {"epochs", required_argument, 0, O_EPOCHS},
+        {"keep-blocks", no_argument, 0, O_KEEP},
         {0, 0, 0, 0},
     };
-    int c, have_n = 0;
-    uint64_t world = 1, rank = 0;
+    int c, have_n = 0, have_world = 0, ex;
+    uint64_t world = 1, rank = 0, hosts = 0;
+    uint32_t nw = 0, nm = 0, nr = 0;
     o->cfg.kind = CXLP_ORDER_RANDOM;
     o->batch = 256;
     o->runs = CXLP_RUNS_AUTO;
@@ -82,16 +177,33 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
         case O_EPOCH: dst = &o->cfg.epoch; what = "--epoch"; break;
         case O_SHARD: dst = &o->cfg.shard_size; what = "--shard-size"; break;
         case O_WINDOW: dst = &o->cfg.window; what = "--window"; break;
-        case O_WORLD: dst = &world; what = "--world"; break;
+        case O_WORLD: dst = &world; what = "--world"; have_world = 1; break;
+        case O_HOSTS: dst = &hosts; what = "--hosts"; break;
+        case O_EPOCHS: dst = &o->epochs; what = "--epochs"; break;
+        case O_STATS: o->stats = 1; break;
+        case O_KEEP: o->keep = 1; break;
+        case O_WEIGHTS:
+            if ((ex = parse_u64_list(optarg, "--weights", o->weight, &nw)))
+                return ex;
+            break;
+        case O_MEMORY:
+            if ((ex = parse_frac_list(optarg, "--memory", o->memory, &nm)))
+                return ex;
+            break;
+        case O_RPH:
+            if ((ex = parse_u64_list(optarg, "--ranks-per-host", o->ranks, &nr)))
+                return ex;
+            break;
         case O_RANK: dst = &rank; what = "--rank"; break;
         case O_FIRST: dst = &o->first; what = "--first"; o->want_first = 1; break;
         case O_BATCH: dst = &o->batch; what = "--batch"; break;
         case O_QUNIT: dst = &o->qunit; what = "--quality-unit"; break;
         case O_KIND:
             o->cfg.kind = cxlp_order_parse(optarg);
-            if (o->cfg.kind < 0 || o->cfg.kind > CXLP_ORDER_BLOCK)
-                return cli_usage_error("--kind: '%s' is not random, block or sequential",
-                                       optarg);
+            if (o->cfg.kind < 0 || (o->cfg.kind > CXLP_ORDER_BLOCK &&
+                                    o->cfg.kind != CXLP_ORDER_HOSTS))
+                return cli_usage_error("--kind: '%s' is not random, block, sequential or "
+                                       "hosts", optarg);
             break;
         case O_DROP: o->cfg.drop_last = 1; break;
         case O_RAMP: o->cfg.ramp = 1; break;
@@ -123,6 +235,66 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
         if (dst && cli_parse_u64(optarg, dst))
             return cli_usage_error("%s: '%s' is not an unsigned integer", what, optarg);
     }
+    if (o->stats)
+        o->cfg.kind = CXLP_ORDER_HOSTS;
+    if (o->cfg.kind == CXLP_ORDER_HOSTS) {
+        /* hosts: from --hosts or the longest list; world from the ranks */
+        uint32_t H = (uint32_t)MAXU(MAXU(nw, nm), nr);
+        if (hosts > CXLP_HOSTS_MAX)
+            return cli_usage_error("--hosts: %" PRIu64 " is more than %d", hosts,
+                                   CXLP_HOSTS_MAX);
+        if (hosts)
+            H = (uint32_t)hosts;
+        if (!H)
+            H = 1;
+        o->H = H;
+        if (!nw) {
+            o->weight[0] = 1;
+            nw = 1;
+        }
+        if (!nm) {
+            o->memory[0] = 1;
+            nm = 1;
+        }
+        if ((ex = fit_list("--weights", nw, H, o->weight, sizeof *o->weight)) ||
+            (ex = fit_list("--memory", nm, H, o->memory, sizeof *o->memory)))
+            return ex;
+        if (nr) {
+            if ((ex = fit_list("--ranks-per-host", nr, H, o->ranks, sizeof *o->ranks)))
+                return ex;
+            uint64_t sum = 0;
+            for (uint32_t i = 0; i < H; i++)
+                if ((sum += o->ranks[i]) > COUNTS_MAX_WORLD)
+                    return cli_usage_error("--ranks-per-host: more than %d ranks",
+                                           COUNTS_MAX_WORLD);
+            if (!sum)
+                return cli_usage_error("--ranks-per-host: no ranks");
+            if (have_world && world != sum)
+                return cli_usage_error("--world %" PRIu64 " is not the %" PRIu64 " ranks of "
+                                       "--ranks-per-host", world, sum);
+            world = sum;
+        } else {
+            /* --world ranks spread over the hosts as evenly as they go */
+            if (world > COUNTS_MAX_WORLD)
+                return cli_usage_error("--world: more than %d ranks for --kind hosts",
+                                       COUNTS_MAX_WORLD);
+            for (uint32_t i = 0; i < H; i++)
+                o->ranks[i] = world / H + (i < world % H);
+        }
+        o->layout = malloc((size_t)world * sizeof *o->layout);
+        if (!o->layout)
+            return cli_report_os(-ENOMEM, "--ranks-per-host");
+        for (uint32_t i = 0, r = 0; i < H; i++)
+            for (uint64_t k = 0; k < o->ranks[i]; k++)
+                o->layout[r++] = i;
+        if (!o->epochs)
+            o->epochs = 2;
+        if (o->epochs > STATS_MAX_EPOCHS)
+            return cli_usage_error("--epochs: at most %d", STATS_MAX_EPOCHS);
+    } else if (o->stats || nw || nm || nr || hosts || o->keep) {
+        return cli_usage_error("--hosts, --weights, --memory, --ranks-per-host and "
+                               "--keep-blocks are for --kind hosts (--stats)");
+    }
     if (world == 0 || world > UINT32_MAX)
         return cli_usage_error("--world: %" PRIu64 " is not in 1..%" PRIu32, world, UINT32_MAX);
     if (rank >= world)
@@ -137,12 +309,17 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
         o->cfg.kind = CXLP_ORDER_BLOCK;
     if (o->cfg.ramp && o->cfg.kind != CXLP_ORDER_BLOCK)
         return cli_usage_error("--ramp is for --kind block");
-    if (o->cfg.kind == CXLP_ORDER_BLOCK && !o->cfg.shard_size && !o->stage)
-        return cli_usage_error("--kind block needs --shard-size");
+    int blocky = o->cfg.kind == CXLP_ORDER_BLOCK || o->cfg.kind == CXLP_ORDER_HOSTS;
+    if (blocky && !o->cfg.shard_size && !o->stage)
+        return cli_usage_error("--kind %s needs --shard-size", cxlp_order_name(o->cfg.kind));
     if (o->cfg.kind == CXLP_ORDER_BLOCK && !o->cfg.window && !o->stage)
         o->cfg.window = 1;
+    if (o->cfg.kind == CXLP_ORDER_HOSTS && !o->cfg.window)
+        o->window_all = 1; /* every block of a host: set once n is known */
+    if (o->stage && o->cfg.kind == CXLP_ORDER_HOSTS)
+        return cli_usage_error("--auto is for the block order, not --kind hosts");
     o->qshard = o->qunit ? o->qunit : o->cfg.shard_size ? o->cfg.shard_size : 4096;
-    if (!o->want_first && !o->counts && !o->quality) {
+    if (!o->want_first && !o->counts && !o->quality && !o->stats) {
         o->want_first = 1;
         o->first = 10;
     }
@@ -226,7 +403,7 @@ static int print_counts(const struct order_opts *o, uint64_t L)
         struct cxlp_sampler_config c = o->cfg;
         c.rank = r;
         cxlp_sampler *s;
-        int rc = cxlp_sampler_create(&c, &s);
+        int rc = make_sampler(o, &c, &s);
         if (rc)
             return cli_report_error(rc, NULL, "sampler");
         per = cxlp_sampler_len(s);
@@ -254,7 +431,7 @@ static int print_quality(const struct order_opts *o)
     c.world = 1;
     c.rank = 0;
     cxlp_sampler *s;
-    int rc = cxlp_sampler_create(&c, &s);
+    int rc = make_sampler(o, &c, &s);
     if (rc)
         return cli_report_error(rc, NULL, "sampler");
     uint64_t *v = malloc(n * sizeof *v), got = 0;
@@ -291,6 +468,148 @@ static int print_quality(const struct order_opts *o)
     return EXIT_OKAY;
 }
 
+/* --stats: per epoch, each host's share and what its memory holds, the
+ * predicted fractions of the reads, and what the memories stage.
+ *
+ * Host h's memory holds cap_h = floor(memory_h * M) blocks: in epoch e
+ * the first min(cap_h, M_h) blocks of its segment. A read (rank, id) is
+ * local when the id's block is in the rank's host's segment and held, peer
+ * when it is in another host's segment and held there, home when its
+ * segment's host does not hold it. Prediction: the T = world * q reads of
+ * an epoch take host h's stream T * N_h / L times; each round gives host
+ * h's ranks min(their count, the round's positions of h) of them, so
+ * min(T N_h / L, k_h q) are local; reads are spread evenly over the stream,
+ * so the held share f_h = held_h / N_h of each kind is held. Staging: a
+ * block held in epoch e that its host did not hold in epoch e - 1 comes
+ * from a peer that held it then, else from the home (all of epoch 0's from
+ * the home). */
+static int print_stats(const struct order_opts *o)
+{
+    uint64_t n = o->cfg.n, S = n ? MINU(o->cfg.shard_size, n) : o->cfg.shard_size;
+    uint64_t M = n ? (n - 1) / S + 1 : 0, deficit = M * S - n;
+    uint32_t H = o->H, world = o->cfg.world;
+    uint64_t q = o->cfg.drop_last ? n / world : n / world + (n % world != 0);
+    double T = (double)world * (double)q;
+    uint64_t *cap = calloc(H, sizeof *cap), *N = calloc(H, sizeof *N),
+             *Mh = calloc(H, sizeof *Mh), *held = calloc(H, sizeof *held);
+    if (!cap || !N || !Mh || !held) {
+        free(cap), free(N), free(Mh), free(held);
+        return cli_report_os(-ENOMEM, "--stats");
+    }
+    for (uint32_t h = 0; h < H; h++) {
+        double c = o->memory[h] * (double)M + 1e-9; /* 0.3 * 10 is 2.999... */
+        cap[h] = c >= (double)M ? M : (uint64_t)c;
+    }
+    if (o->json) {
+        printf(", \"stats\": {\"world\": %" PRIu32 ", \"blocks\": %" PRIu64 ", \"keep_blocks\": %s"
+               ", \"hosts\": [", world, M, o->keep ? "true" : "false");
+        for (uint32_t h = 0; h < H; h++)
+            printf("%s{\"weight\": %" PRIu64 ", \"memory\": %.6f, \"capacity_blocks\": %"
+                   PRIu64 ", \"ranks\": %" PRIu64 "}", h ? ", " : "", o->weight[h],
+                   o->memory[h], cap[h], o->ranks[h]);
+        printf("], \"epochs\": [");
+    } else {
+        printf("hosts (blocks of %" PRIu64 " ids, %" PRIu64 " blocks; world %" PRIu32 ", %"
+               PRIu64 " reads per rank):\n", S, M, world, q);
+        for (uint32_t h = 0; h < H; h++)
+            printf("  host %" PRIu32 ": weight %" PRIu64 ", memory %.3f of the dataset (%" PRIu64
+                   " blocks), %" PRIu64 " rank%s\n", h, o->weight[h], o->memory[h], cap[h],
+                   o->ranks[h], o->ranks[h] == 1 ? "" : "s");
+    }
+    int ex = EXIT_OKAY;
+    cxlp_sampler *prev = NULL;
+    for (uint64_t e = o->cfg.epoch; e - o->cfg.epoch < o->epochs; e++) {
+        struct cxlp_sampler_config c = o->cfg;
+        c.epoch = e;
+        cxlp_sampler *s;
+        int rc = make_sampler(o, &c, &s);
+        if (rc) {
+            ex = cli_report_error(rc, NULL, "sampler");
+            break;
+        }
+        uint32_t hq = 0;
+        uint64_t iq = 0;
+        if (n && (rc = cxlp_sampler_host_of(s, n - 1, &hq, &iq))) {
+            cxlp_sampler_free(s);
+            ex = cli_report_error(rc, NULL, "sampler");
+            break;
+        }
+        double local = 0, peer = 0, home = 0;
+        for (uint32_t h = 0; h < H; h++) {
+            cxlp_sampler_host_share(s, h, &N[h], &Mh[h]);
+            uint64_t hb = MINU(cap[h], Mh[h]);
+            held[h] = hb * S - (deficit && hq == h && iq < hb ? deficit : 0);
+            if (!N[h] || !n)
+                continue;
+            double reads = T * (double)N[h] / (double)n, f = (double)held[h] / (double)N[h];
+            double own = MINU(reads, (double)o->ranks[h] * (double)q);
+            local += own * f;
+            peer += (reads - own) * f;
+            home += reads * (1 - f);
+        }
+        if (T > 0) {
+            local /= T;
+            peer /= T;
+            home /= T;
+        }
+        /* staging against the epoch before */
+        double st_peer = 0, st_home = 0;
+        if (e > 0 && !prev) {
+            c.epoch = e - 1;
+            if ((rc = make_sampler(o, &c, &prev))) {
+                cxlp_sampler_free(s);
+                ex = cli_report_error(rc, NULL, "sampler");
+                break;
+            }
+        }
+        for (uint64_t b = 0; b < M; b++) {
+            uint32_t h, h2;
+            uint64_t i, i2, size = b + 1 == M ? S - deficit : S;
+            cxlp_sampler_host_of(s, b * S, &h, &i);
+            if (i >= cap[h])
+                continue;
+            if (!prev) {
+                st_home += (double)size;
+                continue;
+            }
+            cxlp_sampler_host_of(prev, b * S, &h2, &i2);
+            if (h2 == h && i2 < cap[h])
+                continue;
+            if (i2 < cap[h2])
+                st_peer += (double)size;
+            else
+                st_home += (double)size;
+        }
+        if (n) {
+            st_peer /= (double)n;
+            st_home /= (double)n;
+        }
+        if (o->json) {
+            printf("%s{\"epoch\": %" PRIu64 ", \"local\": %.6f, \"peer\": %.6f, \"home\": %.6f"
+                   ", \"staged_peer\": %.6f, \"staged_home\": %.6f, \"hosts\": [",
+                   e > o->cfg.epoch ? ", " : "", e, local, peer, home, st_peer, st_home);
+            for (uint32_t h = 0; h < H; h++)
+                printf("%s{\"blocks\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"held\": %"
+                       PRIu64 "}", h ? ", " : "", Mh[h], N[h], held[h]);
+            printf("]}");
+        } else {
+            printf("epoch %" PRIu64 ": reads local %.4f, peer %.4f, home %.4f; staged from "
+                   "peers %.4f, from the home %.4f of the dataset\n", e, local, peer, home,
+                   st_peer, st_home);
+            for (uint32_t h = 0; h < H; h++)
+                printf("  host %" PRIu32 ": %" PRIu64 " blocks (%" PRIu64 " samples), %" PRIu64
+                       " samples held\n", h, Mh[h], N[h], held[h]);
+        }
+        cxlp_sampler_free(prev);
+        prev = s;
+    }
+    cxlp_sampler_free(prev);
+    if (o->json && !ex)
+        printf("]}");
+    free(cap), free(N), free(Mh), free(held);
+    return ex;
+}
+
 int cli_cmd_order(int argc, char **argv)
 {
     struct order_opts o;
@@ -300,18 +619,26 @@ int cli_cmd_order(int argc, char **argv)
         return ex;
     if (o.spec && (ex = dataset_n(&o)))
         return ex;
+    if (o.window_all)
+        o.cfg.window = o.cfg.n ? (o.cfg.n - 1) / o.cfg.shard_size + 1 : 1;
     /* refuse before printing anything, so --json output is whole or absent */
     if (o.counts && o.cfg.world > COUNTS_MAX_WORLD)
         return cli_usage_error("--counts: --world %" PRIu32 " is more ranks than %d",
                                o.cfg.world, COUNTS_MAX_WORLD);
+    if (o.stats && o.cfg.n > STATS_MAX_BLOCKS * o.cfg.shard_size)
+        return cli_usage_error("--stats: more than %" PRIu64 " blocks", STATS_MAX_BLOCKS);
+    if (o.stats && o.cfg.n >= 20 && o.cfg.n <= QUALITY_MAX_N)
+        o.quality = 1;
     if (o.quality && (o.cfg.n > QUALITY_MAX_N || o.cfg.n < 20))
         return cli_usage_error("--quality: n %" PRIu64 " is outside 20..%" PRIu64
                                " (the figures need the whole epoch in memory)",
                                o.cfg.n, QUALITY_MAX_N);
     cxlp_sampler *s;
-    int rc = cxlp_sampler_create(&o.cfg, &s);
-    if (rc)
+    int rc = make_sampler(&o, &o.cfg, &s);
+    if (rc) {
+        free(o.layout);
         return cli_report_error(rc, NULL, "sampler");
+    }
     struct cxlp_sampler_state st;
     cxlp_sampler_state(s, &st);
     uint64_t L = cxlp_sampler_epoch_len(s), per = cxlp_sampler_len(s);
@@ -347,6 +674,10 @@ int cli_cmd_order(int argc, char **argv)
         if (o.cfg.kind == CXLP_ORDER_BLOCK)
             printf(", shards of %" PRIu64 ", window %" PRIu64 "%s", o.cfg.shard_size,
                    o.cfg.window, o.cfg.ramp ? ", ramp in epoch 0" : "");
+        if (o.cfg.kind == CXLP_ORDER_HOSTS)
+            printf(", blocks of %" PRIu64 ", window %" PRIu64 ", %" PRIu32 " host%s, %s",
+                   o.cfg.shard_size, o.cfg.window, o.H, o.H == 1 ? "" : "s",
+                   o.keep ? "blocks kept on their hosts" : "blocks dealt afresh each epoch");
         if (o.stage) {
             printf("\nstaging: units of %" PRIu64 " records (about %" PRIu64 " bytes), runs of "
                    "%" PRIu64 " unit%s", o.plan.unit_records, o.plan.unit_bytes,
@@ -373,6 +704,9 @@ int cli_cmd_order(int argc, char **argv)
         return ex;
     if (o.quality && (ex = print_quality(&o)))
         return ex;
+    if (o.stats && (ex = print_stats(&o)))
+        return ex;
+    free(o.layout);
     if (o.json)
         printf("}\n");
     if (fflush(stdout))

@@ -12,12 +12,13 @@ from .dataset import CXLDataset
 from .loader import CXLDataLoader
 from .kinds import (CXLArrowDataset, CXLDistributedDataLoader, CXLMemmapDataset,
                     CXLNestedDataset, CXLWebDataset)
-from .samplers import (BlendedCXLDataset, BlendedCXLSampler, CurriculumCXLSampler,
-                       DistributedCXLSampler, RandomCXLSampler)
+from .samplers import (BalancedCXLSampler, BlendedCXLDataset, BlendedCXLSampler,
+                       CurriculumCXLSampler, DistributedCXLSampler, HostsCXLSampler,
+                       RandomCXLSampler)
 
 __all__ = ["CXLError", "CXLNotFoundError", "CXLDatasetNotFoundError", "CXLExistsError",
            "CXLPermissionError", "CXLCorruptError", "CXLMemoryPool", "CXLDataset",
            "CXLDataLoader", "RandomCXLSampler", "DistributedCXLSampler", "BlendedCXLSampler",
-           "BlendedCXLDataset", "CurriculumCXLSampler", "CXLMemmapDataset", "CXLArrowDataset",
-           "CXLNestedDataset", "CXLWebDataset", "CXLDistributedDataLoader"]
+           "BlendedCXLDataset", "CurriculumCXLSampler", "BalancedCXLSampler", "HostsCXLSampler",
+           "CXLMemmapDataset", "CXLArrowDataset", "CXLNestedDataset", "CXLWebDataset", "CXLDistributedDataLoader"]
 __version__ = "0.1.0"

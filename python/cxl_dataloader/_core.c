@@ -281,6 +281,40 @@ static PyObject *mod_loader_trim(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* The machine's NUMA nodes as cxlp_topo sees them (what a sampler's
+ * topology="auto" weighs hosts by). */
+static PyObject *mod_topo_nodes(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    cxlp_topo *t;
+    int rc = cxlp_topo_discover(NULL, &t);
+    if (rc)
+        return core_raise(rc, NULL);
+    PyObject *list = PyList_New(0);
+    for (size_t i = 0; list && i < cxlp_topo_node_count(t); i++) {
+        const struct cxlp_topo_node *nd = cxlp_topo_node(t, i);
+        PyObject *bw = nd->read_bandwidth_mbs == CXLP_TOPO_UNKNOWN
+                           ? (Py_INCREF(Py_None), Py_None)
+                           : PyLong_FromUnsignedLongLong(nd->read_bandwidth_mbs);
+        PyObject *d = bw ? Py_BuildValue("{s:i,s:O,s:K,s:O,s:O}", "id", nd->id, "has_cpu",
+                                         nd->has_cpu ? Py_True : Py_False, "mem_total",
+                                         (unsigned long long)nd->mem_total,
+                                         "read_bandwidth_mbs", bw, "is_cxl",
+                                         nd->is_cxl ? Py_True : Py_False)
+                         : NULL;
+        Py_XDECREF(bw);
+        if (!d || PyList_Append(list, d) < 0) {
+            Py_XDECREF(d);
+            Py_CLEAR(list);
+            break;
+        }
+        Py_DECREF(d);
+    }
+    cxlp_topo_free(t);
+    return list;
+}
+
 static PyMethodDef mod_methods[] = {
     {"policy_parse", mod_policy_parse, METH_O,
      "policy_parse(name): the cxlp_policy number of a placement policy; -1 unknown."},
@@ -289,6 +323,8 @@ static PyMethodDef mod_methods[] = {
     {"destroy", mod_destroy, METH_O, "destroy(spec): remove a pool's backing object."},
     {"strerror", mod_strerror, METH_O, "strerror(rc): name of a return code."},
     {"dtype_size", mod_dtype_size, METH_O, "dtype_size(name): bytes per element."},
+    {"topo_nodes", mod_topo_nodes, METH_NOARGS,
+     "topo_nodes(): NUMA nodes (id, has_cpu, mem_total, read_bandwidth_mbs or None, is_cxl)."},
     {"loader_trim", mod_loader_trim, METH_NOARGS,
      "loader_trim(): unmaps the ring memory freed loaders left for the next one."},
     {NULL, NULL, 0, NULL},

@@ -189,6 +189,68 @@ out:
     return ret;
 }
 
+/* The hosts order: weights per host, the host of every rank. */
+static PyObject *sampler_create_hosts(PyObject *type, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"weights", "rank_hosts", "n", "seed", "epoch", "shard_size",
+                             "window", "world", "rank", "drop_last", "keep", NULL};
+    PyObject *weights, *rank_hosts;
+    uint64_t n = 0, seed = 0, epoch = 0, shard = 0, window = 0;
+    uint32_t world = 1, rank = 0;
+    int drop_last = 0, keep = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO|$O&O&O&O&O&O&O&pp", kwlist, &weights,
+                                     &rank_hosts, core_u64, &n, core_u64, &seed, core_u64,
+                                     &epoch, core_u64, &shard, core_u64, &window, core_u32,
+                                     &world, core_u32, &rank, &drop_last, &keep))
+        return NULL;
+    size_t H = 0, nr = 0;
+    uint64_t *w = u64_list(weights, "weights", &H), *rh = NULL;
+    if (!w)
+        return NULL;
+    PyObject *ret = NULL;
+    uint32_t *layout = NULL;
+    if (!(rh = u64_list(rank_hosts, "rank_hosts", &nr)))
+        goto out;
+    if (nr != world) {
+        PyErr_Format(PyExc_ValueError, "rank_hosts has %zu entries for world %u", nr,
+                     (unsigned)world);
+        goto out;
+    }
+    if (H > CXLP_HOSTS_MAX) {
+        PyErr_Format(PyExc_ValueError, "weights: %zu hosts, at most %d", H, CXLP_HOSTS_MAX);
+        goto out;
+    }
+    if (!(layout = PyMem_Malloc((nr ? nr : 1) * sizeof *layout))) {
+        PyErr_NoMemory();
+        goto out;
+    }
+    for (size_t i = 0; i < nr; i++) {
+        if (rh[i] >= H) {
+            PyErr_Format(PyExc_ValueError, "rank_hosts[%zu] %llu is not below the %zu hosts",
+                         i, (unsigned long long)rh[i], H);
+            goto out;
+        }
+        layout[i] = (uint32_t)rh[i];
+    }
+    struct cxlp_sampler_config c = {.n = n, .seed = seed, .epoch = epoch, .shard_size = shard,
+                                    .window = window, .world = world, .rank = rank,
+                                    .drop_last = drop_last};
+    struct cxlp_hosts h = {.n_hosts = (uint32_t)H, .weight = w, .rank_host = layout,
+                           .keep = keep};
+    cxlp_sampler *s;
+    int rc = cxlp_sampler_create_hosts(&c, &h, &s);
+    if (rc) {
+        core_raise(rc, NULL);
+        goto out;
+    }
+    ret = (PyObject *)wrap((PyTypeObject *)type, s, n);
+out:
+    PyMem_Free(w);
+    PyMem_Free(rh);
+    PyMem_Free(layout);
+    return ret;
+}
+
 /* Difficulty values from a fixed-size dataset: one numeric scalar per
  * record, in `field` (NULL: the only field). A sibling dataset
  * "<name>.difficulty" of float64 records is the usual form. */
@@ -464,6 +526,100 @@ static PyObject *sampler_source(SamplerObject *self, PyObject *arg)
     return Py_BuildValue("(IK)", src, (unsigned long long)inner);
 }
 
+static PyObject *sampler_host_of(SamplerObject *self, PyObject *arg)
+{
+    if (!sampler_ok(self, 0))
+        return NULL;
+    unsigned long long id = PyLong_AsUnsignedLongLong(arg);
+    if (id == (unsigned long long)-1 && PyErr_Occurred())
+        return NULL;
+    uint32_t host;
+    uint64_t index;
+    int rc = cxlp_sampler_host_of(self->s, id, &host, &index);
+    if (rc == CXLP_ERANGE)
+        return PyErr_Format(PyExc_IndexError, "%s", cxlp_errmsg(NULL));
+    if (rc)
+        return core_raise(rc, NULL);
+    return Py_BuildValue("(IK)", host, (unsigned long long)index);
+}
+
+static PyObject *sampler_host_share(SamplerObject *self, PyObject *arg)
+{
+    if (!sampler_ok(self, 0))
+        return NULL;
+    unsigned long h = PyLong_AsUnsignedLong(arg);
+    if (h == (unsigned long)-1 && PyErr_Occurred())
+        return NULL;
+    uint64_t samples, blocks;
+    int rc = cxlp_sampler_host_share(self->s, h > UINT32_MAX ? UINT32_MAX : (uint32_t)h,
+                                     &samples, &blocks);
+    if (rc == CXLP_ERANGE)
+        return PyErr_Format(PyExc_IndexError, "%s", cxlp_errmsg(NULL));
+    if (rc)
+        return core_raise(rc, NULL);
+    return Py_BuildValue("(KK)", (unsigned long long)samples, (unsigned long long)blocks);
+}
+
+static PyObject *sampler_host_reads(SamplerObject *self, PyObject *arg)
+{
+    if (!sampler_ok(self, 0))
+        return NULL;
+    PyObject *fast = PySequence_Fast(arg, "memory must be a sequence of fractions");
+    if (!fast)
+        return NULL;
+    Py_ssize_t k = core_fast_size(fast);
+    double *m = PyMem_Malloc((size_t)(k ? k : 1) * sizeof *m);
+    if (!m) {
+        Py_DECREF(fast);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        m[i] = PyFloat_AsDouble(core_fast_item(fast, i));
+        if (m[i] == -1.0 && PyErr_Occurred()) {
+            PyMem_Free(m);
+            Py_DECREF(fast);
+            return NULL;
+        }
+    }
+    Py_DECREF(fast);
+    uint64_t samples, blocks, counts[3];
+    int rc = cxlp_sampler_host_share(self->s, 0, &samples, &blocks);
+    if (rc == CXLP_EARG) { /* another kind */
+        PyMem_Free(m);
+        return core_raise(rc, NULL);
+    }
+    /* one fraction per host: hosts 0..k-1 exist, host k does not */
+    if (!k || k > CXLP_HOSTS_MAX ||
+        cxlp_sampler_host_share(self->s, (uint32_t)(k - 1), &samples, &blocks) ||
+        cxlp_sampler_host_share(self->s, (uint32_t)k, &samples, &blocks) != CXLP_ERANGE) {
+        PyMem_Free(m);
+        return PyErr_Format(PyExc_ValueError, "memory: %zd fractions, not one per host", k);
+    }
+    rc = cxlp_sampler_host_reads(self->s, m, counts);
+    PyMem_Free(m);
+    if (rc)
+        return core_raise(rc, NULL);
+    return Py_BuildValue("{s:K,s:K,s:K}", "local", (unsigned long long)counts[0], "peer",
+                         (unsigned long long)counts[1], "home", (unsigned long long)counts[2]);
+}
+
+static PyObject *sampler_host_block(SamplerObject *self, PyObject *args)
+{
+    if (!sampler_ok(self, 0))
+        return NULL;
+    unsigned int h;
+    unsigned long long k;
+    if (!PyArg_ParseTuple(args, "IK", &h, &k))
+        return NULL;
+    uint64_t block;
+    int rc = cxlp_sampler_host_block(self->s, h, k, &block);
+    if (rc == CXLP_ERANGE)
+        return PyErr_Format(PyExc_IndexError, "%s", cxlp_errmsg(NULL));
+    if (rc)
+        return core_raise(rc, NULL);
+    return PyLong_FromUnsignedLongLong(block);
+}
+
 static PyObject *sampler_released(SamplerObject *self, PyObject *arg)
 {
     if (!sampler_ok(self, 0))
@@ -537,6 +693,19 @@ static PyMethodDef sampler_methods[] = {
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "create_blend(sizes, weights, *, n=0, seed=0, epoch=0, world=1, rank=0, drop_last=False, "
      "shuffle=True): integer weights, exact proportions over any prefix."},
+    {"create_hosts", (PyCFunction)(void (*)(void))sampler_create_hosts,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
+     "create_hosts(weights, rank_hosts, *, n, seed, epoch, shard_size, window, world, rank, "
+     "drop_last, keep): the hosts order."},
+    {"host_of", (PyCFunction)sampler_host_of, METH_O,
+     "host_of(id): HOSTS (host, index of the id's block in the host's share)."},
+    {"host_block", (PyCFunction)sampler_host_block, METH_VARARGS,
+     "host_block(h, k): HOSTS the k-th block host h's stream reads this epoch."},
+    {"host_reads", (PyCFunction)sampler_host_reads, METH_O,
+     "host_reads(memory): HOSTS this rank's draws left this epoch counted as local, peer and "
+     "home reads, host h's memory holding the fraction memory[h] of the dataset."},
+    {"host_share", (PyCFunction)sampler_host_share, METH_O,
+     "host_share(h): HOSTS (samples, blocks) of host h this epoch."},
     {"create_curriculum", (PyCFunction)(void (*)(void))sampler_create_curriculum,
      METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "create_curriculum(difficulty=float64 buffer | group=int64 buffer | store=Store, *, "

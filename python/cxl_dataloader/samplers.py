@@ -466,6 +466,159 @@ class RandomCXLSampler(CXLSamplerBase):
                              rank=rank, drop_last=drop_last, ramp=self.ramp)
 
 
+def integer_host_weights(values: Sequence[Any], what: str = "host_weights") -> list[int]:
+    """Per-host weights as integers of the same proportions (what the C
+    order apportions blocks by): integers as given; other numbers scaled so
+    the largest is 2^32 and rounded (a positive weight stays >= 1)."""
+    vals = list(values)
+    if not vals:
+        raise ValueError(f"{what}: no hosts")
+    for i, v in enumerate(vals):
+        f = float(v)
+        if not math.isfinite(f) or f < 0:
+            raise ValueError(f"{what}[{i}] must be a finite number >= 0, got {v!r}")
+    if all(isinstance(v, (int, np.integer)) for v in vals) and max(vals) < 1 << 40:
+        q = [int(v) for v in vals]
+    else:
+        top = max(float(v) for v in vals)
+        q = [max(1, round(float(v) / top * (1 << 32))) if float(v) > 0 else 0 for v in vals] \
+            if top > 0 else [0] * len(vals)
+    if not any(q):
+        raise ValueError(f"{what}: every weight is 0 (at least one host must take blocks)")
+    return q
+
+
+def host_capability(dataset: Any) -> int:
+    """This host's weight for topology="auto": the capacity of its pool's
+    memory tiers (MiB) times the read bandwidth of their NUMA nodes as
+    cxlp_topo reports it (HMAT, MB/s; a tier of no node of its own, such
+    as shm, counts the node nearest the pool's memory; where the kernel
+    gives no bandwidth, the capacity alone)."""
+    pool = _core.Pool(dataset.spec, readonly=True)
+    try:
+        tiers = [t for t in pool.tiers() if t["kind"] != "nvme"]
+        st = pool.stat()
+    finally:
+        pool.close()
+    bw = {n["id"]: n["read_bandwidth_mbs"] for n in _core.topo_nodes()}
+    total = 0
+    for t in tiers or [{"capacity": st["size"], "numa_node": -1}]:
+        node = t["numa_node"] if t["numa_node"] >= 0 else st["near_node"]
+        total += max(1, int(t["capacity"]) >> 20) * (bw.get(node) or 1)
+    return max(1, total)
+
+
+def _host_layout(dataset: Any, topology: Any, world: int, ranks_per_host: Optional[int]
+                 ) -> tuple[list[Any], Optional[list[int]]]:
+    """(host label of every rank, each rank's capability or None): from an
+    explicit list of labels; from ranks_per_host (host = rank // k); from
+    the process group (every rank's pool host_id and capability, gathered);
+    from LOCAL_WORLD_SIZE."""
+    import os
+    if not isinstance(topology, str):
+        labels = list(topology)
+        if len(labels) != world:
+            raise ValueError(f"topology: {len(labels)} host labels for {world} ranks")
+        return labels, None
+    if topology != "auto":
+        raise ValueError(f'topology={topology!r}: "auto", a host label per rank, or None')
+    dist = torch.distributed
+    if ranks_per_host is None and dist.is_available() and dist.is_initialized() and \
+            dist.get_world_size() == world:
+        if not hasattr(dataset, "spec"):
+            raise ValueError('topology="auto" over a process group needs a CXLDataset (its '
+                             "pool's host_id); give topology=[host per rank] otherwise")
+        pool = _core.Pool(dataset.spec, readonly=True)
+        try:
+            mine = [int(pool.stat()["host_id"]), host_capability(dataset)]
+        finally:
+            pool.close()
+        everyone: list[Any] = [None] * world
+        dist.all_gather_object(everyone, mine)
+        return [e[0] for e in everyone], [int(e[1]) for e in everyone]
+    if ranks_per_host is None:
+        env = os.environ.get("LOCAL_WORLD_SIZE")
+        if env is None:
+            raise ValueError('topology="auto" needs a process group, LOCAL_WORLD_SIZE or '
+                             "ranks_per_host to know which ranks share a host")
+        ranks_per_host = int(env)
+    k = operator.index(ranks_per_host)
+    if k < 1:
+        raise ValueError(f"ranks_per_host must be >= 1, got {k}")
+    return [r // k for r in range(world)], None
+
+
+class HostsCXLSampler(CXLSamplerBase):
+    """The hosts order (docs/sampling.md, "Hosts"): each epoch the blocks of
+    ``shard_size`` ids are dealt to hosts in proportion to ``weights``, each
+    host's blocks are read in a block order of their own (``window`` blocks
+    at a time, records random inside), the hosts' streams are interleaved,
+    and every step a rank takes a sample of its own host's blocks when the
+    step has one for it. ``rank_hosts``: the host index (0..H-1) of every
+    rank. ``keep_blocks=True`` deals the blocks once (by the seed) and
+    keeps them on their hosts every epoch, each host's order still new per
+    epoch: no block moves between hosts' memories after the first epoch.
+    Built by DistributedCXLSampler(topology=...) and BalancedCXLSampler;
+    usable alone."""
+
+    def __init__(self, data_source_or_n: Any, weights: Sequence[Any], rank_hosts: Sequence[int],
+                 seed: int = 0, *, shard_size: int, window: Optional[int] = None,
+                 num_replicas: int = 1, rank: int = 0, drop_last: bool = False,
+                 keep_blocks: bool = False) -> None:
+        super().__init__(seed, num_replicas, rank, drop_last)
+        if self._torch_seed:
+            raise ValueError("the hosts order needs the same integer seed on every rank")
+        self.n = _size(data_source_or_n)
+        self.weights = integer_host_weights(weights, "weights")
+        self.rank_hosts = [operator.index(h) for h in rank_hosts]
+        if len(self.rank_hosts) != num_replicas:
+            raise ValueError(f"rank_hosts: {len(self.rank_hosts)} entries for {num_replicas} "
+                             "ranks")
+        self.shard_size = operator.index(shard_size)
+        if self.shard_size < 1:
+            raise ValueError(f"shard_size must be >= 1, got {self.shard_size}")
+        blocks = max(1, -(-self.n // self.shard_size))
+        self.window = blocks if window is None else operator.index(window)
+        self.keep_blocks = bool(keep_blocks)
+        self.order = "hosts"
+        self._probe()
+
+    def _create(self, world: int, rank: int, drop_last: bool) -> "_core.Sampler":
+        return _core.Sampler.create_hosts(self.weights, self.rank_hosts, n=self.n,
+                                          seed=self.seed, epoch=self.epoch,
+                                          shard_size=self.shard_size, window=self.window,
+                                          world=world, rank=rank, drop_last=drop_last,
+                                          keep=self.keep_blocks)
+
+    def _epoch_probe(self) -> "_core.Sampler":
+        s = self._probe()
+        if s.state()["epoch"] != self.epoch or s.state()["seed"] != self.seed:
+            self._probe_cache = None
+            s = self._probe()
+        return s
+
+    def host_of(self, i: int) -> tuple[int, int]:
+        """(host, index of the block in the host's share) of id i, this epoch."""
+        return self._epoch_probe().host_of(int(i))
+
+    def host_share(self, host: int) -> tuple[int, int]:
+        """(samples, blocks) dealt to host this epoch."""
+        return self._epoch_probe().host_share(int(host))
+
+    def host_blocks(self, host: int) -> list[int]:
+        """The blocks host reads this epoch, in the order its stream reads
+        them (window by window: what its memory stages, in order)."""
+        s = self._epoch_probe()
+        return [s.host_block(int(host), k) for k in range(s.host_share(int(host))[1])]
+
+    def host_reads(self, memory: Sequence[float]) -> dict:
+        """This rank's reads of its next pass (the epoch, or its rest after
+        a restored state) counted as local, peer and home when host h's
+        memory holds the fraction memory[h] of the dataset (docs/sampling.md,
+        "Local, peer and home"). Walks every draw of the pass, in C."""
+        return self._core_sampler().host_reads([float(m) for m in memory])
+
+
 class DistributedCXLSampler(CXLSamplerBase):
     """torch's DistributedSampler over the C orders: disjoint ranks, equal
     counts (``drop_last`` drops the tail, else the first ids are repeated as
@@ -478,6 +631,18 @@ class DistributedCXLSampler(CXLSamplerBase):
     CurriculumCXLSampler, a RandomCXLSampler in block mode); the seed is
     then that sampler's.
     A state saved under one world size restores under another.
+
+    ``topology``: the hosts order (docs/sampling.md, "Hosts"). "auto" takes
+    each rank's host from its pool's ``host_id`` and each host's weight from
+    its memory capacity times bandwidth (``host_capability``), gathered over
+    the process group; without one, hosts from ``ranks_per_host`` or
+    LOCAL_WORLD_SIZE (host = rank // k) and equal weights. A list gives a
+    host label per rank. ``host_weights`` (one per host, in the order hosts
+    first appear among the ranks) overrides the weights; ``ranks_per_host``
+    the layout. Blocks: ``shard_size`` ids (default: the dataset's records
+    per shard), ``window`` blocks per host window (default: all of a host's
+    blocks, or "auto"). ``keep_blocks=True``: the blocks stay on their
+    hosts every epoch (see HostsCXLSampler).
     """
 
     def __init__(self, dataset: Any, num_replicas: Optional[int] = None,
@@ -485,8 +650,27 @@ class DistributedCXLSampler(CXLSamplerBase):
                  drop_last: bool = False, *, order: Union[str, CXLSamplerBase] = "random",
                  shard_size: Optional[int] = None, window: Union[int, str, None] = None,
                  memory_budget: Union[int, str, None] = None, runs: Union[str, bool, int] = "auto",
-                 ramp: Optional[bool] = None) -> None:
+                 ramp: Optional[bool] = None, topology: Any = None,
+                 host_weights: Optional[Sequence[Any]] = None,
+                 ranks_per_host: Optional[int] = None, keep_blocks: bool = False) -> None:
         world, r = _dist_world_rank(num_replicas, rank)
+        if topology is not None:
+            if isinstance(order, CXLSamplerBase) or order not in ("random", "block", "hosts"):
+                raise ValueError("topology= builds the hosts order; it does not take order="
+                                 f"{order!r}")
+            if not shuffle:
+                raise ValueError("topology= shuffles (the hosts order); shuffle=False is "
+                                 "the sequential order")
+            base = _hosts_base(dataset, seed, world, topology, host_weights, ranks_per_host,
+                               shard_size, window, memory_budget, runs, keep_blocks)
+            super().__init__(seed, world, r, drop_last)
+            self.base = base
+            self.shuffle = shuffle
+            self.dataset = dataset
+            self._probe()
+            return
+        if host_weights is not None or ranks_per_host is not None or keep_blocks:
+            raise ValueError("host_weights, ranks_per_host and keep_blocks go with topology=")
         if isinstance(order, CXLSamplerBase):
             base = order
             if base._torch_seed:
@@ -519,6 +703,21 @@ class DistributedCXLSampler(CXLSamplerBase):
         self.base.seed, self.base.epoch = self.seed, self.epoch
         return self.base._create(world, rank, drop_last)
 
+    def host_of(self, i: int) -> tuple[int, int]:
+        """The hosts order: (host, index of the block in the host's share)
+        of id i this epoch."""
+        if not isinstance(self.base, HostsCXLSampler):
+            raise ValueError("host_of is for topology= (the hosts order)")
+        self.base.seed, self.base.epoch = self.seed, self.epoch
+        return self.base.host_of(i)
+
+    def host_reads(self, memory: Sequence[float]) -> dict:
+        """The hosts order: this rank's reads of its next pass counted as
+        local, peer and home (see HostsCXLSampler.host_reads)."""
+        if not isinstance(self.base, HostsCXLSampler):
+            raise ValueError("host_reads is for topology= (the hosts order)")
+        return self._core_sampler().host_reads([float(m) for m in memory])
+
     @property
     def num_samples(self) -> int:
         """Per-rank count of a whole epoch (torch's attribute)."""
@@ -529,6 +728,68 @@ class DistributedCXLSampler(CXLSamplerBase):
     def total_size(self) -> int:
         """num_samples x num_replicas (torch's attribute)."""
         return self.num_samples * self.num_replicas
+
+
+def _hosts_base(dataset: Any, seed: int, world: int, topology: Any,
+                host_weights: Optional[Sequence[Any]], ranks_per_host: Optional[int],
+                shard_size: Optional[int], window: Union[int, str, None],
+                memory_budget: Union[int, str, None], runs: Union[str, bool, int],
+                keep_blocks: bool = False) -> HostsCXLSampler:
+    """The HostsCXLSampler a DistributedCXLSampler(topology=...) splits."""
+    labels, caps = _host_layout(dataset, topology, world, ranks_per_host)
+    hosts: dict[Any, int] = {}
+    for lab in labels:
+        hosts.setdefault(lab, len(hosts))
+    rank_hosts = [hosts[lab] for lab in labels]
+    if host_weights is not None:
+        weights = list(host_weights)
+        if len(weights) != len(hosts):
+            raise ValueError(f"host_weights: {len(weights)} weights for {len(hosts)} hosts")
+    elif caps is not None:
+        weights = [0] * len(hosts)
+        for r, h in enumerate(rank_hosts):
+            if not weights[h]:
+                weights[h] = caps[r]   # the host's first rank's figure
+    else:
+        weights = [1] * len(hosts)
+    if window == "auto":
+        shard_size, window = auto_window(dataset, shard_size, memory_budget, runs)
+        block = _rank0_choice([shard_size, window], world)
+        shard_size, window = block[0], block[1]
+    elif isinstance(window, str):
+        raise ValueError(f"window={window!r}: a number of blocks or \"auto\"")
+    if not shard_size:
+        per = dataset.shards()["per_shard"] if hasattr(dataset, "shards") else 0
+        if not per:
+            raise ValueError("topology= needs shard_size (ids per block): the dataset's shards "
+                             "do not give one")
+        shard_size = per
+    return HostsCXLSampler(dataset, weights, rank_hosts, seed, shard_size=int(shard_size),
+                           window=None if window is None else int(window),
+                           num_replicas=world, keep_blocks=keep_blocks)
+
+
+class BalancedCXLSampler(DistributedCXLSampler):
+    """The hosts order weighted by measured per-host throughput: ``rates``
+    holds one figure per host (samples/s or bytes/s a host's memory serves,
+    in the order hosts first appear among the ranks), and each epoch deals
+    the blocks in proportion to it, so a host that serves faster holds and
+    serves more of them. Every rank still draws its equal share; state and
+    resume are those of every sampler here (a state restores only under the
+    same rates: they are part of the order's fingerprint)."""
+
+    def __init__(self, dataset: Any, rates: Sequence[Any], num_replicas: Optional[int] = None,
+                 rank: Optional[int] = None, seed: int = 0, drop_last: bool = False, *,
+                 topology: Any = "auto", ranks_per_host: Optional[int] = None,
+                 shard_size: Optional[int] = None, window: Union[int, str, None] = None,
+                 memory_budget: Union[int, str, None] = None,
+                 runs: Union[str, bool, int] = "auto", keep_blocks: bool = False) -> None:
+        self.rates = list(rates)
+        integer_host_weights(self.rates, "rates")
+        super().__init__(dataset, num_replicas, rank, True, seed, drop_last,
+                         topology=topology, host_weights=self.rates,
+                         ranks_per_host=ranks_per_host, shard_size=shard_size, window=window,
+                         memory_budget=memory_budget, runs=runs, keep_blocks=keep_blocks)
 
 
 # ---- blending -----------------------------------------------------------------
@@ -711,4 +972,5 @@ class CurriculumCXLSampler(CXLSamplerBase):
 
 
 __all__ = ["CXLSamplerBase", "RandomCXLSampler", "DistributedCXLSampler", "BlendedCXLSampler",
+           "BalancedCXLSampler", "HostsCXLSampler", "integer_host_weights", "host_capability",
            "BlendedCXLDataset", "CurriculumCXLSampler", "integer_weights", "write_difficulty"]

@@ -186,6 +186,9 @@ void order_epoch(cxlp_sampler *s)
     case CXLP_ORDER_BLEND:
         s->blend->cur_m = UINT64_MAX;
         break;
+    case CXLP_ORDER_HOSTS:
+        hosts_epoch(s);
+        break;
     default:
         break;
     }
@@ -205,6 +208,8 @@ uint64_t order_at(const cxlp_sampler *s, uint64_t p)
         return blend_at(s, p);
     case CXLP_ORDER_CURRICULUM:
         return curriculum_at(s, p);
+    case CXLP_ORDER_HOSTS:
+        return hosts_at(s, p);
     default:
         return p;
     }

@@ -29,6 +29,11 @@ enum {
     TAG_SOURCE = 4,          /* BLEND: one source's permutation, one pass */
     TAG_RELEASED = 5,        /* CURRICULUM: the order within R released */
 };
+/* HOSTS uses TAG_SHARDS for its block permutation (keep: epoch 0, extra
+ * 1, whatever the epoch), TAG_WINDOW for a host's window w, extra =
+ * w ^ (h << 44) (host 0's windows are BLOCK's), and with keep TAG_HOST_SLOTS
+ * for the per-epoch order of host h's slots (extra h). */
+#define TAG_HOST_SLOTS 6
 
 #define RAMP_MAX 64          /* ramp windows at most (W = 2^40 takes 120: capped) */
 struct block {
@@ -89,6 +94,35 @@ struct curriculum {
     uint64_t total;
 };
 
+/* HOSTS (hosts.c): host h's window of next()'s cache */
+struct hwin {
+    uint64_t w;              /* UINT64_MAX: none */
+    uint64_t start, count;
+    struct feistel perm;
+};
+
+struct hosts {
+    uint32_t H;
+    uint64_t *wt;            /* H weights, reduced by their gcd */
+    uint64_t *B;             /* H+1: host h's segment is permutation slots [B[h], B[h+1]) */
+    uint64_t *k;             /* H: ranks per host */
+    uint64_t *below;         /* H: ranks of host g below this rank */
+    int keep;                /* the deal is keyed by the seed alone */
+    struct feistel *tau;     /* keep: H per-epoch orders of a segment's slots */
+    uint64_t ql;             /* stream slot of the short block in host hq's segment */
+    uint32_t host;           /* this rank's host */
+    uint64_t local;          /* this rank's index among its host's ranks */
+    /* per epoch */
+    uint32_t hq;             /* host whose segment holds the short block */
+    uint64_t *N;             /* H: samples in host h's segment */
+    uint64_t *P;             /* H+1: prefix sums of N */
+    /* next()'s scratch and caches */
+    uint64_t *lo, *hi;       /* H each: stream counts before the round, after it */
+    uint64_t cur_u;          /* unrolled position cur_lh is for; UINT64_MAX: none */
+    uint64_t cur_lh;         /* this rank's host's stream count before cur_u */
+    struct hwin *win;        /* H */
+};
+
 struct cxlp_sampler {
     struct obj obj;
     int kind;
@@ -104,6 +138,7 @@ struct cxlp_sampler {
     struct window win;       /* BLOCK: next()'s cached window */
     struct blend *blend;
     struct curriculum *cur;
+    struct hosts *hosts;
 };
 
 /* sampler.c: fingerprint of kind, n, L, block geometry and extra */
@@ -134,5 +169,14 @@ int curriculum_init(cxlp_sampler *s, const struct cxlp_curriculum *cur);
 void curriculum_free(struct curriculum *c);
 uint64_t curriculum_at(const cxlp_sampler *s, uint64_t p);
 uint64_t curriculum_released(const cxlp_sampler *s, uint64_t p);
+
+/* hosts.c */
+int hosts_init(cxlp_sampler *s, const struct cxlp_hosts *h);
+void hosts_free(struct hosts *h);
+void hosts_epoch(cxlp_sampler *s);
+uint64_t hosts_fingerprint(const struct hosts *x);
+uint64_t hosts_at(const cxlp_sampler *s, uint64_t p);          /* the epoch order */
+uint64_t hosts_rank_at(const cxlp_sampler *s, uint64_t j);     /* the rank view */
+void hosts_next(cxlp_sampler *s, uint64_t j, uint64_t *out, size_t cnt);
 
 #endif

@@ -18,18 +18,18 @@
 #include "sample/sample.h"
 
 static const char *const order_names[] = {"sequential", "random", "block", "blend",
-                                          "curriculum"};
+                                          "curriculum", "hosts"};
 
 const char *cxlp_order_name(int kind)
 {
-    if (kind < 0 || kind > CXLP_ORDER_CURRICULUM)
+    if (kind < 0 || kind > CXLP_ORDER_HOSTS)
         return "?";
     return order_names[kind];
 }
 
 int cxlp_order_parse(const char *name)
 {
-    for (int i = 0; name && i <= CXLP_ORDER_CURRICULUM; i++)
+    for (int i = 0; name && i <= CXLP_ORDER_HOSTS; i++)
         if (strcmp(name, order_names[i]) == 0)
             return i;
     return -1;
@@ -89,7 +89,8 @@ int cxlp_sampler_create(const struct cxlp_sampler_config *cfg, cxlp_sampler **ou
 {
     if (cfg && cfg->kind != CXLP_ORDER_SEQUENTIAL && cfg->kind != CXLP_ORDER_RANDOM &&
         cfg->kind != CXLP_ORDER_BLOCK) {
-        if (cfg->kind == CXLP_ORDER_BLEND || cfg->kind == CXLP_ORDER_CURRICULUM)
+        if (cfg->kind == CXLP_ORDER_BLEND || cfg->kind == CXLP_ORDER_CURRICULUM ||
+            cfg->kind == CXLP_ORDER_HOSTS)
             return seterr(NULL, CXLP_EARG, "sampler: cfg.kind %s needs "
                           "cxlp_sampler_create_%s", cxlp_order_name(cfg->kind),
                           cxlp_order_name(cfg->kind));
@@ -149,6 +150,31 @@ int cxlp_sampler_create_curriculum(const struct cxlp_sampler_config *cfg,
         cxlp_sampler_free(s);
         return rc;
     }
+    order_epoch(s);
+    *out = s;
+    return 0;
+}
+
+int cxlp_sampler_create_hosts(const struct cxlp_sampler_config *cfg,
+                              const struct cxlp_hosts *hosts, cxlp_sampler **out)
+{
+    if (cfg && cfg->shard_size == 0)
+        return seterr(NULL, CXLP_EARG, "sampler: cfg.shard_size must be >= 1 for the hosts "
+                      "order");
+    if (cfg && cfg->window == 0)
+        return seterr(NULL, CXLP_EARG, "sampler: cfg.window must be >= 1 for the hosts order");
+    if (cfg && cfg->ramp)
+        return seterr(NULL, CXLP_EARG, "sampler: cfg.ramp is not supported by the hosts order");
+    cxlp_sampler *s = NULL;
+    int rc = sampler_new(cfg, CXLP_ORDER_HOSTS, &s);
+    if (rc)
+        return rc;
+    if ((rc = order_init_block(s, cfg->shard_size, cfg->window, 0)) ||
+        (rc = hosts_init(s, hosts))) {
+        cxlp_sampler_free(s);
+        return rc;
+    }
+    sampler_fingerprint(s, hosts_fingerprint(s->hosts));
     order_epoch(s);
     *out = s;
     return 0;
@@ -226,6 +252,9 @@ size_t cxlp_sampler_next(cxlp_sampler *s, uint64_t *out, size_t max)
         for (size_t i = 0; i < cnt; i++)
             out[i] = curriculum_at(s, rank_pos(s, j + i));
         break;
+    case CXLP_ORDER_HOSTS:
+        hosts_next(s, j, out, cnt);
+        break;
     default:
         for (size_t i = 0; i < cnt; i++)
             out[i] = rank_pos(s, j + i);
@@ -243,7 +272,7 @@ int cxlp_sampler_at(const cxlp_sampler *s, uint64_t j, uint64_t *id)
     if (j >= len)
         return seterr(NULL, CXLP_ERANGE, "sampler_at: j %" PRIu64 " >= per-rank len %"
                       PRIu64, j, len);
-    *id = order_at(s, rank_pos(s, j));
+    *id = s->kind == CXLP_ORDER_HOSTS ? hosts_rank_at(s, j) : order_at(s, rank_pos(s, j));
     return 0;
 }
 
@@ -312,5 +341,6 @@ void cxlp_sampler_free(cxlp_sampler *s)
         return;
     blend_free(s->blend);
     curriculum_free(s->cur);
+    hosts_free(s->hosts);
     free(s);
 }

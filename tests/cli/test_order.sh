@@ -62,6 +62,31 @@ expect 2 "quality" "$CXLPOOL" order --n 1000000000 --quality
 [ -s "$T/out" ] && fail "output on a usage error: $(cat "$T/out")" || ok
 expect 4 "nosuch" "$CXLPOOL" order "$P" nosuch
 expect 4 "" "$CXLPOOL" order "clitest.absent.$$" d
+# The hosts order: ranks disjoint, each id once, equal counts; --stats
+# over a dataset, JSON whole; its usage errors name the option.
+for r in 0 1 2 3; do "$CXLPOOL" order --n 1000 --kind hosts --shard-size 10 --weights 1,3 \
+  --ranks-per-host 1,3 --rank $r --first 1000 --json; done >"$T/hosts.json"
+python3 - "$T/hosts.json" <<'PY' && ok || fail "hosts split"
+import json, sys
+rs = [json.loads(l) for l in open(sys.argv[1])]
+ids = [i for r in rs for i in r["first"]]
+assert [len(r["first"]) for r in rs] == [250] * 4 and sorted(ids) == list(range(1000))
+assert len({r["fingerprint"] for r in rs}) == 1 and rs[0]["kind"] == "hosts"
+PY
+expect 0 "" "$CXLPOOL" order "$P" d --stats --shard-size 10 --hosts 2 --memory 0.3 --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); s=d["stats"]; e=s["epochs"]; assert d["n"]==100 and len(e)==2 and [h["capacity_blocks"] for h in s["hosts"]]==[3,3] and all(abs(x["local"]+x["peer"]+x["home"]-1)<1e-9 and x["home"]>0.3 for x in e), d' "$T/out" && ok || fail "stats: $(cat "$T/out")"
+# quality: with every block of a host in its window the interleaved
+# streams pass as a uniform shuffle; a window of one block does not (a
+# batch of 256 spans at most two blocks of each of the 3 hosts here)
+expect 0 "" "$CXLPOOL" order --n 100000 --stats --shard-size 100 --hosts 3 --memory 0.4 --ranks-per-host 2,1,1 --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); q=d["quality"]; e=d["stats"]["epochs"]; assert q["uniform"] and q["shards_per_batch"]>0.95*q["expected_shards_per_batch"] and abs(e[0]["local"]-0.834)<1e-9 and abs(e[1]["staged_peer"]-0.672)<1e-9, d' "$T/out" && ok || fail "hosts quality: $(cat "$T/out")"
+expect 0 "" "$CXLPOOL" order --n 100000 --stats --shard-size 100 --hosts 3 --window 1 --json
+python3 -c 'import json,sys; q=json.load(open(sys.argv[1]))["quality"]; assert not q["uniform"] and q["shards_per_batch"]<=6, q' "$T/out" && ok || fail "hosts window 1 quality: $(cat "$T/out")"
+expect 2 "--ranks-per-host: 3 values for 2 hosts" "$CXLPOOL" order --n 100 --stats --shard-size 5 --hosts 2 --ranks-per-host 1,2,3
+expect 2 "--memory" "$CXLPOOL" order --n 100 --stats --shard-size 5 --memory -1
+expect 2 "--kind hosts" "$CXLPOOL" order --n 100 --keep-blocks
+expect 2 "hosts.weight" "$CXLPOOL" order --n 100 --stats --shard-size 5 --weights 0,0
+expect 2 "--hosts" "$CXLPOOL" order --n 100 --stats --shard-size 5 --hosts 5000
 # Huge N: the first ids come at once (O(1) memory).
 expect 0 "" "$CXLPOOL" order --n 9223372036854775808 --first 3 --json
 is_json "$T/out"
