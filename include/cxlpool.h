@@ -129,9 +129,11 @@ enum cxlp_media_kind {
     CXLP_MEDIA_NUMA = 2,
     CXLP_MEDIA_DEVDAX = 3,
     CXLP_MEDIA_PCI = 4,
+    CXLP_MEDIA_UCX = 5,      /* a remote tier: other hosts' pools, read over UCX
+                                (docs/remote.md); no media of this host */
 };
 
-/* "shm", "file", "numa", "devdax", "pci"; "?" for an unknown value. */
+/* "shm", "file", "numa", "devdax", "pci", "ucx"; "?" for an unknown value. */
 CXLP_API const char *cxlp_media_name(int kind);
 
 /* What a tier of a pool is (docs/tiers.md). Memory tiers (DRAM, CXL) are

@@ -28,6 +28,7 @@
 #include "pool/loc.h"
 #include "pool/pool_format.h"
 #include "store/fetch.h"
+#include "store/remote_tier.h"
 #include "store/store.h"
 
 #define WAIT_LIMIT_NS (UINT64_C(300) * 1000000000u)
@@ -80,9 +81,15 @@ int store_tier_reader(const cxlp_store *s, uint64_t k, uint32_t u, struct store_
 {
     char err[ERRMSG_MAX];
     int rc;
-    if (!io->r[u] && (rc = media_reader_open(&io->r[u], attach_tier(s->a, u)->path, err,
-                                             sizeof err)))
+    if (!io->r[u] && (attach_tier(s->a, u)->flags & TIER_REMOTE))
+        rc = store_remote_reader(s, u, &io->r[u]);
+    else if (!io->r[u] && (rc = media_reader_open(&io->r[u], attach_tier(s->a, u)->path, err,
+                                                  sizeof err)))
         return seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
+    else
+        rc = 0;
+    if (rc)
+        return rc;
     *r = io->r[u];
     return 0;
 }
@@ -106,7 +113,7 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
             rc = 0;
             break;
         }
-        if (u == attach_home(a)) {
+        if (u == store_home(s)) {
             /* the home copy is never dropped while the dataset is listed
              * (the store's generation pin covers a remove): the location
              * pin is not needed for this read, and held through the I/O it
@@ -120,9 +127,13 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
         int direct = 0;
         rc = media_read(r, off, len, dst, &direct);
         if (rc) {
+            char why[ERRMSG_MAX];
+            /* a remote tier's reader said which peer and shard, and why */
+            strlcpy0(why, at->flags & TIER_REMOTE ? cxlp_errmsg(NULL) : cxlp_strerror(rc),
+                     sizeof why);
             rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": reading %" PRIu64 " bytes at "
-                        "%#" PRIx64 " of tier %u (%s, %s): %s", s->name, k, len, off, u,
-                        cxlp_tier_name(at->kind), at->path, cxlp_strerror(rc));
+                        "%#" PRIx64 " of tier %u (%s): %s", s->name, k, len, off, u,
+                        cxlp_tier_name(at->kind), why);
             break;
         }
         if (st && direct)
@@ -710,8 +721,8 @@ int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store
     uint32_t ver = at_load_acquire(&s->version); /* 0 until a shard settled it */
     if (!s->tiered || (ver && ver < SHARD_VERSION_V3) || at_load_relaxed(&s->no_bsums))
         return 1;
-    struct parts P = {.s = s, .u = attach_home(a), .n = n};
-    if (!(attach_tier(a, P.u)->flags & TIER_STAGED))
+    struct parts P = {.s = s, .u = store_home(s), .n = n};
+    if (P.u >= attach_n_tiers(a) || !(attach_tier(a, P.u)->flags & TIER_STAGED))
         return 1;
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {

@@ -51,6 +51,8 @@ struct cxlp_store {
                                * from the home copy, every block verified */
     const uint64_t *states;   /* shard k's words at states[k * stride] */
     uint32_t stride;
+    int remote;               /* the remote tier holding a mirrored dataset
+                               * (store/remote_tier.c), its home; -1 none */
     uint32_t n_mem;           /* memory tiers (read in place), fastest first */
     uint32_t mem[POOL_MAX_TIERS];
     uint8_t *ready;           /* per shard, atomic: shards[k] is valid */

@@ -58,6 +58,7 @@
 #include "common/atomic.h"
 #include "pool/loc.h"
 #include "pool/pool_format.h"
+#include "store/remote_tier.h"
 #include "store/unit.h"
 
 /* Units are for shards larger than 1/UNIT_WHOLE of the budget: below, the
@@ -517,7 +518,7 @@ static int src_open(cxlp_store *s, uint64_t k, uint32_t not_tier, struct store_i
     /* the home copy stays while the store's generation pin holds the
      * dataset: no epoch pin across the I/O (it would hold back frees) */
     attach_unpin_epoch(s->a, x->pin);
-    x->tier = attach_home(s->a);
+    x->tier = store_home(s);
     x->word = store_word(s, k, x->tier);
     x->off = loc_off(x->word);
     if (x->tier >= attach_n_tiers(s->a) || !loc_present(x->word))
