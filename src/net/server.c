@@ -796,6 +796,12 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
     int efd = -1;
     if (rc)
         goto out_pool;
+    /* a server started again after a crash listens on its port at once,
+     * not after its old connections' TIME_WAIT, so clients reconnect to it
+     * (docs/remote.md); a value in the environment wins. The tcp
+     * connection manager reads it from the environment only (ucp_config_*
+     * does not know it) */
+    (void)setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     if ((st = ucp_config_read(NULL, NULL, &cfg)) != UCS_OK) {
         rc = ucx_fail("ucp_config_read", st);
         goto out_pool;
