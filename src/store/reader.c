@@ -83,12 +83,14 @@ static void store_free(cxlp_store *s)
         store_io_close(s->home_io);
         free(s->home_io);
     }
+    store_remote_free(s);
     free(s->heads);
     free(s->sums);
     if (s->mu_init) {
         pthread_mutex_destroy(&s->mu);
         pthread_mutex_destroy(&s->home_mu);
         pthread_mutex_destroy(&s->heads_mu);
+        pthread_mutex_destroy(&s->rt_mu);
     }
     if (s->units)
         free(s->units->ufirst);
@@ -350,6 +352,7 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->home_mu, NULL);
     pthread_mutex_init(&s->heads_mu, NULL);
+    pthread_mutex_init(&s->rt_mu, NULL);
     s->mu_init = 1;
     s->name = s->ds.info.name;
     s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';

@@ -127,6 +127,16 @@ struct rt_ext {
     uint64_t base, k;
 };
 
+/* A connection a reader gave back: the next reader of the store takes it. */
+struct rt_idle {
+    cxlp_remote *r;
+    uint32_t tier;
+    int peer;
+    uint64_t ver;
+    struct rt_idle *next;
+};
+#define RT_IDLE_MAX 8
+
 struct rtier {
     const cxlp_store *s;
     uint32_t tier;
@@ -186,12 +196,23 @@ static int rt_connect(struct rtier *x, int i, uint32_t ms)
     return 0;
 }
 
-/* Bytes [off, off + len) of shard k from a peer, failing over. */
+/* Appends "; what" (or what) to buf. */
+static void say_more(char *buf, size_t cap, const char *what)
+{
+    size_t n = strlen(buf);
+    if (n + 3 < cap)
+        snprintf(buf + n, cap - n, "%s%s", n ? "; " : "", what);
+}
+
+/* Bytes [off, off + len) of shard k from a peer, failing over: the peer in
+ * use, then the others, then the first again on a new connection, while
+ * the timeout has time left. The error is the first try's (the peer in
+ * use), its message lists each try's. */
 static int rt_read(struct rtier *x, uint64_t k, uint64_t off, uint64_t len, void *dst)
 {
     const uint64_t t0 = now_ms();
-    char first[ERRMSG_MAX] = "";
-    int first_rc = 0;
+    char msgs[ERRMSG_MAX] = "";
+    int first = 0;
     const int tries = x->n_peers + 1;
     for (int a = 0; a < tries; a++) {
         uint64_t spent = now_ms() - t0;
@@ -203,26 +224,22 @@ static int rt_read(struct rtier *x, uint64_t k, uint64_t off, uint64_t len, void
             rc = rt_connect(x, i, (uint32_t)(x->timeout_ms - spent));
             if (rc) {
                 x->peer = i;
-                if (!first_rc) {
-                    first_rc = rc;
-                    strlcpy0(first, cxlp_errmsg(NULL), sizeof first);
-                }
+                first = first ? first : rc;
+                say_more(msgs, sizeof msgs, cxlp_errmsg(NULL));
                 continue;
             }
         }
         rc = remote_read_at(x->r, x->s->name, x->ver, k, off, len, dst);
         if (!rc)
             return 0;
-        if (!first_rc) {
-            first_rc = rc;
-            strlcpy0(first, cxlp_errmsg(x->r), sizeof first);
-        }
+        first = first ? first : rc;
+        say_more(msgs, sizeof msgs, cxlp_errmsg(x->r));
         cxlp_remote_close(x->r);
         x->r = NULL;
         if (rc == CXLP_ERANGE || rc == CXLP_EARG)
             break; /* the request, not the peer */
     }
-    return seterr(NULL, first_rc, "%s", first);
+    return seterr(NULL, first, "%s", msgs);
 }
 
 static int rt_readv(void *ctx, const struct media_read_range *v, size_t n)
@@ -262,9 +279,35 @@ static int rt_readv(void *ctx, const struct media_read_range *v, size_t n)
 static void rt_close(void *ctx)
 {
     struct rtier *x = ctx;
+    cxlp_store *s = (cxlp_store *)(uintptr_t)x->s; /* its rt_mu, rt_idle */
+    struct rt_idle *e = x->r ? malloc(sizeof *e) : NULL;
+    pthread_mutex_lock(&s->rt_mu);
+    if (x->r)
+        s->rt_peer = x->peer;
+    int n = 0;
+    for (struct rt_idle *i = s->rt_idle; i; i = i->next)
+        n++;
+    if (e && n < RT_IDLE_MAX) {
+        *e = (struct rt_idle){x->r, x->tier, x->peer, x->ver, s->rt_idle};
+        s->rt_idle = e;
+        x->r = NULL;
+        e = NULL;
+    }
+    pthread_mutex_unlock(&s->rt_mu);
+    free(e);
     cxlp_remote_close(x->r);
     free(x->ext);
     free(x);
+}
+
+void store_remote_free(cxlp_store *s)
+{
+    while (s->rt_idle) {
+        struct rt_idle *e = s->rt_idle;
+        s->rt_idle = e->next;
+        cxlp_remote_close(e->r);
+        free(e);
+    }
 }
 
 static const struct media_reader_ops rt_ops = {rt_readv, rt_close};
@@ -288,6 +331,22 @@ int store_remote_reader(const cxlp_store *s, uint32_t u, struct media_reader **o
         x->ext[x->n++] = (struct rt_ext){loc_off(w), k};
     }
     qsort(x->ext, x->n, sizeof *x->ext, ext_cmp);
+    /* a connection another reader of the store gave back, else the peer
+     * that answered last */
+    cxlp_store *ms = (cxlp_store *)(uintptr_t)s;
+    pthread_mutex_lock(&ms->rt_mu);
+    x->peer = ms->rt_peer < x->n_peers ? ms->rt_peer : 0;
+    for (struct rt_idle **pp = &ms->rt_idle; *pp; pp = &(*pp)->next)
+        if ((*pp)->tier == u) {
+            struct rt_idle *e = *pp;
+            *pp = e->next;
+            x->r = e->r;
+            x->peer = e->peer;
+            x->ver = e->ver;
+            free(e);
+            break;
+        }
+    pthread_mutex_unlock(&ms->rt_mu);
     int rc = media_reader_custom(out, &rt_ops, x);
     if (rc) {
         rt_close(x);

@@ -21,5 +21,8 @@ uint32_t store_home(const cxlp_store *s);
  * shards read from a peer that holds the same shard table. 0 or an error
  * with its message. */
 int store_remote_reader(const cxlp_store *s, uint32_t u, struct media_reader **out);
+/* Closes the store's idle connections (store_free, once no reader is
+ * open). */
+void store_remote_free(cxlp_store *s);
 
 #endif

@@ -439,6 +439,22 @@ int main(void)
     CHECK_OK(rc);
     CHECK(rec_ok(rec, len, 1, seed, nf - 1));
     printf("a server back on port %d: read again\n", p2);
+
+    /* a server that stops answering (SIGSTOP): a read of a shard not in
+     * memory fails with -ETIMEDOUT once the reader's timeout is spent */
+    CHECK(kill(spare.pid, SIGSTOP) == 0);
+    CHECK_OK(cxlp_store_locate(sf, 0, &loc));
+    CHECK(!(loc.tiers & 1));
+    snprintf(want, sizeof want, "shard %llu", (unsigned long long)loc.shard);
+    t0 = ms_now();
+    rc = cxlp_store_read_copy(sf, 0, rec, sizeof rec, &len);
+    took = ms_now() - t0;
+    snprintf(msg, sizeof msg, "%s", cxlp_errmsg(NULL));
+    printf("server stopped: %s (%d) after %llu ms\n", msg, rc, (unsigned long long)took);
+    CHECK_RC(rc, -ETIMEDOUT);
+    CHECK(strstr(msg, "127.0.0.1:") && strstr(msg, want) && strstr(msg, "no reply in"));
+    CHECK(took < 15000); /* no hang */
+    CHECK(kill(spare.pid, SIGCONT) == 0);
     kill(spare.pid, SIGTERM);
     int st;
     CHECK(waitpid(spare.pid, &st, 0) == spare.pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
