@@ -288,6 +288,10 @@ static int names(const char *msg, const char *what)
 int cli_report_error(int rc, const void *handle, const char *what)
 {
     const char *msg = cxlp_errmsg(handle);
+    /* a store's reads say what failed in the thread's message (a store is
+     * shared by threads): a handle with none of its own gives way to it */
+    if (handle && (!msg || !*msg))
+        msg = cxlp_errmsg(NULL);
     if (!msg || !*msg || !strcmp(msg, what))
         fprintf(stderr, "cxlpool: %s: %s [%s: %s]\n", cli_cmd_name, what, cli_rc_name(rc),
                 cxlp_strerror(rc));

@@ -82,8 +82,8 @@ unchanged "$P" "$T/before" "a failed ingest"
 pool_name Q badtiers
 # a remote tier is a list of ucx:// urls; a build without UCX refuses it
 REMOTE_BAD="ucx://"
-"$CXLPOOL" remote-cat "ucx://127.0.0.1:1/x" x --timeout 2s 2>&1 | grep -q "no UCX" &&
-  REMOTE_BAD="no UCX"
+"$CXLPOOL" remote-cat "ucx://127.0.0.1:1/x" x --timeout 2s >/dev/null 2>"$T/ucx" </dev/null
+grep -q "no UCX" "$T/ucx" && REMOTE_BAD="no UCX"
 for spec in "nvme=file:$T/x.tier:64M dram=shm:8M|fastest first" \
             "dram=shm:8M nvme=file:$T/x.tier:900P|free on its filesystem" \
             "cxl=numa:999:8M|999" "cxl=devdax:/dev/dax99.1|dax99.1" \
