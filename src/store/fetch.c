@@ -75,6 +75,14 @@ int store_word_in_tier(const cxlp_store *s, uint64_t k, uint32_t u, uint64_t off
     return 0;
 }
 
+const char *store_read_why(const cxlp_store *s, uint32_t u, int rc, char *buf, size_t cap)
+{
+    if (u >= attach_n_tiers(s->a) || !(attach_tier(s->a, u)->flags & TIER_REMOTE))
+        return cxlp_strerror(rc);
+    strlcpy0(buf, cxlp_errmsg(NULL), cap);
+    return buf;
+}
+
 /* io's reader of staged tier u, opened on first use. */
 int store_tier_reader(const cxlp_store *s, uint64_t k, uint32_t u, struct store_io *io,
                       struct media_reader **r)
@@ -128,12 +136,9 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
         rc = media_read(r, off, len, dst, &direct);
         if (rc) {
             char why[ERRMSG_MAX];
-            /* a remote tier's reader said which peer and shard, and why */
-            strlcpy0(why, at->flags & TIER_REMOTE ? cxlp_errmsg(NULL) : cxlp_strerror(rc),
-                     sizeof why);
             rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": reading %" PRIu64 " bytes at "
                         "%#" PRIx64 " of tier %u (%s): %s", s->name, k, len, off, u,
-                        cxlp_tier_name(at->kind), why);
+                        cxlp_tier_name(at->kind), store_read_why(s, u, rc, why, sizeof why));
             break;
         }
         if (st && direct)
@@ -536,10 +541,11 @@ static int read_ranges(struct parts *P, const char *what)
     size_t nv = P->nv;
     P->nv = 0;
     if (rc) {
-        char who[64];
+        char who[64], why[ERRMSG_MAX];
         return seterr(NULL, rc, "dataset %s %s: partial read of %zu ranges (%s) from tier %u "
                       "(%s): %s", P->s->name, parts_named(P, who, sizeof who), nv, what, P->u,
-                      attach_tier(P->s->a, P->u)->path, cxlp_strerror(rc));
+                      attach_tier(P->s->a, P->u)->path,
+                      store_read_why(P->s, P->u, rc, why, sizeof why));
     }
     return 0;
 }

@@ -290,6 +290,8 @@ int main(void)
     CHECK_OK(rec_ingest(a, "fixed", 1, seed, 3 * MiB, SHARD, &nf, NULL));
     CHECK_OK(rec_ingest(a, "var", 0, seed, 2 * MiB, SHARD, &nv, NULL));
     CHECK_OK(mv_write(a, "mv", 2000, seed, 16u << 10));
+    uint64_t ns;
+    CHECK_OK(rec_ingest(a, "stale", 1, seed, 512 * 1024, SHARD, &ns, NULL));
     int p1, p2;
     fflush(stdout);
     pid_t s1 = ru_serve(A, tok, logp, &p1), s2 = ru_serve(A, tok, logp, &p2);
@@ -305,7 +307,7 @@ int main(void)
     size_t na, nb;
     CHECK_OK(cxlp_pool_list(a, la, 8, &na));
     CHECK_OK(cxlp_pool_list(b, NULL, 0, &nb));
-    CHECK(nb == na && nb == 3);
+    CHECK(nb == na && nb == 4);
     CHECK_OK(cxlp_pool_list(b, lb, 8, &nb));
     for (size_t i = 0; i < na; i++) {
         const struct cxlp_dataset_info *x = find(lb, nb, la[i].name);
@@ -348,6 +350,34 @@ int main(void)
         }
     }
     CHECK_OK(cxlp_pool_open(B, NULL, &b));
+    CHECK_OK(cxlp_pool_verify(b, NULL, NULL));
+
+    /* A replaces "stale": B's mirror of the old one reads nothing from the
+     * peer (its shard table differs) until it is removed; then the new one
+     * is mirrored */
+    CHECK_OK(cxlp_pool_remove(a, "stale"));
+    uint64_t ns2;
+    CHECK_OK(rec_ingest(a, "stale", 1, seed + 1, 768 * 1024, SHARD, &ns2, NULL));
+    {
+        cxlp_store *st;
+        CHECK_OK(cxlp_store_open(b, "stale", &st));
+        uint8_t r1[REC_FIXED_SIZE];
+        uint64_t l1;
+        CHECK_RC(cxlp_store_read_copy(st, 0, r1, sizeof r1, &l1), CXLP_ENOTFOUND);
+        CHECK(strstr(cxlp_errmsg(NULL), "not the one this pool mirrored"));
+        printf("a dataset the peer replaced: %s\n", cxlp_errmsg(NULL));
+        CHECK_OK(cxlp_store_close(st));
+        CHECK_OK(cxlp_pool_remove(b, "stale"));
+        CHECK_OK(cxlp_store_open(b, "stale", &st));
+        CHECK(cxlp_store_count(st) == ns2);
+        for (uint64_t i = 0; i < ns2; i++) {
+            CHECK_OK(cxlp_store_read_copy(st, i, r1, sizeof r1, &l1));
+            CHECK(rec_ok(r1, l1, 1, seed + 1, i));
+        }
+        CHECK_OK(cxlp_store_close(st));
+        printf("removed and mirrored again: %llu records of the new one\n",
+               (unsigned long long)ns2);
+    }
     CHECK_OK(cxlp_pool_verify(b, NULL, NULL));
     CHECK_OK(cxlp_pool_close(b));
 
