@@ -110,6 +110,11 @@ int store_remote_of(const cxlp_store *s)
 {
     if (!s->tiered || !s->n_shards)
         return -1;
+    /* a dataset of this pool's own that a peer holds too has its home
+     * here: not a mirror */
+    uint32_t home = attach_home(s->a);
+    if (home != POOL_NO_HOME && loc_present(store_word(s, 0, home)))
+        return -1;
     for (uint32_t t = 0; t < attach_n_tiers(s->a); t++)
         if ((attach_tier(s->a, t)->flags & TIER_REMOTE) && loc_present(store_word(s, 0, t)))
             return (int)t;
@@ -471,6 +476,54 @@ out:
     return rc;
 }
 
+/* Dataset name of this pool (its home here) held by peer r too, with the
+ * same shard table: every shard gets a word in remote tier t, so that
+ * read_source may take it from the peer when that is cheaper, or when the
+ * home fails. Nothing when the tables differ, when it has those words
+ * already, or when it is a mirror. 0 or an error. */
+static int attach_holder(cxlp_pool *wp, uint32_t t, cxlp_remote *r, const char *name)
+{
+    cxlp_store *s;
+    int rc = cxlp_store_open(wp, name, &s);
+    if (rc)
+        return rc;
+    uint32_t home = attach_home(s->a);
+    if (!s->tiered || !s->n_shards || s->remote >= 0 || home == POOL_NO_HOME ||
+        !loc_present(store_word(s, 0, home)) || loc_present(store_word(s, 0, t))) {
+        cxlp_store_close(s);
+        return 0;
+    }
+    uint64_t n = 0, ver = 0;
+    struct cxlp_remote_shard *tab = calloc(s->n_shards, sizeof *tab);
+    rc = tab ? cxlp_remote_shards(r, name, tab, s->n_shards, &n, &ver) : -ENOMEM;
+    int same = !rc && n == s->n_shards;
+    for (uint64_t k = 0; same && k < n; k++) {
+        const struct pool_shard *l = &s->loc[k];
+        same = tab[k].first_record == s->first[k] && tab[k].n_records == l->n_records &&
+               tab[k].bytes == l->len && tab[k].data_len == l->data_len &&
+               tab[k].checksum == l->checksum;
+    }
+    free(tab);
+    rc = 0;
+    for (uint64_t k = 0; same && k < s->n_shards && !rc; k++) {
+        struct pool_extent e;
+        rc = pool_copy_reserve(wp, s->ds.states_off, k, t, 0, &e);
+        if (rc == CXLP_EEXIST) {
+            rc = 0;
+            continue;
+        }
+        if (!rc)
+            rc = pool_copy_place(wp, s->ds.states_off, k, t, e, 0, 0, NULL);
+        if (rc == CXLP_EEXIST)
+            rc = 0;
+    }
+    if (rc)
+        rc = seterr(NULL, rc, "dataset %s: naming %s as a holder of its shards: %s", name,
+                    remote_url(r), cxlp_errmsg(wp));
+    cxlp_store_close(s);
+    return rc;
+}
+
 /* 1 when this pool's catalog lists name. */
 static int listed_here(cxlp_pool *p, const char *name)
 {
@@ -529,8 +582,12 @@ int pool_remote_mirror(cxlp_pool *p, const char *name)
                 if (name && strcmp(infos[j].name, name))
                     continue;
                 if (listed_here(wp, infos[j].name)) {
+                    /* a dataset of this pool, or mirrored already; one of
+                     * its own that the peer holds too gains a holder */
+                    if (!name)
+                        (void)attach_holder(wp, t, r, infos[j].name);
                     found = name != NULL;
-                    continue; /* a dataset of this pool, or mirrored already */
+                    continue;
                 }
                 int r2 = mirror_one(wp, t, r, &infos[j]);
                 if (r2 == 0 || r2 == CXLP_EEXIST) {

@@ -57,6 +57,10 @@ struct cxlp_store {
     struct rt_idle *rt_idle;  /* its idle connections to peers, under rt_mu:
                                * a reader takes one and gives it back */
     int rt_peer;              /* the peer that answered last (under rt_mu) */
+    uint64_t tier_bw[POOL_MAX_TIERS]; /* bytes/s its reads of each staged
+                               * tier moved (fetch.c: a moving average) */
+    uint64_t tier_down[POOL_MAX_TIERS]; /* monotonic ns until which a staged
+                               * tier whose read failed is tried last */
     pthread_mutex_t rt_mu;
     uint32_t n_mem;           /* memory tiers (read in place), fastest first */
     uint32_t mem[POOL_MAX_TIERS];

@@ -231,12 +231,10 @@ static uint64_t epoch(const char *spec, const char *name, int fixed, int policy,
     return got;
 }
 
-/* Flips one byte inside record i of a fixed dataset in the shm object of
- * pool a (found by its bytes: records.h records are unique). */
-static void flip_record(const char *pool, uint64_t seed, uint64_t i)
+/* Flips one byte inside record i of a fixed dataset in the object at path
+ * (found by its bytes: records.h records are unique). */
+static void flip_at(const char *path, uint64_t seed, uint64_t i)
 {
-    char path[256];
-    snprintf(path, sizeof path, "/dev/shm/cxlp.%s", pool);
     int fd = open(path, O_RDWR);
     CHECK(fd >= 0);
     off_t size = lseek(fd, 0, SEEK_END);
@@ -249,6 +247,14 @@ static void flip_record(const char *pool, uint64_t seed, uint64_t i)
     at[100] ^= 0x40;
     munmap(m, (size_t)size);
     close(fd);
+}
+
+/* The same in the shm object of pool. */
+static void flip_record(const char *pool, uint64_t seed, uint64_t i)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/dev/shm/cxlp.%s", pool);
+    flip_at(path, seed, i);
 }
 
 static void no_ucx(void)
@@ -290,8 +296,9 @@ int main(void)
     CHECK_OK(rec_ingest(a, "fixed", 1, seed, 3 * MiB, SHARD, &nf, NULL));
     CHECK_OK(rec_ingest(a, "var", 0, seed, 2 * MiB, SHARD, &nv, NULL));
     CHECK_OK(mv_write(a, "mv", 2000, seed, 16u << 10));
-    uint64_t ns;
+    uint64_t ns, nsame;
     CHECK_OK(rec_ingest(a, "stale", 1, seed, 512 * 1024, SHARD, &ns, NULL));
+    CHECK_OK(rec_ingest(a, "same", 1, seed, 1 * MiB, SHARD, &nsame, NULL));
     int p1, p2;
     fflush(stdout);
     pid_t s1 = ru_serve(A, tok, logp, &p1), s2 = ru_serve(A, tok, logp, &p2);
@@ -307,7 +314,7 @@ int main(void)
     size_t na, nb;
     CHECK_OK(cxlp_pool_list(a, la, 8, &na));
     CHECK_OK(cxlp_pool_list(b, NULL, 0, &nb));
-    CHECK(nb == na && nb == 4);
+    CHECK(nb == na && nb == 5);
     CHECK_OK(cxlp_pool_list(b, lb, 8, &nb));
     for (size_t i = 0; i < na; i++) {
         const struct cxlp_dataset_info *x = find(lb, nb, la[i].name);
@@ -380,6 +387,45 @@ int main(void)
     }
     CHECK_OK(cxlp_pool_verify(b, NULL, NULL));
     CHECK_OK(cxlp_pool_close(b));
+
+    /* two holders: B4 ingests "same" itself (its home, nvme) and its peer
+     * serves the same dataset; the cheaper source by $CXLPOOL_TIER_BW is
+     * read. A byte flipped in B4's home copy tells which was. */
+    char B4[128], nvme4[256], dram4[192], rem4[460];
+    snprintf(B4, sizeof B4, "%s", test_name("rtb4"));
+    snprintf(nvme4, sizeof nvme4, "nvme=file:/tmp/cxlp-%s.tier:32M", B4);
+    snprintf(dram4, sizeof dram4, "dram=shm:%s.d:4M", B4);
+    snprintf(rem4, sizeof rem4, "remote=%s", both);
+    const char *t4[] = {dram4, rem4, nvme4};
+    struct cxlp_pool_opts po4 = {.meta_bytes = 4u << 20};
+    cxlp_pool *b4;
+    CHECK_OK(cxlp_pool_create_tiered(B4, t4, 3, &po4, &b4));
+    uint64_t nsame4;
+    CHECK_OK(rec_ingest(b4, "same", 1, seed, 1 * MiB, SHARD, &nsame4, NULL));
+    CHECK(nsame4 == nsame);
+    CHECK_OK(cxlp_pool_list(b4, NULL, 0, &nb)); /* the peer named as a holder */
+    CHECK(nb == 5);
+    cxlp_store *s4;
+    CHECK_OK(cxlp_store_open(b4, "same", &s4));
+    struct cxlp_record_loc loc4;
+    CHECK_OK(cxlp_store_locate(s4, 100, &loc4));
+    CHECK(loc4.tiers == (2u | 4u)); /* the peer and the home, no memory copy */
+    char home4[256];
+    snprintf(home4, sizeof home4, "/tmp/cxlp-%s.tier", B4);
+    flip_at(home4, seed, 100);
+    uint8_t r4[REC_FIXED_SIZE];
+    uint64_t l4;
+    CHECK(setenv("CXLPOOL_TIER_BW", "remote=100M,nvme=10G", 1) == 0); /* the home first */
+    CHECK_RC(cxlp_store_read_copy(s4, 100, r4, sizeof r4, &l4), CXLP_ECORRUPT);
+    CHECK(setenv("CXLPOOL_TIER_BW", "remote=10G,nvme=100M", 1) == 0); /* the peer first */
+    CHECK_OK(cxlp_store_read_copy(s4, 100, r4, sizeof r4, &l4));
+    CHECK(rec_ok(r4, l4, 1, seed, 100));
+    CHECK_OK(cxlp_store_locate(s4, 100, &loc4));
+    CHECK(loc4.tiers == (1u | 2u | 4u));
+    CHECK_OK(cxlp_store_close(s4));
+    CHECK_OK(cxlp_pool_close(b4));
+    printf("two holders: the home's flipped byte refused when the home is cheaper, the peer's "
+           "copy read when it is\n");
 
     /* a byte flipped in the served copy of shard k of A2 */
     cxlp_pool *a2;
@@ -457,6 +503,28 @@ int main(void)
     CHECK(strstr(msg, want));
     CHECK(took < 15000); /* the timeout is 1.5 s a try: no hang */
 
+    /* ... and B4, whose home holds "same" too, reads from its home when the
+     * peers fail, although they are configured cheaper */
+    CHECK_OK(cxlp_pool_open(B4, NULL, &b4));
+    CHECK_OK(cxlp_store_open(b4, "same", &s4));
+    t0 = ms_now();
+    for (uint64_t i = 0; i < nsame; i += 64) {
+        CHECK_OK(cxlp_store_locate(s4, i, &loc4));
+        if (loc4.shard == 1)
+            continue; /* the shard whose home copy was flipped */
+        rc = cxlp_store_read_copy(s4, i, r4, sizeof r4, &l4);
+        if (rc)
+            fprintf(stderr, "same %llu with the peers dead: %s\n", (unsigned long long)i,
+                    cxlp_errmsg(NULL));
+        CHECK_OK(rc);
+        CHECK(rec_ok(r4, l4, 1, seed, i));
+    }
+    printf("peers dead: B4 read \"same\" from its home in %llu ms\n",
+           (unsigned long long)(ms_now() - t0));
+    CHECK_OK(cxlp_store_close(s4));
+    CHECK_OK(cxlp_pool_close(b4));
+    CHECK(unsetenv("CXLPOOL_TIER_BW") == 0);
+
     /* a server back on the second port: the same reader connects again */
     char listen[64];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", p2);
@@ -500,6 +568,7 @@ int main(void)
     CHECK_OK(cxlp_pool_destroy(B));
     CHECK_OK(cxlp_pool_destroy(B2));
     CHECK_OK(cxlp_pool_destroy(B3));
+    CHECK_OK(cxlp_pool_destroy(B4));
     unlink(tok);
     unlink(logp);
     printf("ok\n");
