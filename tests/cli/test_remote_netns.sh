@@ -69,7 +69,7 @@ expect 0 "" "$CXLPOOL" create "$B" --tier dram=shm:$((MB + 32))M --tier "remote=
 expect 0 "" "$CXLPOOL" ls "$B"
 grep -Eq "^raw +$((MB * 256)) " "$T/out" && ok || fail "ls B: $(cat "$T/out")"
 t2=$(date +%s.%N)
-expect 0 "" "$CXLPOOL" migrate "$B" raw dram --no-progress
+expect 0 "" "$CXLPOOL" migrate "$B" raw dram --no-progress --threads "${CXLP_NETNS_THREADS:-1}"
 t3=$(date +%s.%N)
 for i in 0 1 $((MB * 128)) $((MB * 256 - 1)); do
   expect 0 "" "$CXLPOOL" cat "$B" raw "$i" --format raw
@@ -79,6 +79,6 @@ done
 expect 0 "" "$CXLPOOL" verify "$B"
 tier=$(python3 -c "print('%.0f' % ($MB * 1048576 / ($t3 - $t2) / 1e6))")
 echo "veth${CXLP_NETNS_RATE:+ at $CXLP_NETNS_RATE}: remote-cat $rate MB/s (whole process, $MB MiB);" \
-     "remote tier: migrate into dram $tier MB/s (whole process);" \
+     "remote tier: migrate into dram $tier MB/s (whole process, ${CXLP_NETNS_THREADS:-1} threads);" \
      "ucx_perftest ucp_am_bw 16 MiB ${perf:-?} MB/s"
 finish
