@@ -562,6 +562,14 @@ uint8_t *pool_base_rw(cxlp_pool *p, int where)
     return p->writable && o >= 0 ? attach_media(p->a, (uint32_t)o)->base : NULL;
 }
 
+int pool_has_remote(const cxlp_pool *p)
+{
+    for (uint32_t t = 0; t < p->a->L.n_tiers; t++)
+        if (p->a->L.tiers[t].flags & TIER_REMOTE)
+            return 1;
+    return 0;
+}
+
 int pool_ingest_tier(const cxlp_pool *p)
 {
     const struct pool_layout *L = &p->a->L;
@@ -714,7 +722,7 @@ int cxlp_pool_list(cxlp_pool *p, struct cxlp_dataset_info *infos, size_t cap, si
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1;
     uint64_t last = at_load_relaxed(&p->remote_asked_ms);
-    if (!last || now - last > 1000) { /* a count and a fill ask once */
+    if (pool_has_remote(p) && (!last || now - last > 1000)) { /* a count and a fill ask once */
         at_store_relaxed(&p->remote_asked_ms, now);
         (void)pool_remote_mirror(p, NULL);
     }

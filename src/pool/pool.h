@@ -293,6 +293,8 @@ int pool_list_local(cxlp_pool *p, struct cxlp_dataset_info *infos, size_t cap, s
  * (a remote tier: a dataset mirrored from a peer, store/remote_tier.c). */
 int pool_publish_in(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
                     uint32_t tier);
+/* 1 when p has a remote tier. */
+int pool_has_remote(const cxlp_pool *p);
 /* Mirrors the datasets the peers of p's remote tiers list and p does not
  * (name: that one only) into p's catalog (store/remote_tier.c). 0;
  * CXLP_ENOTFOUND when p has no remote tier or (name) no peer lists it; a

@@ -891,6 +891,16 @@ int pool_concat(cxlp_pool *p, const char *name, const char *const *parts, size_t
                         name, parts[k]);
             goto out;
         }
+        /* a peer holds a part by its name (docs/remote.md): the new name
+         * would read nothing there */
+        const uint64_t *st = c->ds[idx[k]].d.n_shards
+                             ? attach_states(p->a, c->ds[idx[k]].states.off) : NULL;
+        for (uint32_t t = 0; st && t < p->a->L.n_tiers; t++)
+            if ((p->a->L.tiers[t].flags & TIER_REMOTE) && loc_present(host_load(p->a, &st[1 + t]))) {
+                rc = seterr(&p->obj, CXLP_EUNSUPPORTED, "concat '%s': part '%s' is held by a "
+                            "peer of remote tier %u, which knows it by its name", name, parts[k], t);
+                goto out;
+            }
         n_sh += d->n_shards;
     }
     if (n_sh > UINT32_MAX) {

@@ -335,14 +335,14 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
         return seterr(pool_obj(p), -ENOMEM, "dataset %s: out of memory", name);
     obj_init(&s->obj);
     rc = pool_lookup(p, name, &s->ds, &s->loc, &s->a, &s->gen);
-    if (rc == CXLP_ENOTFOUND) {
+    if (rc == CXLP_ENOTFOUND && pool_has_remote(p)) {
         /* a dataset of a peer of the remote tier: mirrored, then opened */
         char msg[ERRMSG_MAX];
         strlcpy0(msg, cxlp_errmsg(pool_obj(p)), sizeof msg);
         int r2 = pool_remote_mirror(p, name);
         if (r2 == 0)
             rc = pool_lookup(p, name, &s->ds, &s->loc, &s->a, &s->gen);
-        else if (r2 != CXLP_ENOTFOUND || cxlp_errmsg(NULL)[0])
+        else /* pool_remote_mirror says which peers and why */
             rc = seterr(pool_obj(p), r2, "%s (%s)", msg, cxlp_errmsg(NULL));
     }
     if (rc) {

@@ -337,8 +337,12 @@ int main(void)
     if (rc)
         fprintf(stderr, "verify B: %s\n", cxlp_errmsg(b));
     CHECK_OK(rc);
-    /* nothing of the mirrors can be written or dropped from the remote tier */
+    /* a migration to a mirror's home is one to the remote tier; the peer
+     * knows a mirror by its name: a concat of mirrors is refused */
     CHECK_RC(cxlp_migrate(b, "fixed", "remote", NULL, NULL), 0);
+    const char *parts[] = {"fixed", "stale"};
+    CHECK_RC(cxlp_pool_concat(b, "both", parts, 2), CXLP_EUNSUPPORTED);
+    CHECK(strstr(cxlp_errmsg(b), "held by a peer"));
     CHECK_OK(cxlp_pool_close(b));
 
     /* one epoch per placement policy, each from a cold dram tier */
