@@ -247,6 +247,8 @@ static int rt_read(struct rtier *x, uint64_t k, uint64_t off, uint64_t len, void
     return seterr(NULL, first, "%s", msgs);
 }
 
+/* Each range, one shard's bytes, is read with READs of at most
+ * WIRE_READ_MAX, one after another. */
 static int rt_readv(void *ctx, const struct media_read_range *v, size_t n)
 {
     struct rtier *x = ctx;
@@ -262,21 +264,21 @@ static int rt_readv(void *ctx, const struct media_read_range *v, size_t n)
                 hi = mid;
         }
         uint64_t k = x->n ? x->ext[lo].k : 0, base = x->n ? x->ext[lo].base : 0;
-        uint64_t slen = x->n ? s->loc[k].len : 0;
-        if (!x->n || v[i].off < base ||
-            !range_ok(v[i].off - base, v[i].len, ALIGN_UP(slen, POOL_EXTENT_ALIGN)))
+        uint64_t slen = x->n ? s->loc[k].len : 0, ext = ALIGN_UP(slen, POOL_EXTENT_ALIGN);
+        if (!x->n || v[i].off < base || !range_ok(v[i].off - base, v[i].len, ext))
             return seterr(NULL, CXLP_ECORRUPT, "dataset %s: remote tier %u: %" PRIu64
                           " bytes at %#" PRIx64 " are not inside one of its shards", s->name,
                           x->tier, v[i].len, v[i].off);
-        uint64_t at = v[i].off - base;
+        const struct media_read_range one = v[i];
+        uint64_t at = one.off - base;
         /* an extent is whole pages; past the shard's bytes it holds zeros */
-        uint64_t want = at < slen ? MIN(v[i].len, slen - at) : 0;
+        uint64_t want = at < slen ? MIN(one.len, slen - at) : 0;
         if (want) {
-            int rc = rt_read(x, k, at, want, v[i].dst);
+            int rc = rt_read(x, k, at, want, one.dst);
             if (rc)
                 return rc;
         }
-        memset((uint8_t *)v[i].dst + want, 0, v[i].len - want);
+        memset((uint8_t *)one.dst + want, 0, one.len - want);
     }
     return 0;
 }
