@@ -369,8 +369,12 @@ static int mirror_one(cxlp_pool *wp, uint32_t t, cxlp_remote *r,
                       const struct cxlp_dataset_info *info)
 {
     const char *name = info->name, *url = remote_url(r);
+    char why[ERRMSG_MAX];
+    int rc = store_name_check(name, why, sizeof why); /* a name this pool would take */
+    if (rc)
+        return seterr(NULL, rc, "%s: %s", url, why);
     struct wire_meta m;
-    int rc = remote_meta(r, name, &m);
+    rc = remote_meta(r, name, &m);
     if (rc)
         return seterr(NULL, rc, "%s", cxlp_errmsg(r));
     uint64_t n = 0, n2 = 0, ver = 0;
