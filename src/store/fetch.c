@@ -224,7 +224,7 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
                 st->direct_bytes += len;
             return 0;
         }
-        char why[ERRMSG_MAX], one[ERRMSG_MAX];
+        char why[ERRMSG_MAX], one[ERRMSG_MAX + 128]; /* cut to msgs' size below */
         snprintf(one, sizeof one, "reading %" PRIu64 " bytes at %#" PRIx64 " of tier %u (%s): %s",
                  len, coff[i], u, cxlp_tier_name(at->kind),
                  store_read_why(s, u, rc, why, sizeof why));
