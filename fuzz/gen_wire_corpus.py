@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of fuzz_wire: valid messages of each kind, laid
 out as src/net/wire.h says (little-endian), each behind the byte that picks
-its decoder (0 request, 1 reply, 2 listing, 3 shard table).
+its decoder (0 request, 1 reply, 2 listing, 3 shard table, 4 dataset meta).
 Run from the repository root: python3 fuzz/gen_wire_corpus.py
 """
 import os
@@ -49,3 +49,17 @@ for k in range(3):
     first += 250
 put("shards_three", 3, sh)
 put("shards_none", 3, struct.pack("<QQ", 1, 0))
+put("req_meta", 0, req(5, 6, b"ds"))
+put("req_docs", 0, req(6, 7, b"ds", read=(7, 0, 0, 4096)))
+put("rep_meta", 1, rep(5, 6, 0, b"", 120))
+
+
+def field(name, dtype, shape, off):
+    return (struct.pack("<H", len(name)) + name + struct.pack("<II", dtype, len(shape)) +
+            b"".join(struct.pack("<Q", d) for d in shape) + struct.pack("<Q", off))
+
+
+put("meta_fixed", 4, struct.pack("<QIQI", 7, 1, 40, 2) + field(b"x", 10, [4, 2], 0) +
+    field(b"y", 7, [], 32) + struct.pack("<QQ", 0, 0))
+put("meta_var_docs", 4, struct.pack("<QIQI", 9, 0, 0, 1) + field(b"tokens", 4, [0], 0) +
+    struct.pack("<QQ", 10, 0x0123456789abcdef))

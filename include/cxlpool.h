@@ -129,9 +129,11 @@ enum cxlp_media_kind {
     CXLP_MEDIA_NUMA = 2,
     CXLP_MEDIA_DEVDAX = 3,
     CXLP_MEDIA_PCI = 4,
+    CXLP_MEDIA_UCX = 5,      /* a remote tier: other hosts' pools, read over UCX
+                                (docs/remote.md); no media of this host */
 };
 
-/* "shm", "file", "numa", "devdax", "pci"; "?" for an unknown value. */
+/* "shm", "file", "numa", "devdax", "pci", "ucx"; "?" for an unknown value. */
 CXLP_API const char *cxlp_media_name(int kind);
 
 /* What a tier of a pool is (docs/tiers.md). Memory tiers (DRAM, CXL) are
@@ -140,8 +142,9 @@ CXLP_API const char *cxlp_media_name(int kind);
 enum cxlp_tier_kind {
     CXLP_TIER_DRAM = 0,      /* local memory: shm, numa on a node with CPUs */
     CXLP_TIER_CXL = 1,       /* CXL memory: numa on a memory-only node, devdax */
-    CXLP_TIER_REMOTE = 2,    /* reserved for remote pools; not accepted yet
-                                (the remote section below reads a served pool) */
+    CXLP_TIER_REMOTE = 2,    /* other hosts' pools served over UCX: their
+                                datasets listed here, their shards staged into
+                                a memory tier (docs/remote.md) */
     CXLP_TIER_NVME = 3,      /* a file on storage, read by staged copies */
 };
 /* "dram", "cxl", "remote", "nvme"; "?" for an unknown value. */
@@ -240,12 +243,16 @@ CXLP_API int cxlp_pool_create(const char *spec, uint64_t size,
  *   file:PATH:SIZE                     (nvme tiers only)
  *   file:/dev/BLOCKDEV[:SIZE]          (nvme tiers only; no SIZE: the whole
  *                                       device, which is claimed O_EXCL)
- * e.g. {"dram=shm:1G", "cxl=numa:1:8G", "nvme=file:/data/train.tier:2T"}.
+ * e.g. {"dram=shm:1G", "cxl=numa:1:8G", "nvme=file:/data/train.tier:2T"};
+ * or "remote=ucx://HOST:PORT/POOL[,ucx://HOST:PORT/POOL...]": the servers
+ * (cxlpool serve) of other hosts' pools, whose datasets this pool lists
+ * and reads (docs/remote.md; a pool with one needs a memory tier).
  * spec names the pool object, which holds the metadata (opts->meta_bytes of
  * room for shard tables). The last nvme tier is the home: ingests write
  * there and every shard keeps its copy there. Every spec is checked before
  * anything is created: CXLP_EARG (syntax, order, a size too small, two
- * tiers on one object), CXLP_EUNSUPPORTED (remote), CXLP_ENODEV (a numa
+ * tiers on one object, a bad url), CXLP_EUNSUPPORTED (remote in a build
+ * without UCX), CXLP_ENODEV (a numa
  * node or device that is not there), CXLP_EEXIST (an object exists, or a
  * device already holds a pool or tier object), CXLP_EBUSY (a block device
  * mounted or claimed), CXLP_EFULL (a file larger than its filesystem's free
@@ -409,6 +416,10 @@ struct cxlp_dataset_info {
     uint64_t n_docs;         /* document count (Megatron import), else 0 */
     uint64_t created_unix;
 };
+/* The datasets of the pool. A pool with a remote tier lists its peers'
+ * datasets too: each one this pool does not hold is mirrored into its
+ * catalog the first time (docs/remote.md); peers are asked at most once a
+ * second per handle, and a peer that does not answer adds nothing. */
 CXLP_API int cxlp_pool_list(cxlp_pool *p, struct cxlp_dataset_info *infos,
                             size_t cap, size_t *n_out);
 /* Removes a dataset from the catalog (one atomic flip). Its extents are freed
@@ -474,7 +485,9 @@ struct cxlp_view {           /* borrowed; valid while its cxlp_store is open */
 
 /* Opens dataset name of the current catalog. The handle pins that catalog
  * generation (through the pool's lease) and keeps the pool mapped even after
- * cxlp_pool_close. Validates every shard header and index bounds. */
+ * cxlp_pool_close. Validates every shard header and index bounds. A name
+ * the pool does not hold that a peer of its remote tier serves is mirrored
+ * first (docs/remote.md); a peer's error then says which peer and why. */
 CXLP_API int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out);
 CXLP_API int cxlp_store_close(cxlp_store *s);
 CXLP_API uint64_t cxlp_store_count(const cxlp_store *s);

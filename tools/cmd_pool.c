@@ -138,7 +138,8 @@ int cli_cmd_create(int argc, char **argv)
         } else {
             uint64_t shards = 0;
             for (size_t i = 0; i < nt && i < 8; i++)
-                shards += ti[i].capacity;
+                if (ti[i].kind != CXLP_TIER_REMOTE) /* a span of addresses, not room */
+                    shards += ti[i].capacity;
             uint64_t meta = st.data_bytes > shards ? st.data_bytes - shards : 0;
             printf("%zu tiers, %s for shards (below); pool object %s of metadata (shard "
                    "tables: %s, --meta-bytes)", nt, cli_fmt_bytes(shards, b1),

@@ -32,7 +32,7 @@ static const struct cli_cmd cmds[] = {
      "  each node would use. --sysfs-root reads a captured sysfs tree instead\n"
      "  of /sys.\n",
      cli_cmd_topo},
-    {"create", "create a pool (of one tier, or of tiers: dram, cxl, nvme)",
+    {"create", "create a pool (of one tier, or of tiers: dram, cxl, remote, nvme)",
      "cxlpool create POOL SIZE [--mode MODE] [--catalog-bytes N] [--lease-slots N]\n"
      "                [--coherent yes|no] [--expiry DURATION]\n"
      "cxlpool create POOL --tier KIND=MEDIA [--tier ...] [--meta-bytes N] [...]\n"
@@ -48,7 +48,10 @@ static const struct cli_cmd cmds[] = {
      "  cxl=numa:NODE:SIZE, cxl=devdax:/dev/daxX.Y, nvme=file:PATH:SIZE or\n"
      "  nvme=file:/dev/BLOCKDEV[:SIZE] (shm and numa take an optional NAME\n"
      "  before SIZE). The last nvme tier is the home: ingests write there,\n"
-     "  memory tiers hold copies (docs/tiers.md).\n",
+     "  memory tiers hold copies (docs/tiers.md). remote=ucx://HOST:PORT/POOL\n"
+     "  [,ucx://...] names other hosts' servers (cxlpool serve): their datasets\n"
+     "  are listed and read as this pool's, staged into its memory tiers, with\n"
+     "  the token from $CXLPOOL_TOKEN_FILE (docs/remote.md).\n",
      cli_cmd_create},
     {"ingest", "import raw, .npy, Megatron, Arrow, Parquet, WebDataset or JSONL as a dataset",
      "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|arrow|parquet|webdataset|jsonl|auto]\n"
@@ -288,6 +291,10 @@ static int names(const char *msg, const char *what)
 int cli_report_error(int rc, const void *handle, const char *what)
 {
     const char *msg = cxlp_errmsg(handle);
+    /* a store's reads say what failed in the thread's message (a store is
+     * shared by threads): a handle with none of its own gives way to it */
+    if (handle && (!msg || !*msg))
+        msg = cxlp_errmsg(NULL);
     if (!msg || !*msg || !strcmp(msg, what))
         fprintf(stderr, "cxlpool: %s: %s [%s: %s]\n", cli_cmd_name, what, cli_rc_name(rc),
                 cxlp_strerror(rc));

@@ -37,6 +37,8 @@
 #define IO_ALIGN 4096u
 
 struct media_reader {
+    const struct media_reader_ops *ops; /* a reader of another kind (a remote tier) */
+    void *ctx;
     struct io_uring ring;
     int fd_direct;            /* O_DIRECT descriptor, or -1 */
     int fd;                   /* buffered descriptor */
@@ -68,10 +70,27 @@ int media_reader_open(struct media_reader **out, const char *path, char *err, si
     return 0;
 }
 
+int media_reader_custom(struct media_reader **out, const struct media_reader_ops *ops, void *ctx)
+{
+    struct media_reader *r = calloc(1, sizeof *r);
+    if (!r)
+        return -ENOMEM;
+    r->ops = ops;
+    r->ctx = ctx;
+    r->fd = r->fd_direct = -1;
+    *out = r;
+    return 0;
+}
+
 void media_reader_close(struct media_reader *r)
 {
     if (!r)
         return;
+    if (r->ops) {
+        r->ops->close(r->ctx);
+        free(r);
+        return;
+    }
     io_uring_queue_exit(&r->ring);
     if (r->fd_direct >= 0)
         close(r->fd_direct);
@@ -98,6 +117,11 @@ int media_read(struct media_reader *r, uint64_t off, uint64_t len, void *dst, in
 
 int media_readv(struct media_reader *r, const struct media_read_range *v, size_t n, int *direct)
 {
+    if (r->ops) {
+        if (direct)
+            *direct = 0;
+        return r->ops->readv(r->ctx, v, n);
+    }
     int all_direct = r->fd_direct >= 0;
     for (size_t k = 0; k < n; k++)
         if (v[k].off % IO_ALIGN || v[k].len % IO_ALIGN || (uintptr_t)v[k].dst % IO_ALIGN)

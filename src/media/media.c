@@ -39,6 +39,7 @@ const char *cxlp_media_name(int kind)
     case CXLP_MEDIA_NUMA: return "numa";
     case CXLP_MEDIA_DEVDAX: return "devdax";
     case CXLP_MEDIA_PCI: return "pci";
+    case CXLP_MEDIA_UCX: return "ucx";
     default: return "?";
     }
 }

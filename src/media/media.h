@@ -216,6 +216,14 @@ struct media_read_range {
     void *dst;
 };
 int media_readv(struct media_reader *r, const struct media_read_range *v, size_t n, int *direct);
+/* A reader whose reads are ops->readv(ctx, ...) (a remote tier's, over the
+ * network: store/remote_tier.c); media_reader_close calls ops->close(ctx).
+ * 0 or -ENOMEM (ctx is then the caller's). */
+struct media_reader_ops {
+    int (*readv)(void *ctx, const struct media_read_range *v, size_t n);
+    void (*close)(void *ctx);
+};
+int media_reader_custom(struct media_reader **r, const struct media_reader_ops *ops, void *ctx);
 /* Shrink guard (guard.c): every mapping made by media_map_fd is registered,
  * and a SIGBUS inside one (the object was truncated under it) maps zero
  * pages over the lost range instead of killing the process, and bumps

@@ -87,6 +87,32 @@ int remote_raw(struct cxlp_remote *r, const void *req, size_t len, struct wire_r
     return no_ucx();
 }
 
+int remote_meta(struct cxlp_remote *r, const char *name, struct wire_meta *m)
+{
+    (void)r, (void)name, (void)m;
+    return no_ucx();
+}
+
+int remote_docs(struct cxlp_remote *r, const char *name, uint64_t ver, uint64_t off, uint64_t len,
+                void *buf)
+{
+    (void)r, (void)name, (void)ver, (void)off, (void)len, (void)buf;
+    return no_ucx();
+}
+
+int remote_read_at(struct cxlp_remote *r, const char *name, uint64_t ver, uint64_t k,
+                   uint64_t off, uint64_t len, void *buf)
+{
+    (void)r, (void)name, (void)ver, (void)k, (void)off, (void)len, (void)buf;
+    return no_ucx();
+}
+
+const char *remote_url(const struct cxlp_remote *r)
+{
+    (void)r;
+    return "";
+}
+
 #else
 
 #include <netdb.h>
@@ -583,6 +609,69 @@ static int read_v(cxlp_remote *r, const char *name, uint64_t ver, uint64_t k, ui
         len -= part;
     }
     return 0;
+}
+
+const char *remote_url(const struct cxlp_remote *r)
+{
+    return r->url;
+}
+
+int remote_meta(struct cxlp_remote *r, const char *name, struct wire_meta *m)
+{
+    if (!r || !name || !m || strlen(name) > WIRE_NAME_MAX)
+        return seterr(r ? &r->obj : NULL, CXLP_EARG, "remote meta: bad argument");
+    struct wire_req q;
+    memset(&q, 0, sizeof q);
+    q.op = WIRE_META;
+    snprintf(q.name, sizeof q.name, "%s", name);
+    char what[128];
+    snprintf(what, sizeof what, "schema of %s", name);
+    int rc = call_req(r, &q, NULL, 0, what);
+    if (rc)
+        return rc;
+    char err[256];
+    if ((rc = wire_meta_decode(r->c.payload, r->c.got, m, err, sizeof err)))
+        return seterr(&r->obj, rc, "%s: %s: bad reply: %s", r->url, what, err);
+    return 0;
+}
+
+int remote_docs(struct cxlp_remote *r, const char *name, uint64_t ver, uint64_t off, uint64_t len,
+                void *buf)
+{
+    if (!r || !name || (len && !buf) || strlen(name) > WIRE_NAME_MAX)
+        return seterr(r ? &r->obj : NULL, CXLP_EARG, "remote docs: bad argument");
+    uint8_t *p = buf;
+    while (len) {
+        uint64_t part = len < WIRE_READ_MAX ? len : WIRE_READ_MAX;
+        struct wire_req q;
+        memset(&q, 0, sizeof q);
+        q.op = WIRE_DOCS;
+        snprintf(q.name, sizeof q.name, "%s", name);
+        q.ds_version = ver;
+        q.off = off;
+        q.len = part;
+        char what[160];
+        snprintf(what, sizeof what, "document index of %s (bytes %llu..%llu)", name,
+                 (unsigned long long)off, (unsigned long long)(off + part));
+        int rc = call_req(r, &q, p, part, what);
+        if (rc)
+            return rc;
+        if (r->c.got != part)
+            return seterr(&r->obj, CXLP_EBADINPUT, "%s: %s: %llu bytes came", r->url, what,
+                          (unsigned long long)r->c.got);
+        p += part;
+        off += part;
+        len -= part;
+    }
+    return 0;
+}
+
+int remote_read_at(struct cxlp_remote *r, const char *name, uint64_t ver, uint64_t k,
+                   uint64_t off, uint64_t len, void *buf)
+{
+    if (!r || !name || (len && !buf) || strlen(name) > WIRE_NAME_MAX)
+        return seterr(r ? &r->obj : NULL, CXLP_EARG, "remote read: bad argument");
+    return read_v(r, name, ver, k, off, len, buf);
 }
 
 int cxlp_remote_read(cxlp_remote *r, const char *name, uint64_t k, uint64_t off, uint64_t len,

@@ -41,8 +41,9 @@ size_t metrics_text(struct metrics *m, char *buf, size_t cap)
       "# TYPE cxlpool_serve_bytes_total counter\ncxlpool_serve_bytes_total %llu\n", L(m->bytes));
     P("# HELP cxlpool_serve_requests_total Requests received, by operation.\n"
       "# TYPE cxlpool_serve_requests_total counter\n");
-    static const char *ops[] = {"malformed", "hello", "list", "shards", "read"};
-    for (int i = 0; i < 5; i++)
+    static const char *ops[] = {"malformed", "hello", "list", "shards", "read", "meta", "docs"};
+    _Static_assert(sizeof ops / sizeof ops[0] == WIRE_OP_LAST + 1, "a name per op");
+    for (int i = 0; i <= WIRE_OP_LAST; i++)
         P("cxlpool_serve_requests_total{op=\"%s\"} %llu\n", ops[i], L(m->requests[i]));
     P("# HELP cxlpool_serve_errors_total Requests answered with an error, or not answered.\n"
       "# TYPE cxlpool_serve_errors_total counter\ncxlpool_serve_errors_total %llu\n",

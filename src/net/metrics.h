@@ -14,11 +14,13 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "net/wire.h"
+
 #define METRICS_BOUNDS 12      /* latency buckets, seconds (metrics.c), and +Inf */
 
 struct metrics {
     _Atomic uint64_t bytes;             /* shard bytes sent */
-    _Atomic uint64_t requests[5];       /* by op: 0 malformed, then wire_op */
+    _Atomic uint64_t requests[WIRE_OP_LAST + 1]; /* by op: 0 malformed, then wire_op */
     _Atomic uint64_t errors, refused, clients, clients_total;
     _Atomic uint64_t lat_count, lat_ns_sum, lat_bucket[METRICS_BOUNDS + 1];
 };

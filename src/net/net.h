@@ -35,4 +35,17 @@ struct cxlp_remote;
 int remote_raw(struct cxlp_remote *r, const void *req, size_t len, struct wire_rep *rep,
                void *buf, uint64_t cap, uint64_t *got);
 
+/* A dataset's schema, document count and index digest (META), at the
+ * dataset's current version (m->ds_version). 0 or the call's error. */
+int remote_meta(struct cxlp_remote *r, const char *name, struct wire_meta *m);
+/* Bytes [off, off + len) of name's document index at version ver (DOCS,
+ * in requests of at most WIRE_READ_MAX). */
+int remote_docs(struct cxlp_remote *r, const char *name, uint64_t ver, uint64_t off, uint64_t len,
+                void *buf);
+/* Bytes [off, off + len) of shard k of name at version ver (READ). */
+int remote_read_at(struct cxlp_remote *r, const char *name, uint64_t ver, uint64_t k,
+                   uint64_t off, uint64_t len, void *buf);
+/* "ucx://HOST:PORT/POOL" of the handle. */
+const char *remote_url(const struct cxlp_remote *r);
+
 #endif

@@ -265,11 +265,11 @@ static struct served *served_get(struct srv *sv, const char *name, int exact, ui
     struct cxlp_dataset_info *infos = NULL;
     size_t n = 0;
     uint64_t cur = 0;
-    *rc = cxlp_pool_list(sv->p, NULL, 0, &n);
+    *rc = pool_list_local(sv->p, NULL, 0, &n);
     if (!*rc && n && !(infos = calloc(n, sizeof *infos)))
         *rc = -ENOMEM;
     if (!*rc && n)
-        *rc = cxlp_pool_list(sv->p, infos, n, &n);
+        *rc = pool_list_local(sv->p, infos, n, &n);
     for (size_t i = 0; !*rc && i < n; i++)
         if (strcmp(infos[i].name, name) == 0)
             cur = infos[i].version;
@@ -414,11 +414,11 @@ static void do_list(struct srv *sv, struct conn *c, uint64_t id, uint64_t t0)
 {
     struct cxlp_dataset_info *infos = NULL;
     size_t n = 0;
-    int rc = cxlp_pool_list(sv->p, NULL, 0, &n);
+    int rc = pool_list_local(sv->p, NULL, 0, &n);
     if (!rc && n && !(infos = calloc(n, sizeof *infos)))
         rc = -ENOMEM;
     if (!rc && n)
-        rc = cxlp_pool_list(sv->p, infos, n, &n);
+        rc = pool_list_local(sv->p, infos, n, &n);
     if (rc) {
         free(infos);
         reply(sv, c, WIRE_LIST, id, rc, cxlp_errmsg(sv->p), NULL, 0, NULL, NULL, NULL, t0);
@@ -500,6 +500,52 @@ static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, ui
         src = attach_base(d->s->a) + ps->off + q->off;
     }
     reply(sv, c, WIRE_READ, q->id, 0, NULL, src, q->len, NULL, d, h, t0);
+}
+
+/* A dataset's schema and document index's size and digest: what a pool
+ * with a remote tier needs to list the dataset as its own (its mirror). */
+static void do_meta(struct srv *sv, struct conn *c, const struct wire_req *q, uint64_t t0)
+{
+    char msg[WIRE_MSG_MAX];
+    int rc;
+    struct served *d = served_get(sv, q->name, 0, 0, &rc, msg, sizeof msg);
+    if (!d) {
+        reply(sv, c, WIRE_META, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
+        return;
+    }
+    struct wire_meta m = {.ds_version = d->version, .schema = d->s->ds.schema,
+                          .n_docs = d->s->docs ? d->s->ds.info.n_docs : 0,
+                          .docs_checksum = d->s->docs ? d->s->ds.docs_checksum : 0};
+    size_t len = wire_meta_encode(&m, NULL);
+    uint8_t *buf = malloc(len);
+    if (!buf) {
+        reply(sv, c, WIRE_META, q->id, -ENOMEM, NULL, NULL, 0, NULL, NULL, NULL, t0);
+        return;
+    }
+    wire_meta_encode(&m, buf);
+    reply(sv, c, WIRE_META, q->id, 0, NULL, buf, len, buf, NULL, NULL, t0);
+}
+
+/* Bytes of a dataset's document index (n_docs + 1 int64), bounded by it. */
+static void do_docs(struct srv *sv, struct conn *c, const struct wire_req *q, uint64_t t0)
+{
+    char msg[WIRE_MSG_MAX];
+    int rc;
+    struct served *d = served_get(sv, q->name, 1, q->ds_version, &rc, msg, sizeof msg);
+    if (!d) {
+        reply(sv, c, WIRE_DOCS, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
+        return;
+    }
+    uint64_t have = d->s->docs ? (d->s->ds.info.n_docs + 1) * sizeof(int64_t) : 0;
+    if (!range_ok(q->off, q->len, have)) {
+        snprintf(msg, sizeof msg, "bytes [%llu, +%llu) are not inside the document index of "
+                 "'%s' (%llu bytes)", (unsigned long long)q->off, (unsigned long long)q->len,
+                 q->name, (unsigned long long)have);
+        reply(sv, c, WIRE_DOCS, q->id, CXLP_ERANGE, msg, NULL, 0, NULL, NULL, NULL, t0);
+        return;
+    }
+    reply(sv, c, WIRE_DOCS, q->id, 0, NULL, (const uint8_t *)d->s->docs + q->off, q->len, NULL,
+          d, NULL, t0);
 }
 
 static struct conn *conn_of(struct srv *sv, ucp_ep_h ep)
@@ -588,6 +634,8 @@ static ucs_status_t req_cb(void *arg, const void *header, size_t header_length, 
         break;
     case WIRE_LIST: do_list(sv, c, q.id, t0); break;
     case WIRE_SHARDS: do_shards(sv, c, &q, t0); break;
+    case WIRE_META: do_meta(sv, c, &q, t0); break;
+    case WIRE_DOCS: do_docs(sv, c, &q, t0); break;
     default: do_read(sv, c, &q, t0); break;
     }
     return UCS_OK;
@@ -748,6 +796,12 @@ int cxlp_serve(const char *spec, const struct cxlp_serve_opts *opts)
     int efd = -1;
     if (rc)
         goto out_pool;
+    /* a server started again after a crash listens on its port at once,
+     * not after its old connections' TIME_WAIT, so clients reconnect to it
+     * (docs/remote.md); a value in the environment wins. The tcp
+     * connection manager reads it from the environment only (ucp_config_*
+     * does not know it) */
+    (void)setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
     if ((st = ucp_config_read(NULL, NULL, &cfg)) != UCS_OK) {
         rc = ucx_fail("ucp_config_read", st);
         goto out_pool;

@@ -84,6 +84,8 @@ const char *wire_op_name(uint32_t op)
     case WIRE_LIST: return "LIST";
     case WIRE_SHARDS: return "SHARDS";
     case WIRE_READ: return "READ";
+    case WIRE_META: return "META";
+    case WIRE_DOCS: return "DOCS";
     default: return "?";
     }
 }
@@ -107,16 +109,24 @@ static int name_ok(const char *name, int optional)
 
 static int op_has_name(uint32_t op)
 {
-    return op == WIRE_HELLO || op == WIRE_SHARDS || op == WIRE_READ;
+    return op == WIRE_HELLO || op == WIRE_SHARDS || op == WIRE_READ || op == WIRE_META ||
+           op == WIRE_DOCS;
+}
+
+/* READ and DOCS carry a range (DOCS of shard 0). */
+static int op_has_range(uint32_t op)
+{
+    return op == WIRE_READ || op == WIRE_DOCS;
 }
 
 size_t wire_req_encode(const struct wire_req *r, uint8_t *buf, size_t cap)
 {
-    if (r->op < WIRE_HELLO || r->op > WIRE_READ || !name_ok(r->name, !op_has_name(r->op)) ||
+    if (r->op < WIRE_HELLO || r->op > WIRE_OP_LAST || !name_ok(r->name, !op_has_name(r->op)) ||
         r->token_len > WIRE_TOKEN_MAX || (r->op != WIRE_HELLO && r->token_len))
         return 0;
-    if (r->op == WIRE_READ &&
-        (r->len == 0 || r->len > WIRE_READ_MAX || r->off + r->len < r->off))
+    if (op_has_range(r->op) &&
+        (r->len == 0 || r->len > WIRE_READ_MAX || r->off + r->len < r->off ||
+         (r->op == WIRE_DOCS && r->shard)))
         return 0;
     struct out o = {buf, 0, cap};
     size_t nl = strlen(r->name);
@@ -128,7 +138,7 @@ size_t wire_req_encode(const struct wire_req *r, uint8_t *buf, size_t cap)
     put(&o, r->name, nl);
     put16(&o, (uint16_t)r->token_len);
     put(&o, r->token, r->token_len);
-    if (r->op == WIRE_READ) {
+    if (op_has_range(r->op)) {
         put64(&o, r->ds_version);
         put64(&o, r->shard);
         put64(&o, r->off);
@@ -154,7 +164,7 @@ int wire_req_decode(const void *buf, size_t len, struct wire_req *out, char *err
     if (ver != WIRE_VERSION)
         return errbuf_set(err, errlen, CXLP_EBADINPUT, "request: version %u (this build speaks %u)",
                           ver, WIRE_VERSION);
-    if (r.op < WIRE_HELLO || r.op > WIRE_READ)
+    if (r.op < WIRE_HELLO || r.op > WIRE_OP_LAST)
         return errbuf_set(err, errlen, CXLP_EBADINPUT, "request: unknown op %u", r.op);
     if (get_name(&c, r.name, !op_has_name(r.op)))
         return errbuf_set(err, errlen, CXLP_EBADINPUT,
@@ -166,18 +176,22 @@ int wire_req_decode(const void *buf, size_t len, struct wire_req *out, char *err
                           wire_op_name(r.op), tl);
     r.token_len = tl;
     get(&c, r.token, tl);
-    if (r.op == WIRE_READ) {
+    if (op_has_range(r.op)) {
         r.ds_version = get64(&c);
         r.shard = get64(&c);
         r.off = get64(&c);
         r.len = get64(&c);
         if (c.bad)
-            return errbuf_set(err, errlen, CXLP_EBADINPUT, "READ request: truncated");
+            return errbuf_set(err, errlen, CXLP_EBADINPUT, "%s request: truncated",
+                              wire_op_name(r.op));
         if (r.len == 0 || r.len > WIRE_READ_MAX || r.off + r.len < r.off)
             return errbuf_set(err, errlen, CXLP_EBADINPUT,
-                              "READ request: length %llu at %llu (1..%llu bytes)",
-                              (unsigned long long)r.len, (unsigned long long)r.off,
-                              (unsigned long long)WIRE_READ_MAX);
+                              "%s request: length %llu at %llu (1..%llu bytes)",
+                              wire_op_name(r.op), (unsigned long long)r.len,
+                              (unsigned long long)r.off, (unsigned long long)WIRE_READ_MAX);
+        if (r.op == WIRE_DOCS && r.shard)
+            return errbuf_set(err, errlen, CXLP_EBADINPUT, "DOCS request: shard %llu (0 only)",
+                              (unsigned long long)r.shard);
     }
     if (c.bad || c.left)
         return errbuf_set(err, errlen, CXLP_EBADINPUT, "%s request: %zu bytes left over",
@@ -189,7 +203,7 @@ int wire_req_decode(const void *buf, size_t len, struct wire_req *out, char *err
 size_t wire_rep_encode(const struct wire_rep *r, uint8_t *buf, size_t cap)
 {
     size_t ml = strnlen(r->msg, WIRE_MSG_MAX + 1);
-    if (ml > WIRE_MSG_MAX || r->op > WIRE_READ || r->status > 0 || (r->status == 0 && ml))
+    if (ml > WIRE_MSG_MAX || r->op > WIRE_OP_LAST || r->status > 0 || (r->status == 0 && ml))
         return 0;
     struct out o = {buf, 0, cap};
     put32(&o, WIRE_REP_MAGIC);
@@ -220,7 +234,7 @@ int wire_rep_decode(const void *buf, size_t len, struct wire_rep *out, char *err
     if (magic != WIRE_REP_MAGIC || ver != WIRE_VERSION)
         return errbuf_set(err, errlen, CXLP_EBADINPUT, "reply: bad magic 0x%08x or version %u",
                           magic, ver);
-    if (r.op > WIRE_READ || r.status > 0 || ml > WIRE_MSG_MAX ||
+    if (r.op > WIRE_OP_LAST || r.status > 0 || ml > WIRE_MSG_MAX ||
         (r.status == 0 && ml))
         return errbuf_set(err, errlen, CXLP_EBADINPUT,
                           "reply: op %u, status %d, message of %u bytes", r.op, (int)r.status, ml);
@@ -341,5 +355,75 @@ int wire_shards_decode(const void *buf, size_t len, uint64_t *ds_version, struct
     }
     *ds_version = ver;
     *n = cnt;
+    return 0;
+}
+
+size_t wire_meta_encode(const struct wire_meta *m, uint8_t *buf)
+{
+    struct out o = {buf, 0, SIZE_MAX};
+    const struct cxlp_schema *sc = &m->schema;
+    put64(&o, m->ds_version);
+    put32(&o, (uint32_t)sc->fixed);
+    put64(&o, sc->record_size);
+    put32(&o, sc->n_fields);
+    for (uint32_t i = 0; i < sc->n_fields && i < CXLP_MAX_FIELDS; i++) {
+        const struct cxlp_field *f = &sc->fields[i];
+        size_t nl = strnlen(f->name, sizeof f->name - 1);
+        put16(&o, (uint16_t)nl);
+        put(&o, f->name, nl);
+        put32(&o, (uint32_t)f->dtype);
+        put32(&o, (uint32_t)f->ndim);
+        for (int d = 0; d < f->ndim && d < CXLP_MAX_DIMS; d++)
+            put64(&o, f->shape[d]);
+        put64(&o, f->offset);
+    }
+    put64(&o, m->n_docs);
+    put64(&o, m->docs_checksum);
+    return o.n;
+}
+
+int wire_meta_decode(const void *buf, size_t len, struct wire_meta *out, char *err,
+                     size_t errlen)
+{
+    struct cur c = {buf, len, 0};
+    struct wire_meta m;
+    memset(&m, 0, sizeof m);
+    m.ds_version = get64(&c);
+    uint32_t fixed = get32(&c);
+    m.schema.record_size = get64(&c);
+    uint32_t nf = get32(&c);
+    if (c.bad || fixed > 1 || nf == 0 || nf > CXLP_MAX_FIELDS)
+        return errbuf_set(err, errlen, CXLP_EBADINPUT, "schema: %s (fixed %u, %u fields; 1..%d)",
+                          c.bad ? "truncated" : "bad header", fixed, nf, CXLP_MAX_FIELDS);
+    m.schema.fixed = (int)fixed;
+    m.schema.n_fields = nf;
+    for (uint32_t i = 0; i < nf; i++) {
+        struct cxlp_field *f = &m.schema.fields[i];
+        uint16_t nl = get16(&c);
+        if (c.bad || nl == 0 || nl >= sizeof f->name || c.left < nl)
+            return errbuf_set(err, errlen, CXLP_EBADINPUT, "schema: field %u: name of %u bytes "
+                              "(1..%zu)", i, nl, sizeof f->name - 1);
+        get(&c, f->name, nl);
+        f->name[nl] = '\0';
+        if (memchr(f->name, '\0', nl))
+            return errbuf_set(err, errlen, CXLP_EBADINPUT, "schema: field %u: NUL in its name", i);
+        uint32_t dt = get32(&c), nd = get32(&c);
+        if (c.bad || dt >= CXLP_DT_COUNT || nd > CXLP_MAX_DIMS)
+            return errbuf_set(err, errlen, CXLP_EBADINPUT, "schema: field %u: dtype %u, %u "
+                              "dimensions", i, dt, nd);
+        f->dtype = (int)dt;
+        f->ndim = (int)nd;
+        for (uint32_t d = 0; d < nd; d++)
+            f->shape[d] = get64(&c);
+        f->offset = get64(&c);
+        if (c.bad)
+            return errbuf_set(err, errlen, CXLP_EBADINPUT, "schema: field %u: truncated", i);
+    }
+    m.n_docs = get64(&c);
+    m.docs_checksum = get64(&c);
+    if (c.bad || c.left)
+        return errbuf_set(err, errlen, CXLP_EBADINPUT, "meta: %s", c.bad ? "truncated" :
+                          "bytes left over");
+    *out = m;
     return 0;
 }

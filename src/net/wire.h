@@ -17,7 +17,7 @@
  * Layout, little-endian, no padding:
  *   request  u32 magic "CXRQ", u16 version, u16 op, u64 id,
  *            u16 name_len, name, u16 token_len, token,
- *            READ only: u64 ds_version, u64 shard, u64 off, u64 len
+ *            READ and DOCS only: u64 ds_version, u64 shard, u64 off, u64 len
  *   reply    u32 magic "CXRS", u16 version, u16 op, u64 id, i32 status,
  *            u16 msg_len, msg, u64 payload_len
  *   LIST payload    u32 n, then n of: u16 name_len, name, u64 version,
@@ -26,6 +26,12 @@
  *   SHARDS payload  u64 ds_version, u64 n, then n of: u64 first_record,
  *                   n_records, bytes, data_len, checksum
  *   READ payload    the bytes [off, off + len) of the shard
+ *   META payload    u64 ds_version, u32 fixed, u64 record_size, u32 n_fields,
+ *                   then n_fields of: u16 name_len, name, u32 dtype, u32 ndim,
+ *                   ndim u64 shape, u64 offset; then u64 n_docs, u64
+ *                   docs_checksum (XXH3-64 of the document index's bytes)
+ *   DOCS payload    the bytes [off, off + len) of the document index (n_docs
+ *                   + 1 int64, little-endian as the pool holds them); shard 0
  *
  * Invariants (what every decoder checks, whatever the bytes):
  *   - a decoder consumes exactly the bytes it is given: no trailing bytes,
@@ -33,8 +39,11 @@
  *   - names are 1..WIRE_NAME_MAX bytes without NUL; a token is
  *     0..WIRE_TOKEN_MAX bytes and appears in HELLO only; a message is at
  *     most WIRE_MSG_MAX bytes;
- *   - a READ asks for 1..WIRE_READ_MAX bytes, off + len without overflow
- *     (the server then bounds it by the served shard: net/server.c);
+ *   - a READ or DOCS asks for 1..WIRE_READ_MAX bytes, off + len without
+ *     overflow (the server then bounds it by the served shard or document
+ *     index: net/server.c); a DOCS names shard 0;
+ *   - a schema has 1..CXLP_MAX_FIELDS fields, each named 1..31 bytes
+ *     without NUL, a known dtype and 0..CXLP_MAX_DIMS dimensions;
  *   - a shard table is contiguous: first_record[k+1] = first_record[k] +
  *     n_records[k], data_len <= bytes, and its count fits the payload.
  *
@@ -70,7 +79,10 @@ enum wire_op {
     WIRE_LIST = 2,    /* the catalog */
     WIRE_SHARDS = 3,  /* name: a dataset; its shard table */
     WIRE_READ = 4,    /* name, ds_version, shard, off, len: shard bytes */
+    WIRE_META = 5,    /* name: its schema and document index's size and digest */
+    WIRE_DOCS = 6,    /* name, ds_version, off, len: document index bytes */
 };
+#define WIRE_OP_LAST WIRE_DOCS
 
 struct wire_req {
     uint32_t op;
@@ -78,7 +90,7 @@ struct wire_req {
     char name[WIRE_NAME_MAX + 1];  /* NUL-terminated */
     uint32_t token_len;
     uint8_t token[WIRE_TOKEN_MAX];
-    uint64_t ds_version, shard, off, len;  /* READ */
+    uint64_t ds_version, shard, off, len;  /* READ, DOCS */
 };
 
 struct wire_rep {
@@ -117,7 +129,18 @@ size_t wire_shards_encode(uint64_t ds_version, const struct wire_shard *s, uint6
 int wire_shards_decode(const void *buf, size_t len, uint64_t *ds_version, struct wire_shard *out,
                        size_t cap, uint64_t *n, char *err, size_t errlen);
 
-/* "HELLO", "LIST", "SHARDS", "READ", "?" */
+/* META payload: a dataset's schema, its document count and the digest of
+ * its document index, at ds_version. Decode checks the schema's shape (the
+ * invariants above); the caller still normalizes it (schema_normalize). */
+struct wire_meta {
+    uint64_t ds_version;
+    struct cxlp_schema schema;
+    uint64_t n_docs, docs_checksum;
+};
+size_t wire_meta_encode(const struct wire_meta *m, uint8_t *buf);
+int wire_meta_decode(const void *buf, size_t len, struct wire_meta *m, char *err, size_t errlen);
+
+/* "HELLO", "LIST", "SHARDS", "READ", "META", "DOCS", "?" */
 const char *wire_op_name(uint32_t op);
 
 #endif

@@ -111,7 +111,14 @@ static int check_states(cxlp_pool *p, const struct cat_ds *d, uint64_t gen)
             return seterr(&p->obj, CXLP_ECORRUPT, "%s: catalog gen %llu: dataset '%s' shard %llu: "
                           "no copy in any tier", a->m.path, (unsigned long long)gen,
                           d->d.info.name, (unsigned long long)k);
-        if (a->L.home != POOL_NO_HOME &&
+        /* a dataset mirrored from a peer has its home there: its remote
+         * tier's word (docs/remote.md) */
+        int remote_home = 0;
+        for (uint32_t t = 0; t < a->L.n_tiers; t++)
+            if ((a->L.tiers[t].flags & TIER_REMOTE) &&
+                loc_present(at_load_acquire(&st[k * stride + 1 + t])))
+                remote_home = 1;
+        if (a->L.home != POOL_NO_HOME && !remote_home &&
             !loc_present(at_load_acquire(&st[k * stride + 1 + a->L.home])))
             return seterr(&p->obj, CXLP_ECORRUPT, "%s: catalog gen %llu: dataset '%s' shard %llu: "
                           "no copy in the home tier %u", a->m.path, (unsigned long long)gen,

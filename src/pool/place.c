@@ -268,7 +268,8 @@ static int defer_drops(struct txn *t, uint64_t states_off, uint64_t k, const uin
     *bytes = 0;
     for (uint32_t d = 0; d < a->L.n_tiers; d++) {
         uint64_t wd = host_load(a, &w[d]);
-        if (!(drop_mask >> d & 1) || d == keep || d == a->L.home || !loc_present(wd) ||
+        if (!(drop_mask >> d & 1) || d == keep || d == a->L.home ||
+            (a->L.tiers[d].flags & TIER_REMOTE) || !loc_present(wd) ||
             (only_cache && !(wd & LOC_CACHE)))
             continue;
         if ((present & ~(1u << d)) == 0)
@@ -327,7 +328,7 @@ void pool_words_retire(struct txn *t, uint64_t states_off, uint64_t n_shards)
     for (uint64_t k = 0; k < n_shards; k++)
         for (uint32_t d = 0; d < a->L.n_tiers; d++) {
             uint64_t *w = &st[k * stride + 1 + d], old = host_load(a, w);
-            if (d == a->L.home || !loc_present(old))
+            if (d == a->L.home || (a->L.tiers[d].flags & TIER_REMOTE) || !loc_present(old))
                 continue;
             if (word_set(t, w, old, loc_next_absent(old)))
                 return;

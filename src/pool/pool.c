@@ -100,7 +100,12 @@ static int tiers_validate(const struct pool_hdr *h, struct pool_layout *L, struc
     for (uint32_t t = 0; t < h->n_tiers; t++) {
         const struct pool_tier *ti = &h->tiers[t];
         if (ti->object >= h->n_objects || ti->kind > CXLP_TIER_NVME ||
-            ti->flags & ~(uint32_t)(TIER_PERSISTENT | TIER_STAGED) || ti->capacity == 0 ||
+            ti->flags & ~(uint32_t)(TIER_PERSISTENT | TIER_STAGED | TIER_REMOTE) ||
+            !(ti->kind == CXLP_TIER_REMOTE) != !(ti->flags & TIER_REMOTE) ||
+            ((ti->flags & TIER_REMOTE) &&
+             (ti->flags != (TIER_STAGED | TIER_REMOTE) ||
+              h->objects[ti->object].media_kind != POOL_OBJ_REMOTE)) ||
+            ti->capacity == 0 ||
             ti->capacity > L->obj[ti->object].data_len)
             return seterr(o, CXLP_ECORRUPT, "%s: tier %u: object %u, kind %u, flags %#x, capacity "
                           "%llu: invalid", path, t, ti->object, ti->kind, ti->flags,
@@ -557,10 +562,24 @@ uint8_t *pool_base_rw(cxlp_pool *p, int where)
     return p->writable && o >= 0 ? attach_media(p->a, (uint32_t)o)->base : NULL;
 }
 
+int pool_has_remote(const cxlp_pool *p)
+{
+    for (uint32_t t = 0; t < p->a->L.n_tiers; t++)
+        if (p->a->L.tiers[t].flags & TIER_REMOTE)
+            return 1;
+    return 0;
+}
+
 int pool_ingest_tier(const cxlp_pool *p)
 {
     const struct pool_layout *L = &p->a->L;
-    return L->home != POOL_NO_HOME ? (int)L->home : (int)L->n_tiers - 1;
+    if (L->home != POOL_NO_HOME)
+        return (int)L->home;
+    /* the slowest tier of this host: never a remote one (a peer's pool) */
+    int t = (int)L->n_tiers - 1;
+    while (t > 0 && (L->tiers[t].flags & TIER_REMOTE))
+        t--;
+    return t;
 }
 
 uint64_t pool_size(const cxlp_pool *p)
@@ -639,6 +658,8 @@ int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
     s.size = a->L.size;
     for (uint32_t i = 0; i < a->L.n_objects; i++) {
         uint64_t big;
+        if (i && attach_media(a, i)->kind < 0)
+            continue; /* a remote tier: addresses of a peer's shards, no memory here */
         s.data_bytes += a->L.obj[i].data_len;
         s.free_bytes += ext_free_bytes(&c, i, &big, NULL);
         s.largest_free = MAX(s.largest_free, big);
@@ -690,6 +711,25 @@ int cxlp_pool_stat(cxlp_pool *p, struct cxlp_pool_stat *st)
 }
 
 int cxlp_pool_list(cxlp_pool *p, struct cxlp_dataset_info *infos, size_t cap, size_t *n_out)
+{
+    int rc = check_handle(p);
+    if (rc)
+        return rc;
+    /* a pool with a remote tier lists its peers' datasets too: each is
+     * mirrored into the catalog the first time (a peer that does not
+     * answer adds nothing, and is no error here) */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u + 1;
+    uint64_t last = at_load_relaxed(&p->remote_asked_ms);
+    if (pool_has_remote(p) && (!last || now - last > 1000)) { /* a count and a fill ask once */
+        at_store_relaxed(&p->remote_asked_ms, now);
+        (void)pool_remote_mirror(p, NULL);
+    }
+    return pool_list_local(p, infos, cap, n_out);
+}
+
+int pool_list_local(cxlp_pool *p, struct cxlp_dataset_info *infos, size_t cap, size_t *n_out)
 {
     int rc = check_handle(p);
     if (rc)

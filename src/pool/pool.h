@@ -287,6 +287,19 @@ int pool_units_get(struct attach *a, uint64_t states_off, struct pool_units *out
  * CXLP_EFULL (no room for the words in the pool object). */
 int pool_units_ensure(cxlp_pool *p, uint64_t states_off, uint64_t per_unit, uint64_t n_units,
                       struct pool_units *out);
+/* cxlp_pool_list without asking the remote tier's peers. */
+int pool_list_local(cxlp_pool *p, struct cxlp_dataset_info *infos, size_t cap, size_t *n_out);
+/* pool_publish with the shards' copies in tier instead of the ingest tier
+ * (a remote tier: a dataset mirrored from a peer, store/remote_tier.c). */
+int pool_publish_in(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
+                    uint32_t tier);
+/* 1 when p has a remote tier. */
+int pool_has_remote(const cxlp_pool *p);
+/* Mirrors the datasets the peers of p's remote tiers list and p does not
+ * (name: that one only) into p's catalog (store/remote_tier.c). 0;
+ * CXLP_ENOTFOUND when p has no remote tier or (name) no peer lists it; a
+ * peer's error (its message names the peer). */
+int pool_remote_mirror(cxlp_pool *p, const char *name);
 /* A writable handle on the pool an attachment maps (for staging from a
  * read-only store). */
 int pool_open_writable(struct attach *a, cxlp_pool **out);

@@ -119,7 +119,16 @@
 enum pool_tier_flag {
     TIER_PERSISTENT = 1u,      /* survives a reboot (file media): may be home */
     TIER_STAGED = 2u,          /* never read in place: copies are staged from it */
+    TIER_REMOTE = 4u,          /* another host's pool (docs/remote.md): its object
+                                  is a span of addresses, no media; the words of
+                                  the datasets mirrored from a peer name their
+                                  shards there (kind CXLP_TIER_REMOTE, staged) */
 };
+/* media_kind of a remote tier's object: its spec is the peers' urls */
+#define POOL_OBJ_REMOTE 0x52454d4fu  /* "OMER" */
+/* The span of a remote tier's object: addresses for the shards mirrored
+ * from peers, allocated like extents (no memory behind them). */
+#define POOL_REMOTE_SPAN (UINT64_C(1) << 50)
 
 struct pool_tier {
     uint32_t kind;             /* enum cxlp_tier_kind */

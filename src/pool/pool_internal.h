@@ -96,6 +96,8 @@ struct cxlp_pool {
     struct obj obj;
     struct attach *a;
     int writable;
+    uint64_t remote_asked_ms;         /* when cxlp_pool_list last asked the
+                                         remote tier's peers (monotonic ms) */
 };
 
 /* Private, mutable catalog. Arrays are malloc'd and owned. */

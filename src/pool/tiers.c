@@ -35,6 +35,7 @@
 #include <xxhash.h>
 
 #include "common/atomic.h"
+#include "net/net.h"
 #include "pool/pool_internal.h"
 
 #define ERRLEN 384
@@ -111,13 +112,32 @@ static int tspec_parse(const char *str, int i, const char *base, int nth, struct
     *eq = 0;
     t->kind = cxlp_tier_parse(buf);
     if (t->kind < 0)
-        return bad(err, str, i, CXLP_EARG, "unknown kind (dram, cxl, nvme)");
-    if (t->kind == CXLP_TIER_REMOTE)
-        return bad(err, str, i, CXLP_EUNSUPPORTED, cxlp_remote_available()
-                   ? "remote tiers are reserved for remote pools: not implemented yet "
-                     "(cxlpool serve and cxlp_remote_open read a served pool)"
-                   : "remote tiers are reserved for remote pools over UCX, and this "
-                     "build has no UCX (built with CXLP_UCX=OFF)");
+        return bad(err, str, i, CXLP_EARG, "unknown kind (dram, cxl, remote, nvme)");
+    if (t->kind == CXLP_TIER_REMOTE) {
+        if (!cxlp_remote_available())
+            return bad(err, str, i, CXLP_EUNSUPPORTED, "remote tiers read other hosts' pools "
+                       "over UCX, and this build has no UCX (built with CXLP_UCX=OFF)");
+        /* remote=ucx://HOST:PORT/POOL[,ucx://...]: the peers, each checked */
+        const char *urls = eq + 1;
+        if (strlen(urls) >= sizeof t->spec)
+            return bad(err, str, i, CXLP_EARG, "the list of peers is too long");
+        char list[POOL_SPEC_MAX], *save = NULL;
+        strlcpy0(list, urls, sizeof list);
+        int n_urls = 0;
+        for (char *u = strtok_r(list, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
+            char host[256], pool[WIRE_NAME_MAX + 1], why[ERRLEN];
+            int port;
+            if (net_url_parse(u, host, sizeof host, &port, pool, why, sizeof why))
+                return bad(err, str, i, CXLP_EARG, why);
+            n_urls++;
+        }
+        if (!n_urls || urls[0] == ',' || urls[strlen(urls) - 1] == ',' || strstr(urls, ",,"))
+            return bad(err, str, i, CXLP_EARG, "expected remote=ucx://HOST:PORT/POOL"
+                       "[,ucx://HOST:PORT/POOL...]");
+        strlcpy0(t->spec, urls, sizeof t->spec);
+        strlcpy0(t->m.path, urls, sizeof t->m.path);
+        return 0;
+    }
     char *med = eq + 1, *last = strrchr(med, ':');
     uint64_t size = 0;
     int has_size = last && cxlp_size_parse(last + 1, &size) == 0;
@@ -221,7 +241,7 @@ int cxlp_pool_create_tiered(const char *spec, const char *const *tiers, size_t n
             goto fail;
         if (i > 0 && ts[i].kind < ts[i - 1].kind) {
             rc = bad(err, tiers[i], (int)i, CXLP_EARG, "tiers are listed fastest first "
-                     "(dram, cxl, nvme)");
+                     "(dram, cxl, remote, nvme)");
             goto fail;
         }
         if (strcmp(ts[i].m.path, pm.path) == 0) {
@@ -236,10 +256,20 @@ int cxlp_pool_create_tiered(const char *spec, const char *const *tiers, size_t n
                 goto fail;
             }
         char why[ERRLEN];
-        if ((rc = media_probe(&ts[i].m, ts[i].size, why, sizeof why))) {
+        if (ts[i].kind != CXLP_TIER_REMOTE && (rc = media_probe(&ts[i].m, ts[i].size, why, sizeof why))) {
             rc = bad(err, tiers[i], (int)i, rc, why);
             goto fail;
         }
+    }
+    int n_remote = 0, n_memory = 0;
+    for (size_t i = 0; i < n_tiers; i++) {
+        n_remote += ts[i].kind == CXLP_TIER_REMOTE;
+        n_memory += ts[i].kind == CXLP_TIER_DRAM || ts[i].kind == CXLP_TIER_CXL;
+    }
+    if (n_remote && !n_memory) {
+        rc = errbuf_set(err, sizeof err, CXLP_EARG, "a remote tier's shards are staged into a "
+                        "memory tier of this host: add one (e.g. --tier dram=shm:1G)");
+        goto fail;
     }
     struct pool_layout L;
     uint64_t meta = opts && opts->meta_bytes ? opts->meta_bytes : DEF_META_BYTES;
@@ -264,10 +294,12 @@ int cxlp_pool_create_tiered(const char *spec, const char *const *tiers, size_t n
     L.home = POOL_NO_HOME;
     for (size_t i = 0; i < n_tiers; i++) {
         uint32_t ob = (uint32_t)i + 1;
-        int nvme = ts[i].kind == CXLP_TIER_NVME;
+        int nvme = ts[i].kind == CXLP_TIER_NVME, remote = ts[i].kind == CXLP_TIER_REMOTE;
         L.tiers[i] = (struct pool_tier){.kind = (uint32_t)ts[i].kind, .object = ob,
-                                        .node = ts[i].m.numa_node,
-                                        .flags = nvme ? TIER_PERSISTENT | TIER_STAGED : 0};
+                                        .node = remote ? -1 : ts[i].m.numa_node,
+                                        .flags = nvme     ? TIER_PERSISTENT | TIER_STAGED
+                                                 : remote ? TIER_STAGED | TIER_REMOTE
+                                                          : 0};
         if (nvme)
             L.home = (uint32_t)i;
     }
@@ -283,6 +315,16 @@ int cxlp_pool_create_tiered(const char *spec, const char *const *tiers, size_t n
     struct media m;
     for (; made < n_tiers; made++) {
         uint32_t ob = (uint32_t)made + 1;
+        if (ts[made].kind == CXLP_TIER_REMOTE) {
+            /* no object: a span of addresses for the shards of peers */
+            L.obj[ob].size = POOL_DATA_ALIGN + POOL_REMOTE_SPAN;
+            L.obj[ob].data_off = POOL_DATA_ALIGN;
+            L.obj[ob].data_len = POOL_REMOTE_SPAN;
+            L.tiers[made].capacity = POOL_REMOTE_SPAN;
+            strlcpy0(objs[ob].spec, ts[made].spec, sizeof objs[ob].spec);
+            objs[ob].media_kind = POOL_OBJ_REMOTE;
+            continue;
+        }
         /* size 0: a device's whole size */
         rc = media_create(&m, ts[made].spec, ts[made].size, o.mode, err, sizeof err);
         if (!rc && m.size < POOL_DATA_ALIGN + POOL_EXTENT_ALIGN)
@@ -315,7 +357,8 @@ int cxlp_pool_create_tiered(const char *spec, const char *const *tiers, size_t n
     strlcpy0(err, cxlp_errmsg(NULL), sizeof err);
 undo:
     for (size_t i = 0; i < made; i++)
-        media_destroy(ts[i].spec, NULL, 0);
+        if (ts[i].kind != CXLP_TIER_REMOTE)
+            media_destroy(ts[i].spec, NULL, 0);
 fail:
     free(ts);
     return seterr(NULL, rc, "%s: %s", spec, err);
@@ -328,6 +371,16 @@ int pool_objects_open(struct attach *a, struct obj *o)
     for (uint32_t i = 1; i < a->L.n_objects; i++) {
         struct media *m = &a->om[i];
         const char *spec = h->objects[i].spec; /* validated: terminated */
+        if (h->objects[i].media_kind == POOL_OBJ_REMOTE) {
+            /* a remote tier: the peers' urls, read over the network */
+            memset(m, 0, sizeof *m);
+            m->kind = -1;
+            m->fd = -1;
+            m->numa_node = -1;
+            m->size = a->L.obj[i].size;
+            strlcpy0(m->path, spec, sizeof m->path);
+            continue;
+        }
         int rc = media_open(m, spec, a->m.writable, err, sizeof err);
         if (rc)
             return seterr(o, rc, "%s: tier object %u: %s", a->m.path, i, err);
@@ -365,11 +418,14 @@ int pool_destroy_objects(const char *spec)
         for (uint32_t i = 1; i < n; i++) {
             memcpy(specs[i], h->objects[i].spec, POOL_SPEC_MAX);
             specs[i][POOL_SPEC_MAX - 1] = '\0';
+            if (h->objects[i].media_kind == POOL_OBJ_REMOTE)
+                specs[i][0] = '\0'; /* a peer's pool: nothing of ours to remove */
         }
     }
     media_close(&m);
     for (uint32_t i = 1; i < n; i++)
-        media_destroy(specs[i], NULL, 0);
+        if (specs[i][0])
+            media_destroy(specs[i], NULL, 0);
     return 0;
 }
 
@@ -431,7 +487,7 @@ int cxlp_pool_tiers(cxlp_pool *p, struct cxlp_tier_info *out, size_t cap, size_t
         struct cxlp_tier_info ti;
         memset(&ti, 0, sizeof ti);
         ti.kind = at->kind;
-        ti.media = m->kind;
+        ti.media = at->flags & TIER_REMOTE ? CXLP_MEDIA_UCX : m->kind;
         /* a shm dram tier is DRAM and a file nvme tier is storage; only a
          * cxl tier on shm or file memory stands in for something, and so
          * does the one tier of a pool of one tier: the pool is emulated CXL

@@ -286,6 +286,8 @@ static int where_checked(cxlp_pool *p, int where, const char *what)
 
 int pool_back(cxlp_pool *p, struct media *m, uint64_t off, uint64_t len, int huge)
 {
+    if (m->kind < 0)
+        return 0; /* a remote tier's addresses: nothing to back */
     /* gives the range back on failure */
     int rc = huge ? media_prepare_huge(m, off, len) : media_prepare(m, off, len);
     if (rc)
@@ -611,8 +613,25 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
     return pool_publish_over(p, ds, shards, 0);
 }
 
+static int publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
+                   uint64_t replaces, uint32_t ingest);
+
 int pool_publish_over(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
                       uint64_t replaces)
+{
+    return publish(p, ds, shards, replaces, (uint32_t)pool_ingest_tier(p));
+}
+
+int pool_publish_in(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
+                    uint32_t tier)
+{
+    if (tier >= p->a->L.n_tiers)
+        return seterr(&p->obj, CXLP_EARG, "pool_publish: tier %u of %u", tier, p->a->L.n_tiers);
+    return publish(p, ds, shards, 0, tier);
+}
+
+static int publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
+                   uint64_t replaces, uint32_t ingest)
 {
     int rc = writable_handle(p, "pool_publish");
     if (rc)
@@ -624,7 +643,6 @@ int pool_publish_over(cxlp_pool *p, struct pool_dataset *ds, const struct pool_s
     if (nl == 0 || nl == sizeof ds->info.name)
         return seterr(&p->obj, CXLP_EARG, "pool_publish: dataset name empty or longer than %zu",
                       sizeof ds->info.name - 1);
-    const uint32_t ingest = (uint32_t)pool_ingest_tier(p);
     const uint32_t iobj = p->a->L.tiers[ingest].object;
     for (uint32_t s = 0; s < ds->n_shards; s++)
         if (shards[s].off % POOL_EXTENT_ALIGN || shards[s].len == 0 || shards[s].off > LOC_MAX_OFF)
@@ -873,6 +891,16 @@ int pool_concat(cxlp_pool *p, const char *name, const char *const *parts, size_t
                         name, parts[k]);
             goto out;
         }
+        /* a peer holds a part by its name (docs/remote.md): the new name
+         * would read nothing there */
+        const uint64_t *st = c->ds[idx[k]].d.n_shards
+                             ? attach_states(p->a, c->ds[idx[k]].states.off) : NULL;
+        for (uint32_t t = 0; st && t < p->a->L.n_tiers; t++)
+            if ((p->a->L.tiers[t].flags & TIER_REMOTE) && loc_present(host_load(p->a, &st[1 + t]))) {
+                rc = seterr(&p->obj, CXLP_EUNSUPPORTED, "concat '%s': part '%s' is held by a "
+                            "peer of remote tier %u, which knows it by its name", name, parts[k], t);
+                goto out;
+            }
         n_sh += d->n_shards;
     }
     if (n_sh > UINT32_MAX) {

@@ -28,6 +28,7 @@
 #include "pool/loc.h"
 #include "pool/pool_format.h"
 #include "store/fetch.h"
+#include "store/remote_tier.h"
 #include "store/store.h"
 
 #define WAIT_LIMIT_NS (UINT64_C(300) * 1000000000u)
@@ -74,66 +75,169 @@ int store_word_in_tier(const cxlp_store *s, uint64_t k, uint32_t u, uint64_t off
     return 0;
 }
 
+const char *store_read_why(const cxlp_store *s, uint32_t u, int rc, char *buf, size_t cap)
+{
+    if (u >= attach_n_tiers(s->a) || !(attach_tier(s->a, u)->flags & TIER_REMOTE))
+        return cxlp_strerror(rc);
+    strlcpy0(buf, cxlp_errmsg(NULL), cap);
+    return buf;
+}
+
 /* io's reader of staged tier u, opened on first use. */
 int store_tier_reader(const cxlp_store *s, uint64_t k, uint32_t u, struct store_io *io,
                       struct media_reader **r)
 {
     char err[ERRMSG_MAX];
     int rc;
-    if (!io->r[u] && (rc = media_reader_open(&io->r[u], attach_tier(s->a, u)->path, err,
-                                             sizeof err)))
+    if (!io->r[u] && (attach_tier(s->a, u)->flags & TIER_REMOTE))
+        rc = store_remote_reader(s, u, &io->r[u]);
+    else if (!io->r[u] && (rc = media_reader_open(&io->r[u], attach_tier(s->a, u)->path, err,
+                                                  sizeof err)))
         return seterr(NULL, rc, "dataset %s shard %" PRIu64 ": %s", s->name, k, err);
+    else
+        rc = 0;
+    if (rc)
+        return rc;
     *r = io->r[u];
     return 0;
 }
 
+/* Bytes per second a read of staged tier u is expected to move, for the
+ * choice of a source (read_source): configured in $CXLPOOL_TIER_BW
+ * ("remote=1G,nvme=2G": bytes a second by tier kind), else this store's
+ * measure of its reads of the tier (a moving average), else 2 GB/s for an
+ * nvme tier and 1 GB/s for a remote one. A tier whose read failed in the
+ * last TIER_DOWN_NS counts as 1 byte a second: tried last. */
+#define TIER_DOWN_NS (UINT64_C(5) * 1000000000u)
+static void conf_bw_read(uint64_t *conf_bw)
+{
+    const char *e = getenv("CXLPOOL_TIER_BW");
+    char buf[256];
+    if (!e || strlen(e) >= sizeof buf)
+        return;
+    strlcpy0(buf, e, sizeof buf);
+    char *save = NULL;
+    for (char *kv = strtok_r(buf, ",", &save); kv; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        uint64_t v;
+        if (!eq)
+            continue;
+        *eq = '\0';
+        int kind = cxlp_tier_parse(kv);
+        if (kind >= 0 && cxlp_size_parse(eq + 1, &v) == 0 && v)
+            conf_bw[kind] = v;
+    }
+}
+
+static uint64_t tier_bw(const cxlp_store *s, uint32_t u)
+{
+    /* read at every choice (a copy of a shard): a few bytes to parse
+     * beside the shard's I/O, and a process may change it between reads */
+    uint64_t conf_bw[CXLP_TIER_NVME + 1] = {0};
+    if (now_ns() < at_load_relaxed(&s->tier_down[u]))
+        return 1;
+    conf_bw_read(conf_bw);
+    const struct attach_tier *at = attach_tier(s->a, u);
+    int kind = at->kind >= 0 && at->kind <= CXLP_TIER_NVME ? at->kind : CXLP_TIER_NVME;
+    if (conf_bw[kind])
+        return conf_bw[kind];
+    uint64_t m = at_load_relaxed(&s->tier_bw[u]);
+    if (m)
+        return m;
+    return kind == CXLP_TIER_REMOTE ? UINT64_C(1000000000) : UINT64_C(2000000000);
+}
+
+/* A read of len bytes of staged tier u took ns: the store's measure moves
+ * a quarter of the way to it. */
+static void tier_measured(cxlp_store *s, uint32_t u, uint64_t len, uint64_t ns)
+{
+    if (len < (UINT64_C(1) << 20) || !ns)
+        return; /* small reads measure latency, not bandwidth */
+    uint64_t bw = (uint64_t)((double)len * 1e9 / (double)ns);
+    uint64_t old = at_load_relaxed(&s->tier_bw[u]);
+    at_store_relaxed(&s->tier_bw[u], old ? old - old / 4 + bw / 4 : bw);
+}
+
+/* Reads shard k's copy outside tier t (UINT32_MAX: any) into dst (len
+ * bytes): a memory tier's when there is one (memcpy), else the staged
+ * copies (the home, a peer's through the remote tier) cheapest first, by
+ * len over tier_bw; a staged read that fails goes on to the next holder.
+ * The error is the first holder's, its message every holder's. */
 static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint64_t len,
                        struct store_io *io, struct copy_stat *st)
 {
     struct attach *a = s->a;
     uint64_t pin = attach_pin_epoch(a);
-    int pinned = 1, rc = CXLP_ECORRUPT;
+    int rc = CXLP_ECORRUPT;
+    uint32_t cand[POOL_MAX_TIERS];
+    uint64_t coff[POOL_MAX_TIERS], cbw[POOL_MAX_TIERS];
+    size_t nc = 0;
     for (uint32_t u = 0; u < attach_n_tiers(a); u++) {
         uint64_t w = store_word(s, k, u);
         if (u == t || !loc_present(w))
             continue;
         const struct attach_tier *at = attach_tier(a, u);
         uint64_t off = loc_off(w);
-        if ((rc = store_word_in_tier(s, k, u, off, len)))
-            break;
+        if ((rc = store_word_in_tier(s, k, u, off, len))) {
+            attach_unpin_epoch(a, pin);
+            return rc;
+        }
         if (!(at->flags & TIER_STAGED)) {
             memcpy(dst, at->base + off, len);
-            rc = 0;
-            break;
-        }
-        if (u == attach_home(a)) {
-            /* the home copy is never dropped while the dataset is listed
-             * (the store's generation pin covers a remove): the location
-             * pin is not needed for this read, and held through the I/O it
-             * would hold back the frees of every copy dropped meanwhile */
             attach_unpin_epoch(a, pin);
-            pinned = 0;
+            return 0;
         }
-        struct media_reader *r;
-        if ((rc = store_tier_reader(s, k, u, io, &r)))
-            break;
-        int direct = 0;
-        rc = media_read(r, off, len, dst, &direct);
-        if (rc) {
-            rc = seterr(NULL, rc, "dataset %s shard %" PRIu64 ": reading %" PRIu64 " bytes at "
-                        "%#" PRIx64 " of tier %u (%s, %s): %s", s->name, k, len, off, u,
-                        cxlp_tier_name(at->kind), at->path, cxlp_strerror(rc));
-            break;
+        /* the cheapest first; ties keep the tiers' order */
+        uint64_t bw = tier_bw(s, u);
+        size_t i = nc++;
+        for (; i > 0 && cbw[i - 1] < bw; i--) {
+            cand[i] = cand[i - 1];
+            coff[i] = coff[i - 1];
+            cbw[i] = cbw[i - 1];
         }
-        if (st && direct)
-            st->direct_bytes += len;
-        break;
+        cand[i] = u;
+        coff[i] = off;
+        cbw[i] = bw;
     }
-    if (pinned)
-        attach_unpin_epoch(a, pin);
-    if (rc == CXLP_ECORRUPT && !cxlp_errmsg(NULL)[0])
-        seterr(NULL, rc, "dataset %s shard %" PRIu64 ": no copy in any tier", s->name, k);
-    return rc;
+    /* a staged copy (the home's, or a peer's: remote words are never
+     * dropped) stays while the store's generation pin holds the dataset:
+     * the location pin is not needed for its I/O, and held through it
+     * would hold back the frees of every copy dropped meanwhile */
+    attach_unpin_epoch(a, pin);
+    if (!nc)
+        return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": no copy in any tier",
+                      s->name, k);
+    int first = 0;
+    char msgs[ERRMSG_MAX] = "";
+    for (size_t i = 0; i < nc; i++) {
+        uint32_t u = cand[i];
+        const struct attach_tier *at = attach_tier(a, u);
+        struct media_reader *r;
+        uint64_t t0 = now_ns();
+        int direct = 0;
+        rc = store_tier_reader(s, k, u, io, &r);
+        if (!rc)
+            rc = media_read(r, coff[i], len, dst, &direct);
+        if (!rc) {
+            tier_measured(s, u, len, now_ns() - t0);
+            if (st && direct)
+                st->direct_bytes += len;
+            return 0;
+        }
+        char why[ERRMSG_MAX], one[ERRMSG_MAX + 128]; /* cut to msgs' size below */
+        snprintf(one, sizeof one, "reading %" PRIu64 " bytes at %#" PRIx64 " of tier %u (%s): %s",
+                 len, coff[i], u, cxlp_tier_name(at->kind),
+                 store_read_why(s, u, rc, why, sizeof why));
+        size_t n = strlen(msgs);
+        if (n)
+            strlcpy0(msgs + n, "; then ", sizeof msgs - n);
+        n = strlen(msgs);
+        strlcpy0(msgs + n, one, sizeof msgs - n);
+        first = first ? first : rc;
+        if (i + 1 < nc) /* another holder took over: this one waits its turn a while */
+            at_store_relaxed(&s->tier_down[u], now_ns() + TIER_DOWN_NS);
+    }
+    return seterr(NULL, first, "dataset %s shard %" PRIu64 ": %s", s->name, k, msgs);
 }
 
 /* Waits for another process's copy of shard k in tier t: 0 once its word
@@ -525,10 +629,11 @@ static int read_ranges(struct parts *P, const char *what)
     size_t nv = P->nv;
     P->nv = 0;
     if (rc) {
-        char who[64];
+        char who[64], why[ERRMSG_MAX];
         return seterr(NULL, rc, "dataset %s %s: partial read of %zu ranges (%s) from tier %u "
                       "(%s): %s", P->s->name, parts_named(P, who, sizeof who), nv, what, P->u,
-                      attach_tier(P->s->a, P->u)->path, cxlp_strerror(rc));
+                      attach_tier(P->s->a, P->u)->path,
+                      store_read_why(P->s, P->u, rc, why, sizeof why));
     }
     return 0;
 }
@@ -710,8 +815,8 @@ int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store
     uint32_t ver = at_load_acquire(&s->version); /* 0 until a shard settled it */
     if (!s->tiered || (ver && ver < SHARD_VERSION_V3) || at_load_relaxed(&s->no_bsums))
         return 1;
-    struct parts P = {.s = s, .u = attach_home(a), .n = n};
-    if (!(attach_tier(a, P.u)->flags & TIER_STAGED))
+    struct parts P = {.s = s, .u = store_home(s), .n = n};
+    if (P.u >= attach_n_tiers(a) || !(attach_tier(a, P.u)->flags & TIER_STAGED))
         return 1;
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {

@@ -114,6 +114,10 @@ int store_room_from_others(cxlp_store *s, uint32_t t);
 /* 0 when tier u's word for shard k, at off, holds len bytes inside the
  * tier; else CXLP_ECORRUPT naming them. */
 int store_word_in_tier(const cxlp_store *s, uint64_t k, uint32_t u, uint64_t off, uint64_t len);
+/* Why a read of staged tier u failed with rc, for a message: the remote
+ * tier's reader said it (which peers, which shard) in the thread's message,
+ * copied to buf; else cxlp_strerror(rc). */
+const char *store_read_why(const cxlp_store *s, uint32_t u, int rc, char *buf, size_t cap);
 /* io's reader of staged tier u, opened on first use (k names the shard in
  * messages). */
 struct media_reader;

@@ -50,6 +50,7 @@
 #include "pool/loc.h"
 #include "pool/pool_format.h"
 #include "store/fetch.h"
+#include "store/remote_tier.h"
 #include "store/store.h"
 #include "store/unit.h"
 
@@ -158,10 +159,12 @@ static uint64_t pow2_floor(uint64_t x)
 static int probe(cxlp_store *s, uint64_t chunk, struct cxlp_stage_order *out)
 {
     struct attach *a = s->a;
-    uint32_t home = attach_home(a);
+    uint32_t home = store_home(s);
     if (!s->tiered || home >= attach_n_tiers(a) ||
         !(attach_tier(a, home)->flags & TIER_STAGED) || !s->n_shards)
         return 0;
+    if (attach_tier(a, home)->flags & TIER_REMOTE)
+        return 0; /* a peer's pool: not a file to probe */
     const char *path = attach_tier(a, home)->path;
     struct stat st;
     if (stat(path, &st))

@@ -64,6 +64,7 @@
 #include "pool/pool_format.h"
 #include "store/fetch.h"
 #include "store/shard.h"
+#include "store/remote_tier.h"
 #include "store/store.h"
 #include "store/unit.h"
 
@@ -82,12 +83,14 @@ static void store_free(cxlp_store *s)
         store_io_close(s->home_io);
         free(s->home_io);
     }
+    store_remote_free(s);
     free(s->heads);
     free(s->sums);
     if (s->mu_init) {
         pthread_mutex_destroy(&s->mu);
         pthread_mutex_destroy(&s->home_mu);
         pthread_mutex_destroy(&s->heads_mu);
+        pthread_mutex_destroy(&s->rt_mu);
     }
     if (s->units)
         free(s->units->ufirst);
@@ -307,6 +310,7 @@ static void tiers_init(cxlp_store *s)
 {
     struct attach *a = s->a;
     s->tiered = attach_n_tiers(a) > 1;
+    s->remote = -1;
     if (!s->tiered)
         return;
     s->unpinned = !attach_leased(a);
@@ -315,6 +319,7 @@ static void tiers_init(cxlp_store *s)
     for (uint32_t t = 0; t < attach_n_tiers(a); t++)
         if (!(attach_tier(a, t)->flags & TIER_STAGED))
             s->mem[s->n_mem++] = t;
+    s->remote = store_remote_of(s);
 }
 
 int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
@@ -330,6 +335,16 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
         return seterr(pool_obj(p), -ENOMEM, "dataset %s: out of memory", name);
     obj_init(&s->obj);
     rc = pool_lookup(p, name, &s->ds, &s->loc, &s->a, &s->gen);
+    if (rc == CXLP_ENOTFOUND && pool_has_remote(p)) {
+        /* a dataset of a peer of the remote tier: mirrored, then opened */
+        char msg[ERRMSG_MAX];
+        strlcpy0(msg, cxlp_errmsg(pool_obj(p)), sizeof msg);
+        int r2 = pool_remote_mirror(p, name);
+        if (r2 == 0)
+            rc = pool_lookup(p, name, &s->ds, &s->loc, &s->a, &s->gen);
+        else /* pool_remote_mirror says which peers and why */
+            rc = seterr(pool_obj(p), r2, "%s (%s)", msg, cxlp_errmsg(NULL));
+    }
     if (rc) {
         free(s);
         return rc; /* the pool layer's message names the dataset */
@@ -337,6 +352,7 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->home_mu, NULL);
     pthread_mutex_init(&s->heads_mu, NULL);
+    pthread_mutex_init(&s->rt_mu, NULL);
     s->mu_init = 1;
     s->name = s->ds.info.name;
     s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';
@@ -1127,14 +1143,17 @@ int store_copy_open(cxlp_store *s, uint64_t k, uint32_t t, uint64_t off, const u
     else
         snprintf(where, sizeof where, "pool offset %" PRIu64, off);
     if (!base) {
-        const struct attach_tier *at = attach_tier(s->a, t);
         uint64_t al = ALIGN_UP(len, 4096);
-        int rc = io->r[t] ? 0 : media_reader_open(&io->r[t], at->path, err, sizeof err);
+        struct media_reader *r;
+        int rc = store_tier_reader(s, k, t, io, &r);
         if (!rc)
-            rc = media_read(io->r[t], off, al, buf, NULL);
-        if (rc)
+            rc = media_read(r, off, al, buf, NULL);
+        if (rc) {
+            strlcpy0(err, cxlp_errmsg(NULL), sizeof err);
             return seterr(&s->obj, rc, "dataset %s shard %" PRIu64 " (%s): read: %s", s->name, k,
-                          where, rc < 0 && rc > -4096 ? strerror(-rc) : err);
+                          where, rc < 0 && rc > -4096 && !(attach_tier(s->a, t)->flags & TIER_REMOTE)
+                          ? strerror(-rc) : err);
+        }
         base = buf;
     } else if (s->nc) { /* the whole copy is read: fresh lines */
         cache_invalidate(base, len);

@@ -19,6 +19,7 @@
 
 struct store_io;
 struct head_page;
+struct rt_idle;
 
 /* An open dataset (reader.c): immutable after open except where noted. */
 struct cxlp_store {
@@ -51,6 +52,16 @@ struct cxlp_store {
                                * from the home copy, every block verified */
     const uint64_t *states;   /* shard k's words at states[k * stride] */
     uint32_t stride;
+    int remote;               /* the remote tier holding a mirrored dataset
+                               * (store/remote_tier.c), its home; -1 none */
+    struct rt_idle *rt_idle;  /* its idle connections to peers, under rt_mu:
+                               * a reader takes one and gives it back */
+    int rt_peer;              /* the peer that answered last (under rt_mu) */
+    uint64_t tier_bw[POOL_MAX_TIERS]; /* bytes/s its reads of each staged
+                               * tier moved (fetch.c: a moving average) */
+    uint64_t tier_down[POOL_MAX_TIERS]; /* monotonic ns until which a staged
+                               * tier whose read failed is tried last */
+    pthread_mutex_t rt_mu;
     uint32_t n_mem;           /* memory tiers (read in place), fastest first */
     uint32_t mem[POOL_MAX_TIERS];
     uint8_t *ready;           /* per shard, atomic: shards[k] is valid */

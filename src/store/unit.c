@@ -58,6 +58,7 @@
 #include "common/atomic.h"
 #include "pool/loc.h"
 #include "pool/pool_format.h"
+#include "store/remote_tier.h"
 #include "store/unit.h"
 
 /* Units are for shards larger than 1/UNIT_WHOLE of the budget: below, the
@@ -517,7 +518,7 @@ static int src_open(cxlp_store *s, uint64_t k, uint32_t not_tier, struct store_i
     /* the home copy stays while the store's generation pin holds the
      * dataset: no epoch pin across the I/O (it would hold back frees) */
     attach_unpin_epoch(s->a, x->pin);
-    x->tier = attach_home(s->a);
+    x->tier = store_home(s);
     x->word = store_word(s, k, x->tier);
     x->off = loc_off(x->word);
     if (x->tier >= attach_n_tiers(s->a) || !loc_present(x->word))
@@ -623,10 +624,12 @@ static int src_read(struct src *x, const struct img *m, const struct shard *sg_g
     }
     int direct = 0;
     int rc = nv ? media_readv(x->r, v, nv, &direct) : 0;
+    char why[ERRMSG_MAX];
     if (rc)
         return seterr(NULL, rc, "dataset %s shard %" PRIu64 ": reading %u ranges of its home copy "
                       "(tier %u, %s, at %#" PRIx64 "): %s", x->s->name, x->k, nv, x->tier,
-                      attach_tier(x->s->a, x->tier)->path, x->off, cxlp_strerror(rc));
+                      attach_tier(x->s->a, x->tier)->path, x->off,
+                      store_read_why(x->s, x->tier, rc, why, sizeof why));
     *bytes += n;
     if (direct)
         *direct_bytes += n;
@@ -644,10 +647,12 @@ static int src_head(struct src *x, uint8_t *page, struct shard *g, struct shard_
         memcpy(page, x->base, SHARD_DATA_OFF);
     } else if (!(kept = store_kept_page(s, x->k, 0, x->word, page))) {
         int rc = media_read(x->r, x->off, SHARD_DATA_OFF, page, NULL);
+        char why[ERRMSG_MAX];
         if (rc)
             return seterr(NULL, rc, "dataset %s shard %" PRIu64 ": reading its header page from "
                           "tier %u (%s): %s", s->name, x->k, x->tier,
-                          attach_tier(s->a, x->tier)->path, cxlp_strerror(rc));
+                          attach_tier(s->a, x->tier)->path,
+                          store_read_why(s, x->tier, rc, why, sizeof why));
         *bytes += SHARD_DATA_OFF;
     }
     int rc = store_head_check(s, x->k, page, g, cols, 0, x->base ? "memory copy" : "home copy");

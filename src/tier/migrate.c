@@ -33,6 +33,7 @@
 #include "common/atomic.h"
 #include "pool/pool_format.h"
 #include "store/fetch.h"
+#include "store/remote_tier.h"
 #include "store/store.h"
 #include "store/unit.h"
 #include "tier/tier.h"
@@ -186,10 +187,6 @@ int cxlp_migrate(cxlp_pool *p, const char *name, const char *tier,
         return seterr(pool_obj(p), CXLP_EARG, "cxlp_migrate: the pool has one tier: nothing "
                       "to migrate between");
     const struct attach_tier *at = attach_tier(a, (uint32_t)t);
-    uint32_t home = attach_home(a);
-    if ((at->flags & TIER_STAGED) && (uint32_t)t != home)
-        return seterr(pool_obj(p), CXLP_EUNSUPPORTED, "cxlp_migrate: tier %d is an nvme tier "
-                      "that is not the home: copies go to memory tiers or back home", t);
     uint32_t threads = o && o->threads ? o->threads : 1;
     if (threads > 64)
         return seterr(pool_obj(p), CXLP_EARG, "cxlp_migrate: threads %u is more than 64", threads);
@@ -200,6 +197,14 @@ int cxlp_migrate(cxlp_pool *p, const char *name, const char *tier,
     int rc = cxlp_store_open(p, name, &m.s);
     if (rc)
         return rc;
+    /* the dataset's home: the pool's, or the remote tier of a mirror */
+    uint32_t home = store_home(m.s);
+    if ((at->flags & TIER_STAGED) && (uint32_t)t != home) {
+        cxlp_store_close(m.s);
+        return seterr(pool_obj(p), CXLP_EUNSUPPORTED, "cxlp_migrate: tier %d is a staged tier "
+                      "(%s) that is not the home of %s: copies go to memory tiers or back home",
+                      t, cxlp_tier_name(at->kind), name);
+    }
     (void)store_units_use(m.s, 0, 0); /* its units' copies go too, if it has units */
     m.tier = (uint32_t)t;
     m.o = o;

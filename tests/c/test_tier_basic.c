@@ -206,8 +206,14 @@ static void bad_input(void)
     refuse(full, 2, CXLP_EFULL, "free on its filesystem");
     const char *nv[] = {dram, shm_nvme};
     refuse(nv, 2, CXLP_EARG, "an nvme tier is a file");
-    const char *rem[] = {remote};
-    refuse(rem, 1, CXLP_EUNSUPPORTED, "reserved");
+    const char *rem[] = {dram, remote};
+    if (cxlp_remote_available())
+        refuse(rem, 2, CXLP_EARG, "ucx://");
+    else
+        refuse(rem, 2, CXLP_EUNSUPPORTED, "no UCX");
+    const char *rem_only[] = {"remote=ucx://127.0.0.1:1/p"};
+    if (cxlp_remote_available())
+        refuse(rem_only, 1, CXLP_EARG, "memory tier of this host");
     const char *nonode[] = {"cxl=numa:999:8M", nvme};
     refuse(nonode, 2, CXLP_ENODEV, "999");
     const char *nodev[] = {"cxl=devdax:/dev/dax97.3", nvme};

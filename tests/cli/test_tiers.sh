@@ -80,13 +80,17 @@ unchanged "$P" "$T/before" "a failed ingest"
 
 # refused before anything is created
 pool_name Q badtiers
+# a remote tier is a list of ucx:// urls; a build without UCX refuses it
+REMOTE_BAD="ucx://"
+"$CXLPOOL" remote-cat "ucx://127.0.0.1:1/x" x --timeout 2s >/dev/null 2>"$T/ucx" </dev/null
+grep -q "no UCX" "$T/ucx" && REMOTE_BAD="no UCX"
 for spec in "nvme=file:$T/x.tier:64M dram=shm:8M|fastest first" \
             "dram=shm:8M nvme=file:$T/x.tier:900P|free on its filesystem" \
             "cxl=numa:999:8M|999" "cxl=devdax:/dev/dax99.1|dax99.1" \
             "dram=shm:1M|smaller than a tier" "dram=shm:$Q.a:8M cxl=shm:$Q.a:8M|same object" \
-            "remote=shm:8M|reserved" "ssd=shm:8M|unknown kind"; do
+            "dram=shm:8M remote=shm:8M|$REMOTE_BAD" "ssd=shm:8M|unknown kind"; do
   args=() ; for t in ${spec%%|*}; do args+=(--tier "$t"); done
-  code=2; case ${spec##*|} in "free on"*) code=1;; 999|dax99.1) code=1;; reserved) code=1;; esac
+  code=2; case ${spec##*|} in "free on"*) code=1;; 999|dax99.1) code=1;; "no UCX") code=1;; esac
   expect $code "${spec##*|}" "$CXLPOOL" create "$Q" "${args[@]}" --meta-bytes 4M
   [ ! -e "/dev/shm/cxlp.$Q" ] && [ ! -e "$T/x.tier" ] && ok || fail "objects left by '$spec'"
 done

@@ -1,0 +1,28 @@
+/*
+ * remote_tier.h - a pool's remote tier (remote_tier.c; docs/remote.md):
+ * datasets of peers mirrored into the catalog, and the reader that reads
+ * their shards from the peers.
+ */
+#ifndef CXLP_STORE_REMOTE_TIER_H
+#define CXLP_STORE_REMOTE_TIER_H
+
+#include <stdint.h>
+
+#include "cxlpool.h"
+#include "media/media.h"
+
+/* The remote tier holding store s's dataset (a mirror: its home is there),
+ * or -1. */
+int store_remote_of(const cxlp_store *s);
+/* The tier that holds every shard of s: the remote tier of a mirror, else
+ * the pool's home (POOL_NO_HOME when none). */
+uint32_t store_home(const cxlp_store *s);
+/* A reader of remote tier u for store s (one thread's): addresses of its
+ * shards read from a peer that holds the same shard table. 0 or an error
+ * with its message. */
+int store_remote_reader(const cxlp_store *s, uint32_t u, struct media_reader **out);
+/* Closes the store's idle connections (store_free, once no reader is
+ * open). */
+void store_remote_free(cxlp_store *s);
+
+#endif
