@@ -84,6 +84,8 @@ def main() -> int:
     ap.add_argument("--home-dev", default="", help="host 0: the home's block device (loopN)")
     ap.add_argument("--home-file", default="", help="host 0: the home tier's file")
     ap.add_argument("--metrics-url", default="", help="host 0: the server's /metrics")
+    ap.add_argument("--budget", default="default",
+                    help='the loader\'s memory_budget: "default", "tier" (the dram tier\'s capacity) or bytes')
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
@@ -96,7 +98,10 @@ def main() -> int:
     n, rec = len(ds), int(ds.info()["record_size"])
     words = rec // 8
     sampler = DistributedCXLSampler(ds, seed=a.seed, topology="auto", keep_blocks=a.keep_blocks)
-    loader = CXLDataLoader(ds, batch_size=a.batch, sampler=sampler, drop_last=False)
+    budget = None if a.budget == "default" else (
+        tier_counters(spec)[0]["capacity"] if a.budget == "tier" else int(a.budget))
+    loader = CXLDataLoader(ds, batch_size=a.batch, sampler=sampler, drop_last=False,
+                           memory_budget=budget)
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(
         nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1)))
@@ -114,7 +119,8 @@ def main() -> int:
         return s
 
     result: dict = {"n": n, "record_size": rec, "world": world, "shards": ds.shards(),
-                    "keep_blocks": a.keep_blocks, "seed": a.seed, "epochs": []}
+                    "keep_blocks": a.keep_blocks, "seed": a.seed, "budget": budget,
+                    "epochs": []}
     for epoch in range(a.epochs):
         loader.set_epoch(epoch)
         pred = sampler.host_reads([a.memory] * a.hosts)

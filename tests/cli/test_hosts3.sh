@@ -14,6 +14,12 @@
 # fraction of each epoch within 2 points of cxlpool order --stats's. The
 # figures go to stdout and $CXLP_HOSTS3_OUT (JSON) when set.
 # CXLP_HOSTS3_KEEP=1: keep_blocks=True (one deal for every epoch).
+# CXLP_HOSTS3_BUDGET: the loaders' memory_budget: "default" (the loader's,
+# 3/4 of the dram tier), "tier" (the whole dram tier) or bytes.
+# CXLP_HOSTS3_RATE=1gbit: tc shapes every veth both ways. After the job,
+# host 1 stages the whole dataset from host 0 into a second pool (cxlpool
+# migrate, timed) and ucx_perftest ucp_am_bw runs between the same two
+# namespaces with the shard's size as message: figures only.
 # CXLP_HOSTS3_LOGS=DIR: the jobs' and server's logs copied there at exit.
 # CXLP_HOSTS3_PYTHON: a Python whose cxl_dataloader is built with UCX
 # (pip install -C cmake.define.CXLP_UCX=ON .): the wheel's has none.
@@ -40,12 +46,14 @@ BR=${P}br
 NET=10.234.$(( $$ % 250 ))
 HOSTPID=(); BG=(); LOOP=""
 hosts3_cleanup() {
-  local p
+  local p i
   for p in "${BG[@]}"; do kill "$p" 2>/dev/null; done
   for p in "${BG[@]}"; do wait "$p" 2>/dev/null; done
   for p in "${HOSTPID[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
   # host 0's mount of the home disk went with its mount namespace
-  [ -n "$LOOP" ] && losetup -d "$LOOP" 2>/dev/null
+  if [ -n "$LOOP" ]; then
+    for i in $(seq 50); do losetup -d "$LOOP" 2>/dev/null; losetup -j "$T/disk.img" | grep -q . || break; sleep 0.1; done
+  fi
   for h in 0 1 2; do ip link del "${P}h$h" 2>/dev/null; ip netns del "${P}n$h" 2>/dev/null; done
   ip link del "$BR" 2>/dev/null
   [ -n "${CXLP_HOSTS3_LOGS:-}" ] && mkdir -p "$CXLP_HOSTS3_LOGS" &&
@@ -56,9 +64,11 @@ trap hosts3_cleanup EXIT
 
 # on H CMD...: runs CMD in host H's network and mount namespaces
 on() { local h=$1; shift; nsenter -t "${HOSTPID[$h]}" -m -n -- env CXLP_HOST_ID=a$h "$@"; }
+# onbg H CMD... &: the same, the background job's pid that of CMD itself
+onbg() { local h=$1; shift; exec nsenter -t "${HOSTPID[$h]}" -m -n -- env CXLP_HOST_ID=a$h "$@"; }
 
 # the disk of the home: an ext4 image on a loop device, mounted by host 0 only
-truncate -s $(( N * REC * 3 / 2 + (96 << 20) )) "$T/disk.img"
+truncate -s $(( N * REC * 3 + (128 << 20) )) "$T/disk.img"
 mkfs.ext4 -q -F "$T/disk.img" && LOOP=$(losetup -f --show "$T/disk.img") && ok ||
   { fail "loop device"; finish; }
 DEV=$(basename "$LOOP")
@@ -83,6 +93,13 @@ for h in 0 1 2; do
      touch $T/run/ready$h && exec sleep 100000" </dev/null &
   HOSTPID[$h]=$!
 done
+if [ -n "${CXLP_HOSTS3_RATE:-}" ]; then  # e.g. 1gbit: every veth shaped, both ways
+  for h in 0 1 2; do
+    tc qdisc add dev "${P}h$h" root tbf rate "$CXLP_HOSTS3_RATE" burst 1mb latency 50ms &&
+      ip netns exec "${P}n$h" tc qdisc add dev "${P}p$h" root tbf rate "$CXLP_HOSTS3_RATE" \
+        burst 1mb latency 50ms && ok || fail "tc on host $h"
+  done
+fi
 for _ in $(seq 100); do [ -e "$T/run/ready0" ] && [ -e "$T/run/ready1" ] && [ -e "$T/run/ready2" ] && break; sleep 0.1; done
 [ -e "$T/run/ready2" ] && [ -e "$T/run/ready1" ] && [ -e "$T/run/ready0" ] && ok ||
   { fail "host namespaces"; finish; }
@@ -107,15 +124,19 @@ with open(sys.argv[1], "wb") as f:
 EOF
 [ "$(stat -c %s "$T/src.bin")" = $((N * REC)) ] && ok || { fail "dataset file"; finish; }
 
-# the dataset's stored bytes, from a throwaway ingest, so each dram tier is 40% of it
-expect 0 "" on 0 "$CXLPOOL" create shm:probe $((N * REC * 2 + (64 << 20)))
+# the dataset's stored bytes and a dram tier's overhead, from a throwaway
+# pool, so that each dram tier's capacity is 40% of the stored bytes
+expect 0 "" on 0 "$CXLPOOL" create shm:probe --tier "dram=shm:probed:$((N * REC / 2))" \
+  --tier "nvme=file:$T/home/probe.tier:$((N * REC * 5 / 4 + (32 << 20)))"
 expect 0 "" on 0 "$CXLPOOL" ingest shm:probe data "$T/src.bin" --format raw --record-size $REC \
   --shard-bytes "$SHARD" --no-progress
 STORED=$(on 0 "$CXLPOOL" ls shm:probe --json | "$PY" -c \
   'import json,sys; print(json.load(sys.stdin)[0]["stored_bytes"])')
+OVER=$(on 0 "$CXLPOOL" stat shm:probe --json | "$PY" -c \
+  "import json,sys; print($((N * REC / 2)) - json.load(sys.stdin)['tiers'][0]['capacity'])")
 on 0 "$CXLPOOL" destroy shm:probe --yes >/dev/null
-DRAM=$("$PY" -c "print(int($STORED * $MEM) // 4096 * 4096)")
-[ "$DRAM" -gt 0 ] && ok || { fail "stored bytes: '$STORED'"; finish; }
+DRAM=$("$PY" -c "print(int($STORED * $MEM) + $OVER)")
+[ "$DRAM" -gt "$OVER" ] && ok || { fail "stored bytes: '$STORED', overhead '$OVER'"; finish; }
 
 printf 'hosts3-secret\n' >"$T/tok"; chmod 600 "$T/tok"
 export CXLPOOL_TOKEN_FILE="$T/tok" UCX_TLS=tcp
@@ -124,7 +145,7 @@ expect 0 "" on 0 "$CXLPOOL" create shm:acc --tier "dram=shm:accd:$DRAM" \
 expect 0 "" on 0 "$CXLPOOL" ingest shm:acc data "$T/src.bin" --format raw --record-size $REC \
   --shard-bytes "$SHARD" --no-progress
 rm -f "$T/src.bin"
-on 0 "$CXLPOOL" serve shm:acc --listen "$NET.1:7300" --token-file "$T/tok" --metrics-port 9300 \
+onbg 0 "$CXLPOOL" serve shm:acc --listen "$NET.1:7300" --token-file "$T/tok" --metrics-port 9300 \
   >"$T/serve.out" 2>"$T/serve.log" </dev/null &
 BG+=($!)
 for _ in $(seq 100); do grep -q "listening on" "$T/serve.out" && break; sleep 0.1; done
@@ -144,14 +165,15 @@ fi
 
 # the job: torchrun on each host, ranks 2 + 1 + 1, rendezvous on host 0
 KEEP=(); [ "${CXLP_HOSTS3_KEEP:-0}" = 1 ] && KEEP=(--keep-blocks)
+BUDGET=${CXLP_HOSTS3_BUDGET:-default}
 RES="$T/result.json"
 NPROC=(2 1 1)
 for h in 0 1 2; do
   extra=(); [ "$h" = 0 ] && extra=(--home-dev "$DEV" --home-file "$T/home/home.tier" --metrics-url "http://$NET.1:9300/metrics")
-  on $h GLOO_SOCKET_IFNAME="${P}p$h" OMP_NUM_THREADS=1 "$PY" -m torch.distributed.run \
+  onbg $h GLOO_SOCKET_IFNAME="${P}p$h" OMP_NUM_THREADS=1 "$PY" -m torch.distributed.run \
     --nnodes 3 --node-rank $h --nproc-per-node "${NPROC[$h]}" --master-addr "$NET.1" \
     --master-port 29533 "$HERE/hosts3_job.py" --pool acc --name data --epochs 2 \
-    --memory $MEM --out "$RES" "${KEEP[@]}" "${extra[@]}" >"$T/job$h.log" 2>&1 </dev/null &
+    --memory $MEM --budget "$BUDGET" --out "$RES" "${KEEP[@]}" "${extra[@]}" >"$T/job$h.log" 2>&1 </dev/null &
   BG+=($!)
   eval "JOB$h=\$!"
 done
@@ -247,4 +269,24 @@ while read -r line; do
   case $line in "CHECK FAILED: "*) fail "${line#CHECK FAILED: }" ;; esac
 done <"$T/verdict"
 grep -q "^epoch 1:" "$T/verdict" && ok || fail "no verdict"
+
+# remote staging against ucx_perftest on the same link (figures only)
+if command -v ucx_perftest >/dev/null; then
+  expect 0 "" on 1 "$CXLPOOL" create shm:bw --tier "dram=shm:bwd:$((STORED * 5 / 4 + OVER))" \
+    --tier "remote=ucx://$NET.1:7300/acc"
+  ta=$(date +%s.%N)
+  expect 0 "" on 1 "$CXLPOOL" migrate shm:bw data dram --no-progress
+  tb=$(date +%s.%N)
+  on 1 "$CXLPOOL" destroy shm:bw --yes >/dev/null
+  onbg 0 ucx_perftest -p 29600 >/dev/null 2>&1 </dev/null &
+  BG+=($!)
+  sleep 0.5
+  SB=$("$PY" -c "import json; print(json.load(open('$RES'))['shards']['max_bytes'])")
+  perf=$(on 1 timeout 60 ucx_perftest "$NET.1" -p 29600 -t ucp_am_bw -s "$SB" -n 500 -w 20 -f \
+         2>/dev/null </dev/null | awk '$1 ~ /^[0-9]+$/ && NF == 8 {print $(NF-2)}' | tail -1)
+  echo "link${CXLP_HOSTS3_RATE:+ shaped to $CXLP_HOSTS3_RATE}: host 1 staged the dataset" \
+       "($STORED bytes) from host 0 at" \
+       "$("$PY" -c "print('%.0f' % ($STORED / ($tb - $ta) / 1e6))") MB/s (cxlpool migrate," \
+       "whole process); ucx_perftest ucp_am_bw, $SB-byte messages: ${perf:-?} MB/s"
+fi
 finish
