@@ -100,8 +100,6 @@ def main() -> int:
     sampler = DistributedCXLSampler(ds, seed=a.seed, topology="auto", keep_blocks=a.keep_blocks)
     budget = None if a.budget == "default" else (
         tier_counters(spec)[0]["capacity"] if a.budget == "tier" else int(a.budget))
-    loader = CXLDataLoader(ds, batch_size=a.batch, sampler=sampler, drop_last=False,
-                           memory_budget=budget)
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(
         nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1)))
@@ -118,6 +116,13 @@ def main() -> int:
                 s["metrics"] = metrics(a.metrics_url)
         return s
 
+    # counters from before the loader exists: what it stages ahead of the
+    # first epoch counts in epoch 0, what it stages for epoch e + 1 during
+    # epoch e in epoch e (the loader's next_pass_bytes says how much)
+    dist.barrier()
+    prev = snapshot()
+    loader = CXLDataLoader(ds, batch_size=a.batch, sampler=sampler, drop_last=False,
+                           memory_budget=budget)
     result: dict = {"n": n, "record_size": rec, "world": world, "shards": ds.shards(),
                     "keep_blocks": a.keep_blocks, "seed": a.seed, "budget": budget,
                     "epochs": []}
@@ -130,7 +135,7 @@ def main() -> int:
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             os.close(fd)
         dist.barrier()
-        before = snapshot()
+        before = prev
         t0 = time.monotonic()
         ids_read, bad, samples, loss_sum = [], 0, 0, 0.0
         for batch in loader:
@@ -152,7 +157,7 @@ def main() -> int:
             loss_sum += float(loss)
         secs = time.monotonic() - t0
         dist.barrier()
-        after = snapshot()
+        after = prev = snapshot()
         mine = {"rank": rank, "samples": samples, "bad": bad, "seconds": secs,
                 "ids": np.concatenate(ids_read).tolist() if ids_read else [],
                 "predicted": pred, "before": before, "after": after,

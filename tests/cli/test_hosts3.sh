@@ -200,7 +200,9 @@ stored, secs, outp = int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 n, rec = res["n"], res["record_size"]
 ds_bytes = n * rec
 out, fails = {"n": n, "record_size": rec, "stored_bytes": stored, "job_seconds": secs,
-              "keep_blocks": res["keep_blocks"], "epochs": []}, []
+              "keep_blocks": res["keep_blocks"], "budget": res["budget"], "epochs": []}, []
+print(f"keep_blocks {res['keep_blocks']}, loader budget {res['budget'] or 'default'} bytes, "
+      f"dataset {n} records of {rec} bytes in {res['shards']['n_shards']} shards")
 for e in res["epochs"]:
     ranks = e["ranks"]
     r0 = next(r for r in ranks if "home_read_bytes" in r["after"])
@@ -238,7 +240,10 @@ for e in res["epochs"]:
            "predicted": predicted,
            "sampler_host_reads": {k: v / tot for k, v in sampler.items()},
            "hosts": hosts, "seconds": max(r["seconds"] for r in ranks),
-           "hit_rate": [r["loader"].get("hit_rate") for r in ranks]}
+           "next_pass_bytes": sum(r["loader"].get("next_pass_bytes", 0) for r in ranks),
+           "partial_reads": sum(r["loader"].get("partial_reads", 0) for r in ranks),
+           "loader_hits": sum(r["loader"].get("hits", 0) for r in ranks),
+           "loader_misses": sum(r["loader"].get("misses", 0) for r in ranks)}
     out["epochs"].append(row)
     if e["bad"] or e["ids_missing"] or e["ids_repeated"] or e["samples"] != n:
         fails.append(f"epoch {e['epoch']}: {e['samples']} samples, {e['bad']} bad records, "
@@ -253,7 +258,11 @@ for e in res["epochs"]:
           f"{home / ds_bytes:.3f}, staged into memories {staged / ds_bytes:.3f}, served by "
           f"host 0 {served / ds_bytes:.3f} (from its home {server_home / ds_bytes:.3f}, "
           f"its memory {peer_bytes / ds_bytes:.3f}) of the dataset; predicted local "
-          f"{p['local']:.4f} peer {p['peer']:.4f} home {p['home']:.4f}")
+          f"{p['local']:.4f} peer {p['peer']:.4f} home {p['home']:.4f} (the ranks' samplers: "
+          + ", ".join(f"{k} {v:.4f}" for k, v in row["sampler_host_reads"].items())
+          + f"); loaders: {row['loader_hits']} hits, {row['loader_misses']} misses, "
+          f"{row['partial_reads']} partial reads, next pass staged "
+          f"{row['next_pass_bytes'] / ds_bytes:.3f}")
     for h in hosts:
         print(f"  host {h['host_id']}: dram {h['dram_capacity'] / stored:.3f} of the stored "
               f"bytes; bytes in {h['dram_bytes_in'] / ds_bytes:.3f}, hits {h['dram_hits']}, "
