@@ -85,7 +85,8 @@ def main() -> int:
     ap.add_argument("--home-file", default="", help="host 0: the home tier's file")
     ap.add_argument("--metrics-url", default="", help="host 0: the server's /metrics")
     ap.add_argument("--budget", default="default",
-                    help='the loader\'s memory_budget: "default", "tier" (the dram tier\'s capacity) or bytes')
+                    help='the loader\'s memory_budget: "default", "tier" (the dram tier\'s capacity), '
+                         '"split" (that over the host\'s ranks) or bytes')
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
@@ -98,8 +99,10 @@ def main() -> int:
     n, rec = len(ds), int(ds.info()["record_size"])
     words = rec // 8
     sampler = DistributedCXLSampler(ds, seed=a.seed, topology="auto", keep_blocks=a.keep_blocks)
-    budget = None if a.budget == "default" else (
-        tier_counters(spec)[0]["capacity"] if a.budget == "tier" else int(a.budget))
+    cap = tier_counters(spec)[0]["capacity"]
+    lws = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    budget = {"default": None, "tier": cap, "split": cap // lws}.get(a.budget) or (
+        None if a.budget == "default" else int(a.budget))
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(
         nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1)))

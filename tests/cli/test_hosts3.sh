@@ -15,7 +15,8 @@
 # figures go to stdout and $CXLP_HOSTS3_OUT (JSON) when set.
 # CXLP_HOSTS3_KEEP=1: keep_blocks=True (one deal for every epoch).
 # CXLP_HOSTS3_BUDGET: the loaders' memory_budget: "default" (the loader's,
-# 3/4 of the dram tier), "tier" (the whole dram tier) or bytes.
+# 3/4 of the dram tier), "tier" (the whole dram tier), "split" (the tier
+# over the host's ranks) or bytes.
 # CXLP_HOSTS3_RATE=1gbit: tc shapes every veth both ways. After the job,
 # host 1 stages the whole dataset from host 0 into a second pool (cxlpool
 # migrate, timed) and ucx_perftest ucp_am_bw runs between the same two
