@@ -21,6 +21,7 @@
 # host 1 stages the whole dataset from host 0 into a second pool (cxlpool
 # migrate, timed) and ucx_perftest ucp_am_bw runs between the same two
 # namespaces with the shard's size as message: figures only.
+# CXLP_HOSTS3_RANKS=2,1,1: the ranks of hosts 0, 1, 2.
 # CXLP_HOSTS3_LOGS=DIR: the jobs' and server's logs copied there at exit.
 # CXLP_HOSTS3_PYTHON: a Python whose cxl_dataloader is built with UCX
 # (pip install -C cmake.define.CXLP_UCX=ON .): the wheel's has none.
@@ -168,7 +169,8 @@ fi
 KEEP=(); [ "${CXLP_HOSTS3_KEEP:-0}" = 1 ] && KEEP=(--keep-blocks)
 BUDGET=${CXLP_HOSTS3_BUDGET:-default}
 RES="$T/result.json"
-NPROC=(2 1 1)
+RANKS=${CXLP_HOSTS3_RANKS:-2,1,1}
+IFS=, read -r -a NPROC <<<"$RANKS"
 for h in 0 1 2; do
   extra=(); [ "$h" = 0 ] && extra=(--home-dev "$DEV" --home-file "$T/home/home.tier" --metrics-url "http://$NET.1:9300/metrics")
   onbg $h GLOO_SOCKET_IFNAME="${P}p$h" OMP_NUM_THREADS=1 "$PY" -m torch.distributed.run \
@@ -191,7 +193,7 @@ secs=$(( $(date +%s) - t0 ))
 # the prediction, for the job's blocks and seed
 PS=$("$PY" -c "import json; print(json.load(open('$RES'))['shards']['per_shard'])")
 "$CXLPOOL" order --n "$N" --stats --shard-size "$PS" --hosts 3 --memory $MEM \
-  --ranks-per-host 2,1,1 --epochs 2 --seed 3 "${KEEP[@]}" --json >"$T/pred.json" 2>"$T/err" &&
+  --ranks-per-host "$RANKS" --epochs 2 --seed 3 "${KEEP[@]}" --json >"$T/pred.json" 2>"$T/err" &&
   ok || fail "order --stats: $(cat "$T/err")"
 
 "$PY" - "$RES" "$T/pred.json" "$STORED" "$secs" "${CXLP_HOSTS3_OUT:-}" >"$T/verdict" <<'EOF'
