@@ -63,6 +63,7 @@ hosts3_cleanup() {
   cleanup
 }
 trap hosts3_cleanup EXIT
+trap 'exit 143' TERM INT HUP  # the EXIT trap cleans up after a signal too
 
 # on H CMD...: runs CMD in host H's network and mount namespaces
 on() { local h=$1; shift; nsenter -t "${HOSTPID[$h]}" -m -n -- env CXLP_HOST_ID=a$h "$@"; }
@@ -173,7 +174,8 @@ RANKS=${CXLP_HOSTS3_RANKS:-2,1,1}
 IFS=, read -r -a NPROC <<<"$RANKS"
 for h in 0 1 2; do
   extra=(); [ "$h" = 0 ] && extra=(--home-dev "$DEV" --home-file "$T/home/home.tier" --metrics-url "http://$NET.1:9300/metrics")
-  onbg $h GLOO_SOCKET_IFNAME="${P}p$h" OMP_NUM_THREADS=1 "$PY" -m torch.distributed.run \
+  onbg $h GLOO_SOCKET_IFNAME="${P}p$h" OMP_NUM_THREADS=1 \
+    timeout "${CXLP_HOSTS3_TIMEOUT:-200}" "$PY" -m torch.distributed.run \
     --nnodes 3 --node-rank $h --nproc-per-node "${NPROC[$h]}" --master-addr "$NET.1" \
     --master-port 29533 "$HERE/hosts3_job.py" --pool acc --name data --epochs 2 \
     --memory $MEM --budget "$BUDGET" --out "$RES" "${KEEP[@]}" "${extra[@]}" >"$T/job$h.log" 2>&1 </dev/null &
