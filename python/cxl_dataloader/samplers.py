@@ -493,10 +493,11 @@ def host_capability(dataset: Any) -> int:
     memory tiers (MiB) times the read bandwidth of their NUMA nodes as
     cxlp_topo reports it (HMAT, MB/s; a tier of no node of its own, such
     as shm, counts the node nearest the pool's memory; where the kernel
-    gives no bandwidth, the capacity alone)."""
+    gives no bandwidth, the capacity alone). Staged tiers (nvme, remote:
+    a remote tier's span of addresses is no memory) do not count."""
     pool = _core.Pool(dataset.spec, readonly=True)
     try:
-        tiers = [t for t in pool.tiers() if t["kind"] != "nvme"]
+        tiers = [t for t in pool.tiers() if not t["staged"]]
         st = pool.stat()
     finally:
         pool.close()

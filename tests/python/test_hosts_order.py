@@ -158,6 +158,41 @@ def test_host_capability_is_memory_times_bandwidth(shared, tmp_path) -> None:
         CXLMemoryPool.destroy(big.spec.split(":")[-1])
 
 
+def test_host_capability_counts_no_remote_tier() -> None:
+    """A remote tier (a span of 1 PiB addresses, no memory) adds nothing
+    to a host's weight: a pool of a dram tier and a remote tier weighs as
+    one of the same dram tier and an nvme home (issue 33's 3-host run
+    found hosts with a remote tier outweighing the home's host 2^30 to 1)."""
+    from types import SimpleNamespace
+    from cxl_dataloader.samplers import host_capability
+    from cxl_dataloader import CXLError
+    tag = f"pyt-cap-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    try:
+        rem = CXLMemoryPool(tag + "-r", create=True, meta_bytes=4 << 20,
+                            tiers=[f"dram=shm:{tag}-rd:32M", "remote=ucx://127.0.0.1:9/x"])
+    except CXLError as e:
+        if "no UCX" in str(e):
+            pytest.skip("this build of the extension has no UCX")
+        raise
+    home = f"/dev/shm/{tag}-home.tier"
+    try:
+        loc = CXLMemoryPool(tag + "-h", create=True, meta_bytes=4 << 20,
+                            tiers=[f"dram=shm:{tag}-hd:32M", f"nvme=file:{home}:64M"])
+        try:
+            kinds = [t["kind"] for t in rem.tiers()]
+            assert kinds == ["dram", "remote"] and rem.tiers()[1]["capacity"] >= 1 << 50
+            assert host_capability(SimpleNamespace(spec=rem.spec)) == \
+                host_capability(SimpleNamespace(spec=loc.spec))
+        finally:
+            loc.close()
+            CXLMemoryPool.destroy(tag + "-h")
+    finally:
+        rem.close()
+        CXLMemoryPool.destroy(tag + "-r")
+        if os.path.exists(home):
+            os.unlink(home)
+
+
 def test_hosts_sampler_in_process_matches_the_processes_and_refuses_other_weights() -> None:
     ss = [DistributedCXLSampler(ROWS, num_replicas=4, rank=r, seed=7, topology=[5, 5, 9, 1],
                                 shard_size=PER_SHARD, window=3) for r in range(4)]
