@@ -12,15 +12,23 @@
  *   served    a dataset as the server reads it: an open cxlp_store at one
  *             catalog version (the store pins that version's extents), and
  *             how many replies read its bytes now.
- *   held      a pool of tiers: a shard read whole from its fastest copy (a
- *             memory tier's, else the home's) into private memory and
- *             verified there (store_read_private), then served in slices;
+ *   held      a pool of tiers: a shard a READ asked for whole, read whole
+ *             from its fastest copy (a memory tier's, else the home's)
+ *             into private memory and verified there (store_read_private);
  *             the last HELD_MAX shards are kept while replies read them.
+ *             A READ of part of a shard no held copy has reads those bytes
+ *             alone from the fastest copy (store_read_range), as stored:
+ *             a loader staging units of 64 MiB shards through a remote
+ *             tier made the server read 26x the dataset from its home when
+ *             every such READ read the whole shard (bench/remote_server_
+ *             reads.sh), and every reader verifies what it keeps (the
+ *             remote tier's copies, cxlp_remote_fetch).
  *
  * Invariants
  *   - a reply of bytes carries [off, off + len) of shard k of a served store
  *     with off + len <= loc[k].len (from the mapping at loc[k].off on a pool
- *     of one tier, else from a held copy of loc[k].len bytes): every READ
+ *     of one tier, else from a held copy of loc[k].len bytes, or a private
+ *     buffer of those len bytes read from the shard's copy): every READ
  *     is bounded by the shard it names, after the wire decoder bounded it
  *     by WIRE_READ_MAX;
  *   - a held copy verified before a byte of it is sent, and kept while a
@@ -372,16 +380,25 @@ static void held_sweep(struct srv *sv, int all)
     }
 }
 
-/* Shard k of d (a pool of tiers) whole and verified, held. NULL with the
- * reason in msg. */
-static struct held *held_get(struct srv *sv, struct served *d, uint64_t k, int *rc, char *msg,
-                             size_t cap)
+/* The held copy of shard k of d, or NULL. */
+static struct held *held_find(struct srv *sv, const struct served *d, uint64_t k)
 {
     for (struct held *h = sv->held; h; h = h->next)
         if (h->d == d && h->k == k) {
             h->used = ++sv->clock;
             return h;
         }
+    return NULL;
+}
+
+/* Shard k of d (a pool of tiers) whole and verified, held. NULL with the
+ * reason in msg. */
+static struct held *held_get(struct srv *sv, struct served *d, uint64_t k, int *rc, char *msg,
+                             size_t cap)
+{
+    struct held *found = held_find(sv, d, k);
+    if (found)
+        return found;
     if (sv->n_held >= HELD_LIMIT) {
         *rc = CXLP_EBUSY;
         snprintf(msg, cap, "busy: %u shards held for replies in flight; ask again",
@@ -490,6 +507,20 @@ static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, ui
     }
     struct held *h = NULL;
     const uint8_t *src;
+    if (d->s->tiered && (q->off || q->len != ps->len) && !held_find(sv, d, q->shard)) {
+        /* part of a shard no reply holds: those bytes alone, from its
+         * fastest copy, as stored (the reader verifies what it keeps) */
+        uint8_t *buf = malloc(q->len);
+        rc = buf ? store_read_range(d->s, q->shard, q->off, q->len, buf, &sv->io) : -ENOMEM;
+        if (rc) {
+            free(buf);
+            snprintf(msg, sizeof msg, "%s", rc == -ENOMEM ? "out of memory" : cxlp_errmsg(NULL));
+            reply(sv, c, WIRE_READ, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
+            return;
+        }
+        reply(sv, c, WIRE_READ, q->id, 0, NULL, buf, q->len, buf, NULL, NULL, t0);
+        return;
+    }
     if (d->s->tiered) {
         if (!(h = held_get(sv, d, q->shard, &rc, msg, sizeof msg))) {
             reply(sv, c, WIRE_READ, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);

@@ -158,13 +158,13 @@ static void tier_measured(cxlp_store *s, uint32_t u, uint64_t len, uint64_t ns)
     at_store_relaxed(&s->tier_bw[u], old ? old - old / 4 + bw / 4 : bw);
 }
 
-/* Reads shard k's copy outside tier t (UINT32_MAX: any) into dst (len
- * bytes): a memory tier's when there is one (memcpy), else the staged
+/* Reads bytes [at, at + len) of shard k's copy outside tier t (UINT32_MAX:
+ * any) into dst: a memory tier's when there is one (memcpy), else the staged
  * copies (the home, a peer's through the remote tier) cheapest first, by
  * len over tier_bw; a staged read that fails goes on to the next holder.
  * The error is the first holder's, its message every holder's. */
-static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint64_t len,
-                       struct store_io *io, struct copy_stat *st)
+static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint64_t at, uint8_t *dst,
+                       uint64_t len, struct store_io *io, struct copy_stat *st)
 {
     struct attach *a = s->a;
     uint64_t pin = attach_pin_epoch(a);
@@ -176,14 +176,15 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
         uint64_t w = store_word(s, k, u);
         if (u == t || !loc_present(w))
             continue;
-        const struct attach_tier *at = attach_tier(a, u);
+        const struct attach_tier *ti = attach_tier(a, u);
         uint64_t off = loc_off(w);
-        if ((rc = store_word_in_tier(s, k, u, off, len))) {
+        if ((rc = store_word_in_tier(s, k, u, off, at + len))) {
             attach_unpin_epoch(a, pin);
             return rc;
         }
-        if (!(at->flags & TIER_STAGED)) {
-            memcpy(dst, at->base + off, len);
+        off += at;
+        if (!(ti->flags & TIER_STAGED)) {
+            memcpy(dst, ti->base + off, len);
             attach_unpin_epoch(a, pin);
             return 0;
         }
@@ -211,7 +212,7 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
     char msgs[ERRMSG_MAX] = "";
     for (size_t i = 0; i < nc; i++) {
         uint32_t u = cand[i];
-        const struct attach_tier *at = attach_tier(a, u);
+        const struct attach_tier *ti = attach_tier(a, u);
         struct media_reader *r;
         uint64_t t0 = now_ns();
         int direct = 0;
@@ -226,7 +227,7 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
         }
         char why[ERRMSG_MAX], one[ERRMSG_MAX + 128]; /* cut to msgs' size below */
         snprintf(one, sizeof one, "reading %" PRIu64 " bytes at %#" PRIx64 " of tier %u (%s): %s",
-                 len, coff[i], u, cxlp_tier_name(at->kind),
+                 len, coff[i], u, cxlp_tier_name(ti->kind),
                  store_read_why(s, u, rc, why, sizeof why));
         size_t n = strlen(msgs);
         if (n)
@@ -238,6 +239,15 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint8_t *dst, uint
             at_store_relaxed(&s->tier_down[u], now_ns() + TIER_DOWN_NS);
     }
     return seterr(NULL, first, "dataset %s shard %" PRIu64 ": %s", s->name, k, msgs);
+}
+
+int store_read_range(cxlp_store *s, uint64_t k, uint64_t at, uint64_t len, uint8_t *dst,
+                     struct store_io *io)
+{
+    if (k >= s->n_shards || !range_ok(at, len, s->loc[k].len))
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: bytes [%" PRIu64 ", +%" PRIu64 ") are "
+                      "not inside shard %" PRIu64, s->name, at, len, k);
+    return read_source(s, k, UINT32_MAX, at, dst, len, io, NULL);
 }
 
 /* Waits for another process's copy of shard k in tier t: 0 once its word
@@ -316,7 +326,7 @@ int store_copy(cxlp_store *s, uint64_t k, uint32_t t, unsigned flags, uint32_t d
         goto out;
     }
     uint8_t *dst = pool_base_rw(wp, (int)t) + ext.off;
-    rc = read_source(s, k, t, dst, ext.len, io, &cs);
+    rc = read_source(s, k, t, 0, dst, ext.len, io, &cs);
     if (!rc) {
         struct shard g;
         struct shard_col cols[SHARD_MAX_COLS];
@@ -353,7 +363,7 @@ int store_read_head(cxlp_store *s, uint64_t k, uint8_t *page, struct shard *g,
         return seterr(NULL, CXLP_ERANGE, "dataset %s: shard %" PRIu64 " of %" PRIu64, s->name, k,
                       s->n_shards);
     struct store_io io = {0};
-    int rc = read_source(s, k, UINT32_MAX, page, SHARD_DATA_OFF, &io, NULL);
+    int rc = read_source(s, k, UINT32_MAX, 0, page, SHARD_DATA_OFF, &io, NULL);
     store_io_close(&io);
     char err[ERRMSG_MAX];
     if (!rc && (rc = shard_open_head(g, cols, s->ncols, page, s->loc[k].len, err, sizeof err)))
@@ -373,7 +383,7 @@ int store_read_private(cxlp_store *s, uint64_t k, struct store_io *io, uint8_t *
     if (posix_memalign(&p, POOL_EXTENT_ALIGN, len)) /* O_DIRECT wants aligned memory */
         return seterr(NULL, -ENOMEM, "dataset %s shard %" PRIu64 ": no memory for a private "
                       "copy of %" PRIu64 " bytes", s->name, k, len);
-    int rc = read_source(s, k, UINT32_MAX, p, len, io, NULL);
+    int rc = read_source(s, k, UINT32_MAX, 0, p, len, io, NULL);
     if (!rc)
         rc = store_shard_check(s, k, p, g, cols, 0, "private copy");
     char err[ERRMSG_MAX];

@@ -102,6 +102,12 @@ int store_read_home(cxlp_store *s, struct store_part *v, size_t n, struct store_
  * read through it. 0 or an error naming the shard. */
 int store_read_head(cxlp_store *s, uint64_t k, uint8_t *page, struct shard *g,
                     struct shard_col *cols);
+/* Bytes [at, at + len) of shard k, as stored (raw: not verified), from its
+ * fastest copy: a memory tier's, else the staged holders cheapest first
+ * (the home, a peer's through the remote tier). CXLP_ERANGE for a range
+ * outside the shard. */
+int store_read_range(cxlp_store *s, uint64_t k, uint64_t at, uint64_t len, uint8_t *dst,
+                     struct store_io *io);
 /* Frees what store_read_home read (buf NULL: nothing). */
 void store_home_free(uint8_t *buf, uint64_t map_len);
 /* The writable handle staging uses (opened on first use; owned by s). */
