@@ -87,6 +87,10 @@ def main() -> int:
     ap.add_argument("--budget", default="default",
                     help='the loader\'s memory_budget: "default", "tier" (the dram tier\'s capacity), '
                          '"split" (that over the host\'s ranks) or bytes')
+    ap.add_argument("--window", default="auto",
+                    help='the sampler\'s window: "auto" (half the staging budget, as for any '
+                         'tiered dataset) or "all" (every block of a host\'s share: a full '
+                         'shuffle within it)')
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
 
@@ -98,11 +102,13 @@ def main() -> int:
     ds = CXLDataset(spec, a.name)
     n, rec = len(ds), int(ds.info()["record_size"])
     words = rec // 8
-    sampler = DistributedCXLSampler(ds, seed=a.seed, topology="auto", keep_blocks=a.keep_blocks)
     cap = tier_counters(spec)[0]["capacity"]
     lws = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     budget = {"default": None, "tier": cap, "split": cap // lws}.get(a.budget) or (
         None if a.budget == "default" else int(a.budget))
+    win = {"auto": {"window": "auto", "memory_budget": budget}, "all": {}}[a.window]
+    sampler = DistributedCXLSampler(ds, seed=a.seed, topology="auto", keep_blocks=a.keep_blocks,
+                                    **win)
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(
         nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 1)))

@@ -22,6 +22,10 @@
 # migrate, timed) and ucx_perftest ucp_am_bw runs between the same two
 # namespaces with the shard's size as message: figures only.
 # CXLP_HOSTS3_RANKS=2,1,1: the ranks of hosts 0, 1, 2.
+# CXLP_HOSTS3_WINDOW: the sampler's window, "auto" (the default: half the
+# staging budget, as window="auto" for any tiered dataset) or "all" (every
+# block of a host's share: a full shuffle within it, topology="auto"'s
+# default without window=).
 # CXLP_HOSTS3_LOGS=DIR: the jobs' and server's logs copied there at exit.
 # CXLP_HOSTS3_PYTHON: a Python whose cxl_dataloader is built with UCX
 # (pip install -C cmake.define.CXLP_UCX=ON .): the wheel's has none.
@@ -178,7 +182,8 @@ for h in 0 1 2; do
     timeout "${CXLP_HOSTS3_TIMEOUT:-200}" "$PY" -m torch.distributed.run \
     --nnodes 3 --node-rank $h --nproc-per-node "${NPROC[$h]}" --master-addr "$NET.1" \
     --master-port 29533 "$HERE/hosts3_job.py" --pool acc --name data --epochs 2 \
-    --memory $MEM --budget "$BUDGET" --out "$RES" "${KEEP[@]}" "${extra[@]}" >"$T/job$h.log" 2>&1 </dev/null &
+    --memory $MEM --budget "$BUDGET" --window "${CXLP_HOSTS3_WINDOW:-auto}" --out "$RES" \
+    "${KEEP[@]}" "${extra[@]}" >"$T/job$h.log" 2>&1 </dev/null &
   BG+=($!)
   eval "JOB$h=\$!"
 done
