@@ -641,8 +641,9 @@ class DistributedCXLSampler(CXLSamplerBase):
     host label per rank. ``host_weights`` (one per host, in the order hosts
     first appear among the ranks) overrides the weights; ``ranks_per_host``
     the layout. Blocks: ``shard_size`` ids (default: the dataset's records
-    per shard), ``window`` blocks per host window (default: all of a host's
-    blocks, or "auto"). ``keep_blocks=True``: the blocks stay on their
+    per shard), ``window`` blocks per host window ("auto": as
+    window="auto", half the staging budget; the default for a dataset on
+    a pool of tiers; else the default is all of a host's blocks). ``keep_blocks=True``: the blocks stay on their
     hosts every epoch (see HostsCXLSampler).
     """
 
@@ -662,6 +663,11 @@ class DistributedCXLSampler(CXLSamplerBase):
             if not shuffle:
                 raise ValueError("topology= shuffles (the hosts order); shuffle=False is "
                                  "the sequential order")
+            if window is None and getattr(dataset, "tiered", False):
+                # a host's share in one window (a full shuffle within it)
+                # outgrows a loader's budget: every miss stages a shard
+                # again (docs/remote.md, "Three emulated hosts")
+                window = "auto"
             base = _hosts_base(dataset, seed, world, topology, host_weights, ranks_per_host,
                                shard_size, window, memory_budget, runs, keep_blocks)
             super().__init__(seed, world, r, drop_last)

@@ -14,7 +14,7 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-from cxl_dataloader import CXLDataset, CXLMemoryPool, RandomCXLSampler
+from cxl_dataloader import CXLDataset, CXLMemoryPool, DistributedCXLSampler, RandomCXLSampler
 
 ROWS, COLS = 24576, 64          # int64 records of 512 bytes: 12 MiB
 SHARD = 64 * 1024               # 128 records
@@ -200,3 +200,32 @@ def test_top_shows_each_loader_and_why_it_misses(tiered, policy: str, why) -> No
         assert all(any(r in s for r in reasons) for s in said), out
     del it
     loader.close()
+
+
+def test_topology_on_a_pool_of_tiers_takes_the_auto_window(tiered, tmp_path: Path) -> None:
+    """DistributedCXLSampler(topology=...) over a dataset on a pool of
+    tiers windows each host's share as window="auto" does (a share read in
+    one window outgrows a loader's budget); an explicit window, or a pool
+    of one tier, keeps its own (every block of a host's share)."""
+    p, name = tiered
+    ds = CXLDataset(p, "d")
+    auto = RandomCXLSampler(ds, seed=1, window="auto")
+    s = DistributedCXLSampler(ds, num_replicas=2, rank=0, seed=1, topology=[0, 1])
+    assert (s.base.shard_size, s.base.window) == (auto.shard_size, auto.window)
+    blocks = -(-len(ds) // auto.shard_size)
+    assert auto.window < blocks  # a window, not every block
+    wide = DistributedCXLSampler(ds, num_replicas=2, rank=0, seed=1, topology=[0, 1],
+                                 shard_size=auto.shard_size, window=2)
+    assert wide.base.window == 2
+    src = tmp_path / "d.npy"
+    np.save(src, np.arange(ROWS * COLS, dtype=np.int64).reshape(ROWS, COLS))
+    one = CXLMemoryPool(f"{name}-one", create=True, size=64 << 20)
+    try:
+        one._pool.import_("d", str(src), format="npy", shard_bytes=SHARD)
+        flat = CXLDataset(one, "d")
+        f = DistributedCXLSampler(flat, num_replicas=2, rank=0, seed=1, topology=[0, 1])
+        assert f.base.window == -(-len(flat) // f.base.shard_size)
+        del flat
+    finally:
+        one.close()
+        CXLMemoryPool.destroy(f"{name}-one")
