@@ -106,7 +106,9 @@ def main() -> int:
     lws = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
     budget = {"default": None, "tier": cap, "split": cap // lws}.get(a.budget) or (
         None if a.budget == "default" else int(a.budget))
-    win = {"auto": {"window": "auto", "memory_budget": budget}, "all": {}}[a.window]
+    per = ds.shards()["per_shard"]
+    win = {"auto": {"window": "auto", "memory_budget": budget},
+           "all": {"shard_size": per, "window": -(-n // per)}}[a.window]
     sampler = DistributedCXLSampler(ds, seed=a.seed, topology="auto", keep_blocks=a.keep_blocks,
                                     **win)
     torch.manual_seed(0)

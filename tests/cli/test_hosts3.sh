@@ -25,7 +25,7 @@
 # CXLP_HOSTS3_WINDOW: the sampler's window, "auto" (the default: half the
 # staging budget, as window="auto" for any tiered dataset) or "all" (every
 # block of a host's share: a full shuffle within it, topology="auto"'s
-# default without window=).
+# default without window= before it took "auto" on a pool of tiers).
 # CXLP_HOSTS3_LOGS=DIR: the jobs' and server's logs copied there at exit.
 # CXLP_HOSTS3_PYTHON: a Python whose cxl_dataloader is built with UCX
 # (pip install -C cmake.define.CXLP_UCX=ON .): the wheel's has none.
