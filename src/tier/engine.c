@@ -562,9 +562,10 @@ static void replan(struct tier_engine *e)
      * copies held and being made, plus the copies no one needs in the
      * horizon, which any policy's victim takes first) covers the urgent
      * items and the reordered ones. A copy staged ahead of its turn is
-     * then never the victim of one needed before it: without that bound,
-     * the small windows of a ramp (several of them to a span) were read
-     * 1.26x in epoch 0 (1 GiB over 256 MiB, runs of 5 units) */
+     * then never the victim of one needed before it: without that bound
+     * (the small windows of a ramp, several of them to a span), lookahead
+     * with runs read 1.101x the dataset an epoch, 1.047x with it (1 GiB
+     * over 256 MiB, bench/bench_home_bytes.py) */
     uint64_t free_b = e->budget > e->used + e->copying ? e->budget - e->used - e->copying : 0;
     for (size_t i = 0; i < e->n_res; i++) {
         uint64_t k = e->res_list[i];
