@@ -445,7 +445,11 @@ fabric() {
     local pt ph nt nh tp hp rc t0 tstop tback
     pt=$(free_port)
     ph=$(free_port)
-    rm -f "$work/nvme.raw" "$work/console-target.log" && truncate -s 64M "$work/nvme.raw" ||
+    # a second try must not find the first one's lines and pid: the
+    # watcher below would read the first try's FABRIC-STOP-TARGET before
+    # the new console exists and kill a target that is already gone
+    rm -f "$work/nvme.raw" "$work"/console-{target,fabric}.log "$work"/qemu-{target,fabric}.pid &&
+        truncate -s 64M "$work/nvme.raw" ||
         fail "cannot make $work/nvme.raw"
     nt="-netdev socket,id=n0,udp=127.0.0.1:$ph,localaddr=127.0.0.1:$pt -device virtio-net-pci,netdev=n0,mac=52:54:00:c0:29:01"
     nh="-netdev socket,id=n0,udp=127.0.0.1:$pt,localaddr=127.0.0.1:$ph -device virtio-net-pci,netdev=n0,mac=52:54:00:c0:29:02"
@@ -463,9 +467,12 @@ fabric() {
     hp=$!
     if wait_line fabric FABRIC-STOP-TARGET $hp; then
         tstop=$(date +%s)
-        kill -9 "$(cat "$work/qemu-target.pid")" 2>/dev/null
-        { wait $tp; } 2>/dev/null
-        echo "=== target killed (SIGKILL to its QEMU) $((tstop - t0))s into the run"
+        if kill -9 "$(cat "$work/qemu-target.pid" 2>/dev/null)" 2>/dev/null; then
+            { wait $tp; } 2>/dev/null
+            echo "=== target killed (SIGKILL to its QEMU) $((tstop - t0))s into the run"
+        else
+            echo "=== the target's QEMU could not be killed (pid file: $(cat "$work/qemu-target.pid" 2>&1))"
+        fi
         if wait_line fabric FABRIC-START-TARGET $hp; then
             tback=$(date +%s)
             echo "=== target booted again $((tback - tstop))s after the kill"
