@@ -580,24 +580,31 @@ static int version_of(cxlp_remote *r, const char *name, uint64_t *ver)
     return cxlp_remote_shards(r, name, NULL, 0, &n, ver);
 }
 
-static int read_v(cxlp_remote *r, const char *name, uint64_t ver, uint64_t k, uint64_t off,
-                  uint64_t len, void *buf)
+/* Reads [off, off + len) into buf in parts of at most WIRE_READ_MAX: op
+ * WIRE_READ (shard k's bytes) or WIRE_DOCS (the document index); each
+ * part's reply must carry all its bytes. */
+static int read_parts(cxlp_remote *r, uint32_t op, const char *name, uint64_t ver, uint64_t k,
+                      uint64_t off, uint64_t len, void *buf)
 {
     uint8_t *p = buf;
     while (len) {
         uint64_t part = len < WIRE_READ_MAX ? len : WIRE_READ_MAX;
         struct wire_req q;
         memset(&q, 0, sizeof q);
-        q.op = WIRE_READ;
+        q.op = op;
         snprintf(q.name, sizeof q.name, "%s", name);
         q.ds_version = ver;
-        q.shard = k;
+        q.shard = op == WIRE_READ ? k : 0;
         q.off = off;
         q.len = part;
         char what[160];
-        snprintf(what, sizeof what, "shard %llu of %s (bytes %llu..%llu)",
-                 (unsigned long long)k, name, (unsigned long long)off,
-                 (unsigned long long)(off + part));
+        if (op == WIRE_READ)
+            snprintf(what, sizeof what, "shard %llu of %s (bytes %llu..%llu)",
+                     (unsigned long long)k, name, (unsigned long long)off,
+                     (unsigned long long)(off + part));
+        else
+            snprintf(what, sizeof what, "document index of %s (bytes %llu..%llu)", name,
+                     (unsigned long long)off, (unsigned long long)(off + part));
         int rc = call_req(r, &q, p, part, what);
         if (rc)
             return rc;
@@ -640,30 +647,7 @@ int remote_docs(struct cxlp_remote *r, const char *name, uint64_t ver, uint64_t 
 {
     if (!r || !name || (len && !buf) || strlen(name) > WIRE_NAME_MAX)
         return seterr(r ? &r->obj : NULL, CXLP_EARG, "remote docs: bad argument");
-    uint8_t *p = buf;
-    while (len) {
-        uint64_t part = len < WIRE_READ_MAX ? len : WIRE_READ_MAX;
-        struct wire_req q;
-        memset(&q, 0, sizeof q);
-        q.op = WIRE_DOCS;
-        snprintf(q.name, sizeof q.name, "%s", name);
-        q.ds_version = ver;
-        q.off = off;
-        q.len = part;
-        char what[160];
-        snprintf(what, sizeof what, "document index of %s (bytes %llu..%llu)", name,
-                 (unsigned long long)off, (unsigned long long)(off + part));
-        int rc = call_req(r, &q, p, part, what);
-        if (rc)
-            return rc;
-        if (r->c.got != part)
-            return seterr(&r->obj, CXLP_EBADINPUT, "%s: %s: %llu bytes came", r->url, what,
-                          (unsigned long long)r->c.got);
-        p += part;
-        off += part;
-        len -= part;
-    }
-    return 0;
+    return read_parts(r, WIRE_DOCS, name, ver, 0, off, len, buf);
 }
 
 int remote_read_at(struct cxlp_remote *r, const char *name, uint64_t ver, uint64_t k,
@@ -671,7 +655,7 @@ int remote_read_at(struct cxlp_remote *r, const char *name, uint64_t ver, uint64
 {
     if (!r || !name || (len && !buf) || strlen(name) > WIRE_NAME_MAX)
         return seterr(r ? &r->obj : NULL, CXLP_EARG, "remote read: bad argument");
-    return read_v(r, name, ver, k, off, len, buf);
+    return read_parts(r, WIRE_READ, name, ver, k, off, len, buf);
 }
 
 int cxlp_remote_read(cxlp_remote *r, const char *name, uint64_t k, uint64_t off, uint64_t len,
@@ -684,7 +668,7 @@ int cxlp_remote_read(cxlp_remote *r, const char *name, uint64_t k, uint64_t off,
                       name, WIRE_NAME_MAX);
     uint64_t ver;
     int rc = version_of(r, name, &ver);
-    return rc ? rc : read_v(r, name, ver, k, off, len, buf);
+    return rc ? rc : read_parts(r, WIRE_READ, name, ver, k, off, len, buf);
 }
 
 int cxlp_remote_fetch(cxlp_remote *r, const char *name, uint64_t k,
@@ -719,7 +703,7 @@ int cxlp_remote_fetch(cxlp_remote *r, const char *name, uint64_t k,
         return seterr(&r->obj, e.bytes ? -ENOMEM : CXLP_ECORRUPT,
                       "%s: shard %llu of %s: %llu bytes", r->url, (unsigned long long)k, name,
                       (unsigned long long)e.bytes);
-    if ((rc = read_v(r, name, ver, k, 0, e.bytes, buf))) {
+    if ((rc = read_parts(r, WIRE_READ, name, ver, k, 0, e.bytes, buf))) {
         free(buf);
         return rc;
     }
