@@ -69,7 +69,9 @@ struct order_opts {
 };
 
 /* A comma-separated list of n values (one value: the same for all). */
-static int parse_u64_list(const char *arg, const char *what, uint64_t *v, uint32_t *n)
+/* A comma-separated list of one value per host into v (u64: unsigned
+ * integers, else fractions >= 0 as doubles). */
+static int parse_list(const char *arg, const char *what, int u64, void *v, uint32_t *n)
 {
     char buf[16384];
     if (strlen(arg) >= sizeof buf)
@@ -79,32 +81,18 @@ static int parse_u64_list(const char *arg, const char *what, uint64_t *v, uint32
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (k >= CXLP_HOSTS_MAX)
             return cli_usage_error("%s: more than %d hosts", what, CXLP_HOSTS_MAX);
-        if (cli_parse_u64(t, &v[k]))
-            return cli_usage_error("%s: '%s' is not an unsigned integer", what, t);
+        if (u64) {
+            if (cli_parse_u64(t, &((uint64_t *)v)[k]))
+                return cli_usage_error("%s: '%s' is not an unsigned integer", what, t);
+        } else {
+            char *end;
+            errno = 0;
+            double x = strtod(t, &end);
+            if (errno || end == t || *end || !(x >= 0) || x > 1e9)
+                return cli_usage_error("%s: '%s' is not a fraction >= 0", what, t);
+            ((double *)v)[k] = x;
+        }
         k++;
-    }
-    if (!k)
-        return cli_usage_error("%s: empty list", what);
-    *n = k;
-    return EXIT_OKAY;
-}
-
-static int parse_frac_list(const char *arg, const char *what, double *v, uint32_t *n)
-{
-    char buf[16384];
-    if (strlen(arg) >= sizeof buf)
-        return cli_usage_error("%s: the list is too long", what);
-    strcpy(buf, arg);
-    uint32_t k = 0;
-    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        if (k >= CXLP_HOSTS_MAX)
-            return cli_usage_error("%s: more than %d hosts", what, CXLP_HOSTS_MAX);
-        char *end;
-        errno = 0;
-        double x = strtod(t, &end);
-        if (errno || end == t || *end || !(x >= 0) || x > 1e9)
-            return cli_usage_error("%s: '%s' is not a fraction >= 0", what, t);
-        v[k++] = x;
     }
     if (!k)
         return cli_usage_error("%s: empty list", what);
@@ -183,15 +171,15 @@ static int parse_opts(int argc, char **argv, struct order_opts *o)
         case O_STATS: o->stats = 1; break;
         case O_KEEP: o->keep = 1; break;
         case O_WEIGHTS:
-            if ((ex = parse_u64_list(optarg, "--weights", o->weight, &nw)))
+            if ((ex = parse_list(optarg, "--weights", 1, o->weight, &nw)))
                 return ex;
             break;
         case O_MEMORY:
-            if ((ex = parse_frac_list(optarg, "--memory", o->memory, &nm)))
+            if ((ex = parse_list(optarg, "--memory", 0, o->memory, &nm)))
                 return ex;
             break;
         case O_RPH:
-            if ((ex = parse_u64_list(optarg, "--ranks-per-host", o->ranks, &nr)))
+            if ((ex = parse_list(optarg, "--ranks-per-host", 1, o->ranks, &nr)))
                 return ex;
             break;
         case O_RANK: dst = &rank; what = "--rank"; break;

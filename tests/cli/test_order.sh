@@ -86,6 +86,8 @@ expect 2 "--ranks-per-host: 3 values for 2 hosts" "$CXLPOOL" order --n 100 --sta
 expect 2 "--memory" "$CXLPOOL" order --n 100 --stats --shard-size 5 --memory -1
 expect 2 "--kind hosts" "$CXLPOOL" order --n 100 --keep-blocks
 expect 2 "hosts.weight" "$CXLPOOL" order --n 100 --stats --shard-size 5 --weights 0,0
+expect 2 "--weights: 'x' is not an unsigned integer" "$CXLPOOL" order --n 100 --stats --shard-size 5 --weights 1,x
+expect 2 "--memory: '0.4y' is not a fraction" "$CXLPOOL" order --n 100 --stats --shard-size 5 --memory 0.4y
 expect 2 "--hosts" "$CXLPOOL" order --n 100 --stats --shard-size 5 --hosts 5000
 # Huge N: the first ids come at once (O(1) memory).
 expect 0 "" "$CXLPOOL" order --n 9223372036854775808 --first 3 --json
