@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/common.h"
 
 /* ---------------------------------------------------------------- topo */
 
@@ -385,28 +386,9 @@ int cli_cmd_ingest(int argc, char **argv)
 
 /* ------------------------------------------------------------------ ls */
 
-/* The whole listing, malloc'd; *n entries. */
-static int list_all(cxlp_pool *p, struct cxlp_dataset_info **out, size_t *n)
+static int list_pool(void *p, struct cxlp_dataset_info *infos, size_t cap, size_t *n)
 {
-    size_t cap = 64;
-    for (;;) {
-        struct cxlp_dataset_info *v = calloc(cap, sizeof *v);
-        if (!v)
-            return -ENOMEM;
-        size_t got = 0;
-        int rc = cxlp_pool_list(p, v, cap, &got);
-        if (rc) {
-            free(v);
-            return rc;
-        }
-        if (got < cap) {
-            *out = v;
-            *n = got;
-            return 0;
-        }
-        free(v);
-        cap *= 4;
-    }
+    return cxlp_pool_list(p, infos, cap, n);
 }
 
 static void print_dataset_json(const struct cxlp_dataset_info *d)
@@ -437,7 +419,7 @@ int cli_cmd_ls(int argc, char **argv)
         return ex;
     struct cxlp_dataset_info *v;
     size_t n;
-    int rc = list_all(p, &v, &n);
+    int rc = list_all(list_pool, p, &v, &n);
     if (rc) {
         ex = cli_report_error(rc, p, argv[optind]);
         cxlp_pool_close(p);
@@ -680,7 +662,7 @@ int cli_cmd_stat(int argc, char **argv)
     /* the page size each dataset's shards really have */
     struct cxlp_dataset_info *ds = NULL;
     size_t nds = 0;
-    rc = list_all(p, &ds, &nds);
+    rc = list_all(list_pool, p, &ds, &nds);
     if (rc) {
         ex = cli_report_error(rc, p, spec);
         cxlp_pool_close(p);

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "common/common.h"
 
 static volatile int g_stop;
 
@@ -76,6 +77,11 @@ struct cat_ctx {
     int fail;
 };
 
+static int list_remote(void *r, struct cxlp_dataset_info *infos, size_t cap, size_t *n)
+{
+    return cxlp_remote_list(r, infos, cap, n);
+}
+
 static int put_rec(void *ctx, uint64_t id, const void *rec, uint64_t len)
 {
     struct cat_ctx *cc = ctx;
@@ -123,11 +129,7 @@ int cli_cmd_remote_cat(int argc, char **argv)
     if (list) {
         size_t n = 0;
         struct cxlp_dataset_info *infos = NULL;
-        rc = cxlp_remote_list(r, NULL, 0, &n);
-        if (!rc && n && !(infos = calloc(n, sizeof *infos)))
-            rc = -ENOMEM;
-        if (!rc && n)
-            rc = cxlp_remote_list(r, infos, n, &n);
+        rc = list_all(list_remote, r, &infos, &n);
         for (size_t i = 0; !rc && i < n; i++)
             printf("%s\t%" PRIu64 " records\t%u shards\t%" PRIu64 " bytes\n", infos[i].name,
                    infos[i].n_records, infos[i].n_shards, infos[i].data_bytes);

@@ -113,6 +113,14 @@ int fault_hit(const char *name);
  * "a regular file" or "an unknown file type" otherwise. */
 const char *file_kind(mode_t mode);
 
+/* A catalog listing as cxlp_pool_list gives it (n: the total, which may
+ * exceed cap). */
+typedef int (*list_fn)(void *h, struct cxlp_dataset_info *infos, size_t cap, size_t *n);
+/* Every entry fn lists, in a fresh array (*out, for free(); NULL when
+ * none): listed again when the catalog grew between two calls, so that a
+ * dataset added meanwhile is never read past the array's end. */
+int list_all(list_fn fn, void *h, struct cxlp_dataset_info **out, size_t *n);
+
 /* Bounded string copy that always terminates; returns strlen(src). */
 size_t strlcpy0(char *dst, const char *src, size_t cap);
 

@@ -106,6 +106,29 @@ const char *file_kind(mode_t mode)
     }
 }
 
+int list_all(list_fn fn, void *h, struct cxlp_dataset_info **out, size_t *n)
+{
+    struct cxlp_dataset_info *v = NULL;
+    size_t cap = 0;
+    for (;;) {
+        size_t got = 0;
+        int rc = fn(h, v, cap, &got);
+        if (rc || got <= cap) {
+            if (rc || !got) {
+                free(v);
+                v = NULL;
+            }
+            *out = v;
+            *n = rc ? 0 : got;
+            return rc;
+        }
+        free(v);
+        cap = got + 8; /* room for a few added before the next call */
+        if (!(v = calloc(cap, sizeof *v)))
+            return -ENOMEM;
+    }
+}
+
 size_t strlcpy0(char *dst, const char *src, size_t cap)
 {
     size_t n = strlen(src);

@@ -273,11 +273,7 @@ static struct served *served_get(struct srv *sv, const char *name, int exact, ui
     struct cxlp_dataset_info *infos = NULL;
     size_t n = 0;
     uint64_t cur = 0;
-    *rc = pool_list_local(sv->p, NULL, 0, &n);
-    if (!*rc && n && !(infos = calloc(n, sizeof *infos)))
-        *rc = -ENOMEM;
-    if (!*rc && n)
-        *rc = pool_list_local(sv->p, infos, n, &n);
+    *rc = pool_list_all(sv->p, 1, &infos, &n);
     for (size_t i = 0; !*rc && i < n; i++)
         if (strcmp(infos[i].name, name) == 0)
             cur = infos[i].version;
@@ -431,11 +427,7 @@ static void do_list(struct srv *sv, struct conn *c, uint64_t id, uint64_t t0)
 {
     struct cxlp_dataset_info *infos = NULL;
     size_t n = 0;
-    int rc = pool_list_local(sv->p, NULL, 0, &n);
-    if (!rc && n && !(infos = calloc(n, sizeof *infos)))
-        rc = -ENOMEM;
-    if (!rc && n)
-        rc = pool_list_local(sv->p, infos, n, &n);
+    int rc = pool_list_all(sv->p, 1, &infos, &n);
     if (rc) {
         free(infos);
         reply(sv, c, WIRE_LIST, id, rc, cxlp_errmsg(sv->p), NULL, 0, NULL, NULL, NULL, t0);

@@ -747,6 +747,21 @@ int pool_list_local(cxlp_pool *p, struct cxlp_dataset_info *infos, size_t cap, s
     return 0;
 }
 
+static int list_local(void *p, struct cxlp_dataset_info *infos, size_t cap, size_t *n)
+{
+    return pool_list_local(p, infos, cap, n);
+}
+
+static int list_mirrored(void *p, struct cxlp_dataset_info *infos, size_t cap, size_t *n)
+{
+    return cxlp_pool_list(p, infos, cap, n);
+}
+
+int pool_list_all(cxlp_pool *p, int local, struct cxlp_dataset_info **out, size_t *n)
+{
+    return list_all(local ? list_local : list_mirrored, p, out, n);
+}
+
 /* The dataset's shard table, copied to private memory and checked against
  * its checksum in the record; first_record filled in, off from the ingest
  * tier's word. */

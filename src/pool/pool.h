@@ -289,6 +289,9 @@ int pool_units_ensure(cxlp_pool *p, uint64_t states_off, uint64_t per_unit, uint
                       struct pool_units *out);
 /* cxlp_pool_list without asking the remote tier's peers. */
 int pool_list_local(cxlp_pool *p, struct cxlp_dataset_info *infos, size_t cap, size_t *n_out);
+/* The whole listing (local: pool_list_local's, else cxlp_pool_list's), as
+ * list_all gives it. */
+int pool_list_all(cxlp_pool *p, int local, struct cxlp_dataset_info **out, size_t *n);
 /* pool_publish with the shards' copies in tier instead of the ingest tier
  * (a remote tier: a dataset mirrored from a peer, store/remote_tier.c). */
 int pool_publish_in(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,

@@ -536,12 +536,16 @@ static int listed_here(cxlp_pool *p, const char *name)
     size_t n = 0;
     struct cxlp_dataset_info *infos = NULL;
     int found = 0;
-    if (pool_list_local(p, NULL, 0, &n) == 0 && n && (infos = calloc(n, sizeof *infos)) &&
-        pool_list_local(p, infos, n, &n) == 0)
+    if (pool_list_all(p, 1, &infos, &n) == 0)
         for (size_t i = 0; i < n && !found; i++)
             found = strcmp(infos[i].name, name) == 0;
     free(infos);
     return found;
+}
+
+static int list_remote(void *r, struct cxlp_dataset_info *infos, size_t cap, size_t *n)
+{
+    return cxlp_remote_list(r, infos, cap, n);
 }
 
 int pool_remote_mirror(cxlp_pool *p, const char *name)
@@ -579,11 +583,7 @@ int pool_remote_mirror(cxlp_pool *p, const char *name)
             }
             size_t n = 0;
             struct cxlp_dataset_info *infos = NULL;
-            rc = cxlp_remote_list(r, NULL, 0, &n);
-            if (!rc && n && !(infos = calloc(n, sizeof *infos)))
-                rc = -ENOMEM;
-            if (!rc && n)
-                rc = cxlp_remote_list(r, infos, n, &n);
+            rc = list_all(list_remote, r, &infos, &n);
             for (size_t j = 0; !rc && j < n && !found; j++) {
                 if (name && strcmp(infos[j].name, name))
                     continue;

@@ -41,23 +41,9 @@ int cxlp_pool_verify(cxlp_pool *p, void (*report)(void *ctx, const char *line), 
         return rc;
 
     struct cxlp_dataset_info *infos = NULL;
-    size_t cap = 16, n = 0;
-    for (;;) {
-        struct cxlp_dataset_info *ni = realloc(infos, cap * sizeof *ni);
-        if (!ni) {
-            free(infos);
-            return seterr(pool_obj(p), -ENOMEM, "pool_verify: out of memory");
-        }
-        infos = ni;
-        rc = cxlp_pool_list(p, infos, cap, &n);
-        if (rc) {
-            free(infos);
-            return rc;
-        }
-        if (n <= cap)
-            break;
-        cap = n + 16; /* n is the total when it exceeds cap */
-    }
+    size_t n = 0;
+    if ((rc = pool_list_all(p, 0, &infos, &n)))
+        return rc == -ENOMEM ? seterr(pool_obj(p), rc, "pool_verify: out of memory") : rc;
 
     int first = 0;
     char msg[ERRMSG_MAX];
