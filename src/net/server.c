@@ -497,9 +497,9 @@ static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, ui
         reply(sv, c, WIRE_READ, q->id, CXLP_ERANGE, msg, NULL, 0, NULL, NULL, NULL, t0);
         return;
     }
-    struct held *h = NULL;
+    struct held *h = d->s->tiered ? held_find(sv, d, q->shard) : NULL;
     const uint8_t *src;
-    if (d->s->tiered && (q->off || q->len != ps->len) && !held_find(sv, d, q->shard)) {
+    if (d->s->tiered && !h && (q->off || q->len != ps->len)) {
         /* part of a shard no reply holds: those bytes alone, from its
          * fastest copy, as stored (the reader verifies what it keeps) */
         uint8_t *buf = malloc(q->len);
@@ -514,7 +514,7 @@ static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, ui
         return;
     }
     if (d->s->tiered) {
-        if (!(h = held_get(sv, d, q->shard, &rc, msg, sizeof msg))) {
+        if (!h && !(h = held_get(sv, d, q->shard, &rc, msg, sizeof msg))) {
             reply(sv, c, WIRE_READ, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
             return;
         }
