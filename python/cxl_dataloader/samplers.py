@@ -663,11 +663,6 @@ class DistributedCXLSampler(CXLSamplerBase):
             if not shuffle:
                 raise ValueError("topology= shuffles (the hosts order); shuffle=False is "
                                  "the sequential order")
-            if window is None and getattr(dataset, "tiered", False):
-                # a host's share in one window (a full shuffle within it)
-                # outgrows a loader's budget: every miss stages a shard
-                # again (docs/remote.md, "Three emulated hosts")
-                window = "auto"
             base = _hosts_base(dataset, seed, world, topology, host_weights, ranks_per_host,
                                shard_size, window, memory_budget, runs, keep_blocks)
             super().__init__(seed, world, r, drop_last)
@@ -759,6 +754,11 @@ def _hosts_base(dataset: Any, seed: int, world: int, topology: Any,
                 weights[h] = caps[r]   # the host's first rank's figure
     else:
         weights = [1] * len(hosts)
+    if window is None and getattr(dataset, "tiered", False):
+        # a host's share in one window (a full shuffle within it) outgrows
+        # a loader's budget: every miss stages a shard again
+        # (docs/remote.md, "Three emulated hosts")
+        window = "auto"
     if window == "auto":
         shard_size, window = auto_window(dataset, shard_size, memory_budget, runs)
         block = _rank0_choice([shard_size, window], world)
