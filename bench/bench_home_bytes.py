@@ -34,6 +34,10 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from throttle import parse_size  # noqa: E402
 
 REC = 8192
 BATCH = 256
@@ -43,7 +47,7 @@ def child(a: argparse.Namespace) -> None:
     import numpy as np
     from cxl_dataloader import CXLDataLoader, CXLDataset, CXLMemoryPool, RandomCXLSampler
     n = int(a.gib * (1 << 30)) // REC
-    mem = {"G": 1 << 30, "M": 1 << 20}[a.mem[-1]] * int(a.mem[:-1])
+    mem = parse_size(a.mem)
     runs = {"on": True, "off": False, "auto": "auto"}[a.run]
     name = f"hb{uuid.uuid4().hex[:6]}"
     d = os.path.join(a.dir, f"home-bytes-{name}")
