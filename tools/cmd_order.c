@@ -470,7 +470,41 @@ static int print_quality(const struct order_opts *o)
  * so the held share f_h = held_h / N_h of each kind is held. Staging: a
  * block held in epoch e that its host did not hold in epoch e - 1 comes
  * from a peer that held it then, else from the home (all of epoch 0's from
- * the home). */
+ * the home).
+ *
+ * The prediction takes min() over the epoch where the ranks take min()
+ * per round: a round with more of host h's positions than h has ranks
+ * sends the rest to peers even when other rounds have fewer. Up to
+ * STATS_EXACT_DRAWS draws an epoch the fractions are therefore counted
+ * instead, every rank's draws walked as its sampler makes them
+ * (cxlp_sampler_host_reads); "fractions" says which. */
+#define STATS_EXACT_DRAWS (1ULL << 22)
+
+/* Every rank's draws in epoch c->epoch, counted local, peer, home. */
+static int count_reads(const struct order_opts *o, const struct cxlp_sampler_config *c,
+                       double out[3])
+{
+    uint64_t sum[3] = {0, 0, 0};
+    for (uint32_t r = 0; r < c->world; r++) {
+        struct cxlp_sampler_config rc_cfg = *c;
+        rc_cfg.rank = r;
+        cxlp_sampler *s;
+        uint64_t k[3];
+        int rc = make_sampler(o, &rc_cfg, &s);
+        if (!rc)
+            rc = cxlp_sampler_host_reads(s, o->memory, k);
+        cxlp_sampler_free(s);
+        if (rc)
+            return rc;
+        for (int i = 0; i < 3; i++)
+            sum[i] += k[i];
+    }
+    double t = (double)(sum[0] + sum[1] + sum[2]);
+    for (int i = 0; i < 3; i++)
+        out[i] = t > 0 ? (double)sum[i] / t : 0;
+    return 0;
+}
+
 static int print_stats(const struct order_opts *o)
 {
     uint64_t n = o->cfg.n, S = n ? MINU(o->cfg.shard_size, n) : o->cfg.shard_size;
@@ -540,6 +574,18 @@ static int print_stats(const struct order_opts *o)
             peer /= T;
             home /= T;
         }
+        int exact = T <= (double)STATS_EXACT_DRAWS;
+        double f3[3];
+        if (exact && (rc = count_reads(o, &c, f3))) {
+            cxlp_sampler_free(s);
+            ex = cli_report_error(rc, NULL, "sampler");
+            break;
+        }
+        if (exact) {
+            local = f3[0];
+            peer = f3[1];
+            home = f3[2];
+        }
         /* staging against the epoch before */
         double st_peer = 0, st_home = 0;
         if (e > 0 && !prev) {
@@ -574,16 +620,17 @@ static int print_stats(const struct order_opts *o)
         }
         if (o->json) {
             printf("%s{\"epoch\": %" PRIu64 ", \"local\": %.6f, \"peer\": %.6f, \"home\": %.6f"
-                   ", \"staged_peer\": %.6f, \"staged_home\": %.6f, \"hosts\": [",
-                   e > o->cfg.epoch ? ", " : "", e, local, peer, home, st_peer, st_home);
+                   ", \"fractions\": \"%s\", \"staged_peer\": %.6f, \"staged_home\": %.6f, "
+                   "\"hosts\": [", e > o->cfg.epoch ? ", " : "", e, local, peer, home,
+                   exact ? "counted" : "predicted", st_peer, st_home);
             for (uint32_t h = 0; h < H; h++)
                 printf("%s{\"blocks\": %" PRIu64 ", \"samples\": %" PRIu64 ", \"held\": %"
                        PRIu64 "}", h ? ", " : "", Mh[h], N[h], held[h]);
             printf("]}");
         } else {
-            printf("epoch %" PRIu64 ": reads local %.4f, peer %.4f, home %.4f; staged from "
-                   "peers %.4f, from the home %.4f of the dataset\n", e, local, peer, home,
-                   st_peer, st_home);
+            printf("epoch %" PRIu64 ": reads local %.4f, peer %.4f, home %.4f (%s); staged "
+                   "from peers %.4f, from the home %.4f of the dataset\n", e, local, peer, home,
+                   exact ? "counted" : "predicted", st_peer, st_home);
             for (uint32_t h = 0; h < H; h++)
                 printf("  host %" PRIu32 ": %" PRIu64 " blocks (%" PRIu64 " samples), %" PRIu64
                        " samples held\n", h, Mh[h], N[h], held[h]);
