@@ -72,7 +72,11 @@ int sim_preset(const char *name, struct sim_config *c)
     c->stagers = 4;
     if (strcmp(name, "design-cluster") == 0) {
         /* docs/scale.md: 4 nodes x (8 GPUs, 2 TB DRAM, 64 TB CXL), a 1 PB
-         * NVMe-oF archive; 10^11 samples of 2 KiB; 2 GB/s per GPU */
+         * NVMe-oF archive; 10^11 samples of 2 KiB; 2 GB/s per GPU. The
+         * hosts order: the design's shuffle across hosts
+         * (DistributedCXLSampler(topology=...)), equal weights, a host's
+         * 8 GPUs its ranks */
+        c->order = SIM_ORDER_HOSTS;
         c->hosts = 4;
         c->gpus = 8;
         c->samples = 100000000000ull;

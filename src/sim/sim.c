@@ -1,8 +1,8 @@
 /*
  * sim.c - the simulator: a discrete-event model of a cluster feeding its
  * GPUs through the staging engine, at shard granularity, driven by the
- * loader's own code: the block order of src/sample (the shard order and
- * the windows, through the sampler's functions), the placement policies'
+ * loader's own code: the block order or the hosts order of src/sample (the
+ * shard order and the windows, through the sampler's functions), the placement policies'
  * table (tier/policy.h: want, victim, drop, place, called exactly as the
  * engine calls them) and the engine's sizing rules (tier/sizing.h).
  *
@@ -44,6 +44,21 @@
  * engine's reordering into file-order spans applies to windows of adjacent
  * units, which a block order of shards does not make); the pool's heat
  * starts at zero (a fresh pool).
+ *
+ * The hosts order (order.kind "hosts", src/sample/hosts.c): each host's
+ * stream is the block order over its share; the run's windows are cut
+ * where any host's stream enters a window of its own, and a window holds,
+ * per host of the order, the shards of the windows its stream is in there
+ * (cxlp_sampler_host_block). A domain stages only its hosts' lists. What a
+ * rank reads from each host's list is its draws in the window, walked
+ * through its own sampler (cxlp_sampler_at, cxlp_sampler_host_of): every
+ * round of a window of at most K rounds (K = max(64, 32768 / ranks)), else
+ * K of them drawn one from each of K strata (deterministic: keyed by the
+ * seed). Its own hosts' shards it waits for as in the block order; another
+ * host's it reads from that host's memory over the peer tier while the
+ * host holds the shard, else from the home, and never waits for them. The
+ * epoch's local, peer and home are then where reads are served from, as
+ * `cxlpool order --kind hosts --stats` counts them.
  *
  * Rejected: simulating records (10^11 events an epoch for the design's
  * cluster; shards give the same answer, above); a copy of the policies

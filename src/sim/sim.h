@@ -1,7 +1,7 @@
 /*
  * sim.h - the simulator (docs/sim.md): a discrete-event model of hosts,
  * tiers, ranks and the staging engine at shard granularity, that runs the
- * loader's own block order (src/sample) and placement policies
+ * loader's own block or hosts order (src/sample) and placement policies
  * (src/tier/policy.h) over modelled links.
  *
  * Glossary
