@@ -52,7 +52,8 @@
  * (cxlp_sampler_host_block). A domain stages only its hosts' lists. What a
  * rank reads from each host's list is its draws in the window, walked
  * through its own sampler (cxlp_sampler_at, cxlp_sampler_host_of): every
- * round of a window of at most K rounds (K = max(64, 32768 / ranks)), else
+ * round of a window of at most K rounds (K = max(64, min(32768 / ranks,
+ * 5 x 10^7 / (ranks x the most windows of an epoch)))), else
  * K of them drawn one from each of K strata (deterministic: keyed by the
  * seed). Its own hosts' shards it waits for as in the block order; another
  * host's it reads from that host's memory over the peer tier while the
@@ -190,6 +191,20 @@ static double xfer(struct link *l, double t, uint64_t bytes, int write)
     return done;
 }
 
+/* A rank's record read of bytes at t from another host's share (the hosts
+ * order): when it completes. It takes the link's latency and its bytes at
+ * the link's bandwidth, and the pipe is busy that much longer, but it
+ * passes the copies queued there (a device serves a 2 KiB read beside the
+ * chunks of a 1 GiB copy; in xfer's order it would wait for all of them). */
+static double xfer_record(struct link *l, double t, uint64_t bytes)
+{
+    double dur = (double)bytes / l->bw;
+    l->pipe = dmax(l->pipe, t) + dur;
+    l->st->transfers++;
+    l->st->bytes_read += bytes;
+    return t + l->lat + dur;
+}
+
 /* ------------------------------------------------------------ state */
 
 struct dom {
@@ -311,8 +326,8 @@ static void push(struct sim *s, struct win *w, uint64_t k)
  * cxlp_sampler_host_block, as a host stages them) and the draws of every
  * rank in it, through each rank's own sampler (cxlp_sampler_at, then
  * cxlp_sampler_host_of: whose share the id is): every round when there are
- * at most K, else K rounds, one drawn by the seed from each of K equal
- * strata. */
+ * at most K (hosts_setup), else K rounds, one drawn by the seed from each
+ * of K equal strata. */
 static void hosts_window(struct sim *s, struct win *w, uint32_t e, uint64_t ra, uint64_t rb)
 {
     const cxlp_sampler *smp = s->smp[e];
@@ -632,7 +647,7 @@ static void consume(struct sim *s, struct rk *r, double t)
     }
     uint64_t mine = r->mine / r->nparts + (r->part + 1 == r->nparts ? r->mine % r->nparts : 0);
     double bytes = (double)mine * (double)s->c->sample_bytes;
-    double by_tier[SIM_MAX_TIERS] = {0};
+    double by_tier[SIM_MAX_TIERS] = {0}, other[SIM_MAX_TIERS] = {0};
     struct sim_epoch_stats *es = &s->r->epoch[e];
     const uint64_t *cnt = s->hosts ? w->cnt + (uint64_t)s->label[r - s->rank] * w->nl : NULL;
     uint64_t tot = 0;
@@ -645,7 +660,7 @@ static void consume(struct sim *s, struct rk *r, double t)
         if (!(part > 0))
             continue;
         if (!nsh) {
-            by_tier[s->home] += part; /* padding past the epoch's end */
+            other[s->home] += part; /* padding past the epoch's end */
             es->home_bytes += part;
             continue;
         }
@@ -656,7 +671,7 @@ static void consume(struct sim *s, struct rk *r, double t)
             const struct dom *x = &s->dom[s->holder[l]];
             for (uint64_t j = w->off[l]; j < w->off[l + 1]; j++) {
                 int held = s->peer >= 0 && fastest(s, x, w->sh[j]) >= 0;
-                by_tier[held ? s->peer : s->home] += per;
+                other[held ? s->peer : s->home] += per;
                 if (held)
                     es->peer_bytes += per;
                 else
@@ -689,13 +704,17 @@ static void consume(struct sim *s, struct rk *r, double t)
                 es->local_bytes += per;
         }
     }
-    if (by_tier[s->home] > 0)
-        es->home_moved += (uint64_t)(by_tier[s->home] + 0.5);
+    if (by_tier[s->home] + other[s->home] > 0)
+        es->home_moved += (uint64_t)(by_tier[s->home] + 0.5) + (uint64_t)(other[s->home] + 0.5);
     double need = (double)mine * (double)s->c->sample_bytes / s->demand, end = t + need;
-    for (uint32_t i = 0; i < s->c->n_tiers; i++)
+    for (uint32_t i = 0; i < s->c->n_tiers; i++) {
         if (by_tier[i] > 0)
             end = dmax(end, xfer(link_of(s, (int)i, r->host), t, (uint64_t)(by_tier[i] + 0.5),
                                  0));
+        if (other[i] > 0)
+            end = dmax(end, xfer_record(link_of(s, (int)i, r->host), t,
+                                        (uint64_t)(other[i] + 0.5)));
+    }
     r->stall += end - t - need;
     r->samples += mine;
     r->state = R_READ;
@@ -1026,7 +1045,6 @@ static int hosts_setup(struct sim *s, char *err, size_t errlen)
         wt[h] = c->n_weights == 0 ? 1 : c->host_weights[c->n_weights == 1 ? 0 : h];
     s->hosts = 1;
     s->nl = H;
-    s->K = MAX(64, 32768 / s->world);
     s->label = malloc(s->world * sizeof *s->label);
     s->rs = calloc(s->world, sizeof *s->rs);
     if (!s->label || !s->rs)
@@ -1091,6 +1109,13 @@ static int hosts_setup(struct sim *s, char *err, size_t errlen)
         s->nwin[e] = u - 1;
         s->gfirst[e + 1] = s->gfirst[e] + s->nwin[e];
     }
+    /* rounds walked a window: 32768 draws, or fewer where an epoch's
+     * windows would walk more than 5 x 10^7 (the time of a run), at least
+     * 64 rounds */
+    uint64_t most = 1;
+    for (uint32_t e = 0; e < c->epochs; e++)
+        most = MAX(most, s->nwin[e]);
+    s->K = MAX(64, MIN(32768 / s->world, 50000000 / (s->world * most)));
     return 0;
 oom:
     snprintf(err, errlen, "%s: out of memory for the hosts order", c->name);
