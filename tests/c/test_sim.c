@@ -402,8 +402,8 @@ static void test_hosts_reads(void)
     static const uint64_t wt[3] = {5, 3, 1};
     struct sim_config c;
     /* 12 ranks: host 1's 4 ranks against a mean of 4 of its positions a
-     * round, so rounds with 3 lose local reads that the shares' estimate
-     * (cxlpool order --stats) counts */
+     * round, so rounds with 3 lose local reads that an estimate from the
+     * epoch's shares (0.777 local) does not see */
     hosts_cfg(&c, 3, 4, wt, 3, 100003, 97, 7, 1);
     struct sim_result r;
     char *j = run_json(&c, NULL, &r);
@@ -417,7 +417,7 @@ static void test_hosts_reads(void)
         exact_reads(&c, e, &local, &other);
         CHECK(fabs(frac(&r.epoch[e], 0) - local) < 1e-9);
         CHECK(fabs(frac(&r.epoch[e], 1) + frac(&r.epoch[e], 2) - other) < 1e-9);
-        CHECK(local < 0.77 && other > 0.23); /* --stats' estimate: 0.777 */
+        CHECK(local < 0.77 && other > 0.23); /* the shares' estimate: 0.777 */
         home += r.epoch[e].home_moved;
     }
     /* memory holds every share: epoch 1 (staged ahead) reads no home */
