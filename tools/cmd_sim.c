@@ -200,8 +200,9 @@ int cli_cmd_sim(int argc, char **argv)
         }
         sim_write_json(f, &cfg, &r);
         int bad = out ? fclose(f) != 0 : fflush(f) != 0;
-        fprintf(stderr, "cxlpool: sim: %s, %s: %llu events in %.2f s (simulated %.1f s)\n",
-                cfg.name, cxlp_policy_name(cfg.policy), (unsigned long long)r.events,
+        fprintf(stderr, "cxlpool: sim: %s, %s, the %s order: %llu events in %.2f s "
+                "(simulated %.1f s)\n", cfg.name, cxlp_policy_name(cfg.policy),
+                cfg.order == SIM_ORDER_HOSTS ? "hosts" : "block", (unsigned long long)r.events,
                 cli_now_sec() - t0, r.end_s);
         sim_result_free(&r);
         return bad ? cli_report_os(-EIO, out ? out : "stdout") : EXIT_OKAY;

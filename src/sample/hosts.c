@@ -438,6 +438,26 @@ void hosts_next(cxlp_sampler *s, uint64_t j, uint64_t *out, size_t cnt)
     }
 }
 
+uint64_t hosts_count(const cxlp_sampler *s, uint32_t h, uint64_t p)
+{
+    return g_count(s->hosts, h, p);
+}
+
+uint64_t hosts_nwin(const cxlp_sampler *s, uint32_t h)
+{
+    return seg_nwin(s, h);
+}
+
+uint64_t hosts_window_start(const cxlp_sampler *s, uint32_t h, uint64_t w)
+{
+    return seg_start(s, h, w);
+}
+
+uint64_t hosts_window_of(const cxlp_sampler *s, uint32_t h, uint64_t i)
+{
+    return seg_window_of(s, h, i);
+}
+
 int cxlp_sampler_host_of(const cxlp_sampler *s, uint64_t id, uint32_t *host, uint64_t *index)
 {
     if (!s || !host || !index)

@@ -178,5 +178,13 @@ uint64_t hosts_fingerprint(const struct hosts *x);
 uint64_t hosts_at(const cxlp_sampler *s, uint64_t p);          /* the epoch order */
 uint64_t hosts_rank_at(const cxlp_sampler *s, uint64_t j);     /* the rank view */
 void hosts_next(cxlp_sampler *s, uint64_t j, uint64_t *out, size_t cnt);
+/* For the simulator (src/sim): host h's stream in epoch positions. Its
+ * positions before epoch position p (p <= L); its windows; window w's
+ * first stream index (the count of its windows: the stream's length); the
+ * window of stream index i (< the stream's length). */
+uint64_t hosts_count(const cxlp_sampler *s, uint32_t h, uint64_t p);
+uint64_t hosts_nwin(const cxlp_sampler *s, uint32_t h);
+uint64_t hosts_window_start(const cxlp_sampler *s, uint32_t h, uint64_t w);
+uint64_t hosts_window_of(const cxlp_sampler *s, uint32_t h, uint64_t i);
 
 #endif

@@ -72,7 +72,11 @@ int sim_preset(const char *name, struct sim_config *c)
     c->stagers = 4;
     if (strcmp(name, "design-cluster") == 0) {
         /* docs/scale.md: 4 nodes x (8 GPUs, 2 TB DRAM, 64 TB CXL), a 1 PB
-         * NVMe-oF archive; 10^11 samples of 2 KiB; 2 GB/s per GPU */
+         * NVMe-oF archive; 10^11 samples of 2 KiB; 2 GB/s per GPU. The
+         * hosts order: the design's shuffle across hosts
+         * (DistributedCXLSampler(topology=...)), equal weights, a host's
+         * 8 GPUs its ranks */
+        c->order = SIM_ORDER_HOSTS;
         c->hosts = 4;
         c->gpus = 8;
         c->samples = 100000000000ull;
@@ -118,7 +122,7 @@ int sim_preset(const char *name, struct sim_config *c)
 
 /* ------------------------------------------------------------ keys */
 
-enum { K_U64, K_U32, K_DBL, K_BOOL, K_STR, K_POLICY, K_DEMAND, K_DEMAND_S };
+enum { K_U64, K_U32, K_DBL, K_BOOL, K_STR, K_POLICY, K_DEMAND, K_DEMAND_S, K_ORDER, K_WEIGHTS };
 
 struct key {
     const char *name;
@@ -140,6 +144,10 @@ static const struct key keys[] = {
     {"dataset.shard_bytes", K_U64, F(shard_bytes), 0},
     {"order.window", K_U64, F(window), 0},
     {"order.ramp", K_BOOL, F(ramp), 0},
+    {"order.kind", K_ORDER, F(order), 0},
+    {"order.host_weights", K_WEIGHTS, F(host_weights), 0},
+    {"order.ranks_per_host", K_U32, F(ranks_per_host), 0},
+    {"order.keep_blocks", K_BOOL, F(keep_blocks), 0},
     {"rank.demand", K_DEMAND, F(demand), 0},
     {"rank.demand_samples", K_DEMAND_S, F(demand_samples), 0},
     {"rank.batch", K_U64, F(batch), 0},
@@ -170,7 +178,53 @@ struct val {
     double num;
     int b;
     const char *str;
+    const struct json *arr;  /* a JSON array; from text, str is the list */
 };
+
+/* order.host_weights: whole numbers from a JSON array or "3,1,1,1" */
+static int put_weights(struct sim_config *c, const struct val *v, const char *where,
+                       const char *file, char *err, size_t errlen)
+{
+    uint64_t w[SIM_MAX_HOSTS];
+    uint32_t n = 0;
+    const char *p = v->arr ? NULL : v->is_str ? v->str : NULL;
+    if (!v->arr && !p)
+        goto bad;
+    for (;;) {
+        double x;
+        if (v->arr) {
+            if (n == v->arr->n)
+                break;
+            if (v->arr->kid[n].type != JSON_NUM)
+                goto bad;
+            x = v->arr->kid[n].num;
+        } else {
+            char *end = NULL;
+            if (!*p)
+                goto bad;
+            x = strtod(p, &end);
+            if (end == p || (*end && *end != ','))
+                goto bad;
+            p = *end ? end + 1 : end;
+        }
+        if (n >= SIM_MAX_HOSTS) {
+            snprintf(err, errlen, "%s: key %s: at most %d weights", file, where, SIM_MAX_HOSTS);
+            return -1;
+        }
+        if (!(x >= 0) || x > 9223372036854775807.0 || x != (double)(uint64_t)x)
+            goto bad;
+        w[n++] = (uint64_t)x;
+        if (!v->arr && !*p)
+            break;
+    }
+    c->n_weights = n;
+    memcpy(c->host_weights, w, n * sizeof *w);
+    return 0;
+bad:
+    snprintf(err, errlen, "%s: key %s: a list of whole numbers from 0 to 2^63, one a host of "
+             "the order (or one for all)", file, where);
+    return -1;
+}
 
 static int put(void *base, const struct key *k, const struct val *v, const char *where,
                const char *file, char *err, size_t errlen)
@@ -220,6 +274,15 @@ static int put(void *base, const struct key *k, const struct val *v, const char 
         }
         snprintf(p, k->len, "%s", v->str);
         return 0;
+    case K_ORDER:
+        if (!v->is_str || (strcmp(v->str, "block") && strcmp(v->str, "hosts"))) {
+            snprintf(err, errlen, "%s: key %s: block or hosts", file, where);
+            return -1;
+        }
+        *(int *)(void *)p = strcmp(v->str, "hosts") == 0 ? SIM_ORDER_HOSTS : SIM_ORDER_BLOCK;
+        return 0;
+    case K_WEIGHTS:
+        return put_weights((struct sim_config *)base, v, where, file, err, errlen);
     case K_POLICY: {
         int pol = v->is_str ? cxlp_policy_parse(v->str) : -1;
         if (pol <= 0) {
@@ -263,6 +326,7 @@ static void val_of(const struct json *j, struct val *v)
     v->b = j->b;
     v->is_str = j->type == JSON_STR;
     v->str = j->str;
+    v->arr = j->type == JSON_ARR ? j : NULL;
 }
 
 static int walk(struct sim_config *c, const struct json *o, const char *prefix, const char *file,
@@ -368,6 +432,7 @@ static const char *const aliases[][2] = {
     {"lookahead", "staging.horizon_batches"},
     {"budget", "staging.budget"},
     {"gpus", "gpus_per_host"},
+    {"order", "order.kind"},
 };
 
 int sim_config_set(struct sim_config *c, const char *key, const char *text, char *err,
@@ -406,6 +471,14 @@ int sim_config_set(struct sim_config *c, const char *key, const char *text, char
 
 /* ------------------------------------------------------------ checks */
 
+uint32_t sim_order_hosts(const struct sim_config *c)
+{
+    uint64_t k = c->ranks_per_host ? c->ranks_per_host : c->gpus;
+    uint64_t world = (uint64_t)c->hosts * c->gpus;
+    uint64_t h = k ? (world + k - 1) / k : 0;
+    return h > UINT32_MAX ? UINT32_MAX : (uint32_t)h;
+}
+
 int sim_config_check(const struct sim_config *c, const char *file, char *err, size_t errlen)
 {
 #define BAD(...)                                                                               \
@@ -443,6 +516,34 @@ int sim_config_check(const struct sim_config *c, const char *file, char *err, si
         BAD("key staging.stagers: 1 to %d", CXLP_MAX_STAGERS);
     if (c->n_tiers < 1)
         BAD("key tiers: at least one tier");
+    if (c->order != SIM_ORDER_HOSTS) {
+        if (c->n_weights)
+            BAD("key order.host_weights: for order.kind hosts");
+        if (c->ranks_per_host)
+            BAD("key order.ranks_per_host: for order.kind hosts");
+        if (c->keep_blocks)
+            BAD("key order.keep_blocks: for order.kind hosts");
+    } else {
+        uint32_t H = sim_order_hosts(c);
+        if (c->ramp)
+            BAD("key order.ramp: the hosts order has no ramp");
+        if (H > SIM_MAX_HOSTS)
+            BAD("key order.ranks_per_host: %u ranks in hosts of %u are %u hosts; at most %d",
+                c->hosts * c->gpus, c->ranks_per_host, H, SIM_MAX_HOSTS);
+        if (c->n_weights > 1 && c->n_weights != H)
+            BAD("key order.host_weights: %u weights for the order's %u hosts (%u ranks, %u "
+                "a host)", c->n_weights, H, c->hosts * c->gpus,
+                c->ranks_per_host ? c->ranks_per_host : c->gpus);
+        uint64_t sum = 0;
+        for (uint32_t i = 0; i < c->n_weights; i++) {
+            if (c->host_weights[i] > CXLP_SAMPLER_MAX_N - sum)
+                BAD("key order.host_weights: the weights sum past 2^63");
+            sum += c->host_weights[i];
+        }
+        if (c->n_weights && !sum)
+            BAD("key order.host_weights: every weight is 0 (at least one host must take "
+                "blocks)");
+    }
     int homes = 0, mem = 0, staging = -1;
     uint64_t data = c->samples * c->sample_bytes;
     for (uint32_t i = 0; i < c->n_tiers; i++) {

@@ -1,8 +1,8 @@
 /*
  * sim.c - the simulator: a discrete-event model of a cluster feeding its
  * GPUs through the staging engine, at shard granularity, driven by the
- * loader's own code: the block order of src/sample (the shard order and
- * the windows, through the sampler's functions), the placement policies'
+ * loader's own code: the block order or the hosts order of src/sample (the
+ * shard order and the windows, through the sampler's functions), the placement policies'
  * table (tier/policy.h: want, victim, drop, place, called exactly as the
  * engine calls them) and the engine's sizing rules (tier/sizing.h).
  *
@@ -44,6 +44,22 @@
  * engine's reordering into file-order spans applies to windows of adjacent
  * units, which a block order of shards does not make); the pool's heat
  * starts at zero (a fresh pool).
+ *
+ * The hosts order (order.kind "hosts", src/sample/hosts.c): each host's
+ * stream is the block order over its share; the run's windows are cut
+ * where any host's stream enters a window of its own, and a window holds,
+ * per host of the order, the shards of the windows its stream is in there
+ * (cxlp_sampler_host_block). A domain stages only its hosts' lists. What a
+ * rank reads from each host's list is its draws in the window, walked
+ * through its own sampler (cxlp_sampler_at, cxlp_sampler_host_of): every
+ * round of a window of at most K rounds (K = max(64, min(32768 / ranks,
+ * 5 x 10^7 / (ranks x the most windows of an epoch)))), else
+ * K of them drawn one from each of K strata (deterministic: keyed by the
+ * seed). Its own hosts' shards it waits for as in the block order; another
+ * host's it reads from that host's memory over the peer tier while the
+ * host holds the shard, else from the home, and never waits for them. The
+ * epoch's local, peer and home are then where reads are served from, as
+ * `cxlpool order --kind hosts --stats` counts them.
  *
  * Rejected: simulating records (10^11 events an epoch for the design's
  * cluster; shards give the same answer, above); a copy of the policies
@@ -175,10 +191,25 @@ static double xfer(struct link *l, double t, uint64_t bytes, int write)
     return done;
 }
 
+/* A rank's record read of bytes at t from another host's share (the hosts
+ * order): when it completes. It takes the link's latency and its bytes at
+ * the link's bandwidth, and the pipe is busy that much longer, but it
+ * passes the copies queued there (a device serves a 2 KiB read beside the
+ * chunks of a 1 GiB copy; in xfer's order it would wait for all of them). */
+static double xfer_record(struct link *l, double t, uint64_t bytes)
+{
+    double dur = (double)bytes / l->bw;
+    l->pipe = dmax(l->pipe, t) + dur;
+    l->st->transfers++;
+    l->st->bytes_read += bytes;
+    return t + l->lat + dur;
+}
+
 /* ------------------------------------------------------------ state */
 
 struct dom {
     uint32_t host;           /* its first host */
+    uint64_t lists;          /* the window's lists it stages (bit = list) */
     uint32_t *ranks, nranks;
     uint8_t *resident, *kept, *slow, *staging;
     uint8_t *where;          /* memory tiers (bit = index among them) with a copy */
@@ -206,9 +237,17 @@ struct rk {
     uint64_t samples, mine;  /* samples read; of its segment */
 };
 
+/* A window of the run: its positions, and its shards as lists (one in the
+ * block order; in the hosts order one a host of the order, the shards of
+ * that host's windows its stream is in over these positions), with the
+ * draws walked (hosts: cnt[h * nl + g] of the ranks of host h from host
+ * g's stream, over the rounds walked). */
 struct win {
-    uint64_t g, start, count, nsh;
-    uint64_t *sh;
+    uint64_t g, start, count, nsh, cap;
+    uint64_t rounds;         /* hosts: the rounds (draws a rank) in it */
+    uint32_t nl;
+    uint64_t *sh, *off;      /* off: nl + 1 */
+    uint64_t *cnt;           /* hosts: nl * nl */
 };
 
 struct sim {
@@ -223,6 +262,16 @@ struct sim {
     struct link *link[SIM_MAX_TIERS];    /* per tier: 1 (shared) or hosts */
     cxlp_sampler *smp[SIM_MAX_EPOCHS];
     uint64_t nwin[SIM_MAX_EPOCHS], gfirst[SIM_MAX_EPOCHS + 1];
+    uint64_t elen;                       /* a run position's epoch stride: n, or
+                                            rounds x world (hosts) */
+    /* the hosts order */
+    int hosts;
+    uint32_t nl;                         /* lists a window: 1, or the order's hosts */
+    uint32_t *label;                     /* world: each rank's host in the order */
+    uint32_t *holder;                    /* nl: the domain that stages a list */
+    cxlp_sampler **rs;                   /* world: a sampler a rank (its draws) */
+    uint64_t *cut[SIM_MAX_EPOCHS];       /* the windows' first rounds, nwin + 1 */
+    uint64_t q, K;                       /* rounds an epoch; rounds walked a window */
     struct win wc[WCACHE];
     uint64_t *len;
     struct dom *dom;
@@ -257,6 +306,75 @@ static uint32_t epoch_of(const struct sim *s, uint64_t g)
     return e;
 }
 
+static void push(struct sim *s, struct win *w, uint64_t k)
+{
+    if (w->nsh == w->cap) {
+        uint64_t nc = w->cap ? w->cap * 2 : 256;
+        uint64_t *v = realloc(w->sh, nc * sizeof *v);
+        if (!v) {
+            s->oom = 1;
+            return;
+        }
+        w->sh = v;
+        w->cap = nc;
+    }
+    w->sh[w->nsh++] = k;
+}
+
+/* The hosts order's window [ra, rb) (rounds) of epoch e: each host's
+ * shards (the windows of its stream over those positions:
+ * cxlp_sampler_host_block, as a host stages them) and the draws of every
+ * rank in it, through each rank's own sampler (cxlp_sampler_at, then
+ * cxlp_sampler_host_of: whose share the id is): every round when there are
+ * at most K (hosts_setup), else K rounds, one drawn by the seed from each
+ * of K equal strata. */
+static void hosts_window(struct sim *s, struct win *w, uint32_t e, uint64_t ra, uint64_t rb)
+{
+    const cxlp_sampler *smp = s->smp[e];
+    uint64_t a = MIN(ra * s->world, s->n), b = MIN(rb * s->world, s->n), W = smp->block.W;
+    w->rounds = rb - ra;
+    for (uint32_t g = 0; g < s->nl; g++) {
+        w->off[g] = w->nsh;
+        uint64_t Ng, Mg;
+        cxlp_sampler_host_share(smp, g, &Ng, &Mg);
+        uint64_t i0 = hosts_count(smp, g, a), i1 = hosts_count(smp, g, b);
+        if (i1 <= i0 || !Mg)
+            continue;
+        uint64_t w0 = hosts_window_of(smp, g, i0), w1 = hosts_window_of(smp, g, i1 - 1);
+        /* a window of which this one holds under an eighth: a cut merged
+         * into a nearby one (hosts_setup); its few reads go to the other */
+        if (w1 > w0 && (hosts_window_start(smp, g, w0 + 1) - i0) * 8 < i1 - i0)
+            w0++;
+        if (w1 > w0 && (i1 - hosts_window_start(smp, g, w1)) * 8 < i1 - i0)
+            w1--;
+        for (uint64_t k = w0 * W; k < MIN((w1 + 1) * W, Mg); k++) {
+            uint64_t blk = 0;
+            cxlp_sampler_host_block(smp, g, k, &blk);
+            push(s, w, blk);
+        }
+    }
+    w->off[s->nl] = w->nsh;
+    memset(w->cnt, 0, (size_t)s->nl * s->nl * sizeof *w->cnt);
+    uint64_t n = rb - ra, walk = MIN(n, s->K);
+    for (uint64_t r = 0; r < s->world; r++) {
+        cxlp_sampler *rs = s->rs[r];
+        if (rs->epoch != e)
+            cxlp_sampler_set_epoch(rs, e);
+        for (uint64_t i = 0; i < walk; i++) {
+            uint64_t j = ra + i, id = 0, idx;
+            if (walk < n) {
+                uint64_t lo = n * i / walk, hi = n * (i + 1) / walk;
+                j = ra + lo + mix64(s->c->seed ^ mix64(e * 0x9e3779b97f4a7c15ull + ra + i)) %
+                                  (hi - lo);
+            }
+            uint32_t g = 0;
+            if (cxlp_sampler_at(rs, j, &id) || cxlp_sampler_host_of(rs, id, &g, &idx))
+                continue; /* not reached: j < the rank's draws */
+            w->cnt[(uint64_t)s->label[r] * s->nl + g]++;
+        }
+    }
+}
+
 /* Global window g: its geometry and shards, from the sampler's code. */
 static struct win *window(struct sim *s, uint64_t g)
 {
@@ -265,16 +383,33 @@ static struct win *window(struct sim *s, uint64_t g)
     if (w->g == g)
         return w;
     uint32_t e = epoch_of(s, g);
+    w->g = g;
+    w->nsh = 0;
+    w->nl = s->nl;
+    if (s->hosts) {
+        uint64_t i = g - s->gfirst[e], ra = s->cut[e][i], rb = s->cut[e][i + 1];
+        w->start = ra * s->world + (uint64_t)e * s->elen;
+        w->count = (rb - ra) * s->world;
+        hosts_window(s, w, e, ra, rb);
+        return w;
+    }
     struct window bw;
     block_window(s->smp[e], g - s->gfirst[e], &bw, 1);
-    w->g = g;
-    w->start = bw.start + (uint64_t)e * s->n; /* a position of the whole run */
+    w->start = bw.start + (uint64_t)e * s->elen; /* a position of the whole run */
     w->count = bw.count;
-    w->nsh = bw.nsh;
+    w->off[0] = 0;
     for (uint64_t i = 0; i < bw.nsh; i++)
-        w->sh[i] = block_slot_shard(s->smp[e], &bw, i);
+        push(s, w, block_slot_shard(s->smp[e], &bw, i));
+    w->off[1] = w->nsh;
     return w;
 }
+
+/* j over the indices of w->sh of the shards domain d stages: every list in
+ * the block order, its hosts' in the hosts order */
+#define OWN(d_, w_, j_)                                                                        \
+    for (uint32_t l_ = 0; l_ < (w_)->nl; l_++)                                                 \
+        for (uint64_t j_ = ((d_)->lists >> l_ & 1) ? (w_)->off[l_] : (w_)->off[l_ + 1];        \
+             j_ < (w_)->off[l_ + 1]; j_++)
 
 /* ------------------------------------------------------------ residency */
 
@@ -367,11 +502,15 @@ static void stage(struct sim *s, struct dom *d, uint64_t k, int miss, double t)
     double a = xfer(link_of(s, from, d->host), at, s->len[k], 0);
     double b = xfer(link_of(s, s->stier, d->host), at, s->len[k], 1);
     d->ready[k] = dmax(a, b);
-    if (from == s->home) {
+    if (from == s->home || from == s->peer) {
         uint64_t g = UINT64_MAX;
         for (uint32_t i = 0; i < d->nranks; i++)
             g = MIN(g, s->rank[d->ranks[i]].g);
-        s->r->epoch[epoch_of(s, g)].home_moved += s->len[k];
+        g = MIN(g, s->gfirst[s->c->epochs] - 1);
+        if (from == s->home)
+            s->r->epoch[epoch_of(s, g)].home_moved += s->len[k];
+        else
+            s->r->epoch[epoch_of(s, g)].peer_moved += s->len[k];
     }
     d->busy[k]++;
     d->staging[k] = 1;
@@ -446,7 +585,7 @@ static void plan(struct sim *s, struct dom *d)
             if (g > r->g && dist > s->horizon)
                 break;
             dist = MAX(dist, 1);
-            for (uint64_t j = 0; j < w->nsh; j++) {
+            OWN(d, w, j) {
                 uint64_t k = w->sh[j];
                 if (first && d->next_use[k] == TIER_NEVER && d->n_window < d->cap_touched)
                     d->window[d->n_window++] = k;
@@ -500,41 +639,82 @@ static void consume(struct sim *s, struct rk *r, double t)
     struct win *w = window(s, r->g);
     uint32_t e = epoch_of(s, r->g);
     if (r->part == 0) {
-        r->mine = rank_share(w->start - (uint64_t)e * s->n, w->count, s->world,
-                             (uint64_t)(r - s->rank));
+        r->mine = s->hosts ? w->rounds
+                           : rank_share(w->start - (uint64_t)e * s->elen, w->count, s->world,
+                                        (uint64_t)(r - s->rank));
         uint64_t step = MAX(s->horizon / 8, 1), ids = r->mine;
         r->nparts = (uint32_t)MIN(MAX((ids + step - 1) / step, 1), 64);
     }
     uint64_t mine = r->mine / r->nparts + (r->part + 1 == r->nparts ? r->mine % r->nparts : 0);
-    double per = (double)mine * (double)s->c->sample_bytes / (double)(w->nsh ? w->nsh : 1);
-    double by_tier[SIM_MAX_TIERS] = {0};
+    double bytes = (double)mine * (double)s->c->sample_bytes;
+    double by_tier[SIM_MAX_TIERS] = {0}, other[SIM_MAX_TIERS] = {0};
     struct sim_epoch_stats *es = &s->r->epoch[e];
-    for (uint64_t j = 0; j < w->nsh; j++) {
-        uint64_t k = w->sh[j];
-        int ti = fastest(s, d, k);
-        by_tier[ti >= 0 ? ti : s->home] += per;
-        /* the source of the copy read: fetched for this epoch, or older */
-        if (d->fresh[k] != FRESH_NONE && (d->fresh[k] >> 2) == 0x3fffffffu) {
-            d->fresh[k] = (e << 2) | (d->fresh[k] & 3u);
-            if ((d->fresh[k] & 3u) == SRC_HOME)
-                es->home_read += s->len[k];
+    const uint64_t *cnt = s->hosts ? w->cnt + (uint64_t)s->label[r - s->rank] * w->nl : NULL;
+    uint64_t tot = 0;
+    for (uint32_t l = 0; cnt && l < w->nl; l++)
+        tot += cnt[l];
+    for (uint32_t l = 0; l < w->nl; l++) {
+        /* the rank's bytes from list l, over its shards */
+        double part = !cnt ? bytes : tot ? bytes * (double)cnt[l] / (double)tot : 0;
+        uint64_t nsh = w->off[l + 1] - w->off[l];
+        if (!(part > 0))
+            continue;
+        if (!nsh) {
+            other[s->home] += part; /* padding past the epoch's end */
+            es->home_bytes += part;
+            continue;
         }
-        uint32_t src = d->fresh[k] != FRESH_NONE && (d->fresh[k] >> 2) == e ? d->fresh[k] & 3u
-                                                                             : SRC_LOCAL;
-        if (ti < 0)
-            src = SRC_HOME;
-        if (src == SRC_HOME)
-            es->home_bytes += per;
-        else if (src == SRC_PEER)
-            es->peer_bytes += per;
-        else
-            es->local_bytes += per;
+        double per = part / (double)nsh;
+        if (!(d->lists >> l & 1)) {
+            /* another host's share: from its memory (a peer tier) while
+             * it holds the shard, else from the home */
+            const struct dom *x = &s->dom[s->holder[l]];
+            for (uint64_t j = w->off[l]; j < w->off[l + 1]; j++) {
+                int held = s->peer >= 0 && fastest(s, x, w->sh[j]) >= 0;
+                other[held ? s->peer : s->home] += per;
+                if (held)
+                    es->peer_bytes += per;
+                else
+                    es->home_bytes += per;
+            }
+            continue;
+        }
+        for (uint64_t j = w->off[l]; j < w->off[l + 1]; j++) {
+            uint64_t k = w->sh[j];
+            int ti = fastest(s, d, k);
+            by_tier[ti >= 0 ? ti : s->home] += per;
+            /* the source of the copy read: fetched for this epoch, or older */
+            if (d->fresh[k] != FRESH_NONE && (d->fresh[k] >> 2) == 0x3fffffffu) {
+                d->fresh[k] = (e << 2) | (d->fresh[k] & 3u);
+                if ((d->fresh[k] & 3u) == SRC_HOME)
+                    es->home_read += s->len[k];
+            }
+            uint32_t src = d->fresh[k] != FRESH_NONE && (d->fresh[k] >> 2) == e
+                               ? d->fresh[k] & 3u
+                               : SRC_LOCAL;
+            if (s->hosts)
+                src = SRC_LOCAL; /* the hosts order counts where a read is served */
+            if (ti < 0)
+                src = SRC_HOME;
+            if (src == SRC_HOME)
+                es->home_bytes += per;
+            else if (src == SRC_PEER)
+                es->peer_bytes += per;
+            else
+                es->local_bytes += per;
+        }
     }
+    if (by_tier[s->home] + other[s->home] > 0)
+        es->home_moved += (uint64_t)(by_tier[s->home] + 0.5) + (uint64_t)(other[s->home] + 0.5);
     double need = (double)mine * (double)s->c->sample_bytes / s->demand, end = t + need;
-    for (uint32_t i = 0; i < s->c->n_tiers; i++)
+    for (uint32_t i = 0; i < s->c->n_tiers; i++) {
         if (by_tier[i] > 0)
             end = dmax(end, xfer(link_of(s, (int)i, r->host), t, (uint64_t)(by_tier[i] + 0.5),
                                  0));
+        if (other[i] > 0)
+            end = dmax(end, xfer_record(link_of(s, (int)i, r->host), t,
+                                        (uint64_t)(other[i] + 0.5)));
+    }
     r->stall += end - t - need;
     r->samples += mine;
     r->state = R_READ;
@@ -600,12 +780,12 @@ static void begin(struct sim *s, struct rk *r, double t)
     r->nparts = 1;
     r->nmissing = 0;
     r->t_wait = t;
-    for (uint64_t j = 0; j < w->nsh; j++)
+    OWN(d, w, j)
         d->busy[w->sh[j]]++;
     d->clock++;
     plan_if_moved(s, d);
     w = window(s, r->g); /* planning may have reused the cache slot */
-    for (uint64_t j = 0; j < w->nsh; j++) {
+    OWN(d, w, j) {
         uint64_t k = w->sh[j];
         d->last_use[k] = d->clock;
         int ti = fastest(s, d, k);
@@ -681,7 +861,7 @@ static void on_part_end(struct sim *s, const struct ev *e)
         return;
     }
     struct win *w = window(s, r->g);
-    for (uint64_t j = 0; j < w->nsh; j++)
+    OWN(d, w, j)
         d->busy[w->sh[j]]--;
     uint32_t ep = epoch_of(s, r->g);
     if (e->t > s->r->epoch[ep].end_s)
@@ -746,10 +926,20 @@ static double place(struct sim *s, struct dom *d)
 
 static void freeall(struct sim *s)
 {
-    for (uint32_t e = 0; e < SIM_MAX_EPOCHS; e++)
+    for (uint32_t e = 0; e < SIM_MAX_EPOCHS; e++) {
         cxlp_sampler_free(s->smp[e]);
-    for (uint32_t i = 0; i < WCACHE; i++)
+        free(s->cut[e]);
+    }
+    for (uint64_t r = 0; s->rs && r < s->world; r++)
+        cxlp_sampler_free(s->rs[r]);
+    free(s->rs);
+    free(s->label);
+    free(s->holder);
+    for (uint32_t i = 0; i < WCACHE; i++) {
         free(s->wc[i].sh);
+        free(s->wc[i].off);
+        free(s->wc[i].cnt);
+    }
     for (uint32_t t = 0; t < SIM_MAX_TIERS; t++) {
         if (!s->link[t])
             continue;
@@ -833,6 +1023,105 @@ int sim_window(const struct sim_config *c, uint64_t epoch, uint64_t w, uint64_t 
     return 0;
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The hosts order: a sampler an epoch (rank 0's: the hosts' streams) and
+ * one a rank (their draws), as DistributedCXLSampler(topology=...) makes
+ * them: rank r on the order's host r / ranks_per_host, the weights given
+ * (or equal), keep_blocks. The windows of the run are cut where any host's
+ * stream enters a window of its own (in rounds, cuts closer than an eighth
+ * of the mean window merged: the window then holds both of that host's
+ * windows). 0 or -1 (err). */
+static int hosts_setup(struct sim *s, char *err, size_t errlen)
+{
+    const struct sim_config *c = s->c;
+    uint32_t H = sim_order_hosts(c), k = c->ranks_per_host ? c->ranks_per_host : c->gpus;
+    uint64_t wt[SIM_MAX_HOSTS];
+    for (uint32_t h = 0; h < H; h++)
+        wt[h] = c->n_weights == 0 ? 1 : c->host_weights[c->n_weights == 1 ? 0 : h];
+    s->hosts = 1;
+    s->nl = H;
+    s->label = malloc(s->world * sizeof *s->label);
+    s->rs = calloc(s->world, sizeof *s->rs);
+    if (!s->label || !s->rs)
+        goto oom;
+    for (uint64_t r = 0; r < s->world; r++)
+        s->label[r] = (uint32_t)(r / k);
+    struct cxlp_hosts hh = {.n_hosts = H, .weight = wt, .rank_host = s->label,
+                            .keep = c->keep_blocks};
+    struct cxlp_sampler_config sc = {0};
+    sc.kind = CXLP_ORDER_HOSTS;
+    sc.n = s->n;
+    sc.seed = c->seed;
+    sc.shard_size = s->S;
+    sc.window = s->W;
+    sc.world = (uint32_t)s->world;
+    for (uint64_t r = 0; r < s->world; r++) {
+        sc.rank = (uint32_t)r;
+        if (cxlp_sampler_create_hosts(&sc, &hh, &s->rs[r])) {
+            snprintf(err, errlen, "%s: the hosts order: %s", c->name, cxlp_errmsg(NULL));
+            return -1;
+        }
+    }
+    sc.rank = 0;
+    for (uint32_t e = 0; e < c->epochs; e++) {
+        sc.epoch = e;
+        if (cxlp_sampler_create_hosts(&sc, &hh, &s->smp[e])) {
+            snprintf(err, errlen, "%s: the hosts order: %s", c->name, cxlp_errmsg(NULL));
+            return -1;
+        }
+        const cxlp_sampler *smp = s->smp[e];
+        s->q = cxlp_sampler_len(smp);
+        s->elen = s->q * s->world;
+        uint64_t n = 2;
+        for (uint32_t h = 0; h < H; h++)
+            n += hosts_nwin(smp, h);
+        uint64_t *cut = malloc(n * sizeof *cut);
+        if (!cut)
+            goto oom;
+        s->cut[e] = cut;
+        uint64_t m = 0;
+        cut[m++] = 0;
+        cut[m++] = s->q;
+        for (uint32_t h = 0; h < H; h++)
+            for (uint64_t w = 1; w < hosts_nwin(smp, h); w++) {
+                /* the first position where host h's stream is in window w */
+                uint64_t i = hosts_window_start(smp, h, w), lo = 0, hi = s->n;
+                while (lo < hi) {
+                    uint64_t mid = lo + (hi - lo) / 2;
+                    if (hosts_count(smp, h, mid + 1) > i)
+                        hi = mid;
+                    else
+                        lo = mid + 1;
+                }
+                cut[m++] = MIN(lo / s->world, s->q);
+            }
+        qsort(cut, m, sizeof *cut, cmp_u64);
+        uint64_t gap = MAX(s->q / m / 8, 1), u = 1;
+        for (uint64_t i = 1; i + 1 < m; i++)
+            if (cut[i] >= cut[u - 1] + gap && cut[i] + gap <= s->q)
+                cut[u++] = cut[i];
+        cut[u++] = s->q; /* the epoch's end (q > 0: n >= 1) */
+        s->nwin[e] = u - 1;
+        s->gfirst[e + 1] = s->gfirst[e] + s->nwin[e];
+    }
+    /* rounds walked a window: 32768 draws, or fewer where an epoch's
+     * windows would walk more than 5 x 10^7 (the time of a run), at least
+     * 64 rounds */
+    uint64_t most = 1;
+    for (uint32_t e = 0; e < c->epochs; e++)
+        most = MAX(most, s->nwin[e]);
+    s->K = MAX(64, MIN(32768 / s->world, 50000000 / (s->world * most)));
+    return 0;
+oom:
+    snprintf(err, errlen, "%s: out of memory for the hosts order", c->name);
+    return -1;
+}
+
 int sim_run(const struct sim_config *c, const struct tier_policy_ops *ops, struct sim_result *r,
             char *err, size_t errlen)
 {
@@ -888,7 +1177,13 @@ int sim_run(const struct sim_config *c, const struct tier_policy_ops *ops, struc
         s->len[k] = k + 1 == s->M ? s->last_len : s->shard_len;
     /* the order: one sampler an epoch, of the whole run's positions */
     s->gfirst[0] = 0;
-    for (uint32_t e = 0; e < c->epochs; e++) {
+    s->elen = s->n;
+    s->nl = 1;
+    if (c->order == SIM_ORDER_HOSTS) {
+        if (hosts_setup(s, err, errlen))
+            goto out;
+    }
+    for (uint32_t e = 0; !s->hosts && e < c->epochs; e++) {
         struct cxlp_sampler_config sc = {0};
         sc.kind = CXLP_ORDER_BLOCK;
         sc.n = s->n;
@@ -905,12 +1200,19 @@ int sim_run(const struct sim_config *c, const struct tier_policy_ops *ops, struc
         s->gfirst[e + 1] = s->gfirst[e] + s->nwin[e];
     }
     r->windows = s->gfirst[c->epochs];
+    r->order_hosts = s->hosts ? s->nl : 0;
+    r->sampled_rounds = s->hosts ? s->K : 0;
     r->every = MAX((r->windows + 511) / 512, 1);
     if (!(r->timeline = calloc(r->windows / r->every + 2, sizeof *r->timeline)))
         goto oom;
     for (uint32_t i = 0; i < WCACHE; i++) {
-        s->wc[i].g = UINT64_MAX;
-        if (!(s->wc[i].sh = malloc(MIN(s->W, s->M) * sizeof(uint64_t))))
+        struct win *w = &s->wc[i];
+        w->g = UINT64_MAX;
+        w->cap = MIN(s->W, s->M) * (s->hosts ? 2 : 1);
+        w->sh = malloc(w->cap * sizeof *w->sh);
+        w->off = malloc((s->nl + 1) * sizeof *w->off);
+        w->cnt = s->hosts ? malloc((size_t)s->nl * s->nl * sizeof *w->cnt) : NULL;
+        if (!w->sh || !w->off || (s->hosts && !w->cnt))
             goto oom;
     }
     /* links */
@@ -973,6 +1275,15 @@ int sim_run(const struct sim_config *c, const struct tier_policy_ops *ops, struc
         struct dom *d = &s->dom[rr->dom];
         rr->bit = d->nranks;
         d->ranks[d->nranks++] = (uint32_t)i;
+        d->lists |= UINT64_C(1) << (s->hosts ? s->label[i] : 0);
+    }
+    if (s->hosts) {
+        if (!(s->holder = calloc(s->nl, sizeof *s->holder)))
+            goto oom;
+        for (uint32_t l = 0; l < s->nl; l++)
+            for (uint32_t i = s->n_dom; i-- > 0;)
+                if (s->dom[i].lists >> l & 1)
+                    s->holder[l] = i; /* the first domain that stages it */
     }
     r->budget = s->dom[0].budget;
     double ready[SIM_MAX_HOSTS] = {0};
@@ -996,6 +1307,8 @@ int sim_run(const struct sim_config *c, const struct tier_policy_ops *ops, struc
             begin(s, rr, at);
         rr->stall += at;
     }
+    if (s->oom)
+        goto oom;
     while (s->h.n && !s->oom) {
         struct ev e = heap_pop(&s->h);
         r->events++;
@@ -1067,13 +1380,36 @@ void sim_write_json(FILE *f, const struct sim_config *c, const struct sim_result
                "presets' CXL figures are published ones, shared/CXL.md), not measurements\",\n");
     fprintf(f, "  \"policy\": \"%s\",\n  \"seed\": %llu,\n", cxlp_policy_name(c->policy),
             (unsigned long long)c->seed);
+    if (r->order_hosts) {
+        fprintf(f, "  \"order\": {\"kind\": \"hosts\", \"hosts\": %u, \"ranks_per_host\": %u, "
+                   "\"host_weights\": [", r->order_hosts,
+                c->ranks_per_host ? c->ranks_per_host : c->gpus);
+        for (uint32_t h = 0; h < r->order_hosts; h++)
+            fprintf(f, "%s%llu", h ? ", " : "",
+                    (unsigned long long)(c->n_weights == 0   ? 1
+                                         : c->n_weights == 1 ? c->host_weights[0]
+                                                             : c->host_weights[h]));
+        fprintf(f, "], \"keep_blocks\": %s, \"rounds_walked_per_window\": %llu, \"epoch_reads\": "
+                   "\"local: from the rank's host's memory (its share, staged there); peer: "
+                   "another host's share from that host's memory (a peer tier) while it holds "
+                   "it; home: the rest, from the home\"},\n",
+                c->keep_blocks ? "true" : "false", (unsigned long long)r->sampled_rounds);
+    } else {
+        fprintf(f, "  \"order\": {\"kind\": \"block\", \"epoch_reads\": \"by the source of "
+                   "the copy read: fetched from the home or a peer in the epoch, or local\"},\n");
+    }
     fprintf(f, "  \"granularity\": {\"unit\": \"shard\", \"shards\": %llu, \"samples_per_shard\": "
-               "%llu, \"windows\": %llu, \"why\": \"a block-order window reads each of its "
-               "shards whole, its records spread over the window: a shard is needed from the "
-               "window's start to its end; records would move its first use by about "
-               "window/(samples_per_shard/hosts) positions\"},\n",
+               "%llu, \"windows\": %llu, \"why\": \"%s\"},\n",
             (unsigned long long)r->shards, (unsigned long long)r->shard_samples,
-            (unsigned long long)r->windows);
+            (unsigned long long)r->windows,
+            r->order_hosts
+                ? "a host's window reads each of its shards whole, its records spread over "
+                  "the window; a window of the run holds each host's windows its stream is "
+                  "in there, and the ranks' draws in it walked through each rank's sampler"
+                : "a block-order window reads each of its shards whole, its records spread "
+                  "over the window: a shard is needed from the window's start to its end; "
+                  "records would move its first use by about window/(samples_per_shard/hosts) "
+                  "positions");
     fprintf(f, "  \"hosts\": %u, \"ranks\": %u, \"domains\": %u, \"epochs\": %u,\n", c->hosts,
             r->n_ranks, r->n_domains, r->n_epochs);
     fprintf(f, "  \"budget_bytes\": %llu, \"horizon_ids\": %llu,\n",
@@ -1127,10 +1463,10 @@ void sim_write_json(FILE *f, const struct sim_config *c, const struct sim_result
         double all = x->local_bytes + x->peer_bytes + x->home_bytes;
         fprintf(f, "    {\"epoch\": %u, \"end_s\": %.9g, \"local\": %.9g, \"peer\": %.9g, "
                    "\"home\": %.9g, \"home_bytes_read\": %llu, \"home_bytes_moved\": %llu, "
-                   "\"stall_fraction\": %.9g}%s\n",
+                   "\"peer_bytes_moved\": %llu, \"stall_fraction\": %.9g}%s\n",
                 e, x->end_s, all > 0 ? x->local_bytes / all : 0, all > 0 ? x->peer_bytes / all : 0,
                 all > 0 ? x->home_bytes / all : 0, (unsigned long long)x->home_read,
-                (unsigned long long)x->home_moved, x->rank_s > 0 && x->stall_s > 0 ? x->stall_s / x->rank_s : 0.0,
+                (unsigned long long)x->home_moved, (unsigned long long)x->peer_moved, x->rank_s > 0 && x->stall_s > 0 ? x->stall_s / x->rank_s : 0.0,
                 e + 1 < r->n_epochs ? "," : "");
     }
     fprintf(f, "  ],\n  \"timeline\": {\"every_windows\": %llu, \"points\": [",

@@ -1,7 +1,7 @@
 /*
  * sim.h - the simulator (docs/sim.md): a discrete-event model of hosts,
  * tiers, ranks and the staging engine at shard granularity, that runs the
- * loader's own block order (src/sample) and placement policies
+ * loader's own block or hosts order (src/sample) and placement policies
  * (src/tier/policy.h) over modelled links.
  *
  * Glossary
@@ -27,6 +27,11 @@
 #define SIM_MAX_EPOCHS 64
 #define SIM_MAX_HOSTS 64
 #define SIM_MAX_GPUS 64
+
+enum sim_order {
+    SIM_ORDER_BLOCK,         /* one block order for every host (windows of all shards) */
+    SIM_ORDER_HOSTS,         /* the hosts order (src/sample/hosts.c): a share a host */
+};
 
 enum sim_kind {
     SIM_DRAM,
@@ -58,6 +63,12 @@ struct sim_config {
     uint64_t window;         /* shards per window of the block order; 0: half the
                                 budget (window="auto" of the Python samplers) */
     int ramp;
+    int order;               /* enum sim_order */
+    /* the hosts order (order.*; DistributedCXLSampler(topology=...)) */
+    uint32_t ranks_per_host; /* the order's host of rank r is r / this; 0: gpus */
+    uint32_t n_weights;      /* 0: equal weights; 1: the same for all */
+    uint64_t host_weights[SIM_MAX_HOSTS];
+    int keep_blocks;
     uint32_t hosts, gpus;    /* gpus: ranks per host */
     double demand;           /* bytes/s one rank consumes */
     double demand_samples;   /* or samples/s (0: demand counts) */
@@ -82,13 +93,16 @@ int sim_config_parse(const char *text, size_t len, const char *file, struct sim_
                      char *err, size_t errlen);
 /* Sets one key ("order.window", "policy", "rank.demand", "tiers.NAME.FIELD",
  * or a short name: window, demand, lookahead (staging.horizon_batches),
- * budget, gpus) from text, as --set and --sweep do. 0 or -1 (err). */
+ * budget, gpus, order (order.kind)) from text, as --set and --sweep do;
+ * order.host_weights as "3,1,1,1". 0 or -1 (err). */
 int sim_config_set(struct sim_config *c, const char *key, const char *val, char *err,
                    size_t errlen);
 /* Checks a configuration (bandwidths, capacities, a home that holds the
  * dataset). 0 or -1 (err names the key and file). */
 int sim_config_check(const struct sim_config *c, const char *file, char *err, size_t errlen);
 const char *sim_kind_name(int kind);
+/* The hosts order's hosts: ceil(ranks / ranks per host). */
+uint32_t sim_order_hosts(const struct sim_config *c);
 
 /* sim.c */
 struct sim_tier_stats {
@@ -107,6 +121,7 @@ struct sim_epoch_stats {
     uint64_t home_read;              /* bytes first read in this epoch of copies from home */
     uint64_t home_moved;             /* bytes the home sent while the domain's
                                         slowest rank was in this epoch */
+    uint64_t peer_moved;             /* bytes staged from a peer's copy, likewise */
     double end_s;                    /* when its last segment ended */
     double stall_s, rank_s;          /* over the ranks: stall and time in it */
 };
@@ -117,6 +132,8 @@ struct sim_result {
     struct sim_epoch_stats epoch[SIM_MAX_EPOCHS];
     uint64_t shards, shard_samples, windows, horizon, budget, events, stages, evictions;
     uint64_t placed;
+    uint32_t order_hosts;            /* the hosts order: its hosts (0: block order) */
+    uint64_t sampled_rounds;         /* the hosts order: rounds walked a window at most */
     uint64_t sampler_bytes, engine_bytes, catalog_bytes; /* per host */
     double end_s;
     double placement_s;              /* before window 0: the slowest domain's placement

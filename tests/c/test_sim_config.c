@@ -82,6 +82,56 @@ static void test_presets_and_keys(void)
     CHECK(strstr(err, "hosts"));
 }
 
+/* The hosts order's keys: set from a file and from text, and refused
+ * with the key and the file named. */
+static void test_hosts_keys(void)
+{
+    static struct sim_config c;
+    char err[512];
+    const char *ok = "{\"preset\": \"design-cluster\", \"order\": {\"kind\": \"hosts\", "
+                     "\"host_weights\": [3, 1, 1, 1], \"ranks_per_host\": 8, "
+                     "\"keep_blocks\": true}}";
+    CHECK(parse(ok, &c, err, sizeof err) == 0);
+    CHECK(c.order == SIM_ORDER_HOSTS && c.n_weights == 4 && c.host_weights[0] == 3);
+    CHECK(c.host_weights[3] == 1 && c.ranks_per_host == 8 && c.keep_blocks == 1);
+    CHECK(sim_order_hosts(&c) == 4);
+    CHECK(sim_config_set(&c, "order.host_weights", "1,2,3,4", err, sizeof err) == 0);
+    CHECK(c.n_weights == 4 && c.host_weights[3] == 4);
+    CHECK(sim_config_set(&c, "order.host_weights", "1,x", err, sizeof err) == -1);
+    CHECK(strstr(err, "order.host_weights"));
+    CHECK(sim_config_set(&c, "order", "block", err, sizeof err) == 0 && c.order == 0);
+    CHECK(sim_config_set(&c, "order.kind", "shuffled", err, sizeof err) == -1);
+    CHECK(strstr(err, "order.kind") && strstr(err, "block or hosts"));
+    CHECK(sim_config_set(&c, "order.ranks_per_host", "4", err, sizeof err) == 0);
+    CHECK(sim_config_set(&c, "order", "hosts", err, sizeof err) == 0);
+    CHECK(sim_config_check(&c, "x", err, sizeof err) == -1); /* 4 weights, 8 hosts */
+    CHECK(strstr(err, "order.host_weights") && strstr(err, "8 hosts"));
+    refused("{\"preset\": \"this-machine\", \"order\": {\"kind\": \"random\"}}",
+            "key order.kind: block or hosts");
+    refused("{\"preset\": \"this-machine\", \"order\": {\"kind\": 2}}", "key order.kind");
+    refused("{\"preset\": \"design-cluster\", \"order\": {\"kind\": \"hosts\", "
+            "\"host_weights\": [1, 2]}}", "key order.host_weights: 2 weights for the order's 4");
+    refused("{\"preset\": \"design-cluster\", \"order\": {\"kind\": \"hosts\", "
+            "\"host_weights\": [0]}}", "key order.host_weights: every weight is 0");
+    refused("{\"preset\": \"design-cluster\", \"order\": {\"kind\": \"hosts\", "
+            "\"host_weights\": [1, -1, 1, 1]}}", "key order.host_weights: a list of whole");
+    refused("{\"preset\": \"design-cluster\", \"order\": {\"kind\": \"hosts\", "
+            "\"host_weights\": [1.5]}}", "key order.host_weights");
+    refused("{\"preset\": \"design-cluster\", \"order\": {\"kind\": \"hosts\", "
+            "\"host_weights\": \"3,1\"}}", "key order.host_weights");
+    refused("{\"preset\": \"design-cluster\", \"order\": {\"kind\": \"hosts\", "
+            "\"ramp\": true}}", "key order.ramp: the hosts order has no ramp");
+    refused("{\"preset\": \"design-cluster\", \"hosts\": 64, \"gpus_per_host\": 64, "
+            "\"order\": {\"kind\": \"hosts\", \"ranks_per_host\": 1}}",
+            "key order.ranks_per_host: 4096 ranks in hosts of 1 are 4096 hosts; at most 64");
+    refused("{\"preset\": \"this-machine\", \"order\": {\"kind\": \"block\", "
+            "\"host_weights\": [1]}}", "key order.host_weights: for order.kind hosts");
+    refused("{\"preset\": \"this-machine\", \"order\": {\"keep_blocks\": true}}",
+            "key order.keep_blocks: for order.kind hosts");
+    refused("{\"preset\": \"this-machine\", \"order\": {\"kind\": \"hosts\", "
+            "\"keep_blocks\": 1}}", "key order.keep_blocks: true or false");
+}
+
 static void test_refused(void)
 {
     char buf[1200];
@@ -148,6 +198,7 @@ static void replay(void)
 int main(void)
 {
     test_presets_and_keys();
+    test_hosts_keys();
     test_refused();
     replay();
     printf("test_sim_config: ok\n");

@@ -5,7 +5,7 @@
 # (exit 2) with the file and the key named.
 source "$(dirname "$0")/lib.sh"
 
-expect 0 "this-machine, lookahead: [0-9]+ events" "$CXLPOOL" sim this-machine
+expect 0 "this-machine, lookahead, the block order: [0-9]+ events" "$CXLPOOL" sim this-machine
 cp "$T/out" "$T/a.json"
 is_json "$T/a.json"
 "$CXLPOOL" sim this-machine 2>/dev/null | cmp -s - "$T/a.json" && ok || fail "two runs differ"
