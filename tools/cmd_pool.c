@@ -233,6 +233,7 @@ int cli_cmd_ingest(int argc, char **argv)
         {"tokenizer", required_argument, 0, 'k'},
         {"eod", required_argument, 0, 'e'},
         {"workers", required_argument, 0, 'w'},
+        {"shuffle", required_argument, 0, 'S'},
         {0, 0, 0, 0},
     };
     struct cxlp_import_opts o = {0};
@@ -291,6 +292,12 @@ int cli_cmd_ingest(int argc, char **argv)
         case 'a':
             o.allow_empty = 1;
             break;
+        case 'S':
+            if (cli_parse_u64(optarg, &o.shuffle_seed))
+                return cli_usage_error("--shuffle: '%s' is not a seed (an integer from 0 to "
+                                       "2^64-1)", optarg);
+            o.shuffle = 1;
+            break;
         }
     }
     if (!cli_npos_ok(argc, argv, 3, 3))
@@ -304,6 +311,10 @@ int cli_cmd_ingest(int argc, char **argv)
     if (py || (o.format == CXLP_FMT_AUTO && looks_py(src))) {
         if (o.record_size || o.dtype >= 0)
             return cli_usage_error("--record-size and --dtype are for raw records");
+        if (o.shuffle)
+            return cli_usage_error("--shuffle: only raw and npy inputs are shuffled at ingest, "
+                                   "not %s", py & 1 ? "--format arrow, parquet, webdataset or "
+                                   "jsonl" : src);
         if (o.allow_empty)
             pyargs[np++] = "--allow-empty";
         if (o.shard_bytes) {
@@ -377,6 +388,8 @@ int cli_cmd_ingest(int argc, char **argv)
                name, d.n_records, d.data_bytes, cli_fmt_bytes(d.data_bytes, b), secs, gbs);
         if (d.n_docs)
             printf(", %" PRIu64 " documents", d.n_docs);
+        if (o.shuffle)
+            printf(", shuffled with seed %" PRIu64, o.shuffle_seed);
         printf("\n");
     }
     cxlp_pool_close(p);
@@ -571,6 +584,8 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
         rc = 0;
     if (!rc)
         rc = cxlp_store_format(s, &format, &block, &area);
+    uint64_t seed = 0;
+    const int shuffled = cxlp_store_ingest_shuffle(s, &seed) == 1;
     if (rc) {
         int ex = cli_report_error(rc, NULL, name);
         cxlp_store_close(s);
@@ -589,6 +604,10 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
                    ", \"sums_area\": %s}", format, block, area ? "true" : "false");
         else
             printf(", \"shard_format\": null"); /* no shards */
+        if (shuffled)
+            printf(", \"ingest_shuffle\": {\"seed\": %" PRIu64 "}", seed);
+        else
+            printf(", \"ingest_shuffle\": null");
         printf(", \"schema\": {\"fixed\": %s, \"record_size\": %" PRIu64 ", \"fields\": [",
                sc->fixed ? "true" : "false", sc->record_size);
         for (uint32_t i = 0; i < sc->n_fields && i < CXLP_MAX_FIELDS; i++) {
@@ -616,6 +635,9 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
             printf("records:  variable size\n");
         if (d.n_docs)
             printf("docs:     %" PRIu64 "\n", d.n_docs);
+        if (shuffled)
+            printf("order:    shuffled at ingest, seed %" PRIu64 " (record k is input record "
+                   "P(k); Python: CXLDataset.source_index)\n", seed);
         printf("pages:    ");
         if (pages)
             print_pages(pbytes, phuge);

@@ -262,20 +262,33 @@ static void progress_use(struct progress_ctx *pc, PyObject *fn,
 static PyObject *pool_import(PoolObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "src", "format", "record_size", "dtype", "shard_bytes",
-                             "progress", "hugepages", "allow_empty", NULL};
+                             "progress", "hugepages", "allow_empty", "shuffle", NULL};
     const char *name, *src, *format = "auto", *dtype = NULL;
-    uint64_t record_size = 0, shard_bytes = 0;
-    PyObject *progress = Py_None;
+    uint64_t record_size = 0, shard_bytes = 0, seed = 0;
+    PyObject *progress = Py_None, *shuffle = Py_None;
     int hugepages = 1, allow_empty = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sO&zO&Opp", kwlist, &name, &src, &format,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sO&zO&OppO", kwlist, &name, &src, &format,
                                      core_u64, &record_size, &dtype, core_u64, &shard_bytes,
-                                     &progress, &hugepages, &allow_empty))
+                                     &progress, &hugepages, &allow_empty, &shuffle))
         return NULL;
+    if (shuffle != Py_None) {
+        /* an int from 0 to 2^64-1; bool is an int to Python, not a seed */
+        if (!PyLong_Check(shuffle) || PyBool_Check(shuffle))
+            return PyErr_Format(PyExc_TypeError, "shuffle: expected an int seed or None, not %R",
+                                shuffle);
+        seed = PyLong_AsUnsignedLongLong(shuffle);
+        if (seed == (uint64_t)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return PyErr_Format(PyExc_ValueError, "shuffle: %R is not a seed (an int from 0 to "
+                                "2**64-1)", shuffle);
+        }
+    }
     if (!pool_ok(self))
         return NULL;
     struct cxlp_import_opts o = {.record_size = record_size, .dtype = -1,
                                  .shard_bytes = shard_bytes, .no_hugepages = !hugepages,
-                                 .allow_empty = allow_empty};
+                                 .allow_empty = allow_empty,
+                                 .shuffle = shuffle != Py_None, .shuffle_seed = seed};
     o.format = cxlp_format_parse(format);
     if (o.format < 0)
         return PyErr_Format(PyExc_ValueError, "format '%s': expected auto, raw, npy or megatron",
