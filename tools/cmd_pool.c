@@ -6,6 +6,7 @@
  * Every command opens the pool read-only unless it writes, so inspecting a
  * pool never needs write permission and never takes the writer lock.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -293,7 +294,8 @@ int cli_cmd_ingest(int argc, char **argv)
             o.allow_empty = 1;
             break;
         case 'S':
-            if (cli_parse_u64(optarg, &o.shuffle_seed))
+            /* digits only: strtoull would take leading blanks */
+            if (!isdigit((unsigned char)optarg[0]) || cli_parse_u64(optarg, &o.shuffle_seed))
                 return cli_usage_error("--shuffle: '%s' is not a seed (an integer from 0 to "
                                        "2^64-1)", optarg);
             o.shuffle = 1;
