@@ -99,10 +99,12 @@ static const struct cli_cmd cmds[] = {
      "  check a quiet window it checks once more holding the writer lock.\n",
      cli_cmd_verify},
     {"cat", "print one record",
-     "cxlpool cat POOL NAME INDEX [--format raw|hex|dtype|json]\n"
+     "cxlpool cat POOL NAME INDEX [--format raw|hex|dtype|json] [--input]\n"
      "  raw: the record's bytes (default when stdout is not a terminal);\n"
      "  hex: a hex dump; dtype: values by the schema's dtype and shape (default\n"
-     "  on a terminal); json: the same values as JSON.\n",
+     "  on a terminal); json: the same values as JSON. --input: INDEX is the\n"
+     "  record's position in the ingested file (a dataset ingested with\n"
+     "  --shuffle holds input record P(k) at record k).\n",
      cli_cmd_cat},
     {"rm", "remove a dataset", "cxlpool rm POOL NAME\n", cli_cmd_rm},
     {"rewrite", "write a dataset again in this build's shard format, in its place",

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # cxlpool ingest --shuffle SEED: the records of a raw and an .npy input in
 # a permuted order (every input record exactly once, not the input order),
-# the same order for the same seed and another for another seed; the seed
-# shown by ingest and stat (text and --json); bad seeds and formats that
-# are not shuffled refused naming --shuffle, the pool unchanged.
+# the same order for the same seed and another for another seed; `cat
+# --input J` finds input record J; the seed shown by ingest and stat (text
+# and --json); bad seeds and formats that are not shuffled refused naming
+# --shuffle, the pool unchanged.
 source "$(dirname "$0")/lib.sh"
 python3 -c 'import numpy' 2>/dev/null || { echo "SKIP: numpy missing"; exit 77; }
 python3 "$(dirname "$0")/mkdata.py" "$T" || { fail "mkdata.py"; finish; }
@@ -42,6 +43,13 @@ for x in a c d; do
 done
 cmp -s "$T/a" "$T/b" && ok || fail "same seed, another order"
 cmp -s "$T/a" "$T/c" && fail "seeds 42 and 43 gave the same order" || ok
+
+# cat --input J: the record that holds input record J
+for ((j = 0; j < N; j++)); do
+  "$CXLPOOL" cat "$P" c "$j" --input --format raw | od -An -tu8 | tr -d ' '
+done >"$T/c_in"
+cmp -s "$T/c_in" "$T/in" && ok || fail "cat --input J is not input record J"
+expect 4 "input record $N of $N" "$CXLPOOL" cat "$P" c "$N" --input
 
 expect 0 "" "$CXLPOOL" stat "$P" a
 grep -q "shuffled at ingest, seed 42" "$T/out" && ok || fail "stat: $(cat "$T/out")"
