@@ -5,8 +5,32 @@
  * another order; records small (copied from a mapping) and large (one pread
  * each), across groups and shards; the seed is recorded with the dataset,
  * survives a reopen and cxlp_pool_rewrite, and goes with a removed
- * dataset; a dataset ingested without shuffle maps ids to themselves. */
+ * dataset (the catalog then readable by builds without ingest records
+ * again); a dataset ingested without shuffle maps ids to themselves; an
+ * ingest killed midway publishes nothing and the pool stays whole. */
+#include <signal.h>
+#include <sys/wait.h>
+
 #include "import_test.h"
+#include "pool/pool_format.h"
+#include "pool/pool_internal.h"
+
+/* The magic of the current catalog (pool_format.h): CAT_MAGIC_INGEST while
+ * a dataset has an ingest record. */
+static uint64_t cat_magic(cxlp_pool *p)
+{
+    struct attach *a = pool_attach(p);
+    uint64_t g = cat_generation(a), m;
+    memcpy(&m, (const uint8_t *)a->m.base + a->L.cat_off + (g & 1) * a->L.cat_bytes, 8);
+    return m;
+}
+
+static void die_midway(void *ctx, uint64_t done, uint64_t total)
+{
+    (void)ctx;
+    if (done < total)
+        raise(SIGKILL);
+}
 
 /* n records of rs bytes: the first 8 bytes of record j hold j, the rest is
  * random, so a record read back names its input position. */
@@ -115,7 +139,9 @@ int main(void)
     write_file(f, in, n * rs);
     struct cxlp_import_opts o = {.format = CXLP_FMT_RAW, .record_size = rs, .dtype = -1,
                                  .shard_bytes = 1u << 20, .shuffle = 1, .shuffle_seed = 7};
+    CHECK(cat_magic(p) == CAT_MAGIC);
     CHECK_OK(cxlp_import(p, "s7", f, &o));
+    CHECK(cat_magic(p) == CAT_MAGIC_INGEST);
     uint64_t fixed = check_shuffled(p, "s7", in, n, rs, 7);
     CHECK(fixed < n / 1000 + 10); /* a permutation, not the identity */
     CHECK_OK(cxlp_import(p, "s7b", f, &o));
@@ -160,9 +186,39 @@ int main(void)
     CHECK(shuffled(p, "smax", &seed) == 1 && seed == UINT64_MAX);
     CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
     /* once no dataset is shuffled the catalog is one every format 3 build reads */
+    CHECK(cat_magic(p) == CAT_MAGIC_INGEST);
     CHECK_OK(cxlp_pool_remove(p, "smax"));
     CHECK_OK(cxlp_pool_remove(p, "s0"));
+    CHECK(cat_magic(p) == CAT_MAGIC);
     CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+
+    /* killed after its first group: nothing published, the pool whole, the
+     * same ingest then succeeds */
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        cxlp_pool *q;
+        if (cxlp_pool_open(pool_spec, NULL, &q))
+            _exit(3);
+        struct cxlp_import_opts ok = o;
+        ok.shuffle = 1;
+        ok.shuffle_seed = 7;
+        ok.progress = die_midway;
+        cxlp_import(q, "killed", f, &ok);
+        _exit(4); /* the callback should have killed it */
+    }
+    int st;
+    CHECK(waitpid(pid, &st, 0) == pid);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    CHECK(shuffled(p, "s7", &seed) == 0);
+    cxlp_store *ks = NULL;
+    CHECK_RC(cxlp_store_open(p, "killed", &ks), CXLP_ENOTFOUND);
+    CHECK_OK(cxlp_pool_verify(p, NULL, NULL));
+    o.shuffle = 1;
+    o.shuffle_seed = 7;
+    CHECK_OK(cxlp_import(p, "killed", f, &o));
+    check_shuffled(p, "killed", in, n, rs, 7);
+    CHECK_OK(cxlp_pool_remove(p, "killed"));
     free(in);
 
     /* large records: one pread each; n below the Feistel network's tiny
