@@ -252,8 +252,14 @@ class CXLDataset(torch.utils.data.Dataset):
         return self._store.record_of_source(self._check_index(j))
 
     def _check_index(self, i: int) -> int:
-        if isinstance(i, bool) or not isinstance(i, int):
-            raise TypeError(f"index: expected an int, not {type(i).__name__}")
+        """i as an int in [0, len): any integer type (operator.index), no
+        negative counting from the end (an input position is absolute)."""
+        if isinstance(i, bool):
+            raise TypeError("index: expected an int, not bool")
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise TypeError(f"index: expected an int, not {type(i).__name__}") from None
         if not 0 <= i < self._len:
             raise IndexError(f"index {i} out of range for {self._len} records")
         return i

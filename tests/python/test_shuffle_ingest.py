@@ -47,6 +47,9 @@ def test_record_k_is_input_record_p_k(pool: CXLMemoryPool, tmp_path: Path, kind:
     assert (rows == a[src]).all()               # record k is input record P(k)
     assert sum(s == k for k, s in enumerate(src)) < 20   # not the input order
     assert all(ds.record_of_source(j) == k for k, j in enumerate(src))
+    assert ds.source_index(np.int64(3)) == src[3]
+    with pytest.raises(TypeError):
+        ds.source_index(1.0)
     with pytest.raises(IndexError):
         ds.source_index(N)
     with pytest.raises(IndexError):
