@@ -838,7 +838,9 @@ struct cxlp_import_opts {
  * groups of records with bounded memory whatever the input's size; the
  * dataset records the seed (cxlp_store_ingest_shuffle). raw and npy only:
  * CXLP_EUNSUPPORTED naming shuffle for megatron (documents would be cut
- * apart). */
+ * apart). Caveat: records under 64 KiB are copied from a read-only mapping
+ * of src, so a src truncated during a shuffled ingest raises SIGBUS in the
+ * caller instead of CXLP_EBADINPUT (as a Megatron .bin's mapping can). */
 CXLP_API int cxlp_import(cxlp_pool *p, const char *name, const char *src,
                          const struct cxlp_import_opts *opts);
 

@@ -401,7 +401,9 @@ static int ingest_shuffled(struct obj *o, cxlp_writer *w, const struct src *s, u
             else
                 rc = read_exact(o, s, d + e[i].slot * rec, rec, off + e[i].src * rec);
         }
-        if (!rc && (rc = cxlp_writer_commit_direct(w, g * rec))) {
+        if (rc)
+            break;
+        if ((rc = cxlp_writer_commit_direct(w, g * rec))) {
             rc = writer_fail(o, w, rc, s->path);
             w = NULL;
             break;
