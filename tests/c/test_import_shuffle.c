@@ -25,6 +25,13 @@ static uint64_t cat_magic(cxlp_pool *p)
     return m;
 }
 
+/* Truncates the file ctx names to one byte after the first progress call. */
+static void shrink_midway(void *ctx, uint64_t done, uint64_t total)
+{
+    if (done < total)
+        CHECK(truncate((const char *)ctx, 1) == 0);
+}
+
 static void die_midway(void *ctx, uint64_t done, uint64_t total)
 {
     (void)ctx;
@@ -236,6 +243,20 @@ int main(void)
         snprintf(nm, sizeof nm, "big%d", t);
         CHECK_OK(cxlp_import(p, nm, fb, &ob));
         check_shuffled(p, nm, bin, m, big, 3 + (uint64_t)t);
+        free(bin);
+    }
+
+    /* large records read by pread: an input that shrinks midway is bad
+     * input naming the file, the pool unchanged */
+    {
+        uint64_t m = 200;
+        uint8_t *bin = make_records(m, big, &rseed);
+        const char *fb = path_of("shrinks.raw");
+        write_file(fb, bin, m * big);
+        struct cxlp_import_opts ob = {.format = CXLP_FMT_RAW, .record_size = big, .dtype = -1,
+                                      .shuffle = 1, .shuffle_seed = 1,
+                                      .progress = shrink_midway, .progress_ctx = (void *)fb};
+        IMPORT_FAILS(p, "shrinks", fb, &ob, CXLP_EBADINPUT, "shrinks.raw", "did the file shrink");
         free(bin);
     }
 
