@@ -383,6 +383,10 @@ int cli_cmd_ingest(int argc, char **argv)
     if (json) {
         printf("{\"dataset\": ");
         print_dataset_json(&d);
+        if (o.shuffle)
+            printf(", \"ingest_shuffle\": {\"seed\": %" PRIu64 "}", o.shuffle_seed);
+        else
+            printf(", \"ingest_shuffle\": null");
         printf(", \"seconds\": %.6f, \"gb_per_s\": %.4f}\n", secs, gbs);
     } else {
         char b[32];

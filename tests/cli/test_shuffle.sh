@@ -31,7 +31,9 @@ expect 0 "" "$CXLPOOL" ingest "$P" a "$T/ids.raw" --record-size 8 --shuffle 42
 grep -q "shuffled with seed 42" "$T/out" && ok || fail "ingest summary: $(cat "$T/out")"
 expect 0 "" "$CXLPOOL" ingest "$P" b "$T/ids.raw" --record-size 8 --shuffle 42
 expect 0 "" "$CXLPOOL" ingest "$P" c "$T/ids.raw" --record-size 8 --shuffle 43
-expect 0 "" "$CXLPOOL" ingest "$P" d "$T/ids.npy" --shuffle 18446744073709551615
+expect 0 "" "$CXLPOOL" ingest "$P" d "$T/ids.npy" --shuffle 18446744073709551615 --json
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ingest_shuffle"] == {"seed": 2**64-1}, d' \
+  "$T/out" && ok || fail "ingest --json ingest_shuffle: $(cat "$T/out")"
 expect 0 "" "$CXLPOOL" ingest "$P" plain "$T/ids.raw" --record-size 8
 ids a >"$T/a"; ids b >"$T/b"; ids c >"$T/c"; ids d >"$T/d"; ids plain >"$T/plain"
 seq 0 $((N - 1)) >"$T/in"
