@@ -325,7 +325,7 @@ void ingest_perm(struct feistel *f, uint64_t n, uint64_t seed)
 }
 
 /* Shuffled ingest: records per group, and the group's bytes in the pool.
- * Two arrays of 8 bytes per record of a group: at most 1 MiB of memory
+ * Arrays of 8 + 16 bytes per record of a group: at most 1.5 MiB of memory
  * whatever the input's size. */
 #define SHUF_GROUP 65536u
 #define SHUF_BYTES (4ull << 20)
@@ -354,7 +354,7 @@ static int by_src(const void *a, const void *b)
  * readahead that can help when neighbours fall in one group) instead of
  * jumping back and forth. Why groups and not the whole dataset: sorting all
  * n pairs would take 16 bytes per record of memory (16 GiB for 10^9
- * records); a group bounds it at 1 MiB, and every input record is still
+ * records); a group bounds it at 1.5 MiB, and every input record is still
  * read exactly once, by the group that holds its slot. Small records (< SMALL_RUN) are copied from a
  * read-only mapping of the input: a syscall per record of 100 bytes would
  * cost more than the copy, and the mapping holds only clean page cache the
