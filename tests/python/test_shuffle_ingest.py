@@ -93,3 +93,25 @@ def test_bad_seeds_and_formats_refused(pool: CXLMemoryPool, tmp_path: Path) -> N
     with pytest.raises(ValueError, match="shuffle: only raw and npy.*jsonl"):
         pool.ingest("x", tmp_path / "t.jsonl", tokenizer="bytes", shuffle=1)
     assert pool.datasets() == []
+
+
+def test_pool_of_tiers(tmp_path: Path) -> None:
+    """On a pool of tiers (a dram tier before a file home) the shuffled
+    ingest lands in the home and reads back the same way."""
+    import os
+    import uuid
+    a, raw, _ = _ids(tmp_path)
+    name = f"pyt-shuf-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+    pool = CXLMemoryPool(name, create=True, meta_bytes=4 << 20,
+                         tiers=[f"dram=shm:{name}.d:4M", f"nvme=file:{tmp_path}/home:16M"])
+    try:
+        pool.ingest("s", raw, record_size=32, shuffle=9)
+        ds = CXLDataset(pool, "s")
+        assert ds.ingest_shuffle == 9
+        src = [ds.source_index(k) for k in range(N)]
+        assert sorted(src) == list(range(N))
+        assert (_rows(ds).reshape(N, 4) == a[src]).all()
+        del ds
+    finally:
+        pool.close()
+        CXLMemoryPool.destroy(name)
