@@ -17,7 +17,7 @@ ROUNDS=${ROUNDS:-3}
 RECORD_SIZES=${RECORD_SIZES:-128 4096 1048576}
 SRC=$(mktemp /var/tmp/ingest_shuffle.XXXXXX)
 P="shm:ingshuf.$$"
-trap 'rm -f "$SRC"; "$X" destroy "$P" >/dev/null 2>&1 || true' EXIT
+trap 'rm -f "$SRC"; "$X" destroy "$P" --yes >/dev/null 2>&1 || true' EXIT
 head -c "$SIZE" /dev/urandom >"$SRC"
 bytes=$(stat -c %s "$SRC")
 "$X" create "$P" $((bytes / 1048576 + 256))M >/dev/null
