@@ -422,6 +422,11 @@ struct cxlp_dataset_info {
  * second per handle, and a peer that does not answer adds nothing. */
 CXLP_API int cxlp_pool_list(cxlp_pool *p, struct cxlp_dataset_info *infos,
                             size_t cap, size_t *n_out);
+/* 1 when dataset name was shuffled at ingest (cxlp_import_opts.shuffle),
+ * with *seed (may be NULL) its seed; 0 when its records are in input order
+ * (*seed 0). Reads the catalog only (no shard table): what `cxlpool ls`
+ * shows per dataset. CXLP_ENOTFOUND. See also cxlp_store_ingest_shuffle. */
+CXLP_API int cxlp_pool_ingest_shuffle(cxlp_pool *p, const char *name, uint64_t *seed);
 /* Removes a dataset from the catalog (one atomic flip). Its extents are freed
  * once no lease can still see it. */
 CXLP_API int cxlp_pool_remove(cxlp_pool *p, const char *name);

@@ -160,7 +160,7 @@ int cli_cmd_create(int argc, char **argv)
 
 /* -------------------------------------------------------------- ingest */
 
-static void print_dataset_json(const struct cxlp_dataset_info *d);
+static void print_dataset_json(const struct cxlp_dataset_info *d, int shuffled, uint64_t seed);
 
 /* Formats whose trusted readers are Python libraries (pyarrow, tarfile,
  * json + tokenizers, fsspec): `cxlpool ingest` hands them to the
@@ -382,11 +382,7 @@ int cli_cmd_ingest(int argc, char **argv)
     double gbs = secs > 0 ? (double)d.data_bytes / secs / 1e9 : 0;
     if (json) {
         printf("{\"dataset\": ");
-        print_dataset_json(&d);
-        if (o.shuffle)
-            printf(", \"ingest_shuffle\": {\"seed\": %" PRIu64 "}", o.shuffle_seed);
-        else
-            printf(", \"ingest_shuffle\": null");
+        print_dataset_json(&d, o.shuffle, o.shuffle_seed);
         printf(", \"seconds\": %.6f, \"gb_per_s\": %.4f}\n", secs, gbs);
     } else {
         char b[32];
@@ -428,15 +424,20 @@ static int list_all(cxlp_pool *p, struct cxlp_dataset_info **out, size_t *n)
     }
 }
 
-static void print_dataset_json(const struct cxlp_dataset_info *d)
+/* The keys of pool.datasets() and CXLDataset.info() (test_api.py). */
+static void print_dataset_json(const struct cxlp_dataset_info *d, int shuffled, uint64_t seed)
 {
     printf("{\"name\": ");
     cli_json_str(stdout, d->name);
     printf(", \"version\": %" PRIu64 ", \"records\": %" PRIu64 ", \"data_bytes\": %" PRIu64
            ", \"stored_bytes\": %" PRIu64 ", \"shards\": %u, \"fixed\": %s"
-           ", \"record_size\": %" PRIu64 ", \"docs\": %" PRIu64 ", \"created_unix\": %" PRIu64 "}",
+           ", \"record_size\": %" PRIu64 ", \"docs\": %" PRIu64 ", \"created_unix\": %" PRIu64,
            d->version, d->n_records, d->data_bytes, d->stored_bytes, d->n_shards,
            d->fixed ? "true" : "false", d->record_size, d->n_docs, d->created_unix);
+    if (shuffled)
+        printf(", \"ingest_shuffle\": {\"seed\": %" PRIu64 "}}", seed);
+    else
+        printf(", \"ingest_shuffle\": null}");
 }
 
 int cli_cmd_ls(int argc, char **argv)
@@ -462,30 +463,56 @@ int cli_cmd_ls(int argc, char **argv)
         cxlp_pool_close(p);
         return ex;
     }
+    /* how each was ingested; one removed since the listing counts as not
+     * shuffled */
+    int *shuf = calloc(n ? n : 1, sizeof *shuf);
+    uint64_t *seeds = calloc(n ? n : 1, sizeof *seeds);
+    if (!shuf || !seeds)
+        rc = -ENOMEM;
+    for (size_t i = 0; !rc && i < n; i++) {
+        int r = cxlp_pool_ingest_shuffle(p, v[i].name, &seeds[i]);
+        if (r >= 0)
+            shuf[i] = r;
+        else if (r != CXLP_ENOTFOUND)
+            rc = r;
+    }
+    if (rc) {
+        ex = cli_report_error(rc, p, argv[optind]);
+        free(shuf);
+        free(seeds);
+        free(v);
+        cxlp_pool_close(p);
+        return ex;
+    }
     if (json) {
         printf("[");
         for (size_t i = 0; i < n; i++) {
             printf(i ? ",\n " : "");
-            print_dataset_json(&v[i]);
+            print_dataset_json(&v[i], shuf[i], seeds[i]);
         }
         printf("]\n");
     } else if (n == 0) {
         printf("(no datasets)\n");
     } else {
-        printf("%-24s %14s %-14s %12s %12s %6s %10s %8s\n", "NAME", "RECORDS", "RECORD",
-               "DATA", "STORED", "SHARDS", "DOCS", "VERSION");
+        printf("%-24s %14s %-14s %12s %12s %6s %10s %8s %s\n", "NAME", "RECORDS", "RECORD",
+               "DATA", "STORED", "SHARDS", "DOCS", "VERSION", "SHUFFLE");
         for (size_t i = 0; i < n; i++) {
             char rec[32], b1[32], b2[32];
             if (v[i].fixed)
                 snprintf(rec, sizeof rec, "fixed %" PRIu64 " B", v[i].record_size);
             else
                 snprintf(rec, sizeof rec, "variable");
-            printf("%-24s %14" PRIu64 " %-14s %12s %12s %6u %10" PRIu64 " %8" PRIu64 "\n",
+            char sh[32] = "-";
+            if (shuf[i])
+                snprintf(sh, sizeof sh, "seed %" PRIu64, seeds[i]);
+            printf("%-24s %14" PRIu64 " %-14s %12s %12s %6u %10" PRIu64 " %8" PRIu64 " %s\n",
                    v[i].name, v[i].n_records, rec, cli_fmt_bytes(v[i].data_bytes, b1),
                    cli_fmt_bytes(v[i].stored_bytes, b2), v[i].n_shards, v[i].n_docs,
-                   v[i].version);
+                   v[i].version, sh);
         }
     }
+    free(shuf);
+    free(seeds);
     free(v);
     cxlp_pool_close(p);
     return EXIT_OKAY;
@@ -599,7 +626,7 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
     }
     if (json) {
         printf("{\"dataset\": ");
-        print_dataset_json(&d);
+        print_dataset_json(&d, shuffled, seed);
         if (pages)
             printf(", \"pages\": {\"bytes\": %" PRIu64 ", \"huge_bytes\": %" PRIu64 "}",
                    pbytes, phuge);
@@ -610,10 +637,6 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
                    ", \"sums_area\": %s}", format, block, area ? "true" : "false");
         else
             printf(", \"shard_format\": null"); /* no shards */
-        if (shuffled)
-            printf(", \"ingest_shuffle\": {\"seed\": %" PRIu64 "}", seed);
-        else
-            printf(", \"ingest_shuffle\": null");
         printf(", \"schema\": {\"fixed\": %s, \"record_size\": %" PRIu64 ", \"fields\": [",
                sc->fixed ? "true" : "false", sc->record_size);
         for (uint32_t i = 0; i < sc->n_fields && i < CXLP_MAX_FIELDS; i++) {

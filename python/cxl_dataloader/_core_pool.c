@@ -74,10 +74,15 @@ static PyObject *pool_close(PoolObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* A dataset's catalog facts, with the keys of `cxlpool ls --json`. */
-static PyObject *info_dict(const struct cxlp_dataset_info *d)
+/* A dataset's catalog facts, with the keys of `cxlpool ls --json`:
+ * ingest_shuffle is None or {"seed": S} (shuffled 1). */
+static PyObject *info_dict(const struct cxlp_dataset_info *d, int shuffled, uint64_t seed)
 {
-    return Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:I,s:O,s:K,s:K,s:K}", "name", d->name,
+    PyObject *sh = shuffled ? Py_BuildValue("{s:K}", "seed", (unsigned long long)seed)
+                            : (Py_INCREF(Py_None), Py_None);
+    if (!sh)
+        return NULL;
+    PyObject *r = Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:I,s:O,s:K,s:K,s:K,s:O}", "name", d->name,
                          "version", (unsigned long long)d->version, "records",
                          (unsigned long long)d->n_records, "data_bytes",
                          (unsigned long long)d->data_bytes, "stored_bytes",
@@ -85,12 +90,14 @@ static PyObject *info_dict(const struct cxlp_dataset_info *d)
                          d->fixed ? Py_True : Py_False, "record_size",
                          (unsigned long long)d->record_size, "docs",
                          (unsigned long long)d->n_docs, "created_unix",
-                         (unsigned long long)d->created_unix);
+                         (unsigned long long)d->created_unix, "ingest_shuffle", sh);
+    Py_DECREF(sh);
+    return r;
 }
 
-PyObject *core_info_dict(const struct cxlp_dataset_info *d)
+PyObject *core_info_dict(const struct cxlp_dataset_info *d, int shuffled, uint64_t seed)
 {
-    return info_dict(d);
+    return info_dict(d, shuffled, seed);
 }
 
 static PyObject *pool_list(PoolObject *self, PyObject *unused)
@@ -116,7 +123,16 @@ static PyObject *pool_list(PoolObject *self, PyObject *unused)
     }
     PyObject *out = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; out && i < n; i++) {
-        PyObject *d = info_dict(&v[i]);
+        /* how it was ingested; one removed since the listing counts as not
+         * shuffled */
+        uint64_t seed = 0;
+        int sh = cxlp_pool_ingest_shuffle(self->p, v[i].name, &seed);
+        if (sh < 0 && sh != CXLP_ENOTFOUND) {
+            Py_DECREF(out);
+            PyMem_Free(v);
+            return core_raise(sh, self->p);
+        }
+        PyObject *d = info_dict(&v[i], sh == 1, seed);
         if (!d) {
             Py_CLEAR(out);
             break;

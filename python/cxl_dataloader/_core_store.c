@@ -16,7 +16,7 @@
  */
 #include "_core.h"
 
-PyObject *core_info_dict(const struct cxlp_dataset_info *d);
+PyObject *core_info_dict(const struct cxlp_dataset_info *d, int shuffled, uint64_t seed);
 
 static int store_init(StoreObject *self, PyObject *args, PyObject *kw)
 {
@@ -289,7 +289,9 @@ static PyObject *store_info(StoreObject *self, PyObject *unused)
     int rc = cxlp_store_info(self->s, &d);
     if (rc)
         return core_raise(rc, self->s);
-    return core_info_dict(&d);
+    uint64_t seed = 0;
+    int sh = cxlp_store_ingest_shuffle(self->s, &seed);
+    return core_info_dict(&d, sh == 1, seed);
 }
 
 static PyObject *store_shards(StoreObject *self, PyObject *unused)

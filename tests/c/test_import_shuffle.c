@@ -171,8 +171,11 @@ int main(void)
     CHECK(cat_magic(p) == CAT_MAGIC);
     CHECK_OK(cxlp_import(p, "s7", f, &o));
     CHECK(cat_magic(p) == CAT_MAGIC_INGEST);
-    uint64_t fixed = check_shuffled(p, "s7", in, n, rs, 7);
+    uint64_t seed = 0, fixed = check_shuffled(p, "s7", in, n, rs, 7);
     CHECK(fixed < n / 1000 + 10); /* a permutation, not the identity */
+    seed = 0;
+    CHECK(cxlp_pool_ingest_shuffle(p, "s7", &seed) == 1 && seed == 7);
+    CHECK_RC(cxlp_pool_ingest_shuffle(p, "nope", &seed), CXLP_ENOTFOUND);
     CHECK_OK(cxlp_import(p, "s7b", f, &o));
     CHECK(same_records(p, "s7", "s7b", n, rs) == n); /* same seed, same dataset */
     o.shuffle_seed = UINT64_MAX;
@@ -187,8 +190,10 @@ int main(void)
     /* without shuffle: ids map to themselves, no seed */
     o.shuffle = 0;
     CHECK_OK(cxlp_import(p, "plain", f, &o));
-    uint64_t seed = 5;
+    seed = 5;
     CHECK(shuffled(p, "plain", &seed) == 0 && seed == 0);
+    seed = 5;
+    CHECK(cxlp_pool_ingest_shuffle(p, "plain", &seed) == 0 && seed == 0);
     cxlp_store *s;
     CHECK_OK(cxlp_store_open(p, "plain", &s));
     for (uint64_t k = 0; k < n; k += 997) {

@@ -2,8 +2,8 @@
 # cxlpool ingest --shuffle SEED: the records of a raw and an .npy input in
 # a permuted order (every input record exactly once, not the input order),
 # the same order for the same seed and another for another seed; `cat
-# --input J` finds input record J; the seed shown by ingest and stat (text
-# and --json); bad seeds and formats that are not shuffled refused naming
+# --input J` finds input record J; the seed shown by ingest, ls and stat
+# (text and --json); bad seeds and formats that are not shuffled refused naming
 # --shuffle, the pool unchanged.
 source "$(dirname "$0")/lib.sh"
 python3 -c 'import numpy' 2>/dev/null || { echo "SKIP: numpy missing"; exit 77; }
@@ -32,7 +32,7 @@ grep -q "shuffled with seed 42" "$T/out" && ok || fail "ingest summary: $(cat "$
 expect 0 "" "$CXLPOOL" ingest "$P" b "$T/ids.raw" --record-size 8 --shuffle 42
 expect 0 "" "$CXLPOOL" ingest "$P" c "$T/ids.raw" --record-size 8 --shuffle 43
 expect 0 "" "$CXLPOOL" ingest "$P" d "$T/ids.npy" --shuffle 18446744073709551615 --json
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ingest_shuffle"] == {"seed": 2**64-1}, d' \
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["dataset"]["ingest_shuffle"] == {"seed": 2**64-1}, d' \
   "$T/out" && ok || fail "ingest --json ingest_shuffle: $(cat "$T/out")"
 expect 0 "" "$CXLPOOL" ingest "$P" plain "$T/ids.raw" --record-size 8
 ids a >"$T/a"; ids b >"$T/b"; ids c >"$T/c"; ids d >"$T/d"; ids plain >"$T/plain"
@@ -59,11 +59,22 @@ expect 0 "" "$CXLPOOL" stat "$P" plain
 grep -q "shuffled" "$T/out" && fail "stat of an unshuffled dataset: $(cat "$T/out")" || ok
 expect 0 "" "$CXLPOOL" stat "$P" d --json
 is_json "$T/out"
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ingest_shuffle"] == {"seed": 2**64-1}, d' \
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["dataset"]["ingest_shuffle"] == {"seed": 2**64-1}, d' \
   "$T/out" && ok || fail "stat --json ingest_shuffle: $(cat "$T/out")"
 expect 0 "" "$CXLPOOL" stat "$P" plain --json
-python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ingest_shuffle"] is None, d' \
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["dataset"]["ingest_shuffle"] is None, d' \
   "$T/out" && ok || fail "stat --json of an unshuffled dataset: $(cat "$T/out")"
+
+expect 0 "" "$CXLPOOL" ls "$P"
+grep -Eq "^a .* seed 42$" "$T/out" && grep -Eq "^plain .* -$" "$T/out" && ok \
+  || fail "ls: $(cat "$T/out")"
+expect 0 "" "$CXLPOOL" ls "$P" --json
+python3 -c '
+import json, sys
+d = {x["name"]: x["ingest_shuffle"] for x in json.load(open(sys.argv[1]))}
+assert d == {"a": {"seed": 42}, "b": {"seed": 42}, "c": {"seed": 43},
+             "d": {"seed": 2**64-1}, "plain": None}, d' "$T/out" && ok \
+  || fail "ls --json ingest_shuffle: $(cat "$T/out")"
 
 # bad seeds and formats: refused naming --shuffle, nothing ingested
 state "$P" >"$T/before"

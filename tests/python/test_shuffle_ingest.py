@@ -41,6 +41,8 @@ def test_record_k_is_input_record_p_k(pool: CXLMemoryPool, tmp_path: Path, kind:
         pool.ingest("s", npy, shuffle=12345)
     ds = CXLDataset(pool, "s")
     assert ds.ingest_shuffle == 12345
+    assert ds.info()["ingest_shuffle"] == {"seed": 12345}
+    assert [d["ingest_shuffle"] for d in pool.datasets()] == [{"seed": 12345}]
     rows = _rows(ds).reshape(N, 4)
     src = [ds.source_index(k) for k in range(N)]
     assert sorted(src) == list(range(N))        # a bijection
@@ -72,6 +74,8 @@ def test_unshuffled_ingest_maps_ids_to_themselves(pool: CXLMemoryPool, tmp_path:
     pool.ingest("p", raw, record_size=32)
     ds = CXLDataset(pool, "p")
     assert ds.ingest_shuffle is None
+    assert ds.info()["ingest_shuffle"] is None
+    assert pool.datasets()[0]["ingest_shuffle"] is None
     assert [ds.source_index(k) for k in (0, 1, N - 1)] == [0, 1, N - 1]
     assert ds.record_of_source(7) == 7
     assert (_rows(ds) == a.reshape(N, 4)).all()
