@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from conftest import write_megatron
-from cxl_dataloader import CXLDataset, CXLError, CXLMemoryPool
+from cxl_dataloader import (CXLDataLoader, CXLDataset, CXLError, CXLMemoryPool,
+                            RandomCXLSampler)
 
 N = 5000
 
@@ -101,7 +102,9 @@ def test_bad_seeds_and_formats_refused(pool: CXLMemoryPool, tmp_path: Path) -> N
 
 def test_pool_of_tiers(tmp_path: Path) -> None:
     """On a pool of tiers (a dram tier before a file home) the shuffled
-    ingest lands in the home and reads back the same way."""
+    ingest lands in the home and reads back the same way; a windowed loader
+    stages units of it (the catalog then holds units and the ingest record
+    together) and the seed stays, the pool verifies."""
     import os
     import uuid
     a, raw, _ = _ids(tmp_path)
@@ -115,6 +118,14 @@ def test_pool_of_tiers(tmp_path: Path) -> None:
         src = [ds.source_index(k) for k in range(N)]
         assert sorted(src) == list(range(N))
         assert (_rows(ds).reshape(N, 4) == a[src]).all()
+        s = RandomCXLSampler(ds, seed=0, window="auto", memory_budget=64 << 10)
+        loader = CXLDataLoader(ds, batch_size=64, sampler=s, memory_budget=64 << 10)
+        seen = np.concatenate([b.numpy().view(np.int64).reshape(-1, 4)[:, 0] for b in loader])
+        loader.close()
+        assert sorted(seen.tolist()) == list(range(N))    # every input record once
+        assert ds.store.units()["n_units"] > 0             # the catalog lists units
+        assert ds.ingest_shuffle == 9 and CXLDataset(pool, "s").ingest_shuffle == 9
+        assert pool.verify()["ok"]
         del ds
     finally:
         pool.close()
