@@ -9,7 +9,10 @@ tokens and stored source after source (as a corpus concatenated file by
 file is), ingested into a pool of tiers (a dram tier before a home file).
 Each order trains the same model from the same initial weights for STEPS
 steps, batches of 16 x 128 tokens, then the loss is measured on a held-out
-mix of every source (the same 512 sequences for every order). Orders:
+mix of every source (the same 512 sequences for every order). The corpus
+is ingested twice: as stored (sorted by source) and with the ingest-time
+shuffle (`ingest(..., shuffle=SEED)`, `cxlpool ingest --shuffle SEED`:
+record k is input record P(k)). Orders, on the sorted ingest:
 
     full shuffle          RandomCXLSampler(ds, seed=0)
     block (units)         RandomCXLSampler(ds, seed=0, window="auto", runs=False)
@@ -18,9 +21,13 @@ mix of every source (the same 512 sequences for every order). Orders:
     runs                  RandomCXLSampler(ds, seed=0, window="auto", runs=True)
     storage order         torch's SequentialSampler (the floor), with --floor
 
+and on the shuffled ingest ("shuffled ingest:" rows): full shuffle, block
+(units) ramped, and runs, as above.
+
 all with memory_budget=BUDGET (default 1 MiB: units of 64 KiB, a window of
 8 units, 1/16 of an 8 MiB corpus; 800 steps of 16 read about 3 windows).
-The held-out loss is taken at a quarter, half and all of the steps. It is a
+The held-out loss is taken at a quarter, half and all of the steps, and
+compared with the full shuffle of the sorted ingest at each. It is a
 function of the order and the seed, not of timing. Prints a table and,
 with --out, writes JSON.
 """
@@ -112,6 +119,7 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=1 << 20, help="bytes")
     ap.add_argument("--floor", action="store_true", help="also storage order")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--shuffle-seed", type=int, default=1, help="the ingest-time shuffle's")
     ap.add_argument("--dir", default="/var/tmp")
     ap.add_argument("--out")
     a = ap.parse_args()
@@ -121,13 +129,18 @@ def main() -> int:
     name = f"shufloss-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     home = f"{a.dir}/cxlp-{name}.tier"
     pool = CXLMemoryPool(name, create=True, meta_bytes=4 << 20,
-                         tiers=[f"dram=shm:{name}.d:8M", f"nvme=file:{home}:{2 * a.mib + 16}M"])
+                         tiers=[f"dram=shm:{name}.d:8M", f"nvme=file:{home}:{3 * a.mib + 16}M"])
     try:
         with tempfile.TemporaryDirectory(dir=a.dir) as tmp:
             src = Path(tmp) / "corpus.npy"
             np.save(src, rows)
             pool._pool.import_("corpus", str(src), format="npy")
+            t0 = time.perf_counter()
+            pool.ingest("shuffled", src, format="npy", shuffle=a.shuffle_seed, progress=False)
+            print(f"shuffled ingest: {time.perf_counter() - t0:.2f} s", flush=True)
         ds = CXLDataset(pool, "corpus")
+        sh = CXLDataset(pool, "shuffled")
+        assert sh.ingest_shuffle == a.shuffle_seed and ds.ingest_shuffle is None
         torch.manual_seed(0)
         init = TinyLM(seq_len=SEQ).state_dict()
         orders = {
@@ -141,10 +154,18 @@ def main() -> int:
         }
         if a.floor:
             orders["storage order"] = lambda: SequentialSampler(range(len(ds)))
+        orders.update({
+            "shuffled ingest: full shuffle": lambda: RandomCXLSampler(sh, seed=0),
+            "shuffled ingest: block (units)": lambda: RandomCXLSampler(
+                sh, seed=0, window="auto", runs=False, memory_budget=a.budget),
+            "shuffled ingest: runs": lambda: RandomCXLSampler(
+                sh, seed=0, window="auto", runs=True, memory_budget=a.budget),
+        })
         res = {}
         for label, make in orders.items():
             s = make()
-            loader = CXLDataLoader(ds, batch_size=16, sampler=s, drop_last=True,
+            on = sh if label.startswith("shuffled ingest") else ds
+            loader = CXLDataLoader(on, batch_size=16, sampler=s, drop_last=True,
                                    memory_budget=a.budget)
             t0 = time.perf_counter()
             loss = train(loader, a.steps, held_t, init)
@@ -152,18 +173,21 @@ def main() -> int:
                           "window": getattr(s, "window", None),
                           "seconds": time.perf_counter() - t0}
             loader.close()
-            print(f"{label:14s} held-out loss {' '.join(f'{v:.4f}' for v in loss)}  "
+            print(f"{label:32s} held-out loss {' '.join(f'{v:.4f}' for v in loss)}  "
                   f"(block {res[label]['shard_size']}, "
                   f"window {res[label]['window']}, {res[label]['seconds']:.0f} s)", flush=True)
-        full = res["full shuffle"]["loss"]
+        full = res["full shuffle"]["at"]
+        for r in res.values():
+            r["vs_full"] = [v / f for v, f in zip(r["at"], full)]
         print(f"\n{len(rows)} records of {SEQ + 1} tokens from {a.sources} sources stored in "
               f"order, {a.steps} steps of 16, budget {a.budget}:")
         q = [a.steps // 4, a.steps // 2, a.steps]
-        print(f"| order | loss at step {q[0]} | at {q[1]} | at {q[2]} | vs full shuffle at {q[2]} |")
+        print(f"| order | loss at step {q[0]} | at {q[1]} | at {q[2]} | "
+              f"vs full shuffle at {q[0]} / {q[1]} / {q[2]} |")
         print("|---|---:|---:|---:|---:|")
         for label, r in res.items():
             print(f"| {label} | " + " | ".join(f"{v:.4f}" for v in r["at"]) +
-                  f" | {r['loss'] / full:.3f} |")
+                  " | " + " / ".join(f"{v:.3f}" for v in r["vs_full"]) + " |")
         if a.out:
             Path(a.out).write_text(json.dumps({"args": vars(a), "records": len(rows),
                                                "results": res}, indent=1))

@@ -422,6 +422,11 @@ struct cxlp_dataset_info {
  * second per handle, and a peer that does not answer adds nothing. */
 CXLP_API int cxlp_pool_list(cxlp_pool *p, struct cxlp_dataset_info *infos,
                             size_t cap, size_t *n_out);
+/* 1 when dataset name was shuffled at ingest (cxlp_import_opts.shuffle),
+ * with *seed (may be NULL) its seed; 0 when its records are in input order
+ * (*seed 0). Reads the catalog only (no shard table): what `cxlpool ls`
+ * shows per dataset. CXLP_ENOTFOUND. See also cxlp_store_ingest_shuffle. */
+CXLP_API int cxlp_pool_ingest_shuffle(cxlp_pool *p, const char *name, uint64_t *seed);
 /* Removes a dataset from the catalog (one atomic flip). Its extents are freed
  * once no lease can still see it. */
 CXLP_API int cxlp_pool_remove(cxlp_pool *p, const char *name);
@@ -605,6 +610,16 @@ CXLP_API int cxlp_store_tiered(const cxlp_store *s);
 /* Document boundaries of a Megatron import: docs[i] is the first record of
  * document i; n_docs+1 entries (the last is count). NULL/0 when absent. */
 CXLP_API int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs);
+/* 1 when the dataset's records were shuffled at ingest
+ * (cxlp_import_opts.shuffle), with *seed (may be NULL) its seed; 0 when
+ * they are in input order (*seed 0). Kept by cxlp_pool_rewrite. */
+CXLP_API int cxlp_store_ingest_shuffle(const cxlp_store *s, uint64_t *seed);
+/* The input position of record idx: P(idx) for a shuffled ingest (see
+ * cxlp_import), idx otherwise. O(1). CXLP_ERANGE past the end. */
+CXLP_API int cxlp_store_source_index(const cxlp_store *s, uint64_t idx, uint64_t *src);
+/* The inverse: the record that holds input record src. O(1). CXLP_ERANGE
+ * past the end. */
+CXLP_API int cxlp_store_record_of_source(const cxlp_store *s, uint64_t src, uint64_t *idx);
 /* Where records [first, first+n) lie in the pool: one span per shard they
  * cross, in record order. A span is the bytes of records [first, first +
  * count) of one shard, back to back; off is their pool offset, which for a
@@ -797,6 +812,9 @@ struct cxlp_import_opts {
     int allow_empty;         /* 1: a source without records makes an empty
                                 dataset; 0: CXLP_EBADINPUT "no records" */
     int no_hugepages;        /* see cxlp_writer_opts: 0 puts records on 2 MiB pages */
+    int shuffle;             /* 1: records in a pseudo-random order keyed by
+                                shuffle_seed (raw and npy only; see below) */
+    uint64_t shuffle_seed;
 };
 /* Imports src into a new dataset name. src is a file (raw, .npy) or a Megatron
  * prefix (PREFIX.bin + PREFIX.idx; "PREFIX", "PREFIX.bin" and "PREFIX.idx" are
@@ -818,7 +836,16 @@ struct cxlp_import_opts {
  * records with one field "tokens". Other codes: CXLP_EARG (record_size 0 for
  * raw, bad dtype or format), -errno (e.g. -ENOENT naming the path),
  * CXLP_EEXIST, CXLP_EFULL. opts may be NULL (AUTO); progress(ctx, done,
- * total) is called after each chunk of about 4 MiB, in the calling thread. */
+ * total) is called after each chunk of about 4 MiB, in the calling thread.
+ * Shuffled ingest (opts->shuffle): record k of the dataset is record P(k) of
+ * the input, P a permutation of [0, n) keyed by shuffle_seed (the same seed
+ * and n give the same P on every build: cxlp_store_source_index), read in
+ * groups of records with bounded memory whatever the input's size; the
+ * dataset records the seed (cxlp_store_ingest_shuffle). raw and npy only:
+ * CXLP_EUNSUPPORTED naming shuffle for megatron (documents would be cut
+ * apart). Caveat: records under 64 KiB are copied from a read-only mapping
+ * of src, so a src truncated during a shuffled ingest raises SIGBUS in the
+ * caller instead of CXLP_EBADINPUT (as a Megatron .bin's mapping can). */
 CXLP_API int cxlp_import(cxlp_pool *p, const char *name, const char *src,
                          const struct cxlp_import_opts *opts);
 

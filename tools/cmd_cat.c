@@ -276,13 +276,16 @@ static int print_bytes(const cxlp_store *s, uint64_t idx, int hex, int *out_errn
 
 int cli_cmd_cat(int argc, char **argv)
 {
-    static const struct option lo[] = {{"format", required_argument, 0, 'f'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {{"format", required_argument, 0, 'f'},
+                                       {"input", no_argument, 0, 'i'}, {0, 0, 0, 0}};
     enum { RAW, HEX, DTYPE, JSON } fmt = isatty(STDOUT_FILENO) ? DTYPE : RAW;
-    int c;
+    int c, input = 0;
     while ((c = cli_next_opt(argc, argv, lo)) != -1) {
         if (c == -2)
             return EXIT_USAGE;
-        if (!strcmp(optarg, "raw"))
+        if (c == 'i')
+            input = 1;
+        else if (!strcmp(optarg, "raw"))
             fmt = RAW;
         else if (!strcmp(optarg, "hex"))
             fmt = HEX;
@@ -307,6 +310,15 @@ int cli_cmd_cat(int argc, char **argv)
     int rc = cxlp_store_open(p, name, &s);
     if (rc) {
         ex = cli_report_error(rc, p, name);
+        cxlp_pool_close(p);
+        return ex;
+    }
+    /* --input: INDEX is an input position (a shuffled ingest renumbers) */
+    if (input && (rc = cxlp_store_record_of_source(s, idx, &idx)) != 0) {
+        ex = cli_report_error(rc, NULL, name);
+        if (rc == CXLP_ERANGE)
+            ex = EXIT_NOTFOUND;
+        cxlp_store_close(s);
         cxlp_pool_close(p);
         return ex;
     }

@@ -6,6 +6,7 @@
  * Every command opens the pool read-only unless it writes, so inspecting a
  * pool never needs write permission and never takes the writer lock.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -160,7 +161,7 @@ int cli_cmd_create(int argc, char **argv)
 
 /* -------------------------------------------------------------- ingest */
 
-static void print_dataset_json(const struct cxlp_dataset_info *d);
+static void print_dataset_json(const struct cxlp_dataset_info *d, int shuffled, uint64_t seed);
 
 /* Formats whose trusted readers are Python libraries (pyarrow, tarfile,
  * json + tokenizers, fsspec): `cxlpool ingest` hands them to the
@@ -234,6 +235,7 @@ int cli_cmd_ingest(int argc, char **argv)
         {"tokenizer", required_argument, 0, 'k'},
         {"eod", required_argument, 0, 'e'},
         {"workers", required_argument, 0, 'w'},
+        {"shuffle", required_argument, 0, 'S'},
         {0, 0, 0, 0},
     };
     struct cxlp_import_opts o = {0};
@@ -292,6 +294,13 @@ int cli_cmd_ingest(int argc, char **argv)
         case 'a':
             o.allow_empty = 1;
             break;
+        case 'S':
+            /* digits only: strtoull would take leading blanks */
+            if (!isdigit((unsigned char)optarg[0]) || cli_parse_u64(optarg, &o.shuffle_seed))
+                return cli_usage_error("--shuffle: '%s' is not a seed (an integer from 0 to "
+                                       "2^64-1)", optarg);
+            o.shuffle = 1;
+            break;
         }
     }
     if (!cli_npos_ok(argc, argv, 3, 3))
@@ -305,6 +314,10 @@ int cli_cmd_ingest(int argc, char **argv)
     if (py || (o.format == CXLP_FMT_AUTO && looks_py(src))) {
         if (o.record_size || o.dtype >= 0)
             return cli_usage_error("--record-size and --dtype are for raw records");
+        if (o.shuffle)
+            return cli_usage_error("--shuffle: only raw and npy inputs are shuffled at ingest, "
+                                   "not %s", py & 1 ? "--format arrow, parquet, webdataset or "
+                                   "jsonl" : src);
         if (o.allow_empty)
             pyargs[np++] = "--allow-empty";
         if (o.shard_bytes) {
@@ -370,7 +383,7 @@ int cli_cmd_ingest(int argc, char **argv)
     double gbs = secs > 0 ? (double)d.data_bytes / secs / 1e9 : 0;
     if (json) {
         printf("{\"dataset\": ");
-        print_dataset_json(&d);
+        print_dataset_json(&d, o.shuffle, o.shuffle_seed);
         printf(", \"seconds\": %.6f, \"gb_per_s\": %.4f}\n", secs, gbs);
     } else {
         char b[32];
@@ -378,6 +391,8 @@ int cli_cmd_ingest(int argc, char **argv)
                name, d.n_records, d.data_bytes, cli_fmt_bytes(d.data_bytes, b), secs, gbs);
         if (d.n_docs)
             printf(", %" PRIu64 " documents", d.n_docs);
+        if (o.shuffle)
+            printf(", shuffled with seed %" PRIu64, o.shuffle_seed);
         printf("\n");
     }
     cxlp_pool_close(p);
@@ -391,15 +406,20 @@ static int list_pool(void *p, struct cxlp_dataset_info *infos, size_t cap, size_
     return cxlp_pool_list(p, infos, cap, n);
 }
 
-static void print_dataset_json(const struct cxlp_dataset_info *d)
+/* The keys of pool.datasets() and CXLDataset.info() (test_api.py). */
+static void print_dataset_json(const struct cxlp_dataset_info *d, int shuffled, uint64_t seed)
 {
     printf("{\"name\": ");
     cli_json_str(stdout, d->name);
     printf(", \"version\": %" PRIu64 ", \"records\": %" PRIu64 ", \"data_bytes\": %" PRIu64
            ", \"stored_bytes\": %" PRIu64 ", \"shards\": %u, \"fixed\": %s"
-           ", \"record_size\": %" PRIu64 ", \"docs\": %" PRIu64 ", \"created_unix\": %" PRIu64 "}",
+           ", \"record_size\": %" PRIu64 ", \"docs\": %" PRIu64 ", \"created_unix\": %" PRIu64,
            d->version, d->n_records, d->data_bytes, d->stored_bytes, d->n_shards,
            d->fixed ? "true" : "false", d->record_size, d->n_docs, d->created_unix);
+    if (shuffled)
+        printf(", \"ingest_shuffle\": {\"seed\": %" PRIu64 "}}", seed);
+    else
+        printf(", \"ingest_shuffle\": null}");
 }
 
 int cli_cmd_ls(int argc, char **argv)
@@ -425,30 +445,56 @@ int cli_cmd_ls(int argc, char **argv)
         cxlp_pool_close(p);
         return ex;
     }
+    /* how each was ingested; one removed since the listing counts as not
+     * shuffled */
+    int *shuf = calloc(n ? n : 1, sizeof *shuf);
+    uint64_t *seeds = calloc(n ? n : 1, sizeof *seeds);
+    if (!shuf || !seeds)
+        rc = -ENOMEM;
+    for (size_t i = 0; !rc && i < n; i++) {
+        int r = cxlp_pool_ingest_shuffle(p, v[i].name, &seeds[i]);
+        if (r >= 0)
+            shuf[i] = r;
+        else if (r != CXLP_ENOTFOUND)
+            rc = r;
+    }
+    if (rc) {
+        ex = cli_report_error(rc, p, argv[optind]);
+        free(shuf);
+        free(seeds);
+        free(v);
+        cxlp_pool_close(p);
+        return ex;
+    }
     if (json) {
         printf("[");
         for (size_t i = 0; i < n; i++) {
             printf(i ? ",\n " : "");
-            print_dataset_json(&v[i]);
+            print_dataset_json(&v[i], shuf[i], seeds[i]);
         }
         printf("]\n");
     } else if (n == 0) {
         printf("(no datasets)\n");
     } else {
-        printf("%-24s %14s %-14s %12s %12s %6s %10s %8s\n", "NAME", "RECORDS", "RECORD",
-               "DATA", "STORED", "SHARDS", "DOCS", "VERSION");
+        printf("%-24s %14s %-14s %12s %12s %6s %10s %8s %s\n", "NAME", "RECORDS", "RECORD",
+               "DATA", "STORED", "SHARDS", "DOCS", "VERSION", "SHUFFLE");
         for (size_t i = 0; i < n; i++) {
             char rec[32], b1[32], b2[32];
             if (v[i].fixed)
                 snprintf(rec, sizeof rec, "fixed %" PRIu64 " B", v[i].record_size);
             else
                 snprintf(rec, sizeof rec, "variable");
-            printf("%-24s %14" PRIu64 " %-14s %12s %12s %6u %10" PRIu64 " %8" PRIu64 "\n",
+            char sh[32] = "-";
+            if (shuf[i])
+                snprintf(sh, sizeof sh, "seed %" PRIu64, seeds[i]);
+            printf("%-24s %14" PRIu64 " %-14s %12s %12s %6u %10" PRIu64 " %8" PRIu64 " %s\n",
                    v[i].name, v[i].n_records, rec, cli_fmt_bytes(v[i].data_bytes, b1),
                    cli_fmt_bytes(v[i].stored_bytes, b2), v[i].n_shards, v[i].n_docs,
-                   v[i].version);
+                   v[i].version, sh);
         }
     }
+    free(shuf);
+    free(seeds);
     free(v);
     cxlp_pool_close(p);
     return EXIT_OKAY;
@@ -553,6 +599,8 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
         rc = 0;
     if (!rc)
         rc = cxlp_store_format(s, &format, &block, &area);
+    uint64_t seed = 0;
+    const int shuffled = cxlp_store_ingest_shuffle(s, &seed) == 1;
     if (rc) {
         int ex = cli_report_error(rc, NULL, name);
         cxlp_store_close(s);
@@ -560,7 +608,7 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
     }
     if (json) {
         printf("{\"dataset\": ");
-        print_dataset_json(&d);
+        print_dataset_json(&d, shuffled, seed);
         if (pages)
             printf(", \"pages\": {\"bytes\": %" PRIu64 ", \"huge_bytes\": %" PRIu64 "}",
                    pbytes, phuge);
@@ -598,6 +646,9 @@ static int stat_dataset(cxlp_pool *p, const char *name, int json)
             printf("records:  variable size\n");
         if (d.n_docs)
             printf("docs:     %" PRIu64 "\n", d.n_docs);
+        if (shuffled)
+            printf("order:    shuffled at ingest, seed %" PRIu64 " (record k is input record "
+                   "P(k); Python: CXLDataset.source_index)\n", seed);
         printf("pages:    ");
         if (pages)
             print_pages(pbytes, phuge);

@@ -56,7 +56,7 @@ static const struct cli_cmd cmds[] = {
     {"ingest", "import raw, .npy, Megatron, Arrow, Parquet, WebDataset or JSONL as a dataset",
      "cxlpool ingest POOL NAME SRC [--format raw|npy|megatron|arrow|parquet|webdataset|jsonl|auto]\n"
      "               [--record-size N] [--dtype T] [--shard-bytes N] [--allow-empty]\n"
-     "               [--no-hugepages] [--no-progress] [--json]\n"
+     "               [--no-hugepages] [--no-progress] [--json] [--shuffle SEED]\n"
      "               [--columns A,B] [--text-field F] [--tokenizer T] [--eod ID] [--workers N]\n"
      "  Imports SRC into dataset NAME. auto guesses by extension (.npy, .bin/.idx,\n"
      "  .parquet, .arrow, .tar, .jsonl; a URL goes to the Python importers; else\n"
@@ -69,7 +69,10 @@ static const struct cli_cmd cmds[] = {
      "  --tokenizer (a tokenizer.json, or 'bytes'). The records land on 2 MiB\n"
      "  pages (shm, numa pools) unless --no-hugepages. A progress bar is drawn on\n"
      "  stderr when it is a terminal. Nothing is visible to readers until the\n"
-     "  import completes; those importers resume after a kill.\n",
+     "  import completes; those importers resume after a kill. --shuffle SEED\n"
+     "  (raw and npy) stores the records in a pseudo-random order keyed by SEED\n"
+     "  (0..2^64-1): record k is input record P(k); cxlpool stat POOL NAME\n"
+     "  shows the seed (docs/formats.md, \"Shuffled ingest\").\n",
      cli_cmd_ingest},
     {"ls", "list the datasets of a pool",
      "cxlpool ls POOL [--json]\n", cli_cmd_ls},
@@ -96,10 +99,12 @@ static const struct cli_cmd cmds[] = {
      "  check a quiet window it checks once more holding the writer lock.\n",
      cli_cmd_verify},
     {"cat", "print one record",
-     "cxlpool cat POOL NAME INDEX [--format raw|hex|dtype|json]\n"
+     "cxlpool cat POOL NAME INDEX [--format raw|hex|dtype|json] [--input]\n"
      "  raw: the record's bytes (default when stdout is not a terminal);\n"
      "  hex: a hex dump; dtype: values by the schema's dtype and shape (default\n"
-     "  on a terminal); json: the same values as JSON.\n",
+     "  on a terminal); json: the same values as JSON. --input: INDEX is the\n"
+     "  record's position in the ingested file (a dataset ingested with\n"
+     "  --shuffle holds input record P(k) at record k).\n",
      cli_cmd_cat},
     {"rm", "remove a dataset", "cxlpool rm POOL NAME\n", cli_cmd_rm},
     {"rewrite", "write a dataset again in this build's shard format, in its place",

@@ -74,10 +74,15 @@ static PyObject *pool_close(PoolObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* A dataset's catalog facts, with the keys of `cxlpool ls --json`. */
-static PyObject *info_dict(const struct cxlp_dataset_info *d)
+/* A dataset's catalog facts, with the keys of `cxlpool ls --json`:
+ * ingest_shuffle is None or {"seed": S} (shuffled 1). */
+static PyObject *info_dict(const struct cxlp_dataset_info *d, int shuffled, uint64_t seed)
 {
-    return Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:I,s:O,s:K,s:K,s:K}", "name", d->name,
+    PyObject *sh = shuffled ? Py_BuildValue("{s:K}", "seed", (unsigned long long)seed)
+                            : (Py_INCREF(Py_None), Py_None);
+    if (!sh)
+        return NULL;
+    PyObject *r = Py_BuildValue("{s:s,s:K,s:K,s:K,s:K,s:I,s:O,s:K,s:K,s:K,s:O}", "name", d->name,
                          "version", (unsigned long long)d->version, "records",
                          (unsigned long long)d->n_records, "data_bytes",
                          (unsigned long long)d->data_bytes, "stored_bytes",
@@ -85,12 +90,14 @@ static PyObject *info_dict(const struct cxlp_dataset_info *d)
                          d->fixed ? Py_True : Py_False, "record_size",
                          (unsigned long long)d->record_size, "docs",
                          (unsigned long long)d->n_docs, "created_unix",
-                         (unsigned long long)d->created_unix);
+                         (unsigned long long)d->created_unix, "ingest_shuffle", sh);
+    Py_DECREF(sh);
+    return r;
 }
 
-PyObject *core_info_dict(const struct cxlp_dataset_info *d)
+PyObject *core_info_dict(const struct cxlp_dataset_info *d, int shuffled, uint64_t seed)
 {
-    return info_dict(d);
+    return info_dict(d, shuffled, seed);
 }
 
 static PyObject *pool_list(PoolObject *self, PyObject *unused)
@@ -116,7 +123,16 @@ static PyObject *pool_list(PoolObject *self, PyObject *unused)
     }
     PyObject *out = PyList_New((Py_ssize_t)n);
     for (size_t i = 0; out && i < n; i++) {
-        PyObject *d = info_dict(&v[i]);
+        /* how it was ingested; one removed since the listing counts as not
+         * shuffled */
+        uint64_t seed = 0;
+        int sh = cxlp_pool_ingest_shuffle(self->p, v[i].name, &seed);
+        if (sh < 0 && sh != CXLP_ENOTFOUND) {
+            Py_DECREF(out);
+            PyMem_Free(v);
+            return core_raise(sh, self->p);
+        }
+        PyObject *d = info_dict(&v[i], sh == 1, seed);
         if (!d) {
             Py_CLEAR(out);
             break;
@@ -262,20 +278,33 @@ static void progress_use(struct progress_ctx *pc, PyObject *fn,
 static PyObject *pool_import(PoolObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"name", "src", "format", "record_size", "dtype", "shard_bytes",
-                             "progress", "hugepages", "allow_empty", NULL};
+                             "progress", "hugepages", "allow_empty", "shuffle", NULL};
     const char *name, *src, *format = "auto", *dtype = NULL;
-    uint64_t record_size = 0, shard_bytes = 0;
-    PyObject *progress = Py_None;
+    uint64_t record_size = 0, shard_bytes = 0, seed = 0;
+    PyObject *progress = Py_None, *shuffle = Py_None;
     int hugepages = 1, allow_empty = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sO&zO&Opp", kwlist, &name, &src, &format,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "ss|$sO&zO&OppO", kwlist, &name, &src, &format,
                                      core_u64, &record_size, &dtype, core_u64, &shard_bytes,
-                                     &progress, &hugepages, &allow_empty))
+                                     &progress, &hugepages, &allow_empty, &shuffle))
         return NULL;
+    if (shuffle != Py_None) {
+        /* an int from 0 to 2^64-1; bool is an int to Python, not a seed */
+        if (!PyLong_Check(shuffle) || PyBool_Check(shuffle))
+            return PyErr_Format(PyExc_TypeError, "shuffle: expected an int seed or None, not %R",
+                                shuffle);
+        seed = PyLong_AsUnsignedLongLong(shuffle);
+        if (seed == (uint64_t)-1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return PyErr_Format(PyExc_ValueError, "shuffle: %R is not a seed (an int from 0 to "
+                                "2**64-1)", shuffle);
+        }
+    }
     if (!pool_ok(self))
         return NULL;
     struct cxlp_import_opts o = {.record_size = record_size, .dtype = -1,
                                  .shard_bytes = shard_bytes, .no_hugepages = !hugepages,
-                                 .allow_empty = allow_empty};
+                                 .allow_empty = allow_empty,
+                                 .shuffle = shuffle != Py_None, .shuffle_seed = seed};
     o.format = cxlp_format_parse(format);
     if (o.format < 0)
         return PyErr_Format(PyExc_ValueError, "format '%s': expected auto, raw, npy or megatron",

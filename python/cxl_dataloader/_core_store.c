@@ -16,7 +16,7 @@
  */
 #include "_core.h"
 
-PyObject *core_info_dict(const struct cxlp_dataset_info *d);
+PyObject *core_info_dict(const struct cxlp_dataset_info *d, int shuffled, uint64_t seed);
 
 static int store_init(StoreObject *self, PyObject *args, PyObject *kw)
 {
@@ -289,7 +289,9 @@ static PyObject *store_info(StoreObject *self, PyObject *unused)
     int rc = cxlp_store_info(self->s, &d);
     if (rc)
         return core_raise(rc, self->s);
-    return core_info_dict(&d);
+    uint64_t seed = 0;
+    int sh = cxlp_store_ingest_shuffle(self->s, &seed);
+    return core_info_dict(&d, sh == 1, seed);
 }
 
 static PyObject *store_shards(StoreObject *self, PyObject *unused)
@@ -425,6 +427,42 @@ static PyObject *store_get_tiered(StoreObject *self, void *closure)
     if (!store_ok(self))
         return NULL;
     return PyBool_FromLong(cxlp_store_tiered(self->s));
+}
+
+/* None, or the seed of a shuffled ingest. */
+static PyObject *store_ingest_shuffle(StoreObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (!store_ok(self))
+        return NULL;
+    uint64_t seed = 0;
+    if (cxlp_store_ingest_shuffle(self->s, &seed) != 1)
+        Py_RETURN_NONE;
+    return PyLong_FromUnsignedLongLong(seed);
+}
+
+/* source_index(i) / record_of_source(j): i and j are ints in [0, len). */
+static PyObject *store_map(StoreObject *self, PyObject *args, int inverse)
+{
+    unsigned long long i;
+    if (!PyArg_ParseTuple(args, "K", &i) || !store_ok(self))
+        return NULL;
+    uint64_t out;
+    int rc = inverse ? cxlp_store_record_of_source(self->s, i, &out)
+                     : cxlp_store_source_index(self->s, i, &out);
+    if (rc)
+        return core_raise(rc, NULL);
+    return PyLong_FromUnsignedLongLong(out);
+}
+
+static PyObject *store_source_index(StoreObject *self, PyObject *args)
+{
+    return store_map(self, args, 0);
+}
+
+static PyObject *store_record_of_source(StoreObject *self, PyObject *args)
+{
+    return store_map(self, args, 1);
 }
 
 static PyObject *store_docs(StoreObject *self, PyObject *unused)
@@ -842,6 +880,12 @@ static PyMethodDef store_methods[] = {
     {"schema", (PyCFunction)store_schema, METH_NOARGS, "The dataset schema as a dict."},
     {"info", (PyCFunction)store_info, METH_NOARGS, "Catalog facts as a dict."},
     {"docs", (PyCFunction)store_docs, METH_NOARGS, "Document starts (int64 Array) or None."},
+    {"ingest_shuffle", (PyCFunction)store_ingest_shuffle, METH_NOARGS,
+     "The seed of a shuffled ingest, or None."},
+    {"source_index", (PyCFunction)store_source_index, METH_VARARGS,
+     "source_index(i): the input position of record i."},
+    {"record_of_source", (PyCFunction)store_record_of_source, METH_VARARGS,
+     "record_of_source(j): the record holding input record j."},
     {"verify", (PyCFunction)store_verify, METH_NOARGS, "Recompute every checksum."},
     {"elements", (PyCFunction)store_elements, METH_VARARGS,
      "elements(order, field=0): total length in elements of field (a variable-length "

@@ -235,6 +235,35 @@ class CXLDataset(torch.utils.data.Dataset):
         """Catalog facts, with the keys of ``cxlpool ls --json``."""
         return self._store.info()
 
+    @property
+    def ingest_shuffle(self) -> Optional[int]:
+        """The seed of a shuffled ingest (``ingest(..., shuffle=SEED)``,
+        ``cxlpool ingest --shuffle SEED``), or None: records in input order."""
+        return self._store.ingest_shuffle()
+
+    def source_index(self, i: int) -> int:
+        """The input position of record i: P(i) for a shuffled ingest, i
+        otherwise. IndexError past the end."""
+        return self._store.source_index(self._check_index(i))
+
+    def record_of_source(self, j: int) -> int:
+        """The record that holds input record j (the inverse of
+        source_index). IndexError past the end."""
+        return self._store.record_of_source(self._check_index(j))
+
+    def _check_index(self, i: int) -> int:
+        """i as an int in [0, len): any integer type (operator.index), no
+        negative counting from the end (an input position is absolute)."""
+        if isinstance(i, bool):
+            raise TypeError("index: expected an int, not bool")
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise TypeError(f"index: expected an int, not {type(i).__name__}") from None
+        if not 0 <= i < self._len:
+            raise IndexError(f"index {i} out of range for {self._len} records")
+        return i
+
     def shards(self) -> dict:
         """How the records are cut into shards: n_shards, per_shard (records
         in each; 0 when they differ) and max_bytes (what a copy of one takes

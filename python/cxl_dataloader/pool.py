@@ -275,7 +275,8 @@ class CXLMemoryPool:
     def ingest(self, name: str, source: Any, *, format: str = "auto",
                record_size: Union[int, str] = 0, dtype: Optional[str] = None,
                progress: Optional[bool] = None, hugepages: bool = True,
-               allow_empty: bool = False, **kw: Any) -> None:
+               allow_empty: bool = False, shuffle: Optional[int] = None,
+               **kw: Any) -> None:
         """Import source as dataset name: a raw, .npy or Megatron (.bin/.idx)
         file (the C importers; record_size, for raw: bytes, or text as the
         CLI takes it, "4K"), or Arrow, Parquet, WebDataset or JSONL from a
@@ -288,9 +289,16 @@ class CXLMemoryPool:
         them on 4 KiB pages (CXLDataset.pages() says what they got).
         A source of no records is refused in every format (CXLError
         EBADINPUT from the C importers, IngestError from the others) unless
-        allow_empty=True, which makes an empty dataset."""
+        allow_empty=True, which makes an empty dataset.
+        shuffle=SEED (raw and npy; an int from 0 to 2**64-1) stores the
+        records in a pseudo-random order keyed by SEED: record k is input
+        record P(k) (CXLDataset.source_index, .record_of_source,
+        .ingest_shuffle); other formats refuse it (ValueError)."""
         from . import ingest as importers
         fmt = format if format != "auto" else importers.detect_format(source)
+        if shuffle is not None and (fmt in importers.FORMATS or fmt == "megatron"):
+            raise ValueError(f"shuffle: only raw and npy sources are shuffled at ingest, "
+                             f"not {fmt}")
         if fmt in importers.FORMATS:
             importers.ingest(self._pool, name, source, fmt, progress=progress,
                              hugepages=hugepages, allow_empty=allow_empty, **kw)
@@ -302,7 +310,8 @@ class CXLMemoryPool:
         try:
             self._pool.import_(name, os.fspath(source), format=format,
                                record_size=parse_size("record_size", record_size), dtype=dtype,
-                               progress=cb, hugepages=hugepages, allow_empty=allow_empty)
+                               progress=cb, hugepages=hugepages, allow_empty=allow_empty,
+                               shuffle=shuffle)
         finally:
             if bar is not None:
                 bar.close()

@@ -19,10 +19,13 @@
  * Invariants of a valid blob (cat_decode):
  *   bytes = sizeof(cat_hdr) + n_ds*|cat_ds| + n_free*|cat_free|
  *           + n_resv*|cat_resv| + n_def*|cat_def|
- *           [+ 8 + n_units*|cat_units|: magic CAT_MAGIC_UNITS only, the
- *           count then the records]
+ *           [+ 8 + n_units*|cat_units|: magic CAT_MAGIC_UNITS or
+ *           CAT_MAGIC_INGEST, the count then the records]
+ *           [+ 8 + n_ingest*|cat_ingest|: magic CAT_MAGIC_INGEST only]
  *   a units record names a listed dataset, at most one per dataset, and
  *   its words hold n_units * (1 + n_tiers) words in object 0
+ *   an ingest record names a listed dataset with shards, at most one per
+ *   dataset, of known flags, n_source = the dataset's record count
  *   gen(blob) = gen(header) that selected the slot
  *   every extent lies inside the data area of the object it names
  *   (n_objects of them); metadata extents (docs, shard table, states) in
@@ -54,6 +57,7 @@ void cat_free(struct cat *c)
     free(c->resv);
     free(c->def);
     free(c->units);
+    free(c->ingest);
     memset(c, 0, sizeof *c);
 }
 
@@ -67,6 +71,22 @@ static int has_units(const struct cat *c)
         if (c->def[i].kind == DEF_UCOPIES)
             return 1;
     return 0;
+}
+
+/* 1 when ingest record i names a dataset of c: records of datasets removed
+ * or replaced are dropped as the catalog is written. */
+static int ingest_live(const struct cat *c, uint64_t i)
+{
+    int64_t d = cat_find_states(c, c->ingest[i].states_off);
+    return d >= 0 && c->ds[d].d.n_shards;
+}
+
+static uint64_t n_ingest_live(const struct cat *c)
+{
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < c->n_ingest; i++)
+        n += (uint64_t)ingest_live(c, i);
+    return n;
 }
 
 int arr_push(void *arrp, uint64_t *n, uint64_t *cap, size_t elsz, const void *el)
@@ -103,10 +123,12 @@ static uint64_t cat_checksum(const struct cat_hdr *h, const uint8_t *body, uint6
 
 uint64_t cat_encoded_size(const struct cat *c)
 {
+    const uint64_t ni = n_ingest_live(c);
     return sizeof(struct cat_hdr) + c->n_ds * sizeof(struct cat_ds) +
            c->n_fr * sizeof(struct cat_free) + c->n_resv * sizeof(struct cat_resv) +
            c->n_def * sizeof(struct cat_def) +
-           (has_units(c) ? sizeof(uint64_t) + c->n_units * sizeof(struct cat_units) : 0);
+           (has_units(c) || ni ? sizeof(uint64_t) + c->n_units * sizeof(struct cat_units) : 0) +
+           (ni ? sizeof(uint64_t) + ni * sizeof(struct cat_ingest) : 0);
 }
 
 static uint8_t *put(uint8_t *p, const void *src, uint64_t n)
@@ -118,9 +140,11 @@ static uint8_t *put(uint8_t *p, const void *src, uint64_t n)
 
 void cat_encode(const struct cat *c, uint8_t *buf)
 {
-    const int units = has_units(c);
+    const uint64_t ni = n_ingest_live(c);
+    const int units = has_units(c) || ni;
     struct cat_hdr h = {
-        .magic = units ? CAT_MAGIC_UNITS : CAT_MAGIC, .gen = c->gen, .bytes = cat_encoded_size(c),
+        .magic = ni ? CAT_MAGIC_INGEST : units ? CAT_MAGIC_UNITS : CAT_MAGIC, .gen = c->gen,
+        .bytes = cat_encoded_size(c),
         .n_ds = c->n_ds, .n_free = c->n_fr,
         .n_resv = c->n_resv, .n_def = c->n_def,
     };
@@ -132,6 +156,12 @@ void cat_encode(const struct cat *c, uint8_t *buf)
     if (units) {
         p = put(p, &c->n_units, sizeof c->n_units);
         p = put(p, c->units, c->n_units * sizeof *c->units);
+    }
+    if (ni) {
+        p = put(p, &ni, sizeof ni);
+        for (uint64_t i = 0; i < c->n_ingest; i++)
+            if (ingest_live(c, i))
+                p = put(p, &c->ingest[i], sizeof *c->ingest);
     }
     h.checksum = cat_checksum(&h, body, (uint64_t)(p - body));
     memcpy(buf, &h, sizeof h);
@@ -168,6 +198,15 @@ static int take_units(const uint8_t **p, int units, uint64_t n, struct cat *c)
     return take(p, n, sizeof *c->units, &c->units, &c->cap_units);
 }
 
+/* The ingest section: past its count (read by the caller), n records. */
+static int take_ingest(const uint8_t **p, int ingest, uint64_t n, struct cat *c)
+{
+    if (!ingest)
+        return 0;
+    *p += sizeof(uint64_t);
+    return take(p, n, sizeof *c->ingest, &c->ingest, &c->cap_ingest);
+}
+
 int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
                uint64_t gen, struct cat *out, struct obj *o)
 {
@@ -177,10 +216,11 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
         return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: %llu bytes, shorter than its header",
                       (unsigned long long)gen, (unsigned long long)len);
     memcpy(&h, blob, sizeof h);
-    if (h.magic != CAT_MAGIC && h.magic != CAT_MAGIC_UNITS)
+    if (h.magic != CAT_MAGIC && h.magic != CAT_MAGIC_UNITS && h.magic != CAT_MAGIC_INGEST)
         return seterr(o, CXLP_ECORRUPT, "catalog slot %llu: bad magic %#llx",
                       (unsigned long long)(gen & 1), (unsigned long long)h.magic);
-    const int units = h.magic == CAT_MAGIC_UNITS;
+    const int ingest = h.magic == CAT_MAGIC_INGEST;
+    const int units = h.magic == CAT_MAGIC_UNITS || ingest;
     if (h.gen != gen)
         return seterr(o, CXLP_ECORRUPT, "catalog slot %llu: holds gen %llu, header says %llu",
                       (unsigned long long)(gen & 1), (unsigned long long)h.gen,
@@ -209,6 +249,19 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
             return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: unit record count overflows",
                           (unsigned long long)gen);
     }
+    uint64_t n_ingest = 0;
+    if (ingest) {
+        /* the ingest records' count follows the units */
+        uint64_t b;
+        if (add_overflow_u64(total, sizeof n_ingest, &b) || b > len || b > h.bytes)
+            return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: no room for its ingest records' "
+                          "count", (unsigned long long)gen);
+        memcpy(&n_ingest, blob + total, sizeof n_ingest);
+        if (mul_overflow_u64(n_ingest, sizeof(struct cat_ingest), &b) ||
+            add_overflow_u64(total, sizeof n_ingest, &total) || add_overflow_u64(total, b, &total))
+            return seterr(o, CXLP_ECORRUPT, "catalog gen %llu: ingest record count overflows",
+                          (unsigned long long)gen);
+    }
     if (total != h.bytes || h.bytes > len)
         return seterr(o, CXLP_ECORRUPT,
                       "catalog gen %llu: counts need %llu bytes, blob says %llu, slot has %llu",
@@ -220,14 +273,15 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
                       (unsigned long long)gen);
 
     struct cat c = {.gen = gen, .n_ds = h.n_ds, .n_fr = h.n_free, .n_resv = h.n_resv,
-                    .n_def = h.n_def, .n_units = n_units};
+                    .n_def = h.n_def, .n_units = n_units, .n_ingest = n_ingest};
     const uint8_t *p = body;
     int rc = 0;
     if ((rc = take(&p, c.n_ds, sizeof *c.ds, &c.ds, &c.cap_ds)) ||
         (rc = take(&p, c.n_fr, sizeof *c.fr, &c.fr, &c.cap_fr)) ||
         (rc = take(&p, c.n_resv, sizeof *c.resv, &c.resv, &c.cap_resv)) ||
         (rc = take(&p, c.n_def, sizeof *c.def, &c.def, &c.cap_def)) ||
-        (rc = take_units(&p, units, c.n_units, &c))) {
+        (rc = take_units(&p, units, c.n_units, &c)) ||
+        (rc = take_ingest(&p, ingest, c.n_ingest, &c))) {
         cat_free(&c);
         return seterr(o, rc, "catalog gen %llu: out of memory", (unsigned long long)gen);
     }
@@ -320,6 +374,25 @@ int cat_decode(const uint8_t *blob, uint64_t len, const struct pool_layout *L,
                         d < 0 || !c.ds[d].d.n_shards ? "no such dataset"
                         : twice ? "a second record for its dataset"
                         : "words outside object 0's data area or not n_units per tier");
+            goto bad;
+        }
+    }
+    for (uint64_t i = 0; i < c.n_ingest; i++) {
+        const struct cat_ingest *e = &c.ingest[i];
+        int64_t d = cat_find_states(&c, e->states_off);
+        int twice = 0;
+        for (uint64_t j = 0; j < i; j++)
+            twice |= c.ingest[j].states_off == e->states_off;
+        if (d < 0 || twice || !c.ds[d].d.n_shards || e->flags != INGEST_SHUFFLED ||
+            e->n_source != c.ds[d].d.info.n_records) {
+            rc = seterr(o, CXLP_ECORRUPT,
+                        "catalog gen %llu: ingest record %llu (states %#llx): %s",
+                        (unsigned long long)gen, (unsigned long long)i,
+                        (unsigned long long)e->states_off,
+                        d < 0 || !c.ds[d].d.n_shards ? "no such dataset"
+                        : twice ? "a second record for its dataset"
+                        : e->flags != INGEST_SHUFFLED ? "unknown flags"
+                        : "n_source is not the dataset's record count");
             goto bad;
         }
     }

@@ -818,14 +818,52 @@ static int read_table(cxlp_pool *p, const struct cat_ds *d, struct pool_shard **
     return 0;
 }
 
-int pool_lookup(cxlp_pool *p, const char *name, struct pool_dataset *ds,
-                struct pool_shard **shards, struct attach **ap, uint64_t *genp)
+int cxlp_pool_ingest_shuffle(cxlp_pool *p, const char *name, uint64_t *seed)
 {
     int rc = check_handle(p);
     if (rc)
         return rc;
-    if (!name || !ds || !shards || !ap || !genp)
+    if (!name)
+        return seterr(&p->obj, CXLP_EARG, "pool_ingest_shuffle: name is NULL");
+    if (seed)
+        *seed = 0;
+    struct cat c;
+    if ((rc = cat_snapshot(p->a, &c, 0, NULL, &p->obj)))
+        return rc;
+    int64_t i = cat_find(&c, name);
+    if (i < 0) {
+        cat_free(&c);
+        return seterr(&p->obj, CXLP_ENOTFOUND, "%s: no dataset '%s'", p->a->m.path, name);
+    }
+    int shuffled = 0;
+    for (uint64_t k = 0; c.ds[i].d.n_shards && k < c.n_ingest; k++)
+        if (c.ingest[k].states_off == c.ds[i].states.off &&
+            (c.ingest[k].flags & INGEST_SHUFFLED)) {
+            shuffled = 1;
+            if (seed)
+                *seed = c.ingest[k].seed;
+        }
+    cat_free(&c);
+    return shuffled;
+}
+
+int pool_lookup(cxlp_pool *p, const char *name, struct pool_dataset *ds,
+                struct pool_shard **shards, struct attach **ap, uint64_t *genp)
+{
+    struct pool_ingest ing;
+    return pool_lookup_ingest(p, name, ds, shards, ap, genp, &ing);
+}
+
+int pool_lookup_ingest(cxlp_pool *p, const char *name, struct pool_dataset *ds,
+                       struct pool_shard **shards, struct attach **ap, uint64_t *genp,
+                       struct pool_ingest *ing)
+{
+    int rc = check_handle(p);
+    if (rc)
+        return rc;
+    if (!name || !ds || !shards || !ap || !genp || !ing)
         return seterr(&p->obj, CXLP_EARG, "pool_lookup: NULL argument");
+    *ing = (struct pool_ingest){0};
     struct cat c;
     uint64_t gen;
     rc = cat_snapshot(p->a, &c, 1, &gen, &p->obj);
@@ -847,6 +885,9 @@ int pool_lookup(cxlp_pool *p, const char *name, struct pool_dataset *ds,
     }
     *ds = d->d;
     ds->states_off = d->states.off;
+    for (uint64_t k = 0; d->d.n_shards && k < c.n_ingest; k++)
+        if (c.ingest[k].states_off == d->states.off)
+            *ing = (struct pool_ingest){.flags = c.ingest[k].flags, .seed = c.ingest[k].seed};
     *shards = sh;
     attach_ref(p->a);
     *ap = p->a;

@@ -133,6 +133,13 @@ struct pool_dataset {
     uint64_t states_off;            /* lookup: object 0 offset of the shard states */
 };
 
+/* How a dataset was ingested, where that changes what its ids mean
+ * (pool_format.h, struct cat_ingest): flags INGEST_SHUFFLED and the seed,
+ * or flags 0. */
+struct pool_ingest {
+    uint64_t flags;
+    uint64_t seed;
+};
 /* Catalog snapshot for one dataset. On success *shards is malloc'd (caller
  * frees: the dataset's validated shard table), *a is a new reference, and
  * *gen is the catalog generation pinned for the caller (attach_unpin(a, gen)
@@ -141,6 +148,10 @@ struct pool_dataset {
  * its shard table or states do not check out. */
 int pool_lookup(cxlp_pool *p, const char *name, struct pool_dataset *ds,
                 struct pool_shard **shards, struct attach **a, uint64_t *gen);
+/* pool_lookup, and *ing set from the same snapshot (flags 0: none). */
+int pool_lookup_ingest(cxlp_pool *p, const char *name, struct pool_dataset *ds,
+                       struct pool_shard **shards, struct attach **a, uint64_t *gen,
+                       struct pool_ingest *ing);
 
 /* The catalog's current generation: one load, no copy (pairs with the CAS
  * of the gen word in host_publish_gen). A reader that saw generation g
@@ -213,6 +224,12 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
  * published then. */
 int pool_publish_over(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
                       uint64_t replaces);
+/* pool_publish_over, recording ing with the dataset in the same flip
+ * (ing NULL or flags 0: none; a dataset of no shards records none). A
+ * replacement without one keeps the replaced dataset's: the writers that
+ * replace (cxlp_pool_rewrite) keep its records in their order. */
+int pool_publish_ingest(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
+                        uint64_t replaces, const struct pool_ingest *ing);
 /* Sets the policy field of dataset name's record (one catalog flip; the
  * tier layer gives it meaning). CXLP_ENOTFOUND. */
 int pool_set_policy(cxlp_pool *p, const char *name, uint32_t policy);

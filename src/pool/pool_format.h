@@ -99,6 +99,13 @@
  * with none is written as CAT_MAGIC, which every build of pool format 3
  * reads. */
 #define CAT_MAGIC_UNITS 0x00554143504c5843ULL /* "CXLPCAU\0" */
+/* A catalog that also lists ingest records (struct cat_ingest): the blob
+ * of CAT_MAGIC_UNITS (its units' count, 0 when none), then the count of
+ * ingest records and the records. Written only while some dataset has one,
+ * so pools without shuffled ingests keep a catalog every build of format 3
+ * reads; a build that does not know ingest records refuses it by its
+ * magic. */
+#define CAT_MAGIC_INGEST 0x00494143504c5843ULL /* "CXLPCAI\0" */
 /* header flags */
 #define POOL_F_NONCOHERENT 1u          /* hosts' caches are not coherent */
 /* gen word = (generation << POOL_EPOCH_BITS) | epoch; the epoch changes at
@@ -311,6 +318,23 @@ struct cat_units {
     uint64_t n_units;
 };
 #define POOL_UNIT_TARGET (UINT64_C(1) << 63)
+
+/* How a dataset was ingested, where that changes what its record ids mean
+ * (docs/formats.md, "Shuffled ingest"): record k of the dataset is record
+ * P(k) of the input, P the keyed bijection of [0, n_source) of
+ * src/sample/feistel.h with key derive_key(seed, 0, INGEST_SHUFFLE_TAG, 0).
+ * One per dataset at most, named by its states extent (a dataset with
+ * shards; an empty dataset has nothing to shuffle). A record whose dataset
+ * is gone is dropped when the catalog is written (cat_encode), so removal
+ * and replacement need no step of their own. */
+#define INGEST_SHUFFLED 1u
+#define INGEST_SHUFFLE_TAG 0x5348554646ULL /* "SHUFF" */
+struct cat_ingest {
+    uint64_t states_off;       /* the dataset: its states extent */
+    uint64_t flags;            /* INGEST_SHUFFLED */
+    uint64_t seed;
+    uint64_t n_source;         /* input records: the dataset's record count */
+};
 enum cat_clock { CLOCK_GEN = 0, CLOCK_EPOCH = 1 };
 
 /* A free deferred until no lease can still see what it frees: freed <= the

@@ -108,8 +108,9 @@ struct cat {
     struct cat_resv *resv;
     struct cat_def *def;
     struct cat_units *units;   /* CAT_MAGIC_UNITS catalogs; else none */
-    uint64_t n_ds, n_fr, n_resv, n_def, n_units;
-    uint64_t cap_ds, cap_fr, cap_resv, cap_def, cap_units;
+    struct cat_ingest *ingest; /* CAT_MAGIC_INGEST catalogs; else none */
+    uint64_t n_ds, n_fr, n_resv, n_def, n_units, n_ingest;
+    uint64_t cap_ds, cap_fr, cap_resv, cap_def, cap_units, cap_ingest;
 };
 
 /* catalog.c */

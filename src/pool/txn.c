@@ -614,12 +614,21 @@ int pool_publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard 
 }
 
 static int publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
-                   uint64_t replaces, uint32_t ingest);
+                   uint64_t replaces, uint32_t ingest, const struct pool_ingest *ing);
 
 int pool_publish_over(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
                       uint64_t replaces)
 {
-    return publish(p, ds, shards, replaces, (uint32_t)pool_ingest_tier(p));
+    return publish(p, ds, shards, replaces, (uint32_t)pool_ingest_tier(p), NULL);
+}
+
+int pool_publish_ingest(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
+                        uint64_t replaces, const struct pool_ingest *ing)
+{
+    if (ing && ing->flags & ~(uint64_t)INGEST_SHUFFLED)
+        return seterr(&p->obj, CXLP_EARG, "pool_publish: ingest flags %#llx",
+                      (unsigned long long)ing->flags);
+    return publish(p, ds, shards, replaces, (uint32_t)pool_ingest_tier(p), ing);
 }
 
 int pool_publish_in(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
@@ -627,11 +636,11 @@ int pool_publish_in(cxlp_pool *p, struct pool_dataset *ds, const struct pool_sha
 {
     if (tier >= p->a->L.n_tiers)
         return seterr(&p->obj, CXLP_EARG, "pool_publish: tier %u of %u", tier, p->a->L.n_tiers);
-    return publish(p, ds, shards, 0, tier);
+    return publish(p, ds, shards, 0, tier, NULL);
 }
 
 static int publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shard *shards,
-                   uint64_t replaces, uint32_t ingest)
+                   uint64_t replaces, uint32_t ingest, const struct pool_ingest *ing)
 {
     int rc = writable_handle(p, "pool_publish");
     if (rc)
@@ -726,6 +735,19 @@ static int publish(cxlp_pool *p, struct pool_dataset *ds, const struct pool_shar
         rec.d.policy = c->ds[old].d.policy;
     if ((rc = write_meta(&t, &rec, shards, ingest)))
         goto out;
+    /* the ingest record: the caller's, else the replaced dataset's (whose
+     * own is dropped with it when the catalog is written) */
+    struct cat_ingest ie = {.states_off = rec.states.off, .flags = ing ? ing->flags : 0,
+                            .seed = ing ? ing->seed : 0, .n_source = rec.d.info.n_records};
+    for (uint64_t i = 0; !ie.flags && old >= 0 && i < c->n_ingest; i++)
+        if (c->ingest[i].states_off == c->ds[old].states.off &&
+            c->ingest[i].n_source == ie.n_source) {
+            ie.flags = c->ingest[i].flags;
+            ie.seed = c->ingest[i].seed;
+        }
+    if (ie.flags && rec.d.n_shards &&
+        arr_push(&c->ingest, &c->n_ingest, &c->cap_ingest, sizeof ie, &ie))
+        goto nomem;
     /* footprint pieces are disjoint and sorted; within one reservation they
      * leave gaps that go back to free space */
     for (uint64_t i = 0; i < c->n_resv; i++) {

@@ -20,6 +20,12 @@
  *     (back to back in the .bin), sum of bytes <= MAX(run limit, bytes of
  *     sequence i) with run limit = MIN(CHUNK, shard_bytes / 8), n <=
  *     RUN_SEQS; one kernel copy per run, as for raw.
+ *   - Shuffled (opts->shuffle, raw and npy): record k of the dataset ==
+ *     input record P(k), P = ingest_perm(n, seed), a keyed bijection of
+ *     [0, n) computed per id (no table); see ingest_shuffled for how the
+ *     input is read. Megatron is refused: a shuffle of sequences would cut
+ *     documents apart, and one of whole documents would need the document
+ *     index to be rewritten (rejected below).
  *   - Every message starts with the file it is about.
  *
  * Alternatives rejected:
@@ -38,6 +44,11 @@
  *     back to back (a syscall per short sequence would cost more than the
  *     faults); a .bin truncated during the import could then raise SIGBUS: a
  *     file being rewritten under the importer is outside what we promise.
+ *   - Shuffled Megatron by whole documents (documents permuted, sequences
+ *     of a document kept together, the index rebuilt): possible, but a
+ *     Megatron dataset is read through its document index and its own
+ *     samplers, which mix documents already; refused with a message until
+ *     someone needs it.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -50,9 +61,11 @@
 
 #include "common/common.h"
 #include "pool/pool.h"
+#include "pool/pool_format.h"
 #include "store/megatron.h"
 #include "store/npy.h"
 #include "store/store.h"
+#include "sample/feistel.h"
 
 /* Bytes per copy: large enough that syscall cost vanishes, small enough to
  * stay in L2 between the kernel's copy and the writer's hash. */
@@ -303,6 +316,110 @@ static int fill(struct obj *o, struct sink *k, const struct src *s, void *dst, u
     return read_exact(o, s, (uint8_t *)dst + done, n - done, off + done);
 }
 
+static int map_ro(struct obj *o, const struct src *s, const uint8_t **out);
+static void unmap_ro(const struct src *s, const uint8_t *m);
+
+void ingest_perm(struct feistel *f, uint64_t n, uint64_t seed)
+{
+    feistel_init(f, n, derive_key(seed, 0, INGEST_SHUFFLE_TAG, 0));
+}
+
+/* Shuffled ingest: records per group, and the group's bytes in the pool.
+ * Arrays of 8 + 16 bytes per record of a group: at most 1.5 MiB of memory
+ * whatever the input's size. */
+#define SHUF_GROUP 65536u
+#define SHUF_BYTES (4ull << 20)
+
+struct shuf_ent {
+    uint64_t src;            /* input record */
+    uint64_t slot;           /* record of the group it becomes */
+};
+
+static int by_src(const void *a, const void *b)
+{
+    uint64_t x = ((const struct shuf_ent *)a)->src, y = ((const struct shuf_ent *)b)->src;
+    return (x > y) - (x < y);
+}
+
+/* raw and npy, shuffled: record k = input record P(k) of the n records at
+ * bytes [off, off + n * rec) of s.
+ *
+ * How the input is read. Records are written in dataset order, a group of
+ * up to SHUF_GROUP records (and SHUF_BYTES) at a time straight into the
+ * pool (cxlp_writer_direct); P of the group's ids is computed in one call
+ * (feistel_apply_n), the (input record, slot) pairs are sorted by input
+ * record, and each record is copied in that ascending order. Why sorted:
+ * a group's records are scattered over the whole input; in ascending order
+ * the reads of one group sweep the file once (one pass of the disk's head,
+ * readahead that can help when neighbours fall in one group) instead of
+ * jumping back and forth. Why groups and not the whole dataset: sorting all
+ * n pairs would take 16 bytes per record of memory (16 GiB for 10^9
+ * records); a group bounds it at 1.5 MiB, and every input record is still
+ * read exactly once, by the group that holds its slot. Small records (< SMALL_RUN) are copied from a
+ * read-only mapping of the input: a syscall per record of 100 bytes would
+ * cost more than the copy, and the mapping holds only clean page cache the
+ * kernel drops under pressure, so an input larger than memory works (as
+ * Megatron's .bin mapping above; a file truncated meanwhile can raise
+ * SIGBUS, the same promise). Larger records take one pread each. */
+static int ingest_shuffled(struct obj *o, cxlp_writer *w, const struct src *s, uint64_t off,
+                           uint64_t n, uint64_t rec, const struct cxlp_import_opts *opts)
+{
+    const uint8_t *map = NULL;
+    int rc = 0;
+    if (rec < SMALL_RUN && (rc = map_ro(o, s, &map)))
+        return rc;
+    posix_fadvise(s->fd, (off_t)off, (off_t)(n * rec), POSIX_FADV_RANDOM);
+    struct feistel f;
+    ingest_perm(&f, n, opts->shuffle_seed);
+    uint64_t gmax = MIN((uint64_t)SHUF_GROUP, MAX(SHUF_BYTES / rec, 1));
+    uint64_t *ids = malloc(gmax * sizeof *ids);
+    struct shuf_ent *e = malloc(gmax * sizeof *e);
+    if (!ids || !e)
+        rc = seterr(o, -ENOMEM, "%s: shuffle: out of memory", s->path);
+    for (uint64_t k = 0; !rc && k < n;) {
+        uint64_t room = writer_room(w) / rec;
+        uint64_t g = MIN(gmax, n - k);
+        if (room)
+            g = MIN(g, room);
+        void *dst;
+        if ((rc = cxlp_writer_direct(w, g * rec, &dst))) {
+            rc = writer_fail(o, w, rc, s->path);
+            w = NULL;
+            break;
+        }
+        for (uint64_t i = 0; i < g; i++)
+            ids[i] = k + i;
+        feistel_apply_n(&f, ids, (size_t)g);
+        for (uint64_t i = 0; i < g; i++)
+            e[i] = (struct shuf_ent){.src = ids[i], .slot = i};
+        qsort(e, (size_t)g, sizeof *e, by_src);
+        prefault(dst, g * rec);
+        uint8_t *d = dst;
+        for (uint64_t i = 0; !rc && i < g; i++) {
+            if (map)
+                memcpy(d + e[i].slot * rec, map + off + e[i].src * rec, rec);
+            else
+                rc = read_exact(o, s, d + e[i].slot * rec, rec, off + e[i].src * rec);
+        }
+        if (rc)
+            break;
+        if ((rc = cxlp_writer_commit_direct(w, g * rec))) {
+            rc = writer_fail(o, w, rc, s->path);
+            w = NULL;
+            break;
+        }
+        k += g;
+        progress(opts, k * rec, n * rec);
+    }
+    free(ids);
+    free(e);
+    if (map)
+        unmap_ro(s, map);
+    if (rc && w)
+        cxlp_writer_abort(w);
+    return rc;
+}
+
 /* raw and npy: bytes [off, off + bytes) of s become fixed-size records. */
 static int ingest_fixed(cxlp_pool *p, struct obj *o, const char *name, const struct src *s,
                         uint64_t off, uint64_t bytes, const struct cxlp_schema *schema,
@@ -315,6 +432,13 @@ static int ingest_fixed(cxlp_pool *p, struct obj *o, const char *name, const str
     int rc = cxlp_writer_begin(p, name, schema, &wo, &w);
     if (rc)
         return writer_fail(o, NULL, rc, s->path);
+    if (opts->shuffle) {
+        writer_set_shuffle(w, opts->shuffle_seed);
+        if ((rc = ingest_shuffled(o, w, s, off, bytes / rec, rec, opts)))
+            return rc;
+        rc = cxlp_writer_commit(w);
+        return rc ? seterr(o, rc, "%s: %s", s->path, cxlp_errmsg(NULL)) : 0;
+    }
     uint64_t chunk = MAX(CHUNK / rec, 1) * rec;
     struct sink k;
     sink_open(p, &k);
@@ -608,6 +732,14 @@ static int import_megatron(cxlp_pool *p, struct obj *o, const char *name, const 
     }
     if (m.n_seqs == 0 && (rc = no_records(o, idx_path, opts, "sequence_count is 0")))
         goto out;
+    if (opts->shuffle) {
+        /* after the index checks: a bad .idx is reported as such first */
+        rc = seterr(o, CXLP_EUNSUPPORTED,
+                    "%s: shuffle (--shuffle): not supported for the megatron format (a "
+                    "shuffle of sequences would cut its documents apart); Megatron's own "
+                    "samplers mix documents at read time", idx_path);
+        goto out;
+    }
     if ((rc = map_ro(o, &bs, &bin)))
         goto out;
     rc = ingest_megatron(p, o, name, &m, &bs, bin, idx_path, opts);

@@ -334,14 +334,14 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
     if (!s)
         return seterr(pool_obj(p), -ENOMEM, "dataset %s: out of memory", name);
     obj_init(&s->obj);
-    rc = pool_lookup(p, name, &s->ds, &s->loc, &s->a, &s->gen);
+    rc = pool_lookup_ingest(p, name, &s->ds, &s->loc, &s->a, &s->gen, &s->ingest);
     if (rc == CXLP_ENOTFOUND && pool_has_remote(p)) {
         /* a dataset of a peer of the remote tier: mirrored, then opened */
         char msg[ERRMSG_MAX];
         strlcpy0(msg, cxlp_errmsg(pool_obj(p)), sizeof msg);
         int r2 = pool_remote_mirror(p, name);
         if (r2 == 0)
-            rc = pool_lookup(p, name, &s->ds, &s->loc, &s->a, &s->gen);
+            rc = pool_lookup_ingest(p, name, &s->ds, &s->loc, &s->a, &s->gen, &s->ingest);
         else /* pool_remote_mirror says which peers and why */
             rc = seterr(pool_obj(p), r2, "%s (%s)", msg, cxlp_errmsg(NULL));
     }
@@ -356,6 +356,8 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
     s->mu_init = 1;
     s->name = s->ds.info.name;
     s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';
+    if (s->ingest.flags & INGEST_SHUFFLED)
+        ingest_perm(&s->shuf, s->ds.info.n_records, s->ingest.seed);
     s->nc = attach_noncoherent(s->a);
     if (s->nc) /* every read of this store takes the closer look */
         at_fetch_add_acq_rel(&read_alarm, 1);
@@ -1129,6 +1131,38 @@ int cxlp_store_docs(const cxlp_store *s, const int64_t **docs, uint64_t *n_docs)
         return seterr(NULL, CXLP_EARG, "store_docs: NULL argument");
     *docs = s->docs;
     *n_docs = s->docs ? s->ds.info.n_docs : 0;
+    return 0;
+}
+
+int cxlp_store_ingest_shuffle(const cxlp_store *s, uint64_t *seed)
+{
+    if (!s)
+        return seterr(NULL, CXLP_EARG, "store_ingest_shuffle: NULL store");
+    int shuffled = (s->ingest.flags & INGEST_SHUFFLED) != 0;
+    if (seed)
+        *seed = shuffled ? s->ingest.seed : 0;
+    return shuffled;
+}
+
+int cxlp_store_source_index(const cxlp_store *s, uint64_t idx, uint64_t *src)
+{
+    if (!s || !src)
+        return seterr(NULL, CXLP_EARG, "store_source_index: NULL argument");
+    if (idx >= s->ds.info.n_records)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: record %llu of %llu", s->name,
+                      (unsigned long long)idx, (unsigned long long)s->ds.info.n_records);
+    *src = s->ingest.flags & INGEST_SHUFFLED ? feistel_apply(&s->shuf, idx) : idx;
+    return 0;
+}
+
+int cxlp_store_record_of_source(const cxlp_store *s, uint64_t src, uint64_t *idx)
+{
+    if (!s || !idx)
+        return seterr(NULL, CXLP_EARG, "store_record_of_source: NULL argument");
+    if (src >= s->ds.info.n_records)
+        return seterr(NULL, CXLP_ERANGE, "dataset %s: input record %llu of %llu", s->name,
+                      (unsigned long long)src, (unsigned long long)s->ds.info.n_records);
+    *idx = s->ingest.flags & INGEST_SHUFFLED ? feistel_invert(&s->shuf, src) : src;
     return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "common/fastdiv.h"
 #include "common/flush.h"
 #include "pool/pool.h"
+#include "sample/feistel.h"
 #include "store/shard.h"
 
 struct store_io;
@@ -42,6 +43,8 @@ struct cxlp_store {
     struct pool_shard *loc;   /* the shard table, private copy */
     const int64_t *docs;      /* NULL when absent */
     const char *name;         /* ds.info.name */
+    struct pool_ingest ingest; /* how it was ingested (flags 0: plainly) */
+    struct feistel shuf;      /* INGEST_SHUFFLED: record k is input record shuf(k) */
     /* tiered pools */
     int tiered;               /* more than one tier: shards move */
     int unpinned;             /* tiered, and the attachment holds no lease (a
@@ -247,6 +250,13 @@ int writer_commit_var(cxlp_writer *w, const uint64_t *lens, uint64_t n);
  * sized for what is left (bytes and index) instead of a whole shard_bytes.
  * A hint: a wrong one costs space or one more shard, never correctness. */
 void writer_expect_records(cxlp_writer *w, uint64_t n);
+/* Records with the dataset, at commit, that its records were shuffled with
+ * seed (pool_publish_ingest: record k is input record P(k)). */
+void writer_set_shuffle(cxlp_writer *w, uint64_t seed);
+/* The permutation P of a shuffled ingest of n records with seed: record k
+ * of the dataset is input record feistel_apply(f, k) (pool_format.h, struct
+ * cat_ingest; a stored format: never change it). */
+void ingest_perm(struct feistel *f, uint64_t n, uint64_t seed);
 
 /* cxlp_writer_begin for a dataset that replaces the published one of the
  * same name whose info.version is replaces (0: a new name, as

@@ -82,6 +82,7 @@
 #endif
 
 #include "pool/pool.h"
+#include "pool/pool_format.h"
 #include "store/shard.h"
 #include "store/store.h"
 
@@ -132,6 +133,7 @@ struct cxlp_writer {
     int failed;               /* first fatal error; later calls return it */
     int fault_done;
     uint64_t replaces;        /* writer_begin_over: the version the commit replaces */
+    struct pool_ingest ingest; /* writer_set_shuffle; flags 0: none */
 
     struct resv *res;
     size_t n_res, cap_res;
@@ -683,6 +685,12 @@ void writer_expect_records(cxlp_writer *w, uint64_t n)
 {
     if (w && w->obj.magic == OBJ_MAGIC)
         w->expected_records = n;
+}
+
+void writer_set_shuffle(cxlp_writer *w, uint64_t seed)
+{
+    if (w && w->obj.magic == OBJ_MAGIC)
+        w->ingest = (struct pool_ingest){.flags = INGEST_SHUFFLED, .seed = seed};
 }
 
 /* Seals the open shard and opens one that takes n records of add[k] bytes
@@ -1247,7 +1255,7 @@ int cxlp_writer_commit(cxlp_writer *w)
         goto out;
     }
     progress(w, 1);
-    rc = pool_publish_over(w->p, &ds, w->shards, w->replaces);
+    rc = pool_publish_ingest(w->p, &ds, w->shards, w->replaces, &w->ingest);
     if (rc)
         pool_fail(w, rc, "publishing");
     else

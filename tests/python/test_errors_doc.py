@@ -49,7 +49,8 @@ class Opts(ctypes.Structure):
     _fields_ = [("format", ctypes.c_int), ("record_size", ctypes.c_uint64),
                 ("dtype", ctypes.c_int), ("shard_bytes", ctypes.c_uint64),
                 ("progress", ctypes.c_void_p), ("progress_ctx", ctypes.c_void_p),
-                ("allow_empty", ctypes.c_int), ("no_hugepages", ctypes.c_int)]
+                ("allow_empty", ctypes.c_int), ("no_hugepages", ctypes.c_int),
+                ("shuffle", ctypes.c_int), ("shuffle_seed", ctypes.c_uint64)]
 
 
 PROGRESS = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64)
@@ -212,12 +213,15 @@ REPROS: dict[str, Repro] = {
         lambda t: (megatron(t / "tok", docs=()), dict(format=MEGATRON), t / "tok.idx"),
     "megatron: document index not 0 first, decreasing, > sequence_count, or last != sequence_count":
         lambda t: (megatron(t / "tok", docs=(0, 2, 4)), dict(format=MEGATRON), t / "tok.idx"),
+    "megatron: `shuffle` (`--shuffle`) asked for (checked after the .idx)":
+        lambda t: (megatron(t / "tok"), dict(format=MEGATRON, shuffle=1), t / "tok.idx"),
 }
 
 
 def call(lib, p, src: Path, opts: dict, name: bytes = b"x", progress=None) -> tuple[int, str]:
     o = Opts(format=opts.get("format", 0), record_size=opts.get("record_size", 0),
-             dtype=opts.get("dtype", -1), shard_bytes=opts.get("shard_bytes", 0))
+             dtype=opts.get("dtype", -1), shard_bytes=opts.get("shard_bytes", 0),
+             shuffle=opts.get("shuffle", 0))
     if progress is not None:
         o.progress = ctypes.cast(progress, ctypes.c_void_p)
     rc = lib.cxlp_import(p, name, str(src).encode(), ctypes.byref(o))
