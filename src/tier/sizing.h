@@ -12,6 +12,9 @@
  *   place    kept copies a placement makes in the staging tier take at
  *            most a quarter of the budget; what they take leaves the budget
  *            (at least two items of room for the misses)
+ *   sparse   an item is too sparse to stage when reading its records of
+ *            the horizon in part takes fewer bytes than its records in a
+ *            copy (engine_sparse)
  */
 #ifndef CXLP_TIER_SIZING_H
 #define CXLP_TIER_SIZING_H
@@ -53,6 +56,24 @@ static inline uint64_t engine_budget_after_place(uint64_t budget, uint64_t place
 {
     uint64_t b = budget > placed ? budget - placed : 0;
     return b < 2 * maxlen ? 2 * maxlen : b;
+}
+
+/* 1 when an item is too sparse to pay for a copy: the host's ids of it in
+ * view (this rank's `ids` in its horizon and in flight, times 1 + the
+ * `others` engines of the host whose need lists name it: each assumed to
+ * read as many) at `rec` bytes each (a record's payload rounded up to the
+ * partial read's block) take fewer bytes than the smaller of the item's
+ * records' bytes (`len` bytes of a copy, of which `payload_pm`/1024 are
+ * records) and what the `horizon` (ids) can show of one item. An item
+ * whose records are all in view is never sparse; a host's scattered
+ * records of other hosts' blocks (tests/cli/test_hosts3.sh: about 1/8 of
+ * an item's records per host in view, 1 KiB records in 4 KiB blocks) are
+ * (docs/tiers.md, "Sparse items"). */
+static inline int engine_sparse(uint64_t ids, uint64_t others, uint64_t rec, uint64_t len,
+                                uint64_t payload_pm, uint64_t horizon)
+{
+    uint64_t recs = len / 1024 * payload_pm, lim = horizon * rec < recs ? horizon * rec : recs;
+    return ids * (others + 1) * rec < lim;
 }
 
 /* The queue of ids ahead and the ring of ids handed out (engine_create). */
