@@ -374,6 +374,44 @@ static void touch(struct tier_engine *e, uint64_t k, uint64_t d, int count)
         e->hcount[k] += e->hcount[k] < UINT32_MAX;
 }
 
+/* The items a copy does not pay for (under mu, after the next uses):
+ *  - too sparse in view (engine_sparse), and those of the queue past the
+ *    horizon (judged when they enter it);
+ *  - the ones past the budget when the items in view are ranked densest
+ *    first (engine_density; the step where the budget runs out still
+ *    fits): a view of more items than the budget holds (a host reading
+ *    other hosts' blocks besides its own windows, test_hosts3.sh) would
+ *    otherwise evict copies before their reads are done and stage them
+ *    again, and again. Where the view fits the budget (a window="auto"
+ *    order: the horizon is 5/8 of the budget) no item is past it.
+ * Either is staged only into room (sparse_no_room). */
+static void mark_sparse(struct tier_engine *e)
+{
+    uint64_t bytes[ENGINE_DENSITY_STEPS] = {0};
+    for (size_t i = 0; i < e->n_touched; i++) {
+        uint64_t k = e->touched[i];
+        if (e->hcount[k])
+            bytes[engine_density(e->hcount[k] * (e->others[k] + 1) * e->sparse_rec,
+                                 e->len[k])] += e->len[k];
+    }
+    uint32_t cut = 0; /* steps below cut: past the budget */
+    uint64_t acc = 0;
+    for (uint32_t d = ENGINE_DENSITY_STEPS; d-- > 0;) {
+        acc += bytes[d];
+        if (acc > e->budget) {
+            cut = d;
+            break;
+        }
+    }
+    for (size_t i = 0; i < e->n_touched; i++) {
+        uint64_t k = e->touched[i];
+        uint64_t need = e->hcount[k] * (e->others[k] + 1) * e->sparse_rec;
+        e->sparse[k] = engine_sparse(e->hcount[k], e->others[k], e->sparse_rec, e->len[k],
+                                     e->payload_pm, e->horizon) ||
+                       engine_density(need, e->len[k]) < cut;
+    }
+}
+
 /* The window, next uses (own, recent, other ranks') and the need list we
  * publish (under mu). */
 static void plan(struct tier_engine *e)
@@ -424,14 +462,8 @@ static void plan(struct tier_engine *e)
                                    attach_domain(e->wa), e->n, e->next_use,
                                    e->touched + e->n_touched, e->cap_touched - e->n_touched,
                                    e->others, e->seen);
-    /* the items too sparse to stage, and those of the queue past the
-     * horizon: judged when they enter it (until then staged only into
-     * room, as sparse ones) */
-    for (size_t i = 0; e->sparse_rec && i < e->n_touched; i++) {
-        uint64_t k = e->touched[i];
-        e->sparse[k] = engine_sparse(e->hcount[k], e->others[k], e->sparse_rec, e->len[k],
-                                     e->payload_pm, e->horizon);
-    }
+    if (e->sparse_rec)
+        mark_sparse(e);
 }
 
 static struct tier_view view(const struct tier_engine *e)
@@ -559,8 +591,9 @@ static int sparse_no_room(const struct tier_engine *e, uint64_t k)
 static int sparse_now(const struct tier_engine *e, uint64_t k, uint64_t recs)
 {
     return e->sparse_rec && no_room_for(e, k) &&
-           engine_sparse(MAX(e->hcount[k], recs), e->others[k], e->sparse_rec, e->len[k],
-                         e->payload_pm, e->horizon);
+           ((e->hcount[k] && e->sparse[k]) ||
+            engine_sparse(MAX(e->hcount[k], recs), e->others[k], e->sparse_rec, e->len[k],
+                          e->payload_pm, e->horizon));
 }
 
 struct cand_key {

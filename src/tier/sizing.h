@@ -76,6 +76,21 @@ static inline int engine_sparse(uint64_t ids, uint64_t others, uint64_t rec, uin
     return ids * (others + 1) * rec < lim;
 }
 
+/* The density of an item in view for the budget's ranking (engine.c,
+ * plan): the bytes its ids in view need (as engine_sparse) over its len,
+ * on a log scale with 4 steps an octave, 0 (none) to 255. */
+#define ENGINE_DENSITY_STEPS 256u
+static inline uint32_t engine_density(uint64_t need, uint64_t len)
+{
+    uint64_t r = need / (len / 64 + 1); /* in 1/64ths of len */
+    if (!r)
+        return 0;
+    uint32_t lg = 63u - (uint32_t)__builtin_clzll(r);
+    uint32_t sub = lg >= 2 ? (uint32_t)(r >> (lg - 2)) & 3u : (uint32_t)(r << (2 - lg)) & 3u;
+    uint32_t d = 1 + lg * 4 + sub;
+    return d < ENGINE_DENSITY_STEPS ? d : ENGINE_DENSITY_STEPS - 1;
+}
+
 /* The queue of ids ahead and the ring of ids handed out (engine_create). */
 static inline uint64_t engine_q_cap(uint64_t horizon)
 {
