@@ -155,7 +155,9 @@ struct tier_engine {
     uint8_t *others;           /* per item: other engines of the host whose
                                   need lists name it (registry_merge) */
     uint16_t *seen;            /* registry_merge's scratch */
-    uint8_t *sparse;           /* per item: too sparse to stage (engine_sparse) */
+    uint8_t *sparse;           /* per item: too sparse to stage (mark_sparse) */
+    uint64_t *dense_until;     /* per item: judged dense by a plan: not sparse
+                                  until pos passes this (a horizon later) */
     uint64_t *window, *wdist, *touched;
     size_t n_window, n_touched, cap_touched;
     uint64_t plans;            /* planning rounds (residency rescans) */
@@ -384,7 +386,11 @@ static void touch(struct tier_engine *e, uint64_t k, uint64_t d, int count)
  *    otherwise evict copies before their reads are done and stage them
  *    again, and again. Where the view fits the budget (a window="auto"
  *    order: the horizon is 5/8 of the budget) no item is past it.
- * Either is staged only into room (sparse_no_room). */
+ * Either is staged only into room (sparse_no_room). An item with enough
+ * ids in view (the first test) keeps passing it for a horizon of ids: the
+ * ids in view of an item being read only fall (a window's items are read
+ * side by side, each a part at a time), and one not staged yet would turn
+ * sparse halfway through. The ranking is made afresh at every plan. */
 static void mark_sparse(struct tier_engine *e)
 {
     uint64_t bytes[ENGINE_DENSITY_STEPS] = {0};
@@ -406,8 +412,11 @@ static void mark_sparse(struct tier_engine *e)
     for (size_t i = 0; i < e->n_touched; i++) {
         uint64_t k = e->touched[i];
         uint64_t need = e->hcount[k] * (e->others[k] + 1) * e->sparse_rec;
-        e->sparse[k] = engine_sparse(e->hcount[k], e->others[k], e->sparse_rec, e->len[k],
-                                     e->payload_pm, e->horizon) ||
+        int few = engine_sparse(e->hcount[k], e->others[k], e->sparse_rec, e->len[k],
+                                e->payload_pm, e->horizon);
+        if (!few)
+            e->dense_until[k] = e->pos + e->horizon;
+        e->sparse[k] = (few && e->dense_until[k] <= e->pos) ||
                        engine_density(need, e->len[k]) < cut;
     }
 }
@@ -592,8 +601,9 @@ static int sparse_now(const struct tier_engine *e, uint64_t k, uint64_t recs)
 {
     return e->sparse_rec && no_room_for(e, k) &&
            ((e->hcount[k] && e->sparse[k]) ||
-            engine_sparse(MAX(e->hcount[k], recs), e->others[k], e->sparse_rec, e->len[k],
-                          e->payload_pm, e->horizon));
+            (e->dense_until[k] <= e->pos &&
+             engine_sparse(MAX(e->hcount[k], recs), e->others[k], e->sparse_rec, e->len[k],
+                           e->payload_pm, e->horizon)));
 }
 
 struct cand_key {
@@ -1310,6 +1320,7 @@ void engine_free(struct tier_engine *e)
     free(e->others);
     free(e->seen);
     free(e->sparse);
+    free(e->dense_until);
     free(e);
 }
 
@@ -1318,9 +1329,9 @@ uint64_t engine_memory(uint64_t n, uint64_t horizon, uint64_t batch)
     uint64_t q_cap = engine_q_cap(horizon), recent_cap = engine_recent_cap(batch);
     uint64_t cap_touched = MIN(horizon + recent_cap + REG_ENTRIES, n + 1);
     /* len, next_use, last_use, heat, res_list; resident, kept, mine,
-     * foreign, staging, slow; busy; hcount, others, seen, sparse (the
-     * allocations below) */
-    uint64_t per = 5 * sizeof(uint64_t) + 6 + 2 * sizeof(uint32_t) + 1 + sizeof(uint16_t) + 1;
+     * foreign, staging, slow; busy; hcount, others, seen, sparse,
+     * dense_until (the allocations below) */
+    uint64_t per = 6 * sizeof(uint64_t) + 6 + 2 * sizeof(uint32_t) + 1 + sizeof(uint16_t) + 1;
     return sizeof(struct tier_engine) + n * per + (q_cap + recent_cap + 3 * cap_touched) * 8;
 }
 
@@ -1455,7 +1466,8 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     e->others = calloc(nn, 1);
     e->seen = calloc(nn, sizeof *e->seen);
     e->sparse = calloc(nn, 1);
-    if (!e->hcount || !e->others || !e->seen || !e->sparse ||
+    e->dense_until = calloc(nn, sizeof *e->dense_until);
+    if (!e->hcount || !e->others || !e->seen || !e->sparse || !e->dense_until ||
         !e->q || !e->recent || !e->len || !e->next_use || !e->last_use || !e->heat ||
         !e->resident || !e->kept || !e->busy || !e->staging || !e->slow || !e->res_list || !e->window ||
         !e->wdist || !e->touched || !e->mine || !e->foreign || (e->units && !e->kshard)) {

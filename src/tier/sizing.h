@@ -13,8 +13,8 @@
  *            most a quarter of the budget; what they take leaves the budget
  *            (at least two items of room for the misses)
  *   sparse   an item is too sparse to stage when reading its records of
- *            the horizon in part takes fewer bytes than its records in a
- *            copy (engine_sparse)
+ *            the horizon in part takes less than a quarter of its records'
+ *            bytes in a copy (engine_sparse)
  */
 #ifndef CXLP_TIER_SIZING_H
 #define CXLP_TIER_SIZING_H
@@ -62,18 +62,20 @@ static inline uint64_t engine_budget_after_place(uint64_t budget, uint64_t place
  * view (this rank's `ids` in its horizon and in flight, times 1 + the
  * `others` engines of the host whose need lists name it: each assumed to
  * read as many) at `rec` bytes each (a record's payload rounded up to the
- * partial read's block) take fewer bytes than the smaller of the item's
- * records' bytes (`len` bytes of a copy, of which `payload_pm`/1024 are
- * records) and what the `horizon` (ids) can show of one item. An item
- * whose records are all in view is never sparse; a host's scattered
- * records of other hosts' blocks (tests/cli/test_hosts3.sh: about 1/8 of
- * an item's records per host in view, 1 KiB records in 4 KiB blocks) are
- * (docs/tiers.md, "Sparse items"). */
+ * partial read's block) take less than a quarter of the smaller of the
+ * item's records' bytes (`len` bytes of a copy, of which `payload_pm`/1024
+ * are records) and what the `horizon` (ids) can show of one item. A
+ * quarter: an item of a window="auto" order (a window half the budget,
+ * the horizon 5/8 of it) has a quarter of its records in view when its
+ * window's predecessor starts, which is when it was staged before this
+ * rule; at 1 (a copy's bytes) it waited for all of them, a window's
+ * items were read in part (bench_home_bytes). The rest is the budget's
+ * ranking (engine.c, mark_sparse). */
 static inline int engine_sparse(uint64_t ids, uint64_t others, uint64_t rec, uint64_t len,
                                 uint64_t payload_pm, uint64_t horizon)
 {
     uint64_t recs = len / 1024 * payload_pm, lim = horizon * rec < recs ? horizon * rec : recs;
-    return ids * (others + 1) * rec < lim;
+    return ids * (others + 1) * rec * 4 < lim;
 }
 
 /* The density of an item in view for the budget's ranking (engine.c,
