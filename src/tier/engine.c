@@ -151,7 +151,8 @@ struct tier_engine {
     uint64_t used;
     uint64_t copying;          /* bytes of the copies stage() is making */
     uint32_t *hcount;          /* per item: this rank's ids of it in view
-                                  (queue and in flight) at the last plan */
+                                  (the queue's first horizon of ids, and
+                                  those in flight) at the last plan */
     uint8_t *others;           /* per item: other engines of the host whose
                                   need lists name it (registry_merge) */
     uint16_t *seen;            /* registry_merge's scratch */

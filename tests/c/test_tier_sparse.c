@@ -1,14 +1,16 @@
 /* Sparse items (docs/tiers.md, "Sparse items"): an order that reads 40
  * shards whole and, past the point where they fill the staging budget, a
  * few scattered records of 24 other shards (3 each, in round robin, never
- * two of one shard in a batch). Under every policy the scattered shards
- * are never staged: each batch reads its record of one of them in part
- * (sparse_reads: every such batch and shard; partial_bytes: the record's
- * 4 KiB block each, and each shard's header page at most once), while
- * the 40 dense shards are staged as before, each once; every record comes
+ * two of one shard in a batch). Under every policy the batches read the
+ * scattered shards in part (sparse_reads: streaming every such batch and
+ * shard; the policies that hold copies at least 3/4 of them, a copy being
+ * made where an eviction left a moment's room), partial_bytes the
+ * records' 4 KiB blocks and each shard's header page at most once, while
+ * the 40 dense shards are staged as before, each once, and a scattered
+ * shard only for a batch that did not read it in part; every record comes
  * once and intact. The same order with a budget that holds the whole
- * dataset: policies that hold copies stage the scattered shards into the
- * room (a second pass all hits), streaming still reads them in part. */
+ * dataset: lookahead and lru stage the scattered shards into the room (a
+ * second pass all hits), streaming still reads them in part. */
 #include "test.h"
 #include "records.h"
 #include "store/store.h"
