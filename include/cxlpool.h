@@ -1338,6 +1338,11 @@ struct cxlp_loader_stats {
      * first windows, planned from tier_next_fn during this pass's last
      * ones): the next pass reads them, this one does not. */
     uint64_t next_pass_bytes;
+    /* Of partial_reads, the items a batch read in part because they were
+     * too sparse to pay for a copy: the host's records of them in view
+     * take less than half of a copy's bytes in blocks, and the budget had
+     * no room without evicting (docs/tiers.md, "Sparse items"). */
+    uint64_t sparse_reads;
 };
 /* Fills st. Any thread. */
 CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);

@@ -501,7 +501,7 @@ static PyObject *loader_get_stall_ns(LoaderObject *self, void *c)
 static PyObject *stats_dict(const struct cxlp_loader_stats *st)
 {
     return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:O,"
-                         "s:K,s:K,s:K,s:K,s:K,s:K}", "policy",
+                         "s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "policy",
                          cxlp_policy_name(st->policy), "tier", st->tier, "budget",
                          (unsigned long long)st->budget, "batches",
                          (unsigned long long)st->batches, "records",
@@ -523,7 +523,8 @@ static PyObject *stats_dict(const struct cxlp_loader_stats *st)
                          (unsigned long long)st->kept_bytes, "kept_evicted",
                          (unsigned long long)st->kept_evicted, "no_room",
                          (unsigned long long)st->no_room, "next_pass_bytes",
-                         (unsigned long long)st->next_pass_bytes);
+                         (unsigned long long)st->next_pass_bytes, "sparse_reads",
+                         (unsigned long long)st->sparse_reads);
 }
 
 /* The staging engine's counters (all zero on a pool of one tier). */

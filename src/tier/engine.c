@@ -115,6 +115,12 @@ struct tier_engine {
                                   (cleared for a dataset whose shards have
                                   no block sums: under mu, an atomic store,
                                   as gather threads read it unlocked) */
+    uint64_t sparse_rec;       /* bytes a partial read takes per record (its
+                                  bytes rounded up to the block), for the
+                                  sparse rule (engine_sparse); 0: no rule
+                                  (no block sums, reading in part anyway,
+                                  or a process that places no copies) */
+    uint64_t payload_pm;       /* of a copy's bytes, the records' (per 1024) */
     uint64_t *states_rw;       /* the dataset's words, writable (heat) */
     cxlp_index_fn src;
     void *src_ctx;
@@ -144,6 +150,15 @@ struct tier_engine {
     size_t n_res;
     uint64_t used;
     uint64_t copying;          /* bytes of the copies stage() is making */
+    uint32_t *hcount;          /* per item: this rank's ids of it in view
+                                  (the queue's first horizon of ids, and
+                                  those in flight) at the last plan */
+    uint8_t *others;           /* per item: other engines of the host whose
+                                  need lists name it (registry_merge) */
+    uint16_t *seen;            /* registry_merge's scratch */
+    uint8_t *sparse;           /* per item: too sparse to stage (mark_sparse) */
+    uint64_t *dense_until;     /* per item: judged dense by a plan: not sparse
+                                  until pos passes this (a horizon later) */
     uint64_t *window, *wdist, *touched;
     size_t n_window, n_touched, cap_touched;
     uint64_t plans;            /* planning rounds (residency rescans) */
@@ -347,7 +362,9 @@ static uint64_t reg_key(const struct tier_engine *e)
     return e->s->ds.states_off | (uint64_t)(e->units != 0);
 }
 
-static void touch(struct tier_engine *e, uint64_t k, uint64_t d)
+/* Item k is needed d positions from now; counted among the ids in view
+ * when count is set. */
+static void touch(struct tier_engine *e, uint64_t k, uint64_t d, int count)
 {
     if (e->next_use[k] == TIER_NEVER) {
         if (e->n_touched == e->cap_touched)
@@ -356,14 +373,67 @@ static void touch(struct tier_engine *e, uint64_t k, uint64_t d)
     }
     if (d < e->next_use[k])
         e->next_use[k] = d;
+    if (count)
+        e->hcount[k] += e->hcount[k] < UINT32_MAX;
+}
+
+/* The items a copy does not pay for (under mu, after the next uses):
+ *  - too sparse in view (engine_sparse), and those of the queue past the
+ *    horizon (judged when they enter it);
+ *  - the ones past the budget when the items in view are ranked densest
+ *    first (engine_density; the step where the budget runs out still
+ *    fits): a view of more items than the budget holds (a host reading
+ *    other hosts' blocks besides its own windows, test_hosts3.sh) would
+ *    otherwise evict copies before their reads are done and stage them
+ *    again, and again. Where the view fits the budget (a window="auto"
+ *    order: the horizon is 5/8 of the budget) no item is past it.
+ * Either is staged only into room (sparse_no_room). An item with enough
+ * ids in view (the first test) keeps passing it for a horizon of ids: the
+ * ids in view of an item being read only fall (a window's items are read
+ * side by side, each a part at a time), and one not staged yet would turn
+ * sparse halfway through. The ranking is made afresh at every plan. */
+static void mark_sparse(struct tier_engine *e)
+{
+    uint64_t bytes[ENGINE_DENSITY_STEPS] = {0};
+    for (size_t i = 0; i < e->n_touched; i++) {
+        uint64_t k = e->touched[i];
+        if (e->hcount[k])
+            bytes[engine_density(e->hcount[k] * (e->others[k] + 1) * e->sparse_rec,
+                                 e->len[k])] += e->len[k];
+    }
+    uint32_t cut = 0; /* steps below cut: past the budget */
+    uint64_t acc = 0;
+    for (uint32_t d = ENGINE_DENSITY_STEPS; d-- > 0;) {
+        acc += bytes[d];
+        if (acc > e->budget) {
+            cut = d;
+            break;
+        }
+    }
+    for (size_t i = 0; i < e->n_touched; i++) {
+        uint64_t k = e->touched[i];
+        uint64_t need = e->hcount[k] * (e->others[k] + 1) * e->sparse_rec;
+        int few = engine_sparse(e->hcount[k], e->others[k], e->sparse_rec, e->len[k],
+                                e->payload_pm, e->horizon);
+        if (!few)
+            e->dense_until[k] = e->pos + e->horizon;
+        e->sparse[k] = (few && e->dense_until[k] <= e->pos) ||
+                       engine_density(need, e->len[k]) < cut;
+    }
 }
 
 /* The window, next uses (own, recent, other ranks') and the need list we
  * publish (under mu). */
 static void plan(struct tier_engine *e)
 {
-    for (size_t i = 0; i < e->n_touched; i++)
-        e->next_use[e->touched[i]] = TIER_NEVER;
+    for (size_t i = 0; i < e->n_touched; i++) {
+        uint64_t k = e->touched[i];
+        e->next_use[k] = TIER_NEVER;
+        e->hcount[k] = 0;
+        e->others[k] = 0;
+        e->seen[k] = 0;
+        e->sparse[k] = 0;
+    }
     e->n_touched = 0;
     e->n_window = 0;
     if (e->plans++ % 64 == 0 || e->n <= 65536)
@@ -371,7 +441,7 @@ static void plan(struct tier_engine *e)
     uint64_t flight = MIN(e->recent_n, e->pos - MIN(e->begun, e->pos) + e->batch);
     for (size_t i = 0; i < flight; i++) {
         size_t at = (e->recent_head + e->recent_cap - 1 - i) % e->recent_cap;
-        touch(e, item_of(e, e->recent[at]), 0);
+        touch(e, item_of(e, e->recent[at]), 0, 1);
     }
     e->next_from = e->q_len - e->q_next;
     for (size_t i = 0; i < e->q_len; i++) {
@@ -380,7 +450,9 @@ static void plan(struct tier_engine *e)
             e->window[e->n_window] = k;
             e->wdist[e->n_window++] = i + 1;
         }
-        touch(e, k, i + 1);
+        /* the ids in view for the sparse rule: the horizon's (the queue
+         * reads ahead of it by up to 4096) */
+        touch(e, k, i + 1, i < e->horizon);
     }
     registry_publish(e->reg_area, e->reg, e->window, e->wdist, e->n_window);
     uint64_t why[REG_WHY_N] = {0};
@@ -398,7 +470,10 @@ static void plan(struct tier_engine *e)
     registry_publish_why(e->reg_area, e->reg, why);
     e->n_touched += registry_merge(e->reg_area, e->reg_bytes, e->reg, reg_key(e),
                                    attach_domain(e->wa), e->n, e->next_use,
-                                   e->touched + e->n_touched, e->cap_touched - e->n_touched);
+                                   e->touched + e->n_touched, e->cap_touched - e->n_touched,
+                                   e->others, e->seen);
+    if (e->sparse_rec)
+        mark_sparse(e);
 }
 
 static struct tier_view view(const struct tier_engine *e)
@@ -505,6 +580,33 @@ static int stage(struct tier_engine *e, uint64_t k, int miss, struct store_io *i
 
 /* ------------------------------------------------------------ stagers */
 
+/* 1 when a copy of item k would need an eviction (the budget has no room
+ * for it), or the policy does not hold copies (mu held). */
+static int no_room_for(const struct tier_engine *e, uint64_t k)
+{
+    return !e->ops->holds || e->used + e->copying + e->len[k] > e->budget;
+}
+
+/* 1 when item k is too sparse to stage as the last plan saw it
+ * (engine_sparse) and no_room_for it (mu held): its batches read it in
+ * part. */
+static int sparse_no_room(const struct tier_engine *e, uint64_t k)
+{
+    return e->sparse_rec && e->sparse[k] && no_room_for(e, k);
+}
+
+/* The same for a batch with recs records of item k (mu held): the ids of
+ * it in view are at least the batch's (the last plan may not have counted
+ * a batch that began before others that began after it). */
+static int sparse_now(const struct tier_engine *e, uint64_t k, uint64_t recs)
+{
+    return e->sparse_rec && no_room_for(e, k) &&
+           ((e->hcount[k] && e->sparse[k]) ||
+            (e->dense_until[k] <= e->pos &&
+             engine_sparse(MAX(e->hcount[k], recs), e->others[k], e->sparse_rec, e->len[k],
+                           e->payload_pm, e->horizon)));
+}
+
 struct cand_key {
     uint64_t span, item;
 };
@@ -602,7 +704,9 @@ static void *stager(void *arg)
         uint64_t k = TIER_NONE;
         while (!at_load_relaxed(&e->gone) && e->cand_i < e->n_cand && k == TIER_NONE) {
             uint64_t c = e->cand[e->cand_i++];
-            if (!e->staging[c] && !e->resident[c] && !e->kept[c])
+            /* an item too sparse to pay for a copy only into room: none is
+             * evicted for it (its batches read it in part) */
+            if (!e->staging[c] && !e->resident[c] && !e->kept[c] && !sparse_no_room(e, c))
                 k = c;
         }
         /* reading in part, a copy is made only while the budget has room
@@ -804,8 +908,11 @@ static int batch_index(struct tier_batch *b, const struct tier_engine *e, const 
 }
 
 /* Fetches shard k for a batch that needs it now (no pin held; the batch
- * holds k, so this engine does not evict it meanwhile). */
-static int fetch_now(struct tier_engine *e, uint64_t k, struct store_io *io)
+ * holds k, so this engine does not evict it meanwhile), unless it is too
+ * sparse to pay for a copy with the batch's recs records of it (recs 0:
+ * fetched whatever it is): FETCH_SPARSE, the batch reads it in part. */
+#define FETCH_SPARSE 1
+static int fetch_now(struct tier_engine *e, uint64_t k, uint64_t recs, struct store_io *io)
 {
     pthread_mutex_lock(&e->mu);
     int rc = 0, evicted = 0;
@@ -819,6 +926,10 @@ static int fetch_now(struct tier_engine *e, uint64_t k, struct store_io *io)
          * flight (never victims), and lru evicted this window's instead */
         if (e->pos - e->plan_pos >= e->batch && !e->stop)
             replan(e);
+        if (recs && sparse_now(e, k, recs)) {
+            rc = FETCH_SPARSE;
+            break;
+        }
         room(e, k, 1);
         rc = stage(e, k, 1, io);
         if (rc == CXLP_EEXIST || rc == 0) {
@@ -937,6 +1048,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
     if (rc)
         return seterr(NULL, rc, "staging: out of memory for a batch of %zu", n);
     uint64_t t0 = now_ns(), hits = 0, misses = 0, priv = 0, parts = 0, part_bytes = 0, no_room = 0;
+    uint64_t sparse = 0, sparse_priv = 0;
     int first = 1, waited = 0;
     /* the batch holds its shards: this engine evicts none of them until
      * batch_end (other processes may: then they are fetched again) */
@@ -962,13 +1074,19 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
                  * of copies others hold (found by this batch or one just
                  * before: no item waits for room again), or this process
                  * may not place copies: ours alone, below */
-                int gone = at_load_relaxed(&e->gone), full = !e->wp || full_now(e);
-                rc = in_part || gone || full ? CXLP_EFULL : fetch_now(e, k, io);
-                if (rc == CXLP_EFULL && !in_part && !gone && !full)
+                int gone = at_load_relaxed(&e->gone), full = !e->wp || full_now(e), sp = 0;
+                rc = in_part || gone || full ? CXLP_EFULL : fetch_now(e, k, x->records, io);
+                if (rc == FETCH_SPARSE) {
+                    /* too sparse to pay for a copy (engine_sparse): in part */
+                    sp = 1;
+                    rc = CXLP_EFULL;
+                }
+                if (rc == CXLP_EFULL && !in_part && !gone && !full && !sp)
                     at_store_relaxed(&e->full_until, now_ns() + FULL_NS);
                 if (rc == CXLP_EFULL || rc == CXLP_ENOTFOUND) {
                     x->home = 1;
-                    no_room += rc == CXLP_EFULL && !in_part && !gone;
+                    no_room += rc == CXLP_EFULL && !in_part && !gone && !sp;
+                    sparse += sp;
                     rc = 0;
                 }
                 if (rc) {
@@ -979,9 +1097,18 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
         }
         /* of the blocks of our records (format 3 or 4), every shard's in one
          * read a step, else each whole shard */
+        uint64_t priv0 = priv;
         if (missing && (rc = read_home(e, b, ids, n, io, &part_bytes, &parts, &priv))) {
             release_hold(e, b);
             return rc;
+        }
+        if (sparse && priv > priv0 && !sparse_priv) {
+            /* read whole after all (a tier that cannot read in part):
+             * sparse items are staged again from the next batch on */
+            sparse_priv = 1;
+            pthread_mutex_lock(&e->mu);
+            e->sparse_rec = 0;
+            pthread_mutex_unlock(&e->mu);
         }
         if (in_part && priv) {
             /* the dataset's shards have no block sums: staged as without
@@ -1026,6 +1153,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
     e->st.partial_reads += parts;
     e->st.partial_bytes += part_bytes;
     e->st.no_room += no_room;
+    e->st.sparse_reads += sparse;
     for (size_t i = 0; i < b->n; i++)
         e->last_use[b->keys[i]] = e->begun; /* >= 1: the batch began */
     pthread_mutex_unlock(&e->mu);
@@ -1092,7 +1220,7 @@ int engine_read_fields(const void *ctx, uint64_t id, const uint32_t *f, uint32_t
         attach_unpin_epoch(s->a, pin);
         if (rc != CXLP_ENOTFOUND)
             return rc;
-        if ((rc = fetch_now((struct tier_engine *)e, item_of(e, id), &tl->io)))
+        if ((rc = fetch_now((struct tier_engine *)e, item_of(e, id), 0, &tl->io)))
             return rc;
     }
     return seterr(NULL, CXLP_EBUSY, "dataset %s: record %" PRIu64 ": its shard was evicted every "
@@ -1189,6 +1317,11 @@ void engine_free(struct tier_engine *e)
     free(e->window);
     free(e->wdist);
     free(e->touched);
+    free(e->hcount);
+    free(e->others);
+    free(e->seen);
+    free(e->sparse);
+    free(e->dense_until);
     free(e);
 }
 
@@ -1197,8 +1330,9 @@ uint64_t engine_memory(uint64_t n, uint64_t horizon, uint64_t batch)
     uint64_t q_cap = engine_q_cap(horizon), recent_cap = engine_recent_cap(batch);
     uint64_t cap_touched = MIN(horizon + recent_cap + REG_ENTRIES, n + 1);
     /* len, next_use, last_use, heat, res_list; resident, kept, mine,
-     * foreign, staging, slow; busy (the allocations below) */
-    uint64_t per = 5 * sizeof(uint64_t) + 6 + sizeof(uint32_t);
+     * foreign, staging, slow; busy; hcount, others, seen, sparse,
+     * dense_until (the allocations below) */
+    uint64_t per = 6 * sizeof(uint64_t) + 6 + 2 * sizeof(uint32_t) + 1 + sizeof(uint16_t) + 1;
     return sizeof(struct tier_engine) + n * per + (q_cap + recent_cap + 3 * cap_touched) * 8;
 }
 
@@ -1295,6 +1429,16 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     if (!e->wp)
         e->n_stagers = 0;
     e->in_part = e->st.read_in_part = !!o->tier_read_in_part || s->unpinned;
+    /* the sparse rule (engine_sparse) where a batch can read in part: the
+     * shards have block sums (read from the first shard's header) */
+    uint64_t block = 0;
+    const struct cxlp_dataset_info *in = &s->ds.info;
+    uint64_t payload = in->n_records ? MAX(1, in->data_bytes / in->n_records) : 1;
+    if (!e->in_part && e->wp && cxlp_store_format(s, NULL, &block, NULL) == 0 && block) {
+        e->sparse_rec = (payload + block - 1) / block * block;
+        e->payload_pm = in->stored_bytes ? MIN(1024, in->data_bytes / (in->stored_bytes / 1024 + 1))
+                                         : 1024;
+    }
     e->n = e->units ? s->units->pu.n_units : s->n_shards;
     e->q_cap = engine_q_cap(e->horizon);
     e->recent_cap = engine_recent_cap(e->batch);
@@ -1319,7 +1463,13 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     e->window = malloc(e->cap_touched * sizeof *e->window);
     e->wdist = malloc(e->cap_touched * sizeof *e->wdist);
     e->touched = malloc(e->cap_touched * sizeof *e->touched);
-    if (!e->q || !e->recent || !e->len || !e->next_use || !e->last_use || !e->heat ||
+    e->hcount = calloc(nn, sizeof *e->hcount);
+    e->others = calloc(nn, 1);
+    e->seen = calloc(nn, sizeof *e->seen);
+    e->sparse = calloc(nn, 1);
+    e->dense_until = calloc(nn, sizeof *e->dense_until);
+    if (!e->hcount || !e->others || !e->seen || !e->sparse || !e->dense_until ||
+        !e->q || !e->recent || !e->len || !e->next_use || !e->last_use || !e->heat ||
         !e->resident || !e->kept || !e->busy || !e->staging || !e->slow || !e->res_list || !e->window ||
         !e->wdist || !e->touched || !e->mine || !e->foreign || (e->units && !e->kshard)) {
         engine_free(e);

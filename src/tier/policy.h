@@ -28,6 +28,10 @@
  *   drop    resident shards to evict now although there is room
  * place (optional) is asked once, before the first batch: copies to make
  * and keep in the memory tiers (hot_first, full_prefetch).
+ * Whatever a policy wants, the engine does not stage an item too sparse to
+ * pay for a copy (sizing.h, engine_sparse) where that needs an eviction
+ * (or ever, for a policy that does not hold copies): its batches read it
+ * in part.
  */
 #ifndef CXLP_TIER_POLICY_H
 #define CXLP_TIER_POLICY_H
@@ -74,6 +78,11 @@ struct tier_policy_ops {
     /* caps[i]: bytes memory tier i may take; NULL op: places nothing */
     size_t (*place)(const struct tier_view *v, const uint64_t *caps, uint32_t n_tiers,
                     struct tier_place *out, size_t max);
+    /* 1: a copy stays until its room is needed, so the engine stages an
+     * item too sparse to pay for a copy (engine_sparse) while the budget
+     * has room for it without evicting (its later reads find it); 0
+     * (streaming, which drops what the window no longer needs): never */
+    int holds;
 };
 
 extern const struct tier_policy_ops tier_policy_lookahead;

@@ -23,5 +23,5 @@ static size_t place(const struct tier_view *v, const uint64_t *caps, uint32_t n_
 
 const struct tier_policy_ops tier_policy_hot_first = {
     .name = "hot_first", .want = policy_none, .victim = policy_lru_victim, .drop = policy_none,
-    .place = place,
+    .place = place, .holds = 1,
 };

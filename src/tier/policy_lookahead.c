@@ -49,4 +49,5 @@ static uint64_t victim(const struct tier_view *v, uint64_t for_shard)
 
 const struct tier_policy_ops tier_policy_lookahead = {
     .name = "lookahead", .want = want, .victim = victim, .drop = policy_none, .place = NULL,
+    .holds = 1,
 };

@@ -9,5 +9,5 @@
 
 const struct tier_policy_ops tier_policy_lru = {
     .name = "lru", .want = policy_none, .victim = policy_lru_victim, .drop = policy_none,
-    .place = NULL,
+    .place = NULL, .holds = 1,
 };

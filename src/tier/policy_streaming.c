@@ -7,6 +7,8 @@
  *   drop:   every resident shard no rank needs within its window, at once,
  *           even with room left: memory holds what is about to be read and
  *           nothing else (a second epoch reads everything again)
+ *   holds:  0: an item too sparse to pay for a copy is never staged, even
+ *           into room (its copy would be dropped after its few reads)
  */
 #include "tier/policy.h"
 
@@ -39,4 +41,5 @@ static size_t drop(const struct tier_view *v, uint64_t *out, size_t max)
 
 const struct tier_policy_ops tier_policy_streaming = {
     .name = "streaming", .want = want, .victim = victim, .drop = drop, .place = NULL,
+    .holds = 0,
 };

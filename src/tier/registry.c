@@ -155,7 +155,7 @@ size_t registry_list(const uint8_t *area, uint64_t bytes, uint64_t domain, struc
 
 size_t registry_merge(uint8_t *area, uint64_t bytes, int self, uint64_t states_off,
                       uint64_t domain, uint64_t n_shards, uint64_t *next_use,
-                      uint64_t *touched, size_t cap)
+                      uint64_t *touched, size_t cap, uint8_t *others, uint16_t *seen)
 {
     if (!area)
         return 0;
@@ -182,10 +182,19 @@ size_t registry_merge(uint8_t *area, uint64_t bytes, int self, uint64_t states_o
                 uint64_t e = at_load_relaxed(&s->need[k]), sh = e >> 24, d = e & REG_DIST_MAX;
                 if (sh >= n_shards)
                     continue;
-                if (next_use[sh] == UINT64_MAX && nt < cap)
+                int known = next_use[sh] != UINT64_MAX;
+                if (!known && nt < cap) {
                     touched[nt++] = sh;
+                    known = 1;
+                }
                 if (d < next_use[sh])
                     next_use[sh] = d;
+                /* once per slot, a torn copy read again included; only
+                 * shards in touched, where the caller resets them */
+                if (others && known && seen[sh] != (uint16_t)(i + 1)) {
+                    seen[sh] = (uint16_t)(i + 1);
+                    others[sh] += others[sh] < 255;
+                }
             }
             at_fence_seq_cst();
             if (at_load_relaxed(&s->seq) == q)

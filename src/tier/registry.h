@@ -53,9 +53,12 @@ size_t registry_list(const uint8_t *area, uint64_t bytes, uint64_t domain, struc
 /* Lowers next_use[shard] to the distance other live engines of the same
  * dataset and domain need it at; shards whose next_use was UINT64_MAX
  * before are appended to touched (up to cap); returns how many were
- * appended. */
+ * appended. others (or NULL): per shard, how many of those engines name it
+ * (saturating at 255), counted only for shards with a next use (in
+ * touched); seen: per shard, scratch for it (the slot that counted it
+ * last, + 1), reset by the caller with others. */
 size_t registry_merge(uint8_t *area, uint64_t bytes, int self, uint64_t states_off,
                       uint64_t domain, uint64_t n_shards, uint64_t *next_use,
-                      uint64_t *touched, size_t cap);
+                      uint64_t *touched, size_t cap, uint8_t *others, uint16_t *seen);
 
 #endif
