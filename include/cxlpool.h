@@ -1284,6 +1284,14 @@ struct cxlp_loader_opts {
      * (format 1 or 2) is staged as with 0, from the batch that finds it
      * out on. */
     int tier_read_in_part;
+    /* 1: an item (shard or staging unit) whose records in view are too
+     * few to pay for a copy is read in part by its batches, and copied
+     * only into free room (docs/tiers.md, "Sparse items"): for orders
+     * that read a few records of many shards, such as a host's reads of
+     * other hosts' blocks in the hosts order (the Python loader sets it
+     * for that order). 0: every item is staged as the policy says. No
+     * effect with tier_read_in_part or shards without block sums. */
+    int tier_sparse;
 };
 
 /* What a loader's staging engine did. On a pool of one tier there is no
@@ -1339,10 +1347,12 @@ struct cxlp_loader_stats {
      * ones): the next pass reads them, this one does not. */
     uint64_t next_pass_bytes;
     /* Of partial_reads, the items a batch read in part because they were
-     * too sparse to pay for a copy: the host's records of them in view
-     * take less than half of a copy's bytes in blocks, and the budget had
-     * no room without evicting (docs/tiers.md, "Sparse items"). */
+     * too sparse to pay for a copy (tier_sparse): the host's records of
+     * them in view take less than a quarter of a copy's bytes in blocks,
+     * or rank past the budget, and the budget had no room without
+     * evicting (docs/tiers.md, "Sparse items"). */
     uint64_t sparse_reads;
+    int sparse;              /* 1 while the sparse rule is in force */
 };
 /* Fills st. Any thread. */
 CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);

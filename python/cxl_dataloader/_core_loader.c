@@ -75,23 +75,24 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                              "bind_slots", "slot_node", "tensor", "segments", "prefetch",
                              "tier_policy", "tier_budget", "tier_horizon", "tier_target",
                              "tier_stagers", "fields", "slot_nodes", "next_order",
-                             "tier_read_in_part", NULL};
+                             "tier_read_in_part", "tier_sparse", NULL};
     StoreObject *store;
     PyObject *order, *tensor = Py_None, *fields = Py_None, *slot_nodes = Py_None,
              *next_order = Py_None;
     unsigned int batch_size, threads = 0, slots = 0, prefetch = 0;
     int collate = CXLP_COLLATE_STACK, drop_last = 0, numa_node = -1, bind_slots = 0,
-        slot_node = 0, segments = 0, tier_policy = 0, tier_target = -1, read_in_part = 0;
+        slot_node = 0, segments = 0, tier_policy = 0, tier_target = -1, read_in_part = 0,
+        sparse = 0;
     unsigned long long seq_len = 0, first_offset = 0, tier_budget = 0;
     unsigned int tier_horizon = 0, tier_stagers = 0;
     long long pad_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKiiOpIiKIiIOOOp", kwlist, &StoreType,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKiiOpIiKIiIOOOpp", kwlist, &StoreType,
                                      &store, &order, &batch_size, &threads, &slots, &collate,
                                      &seq_len, &pad_value, &drop_last, &numa_node, &first_offset,
                                      &bind_slots, &slot_node, &tensor, &segments, &prefetch,
                                      &tier_policy, &tier_budget, &tier_horizon, &tier_target,
                                      &tier_stagers, &fields, &slot_nodes, &next_order,
-                                     &read_in_part))
+                                     &read_in_part, &sparse))
         return -1;
     uint64_t node_mask[16] = {0};
     if (slot_nodes != Py_None) {
@@ -218,7 +219,8 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                                  .tier_horizon = tier_horizon, .tier_target = tier_target,
                                  .tier_stagers = tier_stagers, .n_fields = self->nfields,
                                  .tier_next_fn = self->next ? sampler_fn : NULL,
-                                 .tier_next_ctx = self->next, .tier_read_in_part = read_in_part};
+                                 .tier_next_ctx = self->next, .tier_read_in_part = read_in_part,
+                                 .tier_sparse = sparse};
     memcpy(o.fields, self->fields, sizeof o.fields);
     memcpy(o.slot_nodes, node_mask, sizeof o.slot_nodes);
     int rc;
@@ -501,7 +503,7 @@ static PyObject *loader_get_stall_ns(LoaderObject *self, void *c)
 static PyObject *stats_dict(const struct cxlp_loader_stats *st)
 {
     return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:O,"
-                         "s:K,s:K,s:K,s:K,s:K,s:K,s:K}", "policy",
+                         "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}", "policy",
                          cxlp_policy_name(st->policy), "tier", st->tier, "budget",
                          (unsigned long long)st->budget, "batches",
                          (unsigned long long)st->batches, "records",
@@ -524,7 +526,8 @@ static PyObject *stats_dict(const struct cxlp_loader_stats *st)
                          (unsigned long long)st->kept_evicted, "no_room",
                          (unsigned long long)st->no_room, "next_pass_bytes",
                          (unsigned long long)st->next_pass_bytes, "sparse_reads",
-                         (unsigned long long)st->sparse_reads);
+                         (unsigned long long)st->sparse_reads, "sparse",
+                         st->sparse ? Py_True : Py_False);
 }
 
 /* The staging engine's counters (all zero on a pool of one tier). */
@@ -910,15 +913,15 @@ static int stager_init(StagerObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"store", "order", "batch_size", "tier_policy", "tier_budget",
                              "tier_horizon", "tier_target", "tier_stagers", "tier_read_in_part",
-                             NULL};
+                             "tier_sparse", NULL};
     StoreObject *store;
     PyObject *order;
     unsigned int batch_size, tier_horizon = 0, tier_stagers = 0;
-    int tier_policy = 0, tier_target = -1, read_in_part = 0;
+    int tier_policy = 0, tier_target = -1, read_in_part = 0, sparse = 0;
     unsigned long long tier_budget = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$iKIiIp", kwlist, &StoreType, &store, &order,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$iKIiIpp", kwlist, &StoreType, &store, &order,
                                      &batch_size, &tier_policy, &tier_budget, &tier_horizon,
-                                     &tier_target, &tier_stagers, &read_in_part))
+                                     &tier_target, &tier_stagers, &read_in_part, &sparse))
         return -1;
     if (self->st || self->sampler) {
         PyErr_SetString(PyExc_RuntimeError, "Stager already initialized");
@@ -935,7 +938,7 @@ static int stager_init(StagerObject *self, PyObject *args, PyObject *kw)
     struct cxlp_loader_opts o = {.batch_size = batch_size, .tier_policy = tier_policy,
                                  .tier_budget = tier_budget, .tier_horizon = tier_horizon,
                                  .tier_target = tier_target, .tier_stagers = tier_stagers,
-                                 .tier_read_in_part = read_in_part};
+                                 .tier_read_in_part = read_in_part, .tier_sparse = sparse};
     int rc;
     Py_BEGIN_ALLOW_THREADS /* a placement policy copies here */
     rc = cxlp_stager_create(store->s, &o, sampler_fn, self->sampler, &self->st);

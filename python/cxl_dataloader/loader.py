@@ -57,8 +57,9 @@ import torch
 from . import _core, _resume, gpu
 from .dataset import CXLDataset
 from .pool import TIER_POLICIES, node_exists, parse_size
-from .samplers import (CXLSamplerBase, DistributedCXLSampler, RandomCXLSampler,
-                       order_block_bytes, order_shard_bytes, staging_budget)
+from .samplers import (CXLSamplerBase, DistributedCXLSampler, HostsCXLSampler,
+                       RandomCXLSampler, order_block_bytes, order_shard_bytes,
+                       staging_budget)
 
 MEMORY_POLICIES = TIER_POLICIES
 # memory_policy's other namespace: how the pages of the loader's ring slots
@@ -366,6 +367,13 @@ class CXLDataLoader:
                                       dataset if pin_to_cxl else None)
         if tiered:
             self._warn_order(memory_budget)
+            base = self.sampler.base if isinstance(self.sampler, DistributedCXLSampler) \
+                else self.sampler
+            if isinstance(base, HostsCXLSampler):
+                # a host's ranks read a few records of many blocks of other
+                # hosts' shares: those are read in part, not staged whole
+                # (docs/tiers.md, "Sparse items")
+                self._tier["tier_sparse"] = True
         self._stage_ahead()
 
     def _check_cut_together(self, dataset: CXLDataset, mode: str) -> None:

@@ -1429,12 +1429,15 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     if (!e->wp)
         e->n_stagers = 0;
     e->in_part = e->st.read_in_part = !!o->tier_read_in_part || s->unpinned;
-    /* the sparse rule (engine_sparse) where a batch can read in part: the
-     * shards have block sums (read from the first shard's header) */
+    /* the sparse rule (engine_sparse) where asked for (tier_sparse) and a
+     * batch can read in part: the shards have block sums (read from the
+     * first shard's header). Off by default: on one host's block order it
+     * staged 2-4% more than without (docs/benchmarks.md, "Sparse items") */
     uint64_t block = 0;
     const struct cxlp_dataset_info *in = &s->ds.info;
     uint64_t payload = in->n_records ? MAX(1, in->data_bytes / in->n_records) : 1;
-    if (!e->in_part && e->wp && cxlp_store_format(s, NULL, &block, NULL) == 0 && block) {
+    if (o->tier_sparse && !e->in_part && e->wp && cxlp_store_format(s, NULL, &block, NULL) == 0 &&
+        block) {
         e->sparse_rec = (payload + block - 1) / block * block;
         e->payload_pm = in->stored_bytes ? MIN(1024, in->data_bytes / (in->stored_bytes / 1024 + 1))
                                          : 1024;
@@ -1511,6 +1514,7 @@ void engine_stats(struct tier_engine *e, struct cxlp_loader_stats *st)
 {
     pthread_mutex_lock(&e->mu);
     *st = e->st;
+    st->sparse = e->sparse_rec != 0;
     st->kept_bytes = 0;
     for (size_t i = 0; i < e->n_res; i++)
         st->kept_bytes += e->foreign[e->res_list[i]] ? e->len[e->res_list[i]] : 0;

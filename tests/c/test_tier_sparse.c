@@ -10,7 +10,9 @@
  * shard only for a batch that did not read it in part; every record comes
  * once and intact. The same order with a budget that holds the whole
  * dataset: lookahead and lru stage the scattered shards into the room (a
- * second pass all hits), streaming still reads them in part. */
+ * second pass all hits), streaming still reads them in part. All with
+ * tier_sparse (the rule is asked for); without it, the default, every
+ * scattered shard is staged. */
 #include "test.h"
 #include "records.h"
 #include "store/store.h"
@@ -161,7 +163,8 @@ int main(void)
     for (size_t i = 0; i < sizeof pols / sizeof *pols; i++) {
         cold(p);
         struct cxlp_loader_opts o = {.batch_size = BATCH, .threads = 2, .tier_policy = pols[i],
-                                     .tier_budget = budget, .tier_horizon = 16};
+                                     .tier_budget = budget, .tier_horizon = 16,
+                                     .tier_sparse = 1};
         struct cxlp_loader_stats st;
         run(s, ids, n, count, o, &st);
         uint64_t copies = st.prefetched + st.fetched;
@@ -189,6 +192,22 @@ int main(void)
         CHECK(copies + st.placed >= DENSE && copies <= DENSE + (want - st.sparse_reads));
     }
 
+    /* without tier_sparse (the default) the scattered shards are staged
+     * as the policy says: no sparse reads, a copy each */
+    {
+        cold(p);
+        struct cxlp_loader_opts o = {.batch_size = BATCH, .threads = 2,
+                                     .tier_policy = CXLP_POLICY_LOOKAHEAD,
+                                     .tier_budget = budget, .tier_horizon = 16};
+        struct cxlp_loader_stats st;
+        run(s, ids, n, count, o, &st);
+        printf("lookahead, tier_sparse 0: %llu copies, %llu sparse reads\n",
+               (unsigned long long)(st.prefetched + st.fetched),
+               (unsigned long long)st.sparse_reads);
+        CHECK(st.sparse_reads == 0 && st.partial_reads == 0);
+        CHECK(st.prefetched + st.fetched >= DENSE + SPARSE);
+    }
+
     /* the same order with a budget that holds every shard: the scattered
      * shards are as sparse, but there is room: policies that hold copies
      * stage them (nothing evicted; a second pass all hits), streaming
@@ -197,7 +216,8 @@ int main(void)
     for (size_t i = 0; i < sizeof fit / sizeof *fit; i++) {
         cold(p);
         struct cxlp_loader_opts o = {.batch_size = BATCH, .threads = 2, .tier_policy = fit[i],
-                                     .tier_budget = 6 * MiB, .tier_horizon = 16};
+                                     .tier_budget = 6 * MiB, .tier_horizon = 16,
+                                     .tier_sparse = 1};
         struct cxlp_loader_stats st, st2;
         run(s, ids, n, count, o, &st);
         uint64_t copies = st.prefetched + st.fetched;

@@ -14,7 +14,8 @@ from typing import Iterator
 import numpy as np
 import pytest
 
-from cxl_dataloader import CXLDataset, CXLMemoryPool, DistributedCXLSampler, RandomCXLSampler
+from cxl_dataloader import (CXLDataLoader, CXLDataset, CXLMemoryPool, DistributedCXLSampler,
+                            RandomCXLSampler)
 
 ROWS, COLS = 24576, 64          # int64 records of 512 bytes: 12 MiB
 SHARD = 64 * 1024               # 128 records
@@ -217,6 +218,13 @@ def test_topology_on_a_pool_of_tiers_takes_the_auto_window(tiered, tmp_path: Pat
     wide = DistributedCXLSampler(ds, num_replicas=2, rank=0, seed=1, topology=[0, 1],
                                  shard_size=auto.shard_size, window=2)
     assert wide.base.window == 2
+    # its loader reads scattered records of the other host's blocks in
+    # part (docs/tiers.md, "Sparse items"); a block order's does not
+    for sampler, sparse in ((s, True), (auto, False)):
+        loader = CXLDataLoader(ds, batch_size=16, sampler=sampler)
+        assert sum(1 for _ in loader) == len(loader)
+        assert loader.stats()["sparse"] is sparse
+        loader.close()
     src = tmp_path / "d.npy"
     np.save(src, np.arange(ROWS * COLS, dtype=np.int64).reshape(ROWS, COLS))
     one = CXLMemoryPool(f"{name}-one", create=True, size=64 << 20)
