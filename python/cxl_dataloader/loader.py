@@ -367,9 +367,7 @@ class CXLDataLoader:
                                       dataset if pin_to_cxl else None)
         if tiered:
             self._warn_order(memory_budget)
-            base = self.sampler.base if isinstance(self.sampler, DistributedCXLSampler) \
-                else self.sampler
-            if isinstance(base, HostsCXLSampler):
+            if isinstance(self._base_order(), HostsCXLSampler):
                 # a host's ranks read a few records of many blocks of other
                 # hosts' shares: those are read in part, not staged whole
                 # (docs/tiers.md, "Sparse items")
@@ -395,6 +393,12 @@ class CXLDataLoader:
                          f"record's variable-length fields at the same element counts, so "
                          f"they need equal lengths; choose the fields with columns={keep!r}")
 
+    def _base_order(self) -> Any:
+        """The order the sampler splits among ranks (a DistributedCXLSampler's
+        base), or the sampler itself."""
+        return self.sampler.base if isinstance(self.sampler, DistributedCXLSampler) \
+            else self.sampler
+
     def _warn_order(self, memory_budget: Optional[int]) -> None:
         """Warns when the order cannot be staged: a dataset larger than the
         staging budget read in a full shuffle (every batch draws from every
@@ -406,7 +410,7 @@ class CXLDataLoader:
         total = sh["n_shards"] * sh["max_bytes"]
         if budget is None or total <= budget:
             return
-        s = self.sampler.base if isinstance(self.sampler, DistributedCXLSampler) else self.sampler
+        s = self._base_order()
         fix = ('sampler=RandomCXLSampler(ds, window="auto") (or DistributedCXLSampler(ds, '
                'window="auto")) reads each shard once per epoch')
         if (isinstance(s, RandomCXLSampler) and s.order == "random") or \
