@@ -1,10 +1,11 @@
 /* Fuzz target: the remote pool messages (src/net/wire.c), every decoder of
  * bytes a server or a client takes from the network. The first byte picks
- * the decoder (request, reply, listing, shard table, dataset meta); the
+ * the decoder (request, reply, listing, shard table, dataset meta, held shards); the
  * rest is the message. A request or reply that decodes must encode back to the same
  * bytes (the layout has one encoding per message), and a decoded READ must
  * keep its bounds (1..WIRE_READ_MAX bytes, no overflow); a shard table
- * that decodes must be contiguous; a meta that decodes must keep its schema's
+ * that decodes must be contiguous; a held-shards bitmap must encode back to
+ * the same bytes; a meta that decodes must keep its schema's
  * bounds and encode back to the same bytes. */
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *p = data + 1;
     size_t n = size - 1;
     char err[256];
-    switch (data[0] % 5) {
+    switch (data[0] % 6) {
     case 0: {
         struct wire_req r;
         uint8_t buf[WIRE_REQ_MAX];
@@ -78,6 +79,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (t[k].first_record != t[k - 1].first_record + t[k - 1].n_records ||
                 t[k].data_len > t[k].bytes)
                 abort();
+        break;
+    }
+    case 5: {
+        uint8_t bits[16], buf[32];
+        uint64_t ver, cnt;
+        if (wire_held_decode(p, n, &ver, bits, sizeof bits, &cnt, err, sizeof err))
+            break;
+        if (wire_held_encode(ver, NULL, cnt, NULL) != n)
+            abort();
+        if (n <= sizeof buf && (wire_held_encode(ver, bits, cnt, buf) != n || memcmp(buf, p, n)))
+            abort();
         break;
     }
     default:

@@ -1292,6 +1292,13 @@ struct cxlp_loader_opts {
      * for that order). 0: every item is staged as the policy says. No
      * effect with tier_read_in_part or shards without block sums. */
     int tier_sparse;
+    /* With tier_sparse: the shards of another host's share in the hosts
+     * order (docs/sampling.md, "Hosts"), bit k % 8 of tier_away[k / 8] for
+     * shard k (n_shards bits; NULL: none). Their items are never staged
+     * into this host's memory: batches read them in part, from a peer of
+     * the remote tier that has them in memory, else from the home
+     * (docs/remote.md, "Reading a peer's memory"). Copied at create. */
+    const uint8_t *tier_away;
 };
 
 /* What a loader's staging engine did. On a pool of one tier there is no
@@ -1353,6 +1360,11 @@ struct cxlp_loader_stats {
      * evicting (docs/tiers.md, "Sparse items"). */
     uint64_t sparse_reads;
     int sparse;              /* 1 while the sparse rule is in force */
+    /* Of partial_reads, the items read from a peer of the remote tier that
+     * had them whole in memory (docs/remote.md, "Reading a peer's
+     * memory"), and the records they served. */
+    uint64_t peer_reads;
+    uint64_t peer_records;
 };
 /* Fills st. Any thread. */
 CXLP_API int cxlp_loader_stats(cxlp_loader *l, struct cxlp_loader_stats *st);

@@ -68,6 +68,27 @@ static void sampler_return(PyObject **obj)
     }
 }
 
+/* tier_away: None, or bytes of one bit per shard of the store's dataset
+ * (cxlp_loader_opts.tier_away); the bytes object outlives the create call
+ * (the engine copies them). */
+static int away_arg(StoreObject *store, PyObject *away, const uint8_t **bits)
+{
+    *bits = NULL;
+    if (away == Py_None)
+        return 0;
+    uint64_t n = 0;
+    if (!store->s || cxlp_store_shards(store->s, &n, NULL, NULL))
+        n = 0;
+    if (!PyBytes_Check(away) || (uint64_t)PyBytes_Size(away) != n / 8 + (n % 8 != 0)) {
+        PyErr_Format(PyExc_ValueError, "tier_away: bytes of one bit per shard (%llu bytes for "
+                     "%llu shards)", (unsigned long long)(n / 8 + (n % 8 != 0)),
+                     (unsigned long long)n);
+        return -1;
+    }
+    *bits = (const uint8_t *)PyBytes_AsString(away);
+    return 0;
+}
+
 static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"store", "order", "batch_size", "threads", "slots", "collate",
@@ -75,10 +96,10 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                              "bind_slots", "slot_node", "tensor", "segments", "prefetch",
                              "tier_policy", "tier_budget", "tier_horizon", "tier_target",
                              "tier_stagers", "fields", "slot_nodes", "next_order",
-                             "tier_read_in_part", "tier_sparse", NULL};
+                             "tier_read_in_part", "tier_sparse", "tier_away", NULL};
     StoreObject *store;
     PyObject *order, *tensor = Py_None, *fields = Py_None, *slot_nodes = Py_None,
-             *next_order = Py_None;
+             *next_order = Py_None, *away = Py_None;
     unsigned int batch_size, threads = 0, slots = 0, prefetch = 0;
     int collate = CXLP_COLLATE_STACK, drop_last = 0, numa_node = -1, bind_slots = 0,
         slot_node = 0, segments = 0, tier_policy = 0, tier_target = -1, read_in_part = 0,
@@ -86,13 +107,16 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
     unsigned long long seq_len = 0, first_offset = 0, tier_budget = 0;
     unsigned int tier_horizon = 0, tier_stagers = 0;
     long long pad_value = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKiiOpIiKIiIOOOpp", kwlist, &StoreType,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$IIiKLpiKiiOpIiKIiIOOOppO", kwlist, &StoreType,
                                      &store, &order, &batch_size, &threads, &slots, &collate,
                                      &seq_len, &pad_value, &drop_last, &numa_node, &first_offset,
                                      &bind_slots, &slot_node, &tensor, &segments, &prefetch,
                                      &tier_policy, &tier_budget, &tier_horizon, &tier_target,
                                      &tier_stagers, &fields, &slot_nodes, &next_order,
-                                     &read_in_part, &sparse))
+                                     &read_in_part, &sparse, &away))
+        return -1;
+    const uint8_t *away_bits = NULL;
+    if (away_arg(store, away, &away_bits) < 0)
         return -1;
     uint64_t node_mask[16] = {0};
     if (slot_nodes != Py_None) {
@@ -220,7 +244,7 @@ static int loader_init(LoaderObject *self, PyObject *args, PyObject *kw)
                                  .tier_stagers = tier_stagers, .n_fields = self->nfields,
                                  .tier_next_fn = self->next ? sampler_fn : NULL,
                                  .tier_next_ctx = self->next, .tier_read_in_part = read_in_part,
-                                 .tier_sparse = sparse};
+                                 .tier_sparse = sparse, .tier_away = away_bits};
     memcpy(o.fields, self->fields, sizeof o.fields);
     memcpy(o.slot_nodes, node_mask, sizeof o.slot_nodes);
     int rc;
@@ -503,7 +527,7 @@ static PyObject *loader_get_stall_ns(LoaderObject *self, void *c)
 static PyObject *stats_dict(const struct cxlp_loader_stats *st)
 {
     return Py_BuildValue("{s:s,s:i,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:I,s:O,"
-                         "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O}", "policy",
+                         "s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:O,s:K,s:K}", "policy",
                          cxlp_policy_name(st->policy), "tier", st->tier, "budget",
                          (unsigned long long)st->budget, "batches",
                          (unsigned long long)st->batches, "records",
@@ -527,7 +551,9 @@ static PyObject *stats_dict(const struct cxlp_loader_stats *st)
                          (unsigned long long)st->no_room, "next_pass_bytes",
                          (unsigned long long)st->next_pass_bytes, "sparse_reads",
                          (unsigned long long)st->sparse_reads, "sparse",
-                         st->sparse ? Py_True : Py_False);
+                         st->sparse ? Py_True : Py_False, "peer_reads",
+                         (unsigned long long)st->peer_reads, "peer_records",
+                         (unsigned long long)st->peer_records);
 }
 
 /* The staging engine's counters (all zero on a pool of one tier). */
@@ -913,15 +939,19 @@ static int stager_init(StagerObject *self, PyObject *args, PyObject *kw)
 {
     static char *kwlist[] = {"store", "order", "batch_size", "tier_policy", "tier_budget",
                              "tier_horizon", "tier_target", "tier_stagers", "tier_read_in_part",
-                             "tier_sparse", NULL};
+                             "tier_sparse", "tier_away", NULL};
     StoreObject *store;
-    PyObject *order;
+    PyObject *order, *away = Py_None;
     unsigned int batch_size, tier_horizon = 0, tier_stagers = 0;
     int tier_policy = 0, tier_target = -1, read_in_part = 0, sparse = 0;
     unsigned long long tier_budget = 0;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$iKIiIpp", kwlist, &StoreType, &store, &order,
-                                     &batch_size, &tier_policy, &tier_budget, &tier_horizon,
-                                     &tier_target, &tier_stagers, &read_in_part, &sparse))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OI|$iKIiIppO", kwlist, &StoreType, &store,
+                                     &order, &batch_size, &tier_policy, &tier_budget,
+                                     &tier_horizon, &tier_target, &tier_stagers, &read_in_part,
+                                     &sparse, &away))
+        return -1;
+    const uint8_t *away_bits = NULL;
+    if (away_arg(store, away, &away_bits) < 0)
         return -1;
     if (self->st || self->sampler) {
         PyErr_SetString(PyExc_RuntimeError, "Stager already initialized");
@@ -938,7 +968,8 @@ static int stager_init(StagerObject *self, PyObject *args, PyObject *kw)
     struct cxlp_loader_opts o = {.batch_size = batch_size, .tier_policy = tier_policy,
                                  .tier_budget = tier_budget, .tier_horizon = tier_horizon,
                                  .tier_target = tier_target, .tier_stagers = tier_stagers,
-                                 .tier_read_in_part = read_in_part, .tier_sparse = sparse};
+                                 .tier_read_in_part = read_in_part, .tier_sparse = sparse,
+                                 .tier_away = away_bits};
     int rc;
     Py_BEGIN_ALLOW_THREADS /* a placement policy copies here */
     rc = cxlp_stager_create(store->s, &o, sampler_fn, self->sampler, &self->st);

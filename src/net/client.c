@@ -107,6 +107,13 @@ int remote_read_at(struct cxlp_remote *r, const char *name, uint64_t ver, uint64
     return no_ucx();
 }
 
+int remote_held(struct cxlp_remote *r, const char *name, uint64_t *ver, uint8_t *bits,
+                uint64_t n)
+{
+    (void)r, (void)name, (void)ver, (void)bits, (void)n;
+    return no_ucx();
+}
+
 const char *remote_url(const struct cxlp_remote *r)
 {
     (void)r;
@@ -621,6 +628,32 @@ static int read_parts(cxlp_remote *r, uint32_t op, const char *name, uint64_t ve
 const char *remote_url(const struct cxlp_remote *r)
 {
     return r->url;
+}
+
+int remote_held(struct cxlp_remote *r, const char *name, uint64_t *ver, uint8_t *bits,
+                uint64_t n)
+{
+    if (!r || !name || !ver || !bits || strlen(name) > WIRE_NAME_MAX)
+        return seterr(r ? &r->obj : NULL, CXLP_EARG, "remote held: bad argument");
+    struct wire_req q;
+    memset(&q, 0, sizeof q);
+    q.op = WIRE_HELD;
+    snprintf(q.name, sizeof q.name, "%s", name);
+    char what[128];
+    snprintf(what, sizeof what, "shards of %s in memory", name);
+    int rc = call_req(r, &q, NULL, 0, what);
+    if (rc)
+        return rc;
+    char err[256];
+    uint64_t cnt = 0;
+    if ((rc = wire_held_decode(r->c.payload, r->c.got, ver, bits, (size_t)(n / 8 + (n % 8 != 0)),
+                               &cnt, err, sizeof err)))
+        return seterr(&r->obj, rc, "%s: %s: bad reply: %s", r->url, what, err);
+    if (cnt != n)
+        return seterr(&r->obj, CXLP_ENOTFOUND, "%s: %s: %llu shards there, %llu here: not the "
+                      "dataset this pool holds", r->url, what, (unsigned long long)cnt,
+                      (unsigned long long)n);
+    return 0;
 }
 
 int remote_meta(struct cxlp_remote *r, const char *name, struct wire_meta *m)

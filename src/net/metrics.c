@@ -39,9 +39,14 @@ size_t metrics_text(struct metrics *m, char *buf, size_t cap)
 #define L(x) (unsigned long long)atomic_load_explicit(&(x), memory_order_relaxed)
     P("# HELP cxlpool_serve_bytes_total Shard bytes sent to clients.\n"
       "# TYPE cxlpool_serve_bytes_total counter\ncxlpool_serve_bytes_total %llu\n", L(m->bytes));
+    P("# HELP cxlpool_serve_home_bytes_total Shard bytes the server read from its pool's "
+      "home (a staged tier: nvme) to answer reads; the rest came from memory.\n"
+      "# TYPE cxlpool_serve_home_bytes_total counter\ncxlpool_serve_home_bytes_total %llu\n",
+      L(m->home_bytes));
     P("# HELP cxlpool_serve_requests_total Requests received, by operation.\n"
       "# TYPE cxlpool_serve_requests_total counter\n");
-    static const char *ops[] = {"malformed", "hello", "list", "shards", "read", "meta", "docs"};
+    static const char *ops[] = {"malformed", "hello", "list", "shards", "read", "meta", "docs",
+                                "held"};
     _Static_assert(sizeof ops / sizeof ops[0] == WIRE_OP_LAST + 1, "a name per op");
     for (int i = 0; i <= WIRE_OP_LAST; i++)
         P("cxlpool_serve_requests_total{op=\"%s\"} %llu\n", ops[i], L(m->requests[i]));

@@ -20,6 +20,7 @@
 
 struct metrics {
     _Atomic uint64_t bytes;             /* shard bytes sent */
+    _Atomic uint64_t home_bytes;        /* shard bytes read from a staged home tier */
     _Atomic uint64_t requests[WIRE_OP_LAST + 1]; /* by op: 0 malformed, then wire_op */
     _Atomic uint64_t errors, refused, clients, clients_total;
     _Atomic uint64_t lat_count, lat_ns_sum, lat_bucket[METRICS_BOUNDS + 1];

@@ -45,6 +45,11 @@ int remote_docs(struct cxlp_remote *r, const char *name, uint64_t ver, uint64_t 
 /* Bytes [off, off + len) of shard k of name at version ver (READ). */
 int remote_read_at(struct cxlp_remote *r, const char *name, uint64_t ver, uint64_t k,
                    uint64_t off, uint64_t len, void *buf);
+/* Which of name's n shards the served pool has in a memory tier: n bits
+ * into bits (byte k / 8, bit k % 8), its version of the dataset to *ver.
+ * CXLP_ENOTFOUND when it holds another number of shards. */
+int remote_held(struct cxlp_remote *r, const char *name, uint64_t *ver, uint8_t *bits,
+                uint64_t n);
 /* "ucx://HOST:PORT/POOL" of the handle. */
 const char *remote_url(const struct cxlp_remote *r);
 

@@ -318,6 +318,7 @@ static struct served *served_get(struct srv *sv, const char *name, int exact, ui
         snprintf(msg, cap, "dataset '%s' changed while opening: ask again", name);
         return NULL;
     }
+    d->s->local_only = 1; /* a mirror's shards from this host's memory only: no chains */
     snprintf(d->name, sizeof d->name, "%s", name);
     d->version = cur;
     d->gen = gen;
@@ -499,11 +500,13 @@ static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, ui
     }
     struct held *h = d->s->tiered ? held_find(sv, d, q->shard) : NULL;
     const uint8_t *src;
+    const uint64_t staged0 = sv->io.staged_bytes;
     if (d->s->tiered && !h && (q->off || q->len != ps->len)) {
         /* part of a shard no reply holds: those bytes alone, from its
          * fastest copy, as stored (the reader verifies what it keeps) */
         uint8_t *buf = malloc(q->len);
         rc = buf ? store_read_range(d->s, q->shard, q->off, q->len, buf, &sv->io) : -ENOMEM;
+        metrics_add(&sv->m.home_bytes, sv->io.staged_bytes - staged0);
         if (rc) {
             free(buf);
             snprintf(msg, sizeof msg, "%s", rc == -ENOMEM ? "out of memory" : cxlp_errmsg(NULL));
@@ -514,7 +517,9 @@ static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, ui
         return;
     }
     if (d->s->tiered) {
-        if (!h && !(h = held_get(sv, d, q->shard, &rc, msg, sizeof msg))) {
+        h = h ? h : held_get(sv, d, q->shard, &rc, msg, sizeof msg);
+        metrics_add(&sv->m.home_bytes, sv->io.staged_bytes - staged0);
+        if (!h) {
             reply(sv, c, WIRE_READ, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
             return;
         }
@@ -523,6 +528,34 @@ static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, ui
         src = attach_base(d->s->a) + ps->off + q->off;
     }
     reply(sv, c, WIRE_READ, q->id, 0, NULL, src, q->len, NULL, d, h, t0);
+}
+
+/* Which shards of a dataset this pool has whole in a memory tier (HELD):
+ * what a peer's remote tier routes its reads by (store/remote_tier.c). A
+ * pool of one tier is memory: every shard. */
+static void do_held(struct srv *sv, struct conn *c, const struct wire_req *q, uint64_t t0)
+{
+    char msg[WIRE_MSG_MAX];
+    int rc;
+    struct served *d = served_get(sv, q->name, 0, 0, &rc, msg, sizeof msg);
+    if (!d) {
+        reply(sv, c, WIRE_HELD, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
+        return;
+    }
+    uint64_t n = d->s->n_shards;
+    size_t len = wire_held_encode(d->version, NULL, n, NULL);
+    uint8_t *bits = calloc(1, len), *buf = bits ? malloc(len) : NULL;
+    if (!buf) {
+        free(bits);
+        reply(sv, c, WIRE_HELD, q->id, -ENOMEM, NULL, NULL, 0, NULL, NULL, NULL, t0);
+        return;
+    }
+    for (uint64_t k = 0; k < n; k++)
+        if (store_in_memory(d->s, k))
+            bits[k / 8] |= (uint8_t)(1u << (k % 8));
+    wire_held_encode(d->version, bits, n, buf);
+    free(bits);
+    reply(sv, c, WIRE_HELD, q->id, 0, NULL, buf, len, buf, NULL, NULL, t0);
 }
 
 /* A dataset's schema and document index's size and digest: what a pool
@@ -659,6 +692,7 @@ static ucs_status_t req_cb(void *arg, const void *header, size_t header_length, 
     case WIRE_SHARDS: do_shards(sv, c, &q, t0); break;
     case WIRE_META: do_meta(sv, c, &q, t0); break;
     case WIRE_DOCS: do_docs(sv, c, &q, t0); break;
+    case WIRE_HELD: do_held(sv, c, &q, t0); break;
     default: do_read(sv, c, &q, t0); break;
     }
     return UCS_OK;

@@ -86,6 +86,7 @@ const char *wire_op_name(uint32_t op)
     case WIRE_READ: return "READ";
     case WIRE_META: return "META";
     case WIRE_DOCS: return "DOCS";
+    case WIRE_HELD: return "HELD";
     default: return "?";
     }
 }
@@ -110,7 +111,7 @@ static int name_ok(const char *name, int optional)
 static int op_has_name(uint32_t op)
 {
     return op == WIRE_HELLO || op == WIRE_SHARDS || op == WIRE_READ || op == WIRE_META ||
-           op == WIRE_DOCS;
+           op == WIRE_DOCS || op == WIRE_HELD;
 }
 
 /* READ and DOCS carry a range (DOCS of shard 0). */
@@ -353,6 +354,40 @@ int wire_shards_decode(const void *buf, size_t len, uint64_t *ds_version, struct
         if (k < cap)
             out[k] = s;
     }
+    *ds_version = ver;
+    *n = cnt;
+    return 0;
+}
+
+size_t wire_held_encode(uint64_t ds_version, const uint8_t *bits, uint64_t n, uint8_t *buf)
+{
+    uint64_t nb = n / 8 + (n % 8 != 0);
+    if (!buf)
+        return (size_t)(16 + nb);
+    struct out o = {buf, 0, SIZE_MAX};
+    put64(&o, ds_version);
+    put64(&o, n);
+    put(&o, bits, nb);
+    if (n % 8)
+        buf[o.n - 1] &= (uint8_t)((1u << (n % 8)) - 1); /* the bits past n: zero */
+    return o.n;
+}
+
+int wire_held_decode(const void *buf, size_t len, uint64_t *ds_version, uint8_t *bits,
+                     size_t cap, uint64_t *n, char *err, size_t errlen)
+{
+    struct cur c = {buf, len, 0};
+    uint64_t ver = get64(&c), cnt = get64(&c);
+    uint64_t nb = cnt / 8 + (cnt % 8 != 0);
+    if (c.bad || c.left != nb)
+        return errbuf_set(err, errlen, CXLP_EBADINPUT, "held shards: %llu shards in %zu bytes",
+                          (unsigned long long)cnt, len);
+    const uint8_t *p = (const uint8_t *)buf + 16;
+    if (cnt % 8 && (p[nb - 1] >> (cnt % 8)))
+        return errbuf_set(err, errlen, CXLP_EBADINPUT, "held shards: bits set past shard %llu",
+                          (unsigned long long)cnt);
+    if (bits && nb <= cap)
+        memcpy(bits, p, nb);
     *ds_version = ver;
     *n = cnt;
     return 0;

@@ -30,6 +30,9 @@
  *                   then n_fields of: u16 name_len, name, u32 dtype, u32 ndim,
  *                   ndim u64 shape, u64 offset; then u64 n_docs, u64
  *                   docs_checksum (XXH3-64 of the document index's bytes)
+ *   HELD payload    u64 ds_version, u64 n, then ceil(n / 8) bytes: bit k
+ *                   (byte k / 8, bit k % 8) set when shard k has a copy in
+ *                   a memory tier of the served pool; the bits past n zero
  *   DOCS payload    the bytes [off, off + len) of the document index (n_docs
  *                   + 1 int64, little-endian as the pool holds them); shard 0
  *
@@ -81,8 +84,9 @@ enum wire_op {
     WIRE_READ = 4,    /* name, ds_version, shard, off, len: shard bytes */
     WIRE_META = 5,    /* name: its schema and document index's size and digest */
     WIRE_DOCS = 6,    /* name, ds_version, off, len: document index bytes */
+    WIRE_HELD = 7,    /* name: which of its shards the served pool has in memory */
 };
-#define WIRE_OP_LAST WIRE_DOCS
+#define WIRE_OP_LAST WIRE_HELD
 
 struct wire_req {
     uint32_t op;
@@ -129,6 +133,13 @@ size_t wire_shards_encode(uint64_t ds_version, const struct wire_shard *s, uint6
 int wire_shards_decode(const void *buf, size_t len, uint64_t *ds_version, struct wire_shard *out,
                        size_t cap, uint64_t *n, char *err, size_t errlen);
 
+/* HELD payload: 16 + (n + 7) / 8 bytes (buf NULL: only the length). Decode
+ * writes the bitmap to bits (cap bytes; it may be NULL with cap 0) when it
+ * fits, the count to *n either way. */
+size_t wire_held_encode(uint64_t ds_version, const uint8_t *bits, uint64_t n, uint8_t *buf);
+int wire_held_decode(const void *buf, size_t len, uint64_t *ds_version, uint8_t *bits,
+                     size_t cap, uint64_t *n, char *err, size_t errlen);
+
 /* META payload: a dataset's schema, its document count and the digest of
  * its document index, at ds_version. Decode checks the schema's shape (the
  * invariants above); the caller still normalizes it (schema_normalize). */
@@ -140,7 +151,7 @@ struct wire_meta {
 size_t wire_meta_encode(const struct wire_meta *m, uint8_t *buf);
 int wire_meta_decode(const void *buf, size_t len, struct wire_meta *m, char *err, size_t errlen);
 
-/* "HELLO", "LIST", "SHARDS", "READ", "META", "DOCS", "?" */
+/* "HELLO", "LIST", "SHARDS", "READ", "META", "DOCS", "HELD", "?" */
 const char *wire_op_name(uint32_t op);
 
 #endif

@@ -129,6 +129,14 @@ static void conf_bw_read(uint64_t *conf_bw)
     }
 }
 
+/* 1 when $CXLPOOL_TIER_BW gives tier kind kind a figure. */
+static int tier_bw_configured(int kind)
+{
+    uint64_t conf_bw[CXLP_TIER_NVME + 1] = {0};
+    conf_bw_read(conf_bw);
+    return kind >= 0 && kind <= CXLP_TIER_NVME && conf_bw[kind];
+}
+
 static uint64_t tier_bw(const cxlp_store *s, uint32_t u)
 {
     /* read at every choice (a copy of a shard): a few bytes to parse
@@ -172,11 +180,16 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint64_t at, uint8
     uint32_t cand[POOL_MAX_TIERS];
     uint64_t coff[POOL_MAX_TIERS], cbw[POOL_MAX_TIERS];
     size_t nc = 0;
+    int skipped = 0, peer_mem = -2; /* -2: not asked yet */
     for (uint32_t u = 0; u < attach_n_tiers(a); u++) {
         uint64_t w = store_word(s, k, u);
         if (u == t || !loc_present(w))
             continue;
         const struct attach_tier *ti = attach_tier(a, u);
+        if ((ti->flags & TIER_REMOTE) && s->local_only) {
+            skipped = 1;
+            continue;
+        }
         uint64_t off = loc_off(w);
         if ((rc = store_word_in_tier(s, k, u, off, at + len))) {
             attach_unpin_epoch(a, pin);
@@ -190,6 +203,15 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint64_t at, uint8
         }
         /* the cheapest first; ties keep the tiers' order */
         uint64_t bw = tier_bw(s, u);
+        if ((ti->flags & TIER_REMOTE) && bw > 1 && !tier_bw_configured(ti->kind)) {
+            /* a peer with the shard in memory goes before any home: its
+             * read touches no disk, and the home serves every host; a
+             * peer without it after this pool's own home (it would read
+             * its home, or answer that it has none) */
+            if (peer_mem == -2)
+                peer_mem = store_peer_memory(s, k);
+            bw = peer_mem >= 0 ? UINT64_MAX : s->remote < 0 ? 2 : bw;
+        }
         size_t i = nc++;
         for (; i > 0 && cbw[i - 1] < bw; i--) {
             cand[i] = cand[i - 1];
@@ -205,6 +227,10 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint64_t at, uint8
      * the location pin is not needed for its I/O, and held through it
      * would hold back the frees of every copy dropped meanwhile */
     attach_unpin_epoch(a, pin);
+    if (!nc && skipped)
+        return seterr(NULL, CXLP_EBUSY, "dataset %s shard %" PRIu64 ": not in this host's "
+                      "memory, and its home is another host's (a server reads no remote tier)",
+                      s->name, k);
     if (!nc)
         return seterr(NULL, CXLP_ECORRUPT, "dataset %s shard %" PRIu64 ": no copy in any tier",
                       s->name, k);
@@ -221,6 +247,7 @@ static int read_source(cxlp_store *s, uint64_t k, uint32_t t, uint64_t at, uint8
             rc = media_read(r, coff[i], len, dst, &direct);
         if (!rc) {
             tier_measured(s, u, len, now_ns() - t0);
+            io->staged_bytes += len;
             if (st && direct)
                 st->direct_bytes += len;
             return 0;
@@ -813,6 +840,76 @@ static int read_parts(struct parts *P)
     return load_needed(P, "records");
 }
 
+static int parts_from(cxlp_store *s, struct store_part *v, size_t n, struct store_io *io,
+                      uint64_t *bytes, uint32_t u);
+
+/* Shards v[0..n) in part: those a peer has in memory (store_peer_memory)
+ * through the remote tier, unless $CXLPOOL_TIER_BW gives it a figure or
+ * its reads failed lately, and the rest from the home tier. A mirror's
+ * home is the remote tier: its reader picks the peer with the shard in
+ * memory itself. Peer reads that fail are read from the home. */
+static int peers_or_home(cxlp_store *s, struct store_part *v, size_t n, struct store_io *io,
+                         uint64_t *bytes, uint32_t home)
+{
+    const uint32_t rt = store_remote_tier(s);
+    uint8_t *peer = NULL;
+    size_t np = 0;
+    uint64_t recs = 0;
+    if (rt != UINT32_MAX && (rt == home || (!tier_bw_configured(CXLP_TIER_REMOTE) &&
+                                            now_ns() >= at_load_relaxed(&s->tier_down[rt])))) {
+        if (!(peer = calloc(n, 1)))
+            return seterr(NULL, -ENOMEM, "dataset %s: out of memory", s->name);
+        for (size_t i = 0; i < n; i++)
+            if (loc_present(store_word(s, v[i].k, rt)) && store_peer_memory(s, v[i].k) >= 0) {
+                peer[i] = 1;
+                np++;
+                recs += v[i].n;
+            }
+    }
+    int rc;
+    if (!np || np == n || rt == home) {
+        uint32_t u = np == n ? rt : home;
+        rc = parts_from(s, v, n, io, bytes, u);
+        if (rc && rc != 1 && u != home) { /* the peers failed: the home */
+            at_store_relaxed(&s->tier_down[rt], now_ns() + TIER_DOWN_NS);
+            np = recs = 0;
+            rc = parts_from(s, v, n, io, bytes, home);
+        }
+    } else {
+        /* w[0..np): the peers' shards, w[np..n): the home's */
+        struct store_part *w = malloc(n * sizeof *w);
+        size_t *at = malloc(n * sizeof *at);
+        uint64_t b1 = 0, b2 = 0;
+        rc = w && at ? 0 : seterr(NULL, -ENOMEM, "dataset %s: out of memory", s->name);
+        for (size_t i = 0, a = 0, b = np; !rc && i < n; i++) {
+            size_t j = peer[i] ? a++ : b++;
+            w[j] = v[i];
+            at[j] = i;
+        }
+        if (!rc && (rc = parts_from(s, w, np, io, &b1, rt)) && rc != 1) {
+            at_store_relaxed(&s->tier_down[rt], now_ns() + TIER_DOWN_NS);
+            np = recs = 0;
+            rc = parts_from(s, w, n, io, &b1, home);
+        } else if (!rc && (rc = parts_from(s, w + np, n - np, io, &b2, home))) {
+            for (size_t j = 0; j < np; j++)
+                munmap(w[j].buf, w[j].buf_len);
+        }
+        *bytes = b1 + b2;
+        for (size_t j = 0; !rc && j < n; j++) {
+            v[at[j]].buf = w[j].buf;
+            v[at[j]].buf_len = w[j].buf_len;
+        }
+        free(w);
+        free(at);
+    }
+    if (!rc) {
+        io->peer_parts += np;
+        io->peer_records += recs;
+    }
+    free(peer);
+    return rc;
+}
+
 int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store_io *io,
                      uint64_t *bytes)
 {
@@ -839,6 +936,16 @@ int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store
     }
     if (rc || !n)
         return rc;
+    return peers_or_home(s, v, n, io, bytes, P.u);
+}
+
+/* Shards v[0..n) in part from staged tier u, which holds each of them. */
+static int parts_from(cxlp_store *s, struct store_part *v, size_t n, struct store_io *io,
+                      uint64_t *bytes, uint32_t u)
+{
+    struct parts P = {.s = s, .u = u, .n = n};
+    int rc = 0;
+    *bytes = 0;
     if (!(P.x = calloc(n, sizeof *P.x)))
         return seterr(NULL, -ENOMEM, "dataset %s: out of memory for a partial read of %zu "
                       "shards", s->name, n);

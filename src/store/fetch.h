@@ -19,6 +19,11 @@ enum fetch_flags {
  * use; store_io_close releases them. Zero-initialize. */
 struct store_io {
     struct media_reader *r[POOL_MAX_TIERS];
+    uint64_t staged_bytes;    /* bytes read_source read with it from staged
+                               * tiers, all told (a server's metrics) */
+    uint64_t peer_parts;      /* shards store_read_parts read in part from a
+                               * peer that had them in memory */
+    uint64_t peer_records;    /* the records asked of them */
 };
 void store_io_close(struct store_io *io);
 

@@ -91,6 +91,7 @@ static void store_free(cxlp_store *s)
         pthread_mutex_destroy(&s->home_mu);
         pthread_mutex_destroy(&s->heads_mu);
         pthread_mutex_destroy(&s->rt_mu);
+        pthread_mutex_destroy(&s->rt_held_mu);
     }
     if (s->units)
         free(s->units->ufirst);
@@ -353,6 +354,7 @@ int cxlp_store_open(cxlp_pool *p, const char *name, cxlp_store **out)
     pthread_mutex_init(&s->home_mu, NULL);
     pthread_mutex_init(&s->heads_mu, NULL);
     pthread_mutex_init(&s->rt_mu, NULL);
+    pthread_mutex_init(&s->rt_held_mu, NULL);
     s->mu_init = 1;
     s->name = s->ds.info.name;
     s->ds.info.name[sizeof s->ds.info.name - 1] = '\0';

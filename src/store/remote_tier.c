@@ -126,6 +126,23 @@ uint32_t store_home(const cxlp_store *s)
     return s->remote >= 0 ? (uint32_t)s->remote : attach_home(s->a);
 }
 
+#define HELD_TTL_MS 200u       /* a peer's answer is used this long */
+#define HELD_DOWN_MS 2000u     /* one that did not answer is asked again after this */
+#define HELD_ASK_MS 1000u      /* the timeout of one ask */
+
+struct rt_held_peer {
+    cxlp_remote *r;            /* its connection for HELD, NULL: none */
+    uint64_t at_ms;            /* when last asked; 0: never */
+    int ok, busy;              /* it answered; a thread asks it now */
+    uint8_t *bits;             /* n_shards bits: it has shard k in memory */
+};
+
+struct rt_held {
+    uint32_t tier;
+    int n;
+    struct rt_held_peer p[];
+};
+
 /* ---------------------------------------------------------------- reader */
 
 struct rt_ext {
@@ -140,15 +157,16 @@ struct rt_idle {
     uint64_t ver;
     struct rt_idle *next;
 };
-#define RT_IDLE_MAX 8
+#define RT_IDLE_MAX 32
+#define RT_PEERS_MAX 16        /* peers of a tier a reader reads (the first ones) */
 
 struct rtier {
     const cxlp_store *s;
     uint32_t tier;
     const char *list;          /* the peers (the tier object's spec) */
-    int n_peers, peer;         /* the peer of r */
-    cxlp_remote *r;            /* NULL: not connected */
-    uint64_t ver;              /* the dataset's version at that peer */
+    int n_peers, peer;         /* the peer that answered last */
+    cxlp_remote *r[RT_PEERS_MAX];  /* per peer: NULL, not connected */
+    uint64_t ver[RT_PEERS_MAX];    /* the dataset's version at that peer */
     uint32_t timeout_ms;
     struct rt_ext *ext;        /* the shards' addresses, sorted */
     uint64_t n;
@@ -195,9 +213,8 @@ static int rt_connect(struct rtier *x, int i, uint32_t ms)
         cxlp_remote_close(r);
         return rc;
     }
-    x->r = r;
-    x->peer = i;
-    x->ver = ver;
+    x->r[i] = r;
+    x->ver[i] = ver;
     return 0;
 }
 
@@ -209,40 +226,47 @@ static void say_more(char *buf, size_t cap, const char *what)
         snprintf(buf + n, cap - n, "%s%s", n ? "; " : "", what);
 }
 
-/* Bytes [off, off + len) of shard k from a peer, failing over: the peer in
- * use, then the others, then the first again on a new connection, while
- * the timeout has time left. The error is the first try's (the peer in
- * use), its message lists each try's. */
+/* Bytes [off, off + len) of shard k from a peer, failing over: a peer that
+ * has the shard in memory (store_peer_memory) first, else the one that
+ * answered last; then the others in turn, then the first again on a new
+ * connection, while the timeout has time left. A peer that answers that it
+ * does not hold the shard (CXLP_EBUSY: a mirror not in its memory, or
+ * busy) keeps its connection. The error is the first try's (the first
+ * other than CXLP_EBUSY where there is one), its message lists each
+ * try's. */
 static int rt_read(struct rtier *x, uint64_t k, uint64_t off, uint64_t len, void *dst)
 {
     const uint64_t t0 = now_ms();
     char msgs[ERRMSG_MAX] = "";
     int first = 0;
     const int tries = x->n_peers + 1;
-    for (int a = 0; a < tries; a++) {
+    int held = store_peer_memory((cxlp_store *)(uintptr_t)x->s, k);
+    int i = held >= 0 && held < x->n_peers ? held : x->peer;
+    for (int a = 0; a < tries; a++, i = (i + 1) % x->n_peers) {
         uint64_t spent = now_ms() - t0;
         if (a && spent >= x->timeout_ms)
             break;
         int rc = 0;
-        if (!x->r) {
-            int i = a == 0 ? x->peer : (x->peer + 1) % x->n_peers;
-            rc = rt_connect(x, i, (uint32_t)(x->timeout_ms - spent));
-            if (rc) {
-                x->peer = i;
-                first = first ? first : rc;
-                say_more(msgs, sizeof msgs, cxlp_errmsg(NULL));
-                continue;
-            }
+        if (!x->r[i] && (rc = rt_connect(x, i, (uint32_t)(x->timeout_ms - spent)))) {
+            first = first ? first : rc;
+            say_more(msgs, sizeof msgs, cxlp_errmsg(NULL));
+            continue;
         }
-        rc = remote_read_at(x->r, x->s->name, x->ver, k, off, len, dst);
-        if (!rc)
+        rc = remote_read_at(x->r[i], x->s->name, x->ver[i], k, off, len, dst);
+        if (!rc) {
+            x->peer = i;
             return 0;
-        first = first ? first : rc;
-        say_more(msgs, sizeof msgs, cxlp_errmsg(x->r));
-        cxlp_remote_close(x->r);
-        x->r = NULL;
+        }
+        /* a peer without the shard says nothing of the shard's bytes:
+         * another peer's error is the one to report */
+        first = first && (first != CXLP_EBUSY || rc == CXLP_EBUSY) ? first : rc;
+        say_more(msgs, sizeof msgs, cxlp_errmsg(x->r[i]));
         if (rc == CXLP_ERANGE || rc == CXLP_EARG)
             break; /* the request, not the peer */
+        if (rc != CXLP_EBUSY) {
+            cxlp_remote_close(x->r[i]);
+            x->r[i] = NULL;
+        }
     }
     return seterr(NULL, first, "%s", msgs);
 }
@@ -287,22 +311,23 @@ static void rt_close(void *ctx)
 {
     struct rtier *x = ctx;
     cxlp_store *s = (cxlp_store *)(uintptr_t)x->s; /* its rt_mu, rt_idle */
-    struct rt_idle *e = x->r ? malloc(sizeof *e) : NULL;
     pthread_mutex_lock(&s->rt_mu);
-    if (x->r)
-        s->rt_peer = x->peer;
+    s->rt_peer = x->peer;
     int n = 0;
     for (struct rt_idle *i = s->rt_idle; i; i = i->next)
         n++;
-    if (e && n < RT_IDLE_MAX) {
-        *e = (struct rt_idle){x->r, x->tier, x->peer, x->ver, s->rt_idle};
+    for (int i = 0; i < x->n_peers && n < RT_IDLE_MAX; i++) {
+        struct rt_idle *e = x->r[i] ? malloc(sizeof *e) : NULL;
+        if (!e)
+            continue;
+        *e = (struct rt_idle){x->r[i], x->tier, i, x->ver[i], s->rt_idle};
         s->rt_idle = e;
-        x->r = NULL;
-        e = NULL;
+        x->r[i] = NULL;
+        n++;
     }
     pthread_mutex_unlock(&s->rt_mu);
-    free(e);
-    cxlp_remote_close(x->r);
+    for (int i = 0; i < x->n_peers; i++)
+        cxlp_remote_close(x->r[i]);
     free(x->ext);
     free(x);
 }
@@ -315,6 +340,13 @@ void store_remote_free(cxlp_store *s)
         cxlp_remote_close(e->r);
         free(e);
     }
+    struct rt_held *h = s->rt_held;
+    for (int i = 0; h && i < h->n; i++) {
+        cxlp_remote_close(h->p[i].r);
+        free(h->p[i].bits);
+    }
+    free(h);
+    s->rt_held = NULL;
 }
 
 static const struct media_reader_ops rt_ops = {rt_readv, rt_close};
@@ -329,7 +361,7 @@ int store_remote_reader(const cxlp_store *s, uint32_t u, struct media_reader **o
     x->s = s;
     x->tier = u;
     x->list = attach_tier(s->a, u)->path;
-    x->n_peers = n_peers(x->list);
+    x->n_peers = MIN(n_peers(x->list), RT_PEERS_MAX);
     x->timeout_ms = timeout_ms();
     for (uint64_t k = 0; k < s->n_shards; k++) {
         uint64_t w = store_word(s, k, u);
@@ -338,21 +370,22 @@ int store_remote_reader(const cxlp_store *s, uint32_t u, struct media_reader **o
         x->ext[x->n++] = (struct rt_ext){loc_off(w), k};
     }
     qsort(x->ext, x->n, sizeof *x->ext, ext_cmp);
-    /* a connection another reader of the store gave back, else the peer
+    /* the connections other readers of the store gave back, and the peer
      * that answered last */
     cxlp_store *ms = (cxlp_store *)(uintptr_t)s;
     pthread_mutex_lock(&ms->rt_mu);
     x->peer = ms->rt_peer < x->n_peers ? ms->rt_peer : 0;
-    for (struct rt_idle **pp = &ms->rt_idle; *pp; pp = &(*pp)->next)
-        if ((*pp)->tier == u) {
-            struct rt_idle *e = *pp;
-            *pp = e->next;
-            x->r = e->r;
-            x->peer = e->peer;
-            x->ver = e->ver;
-            free(e);
-            break;
+    for (struct rt_idle **pp = &ms->rt_idle; *pp;) {
+        struct rt_idle *e = *pp;
+        if (e->tier != u || e->peer >= x->n_peers || x->r[e->peer]) {
+            pp = &e->next;
+            continue;
         }
+        *pp = e->next;
+        x->r[e->peer] = e->r;
+        x->ver[e->peer] = e->ver;
+        free(e);
+    }
     pthread_mutex_unlock(&ms->rt_mu);
     int rc = media_reader_custom(out, &rt_ops, x);
     if (rc) {
@@ -360,6 +393,92 @@ int store_remote_reader(const cxlp_store *s, uint32_t u, struct media_reader **o
         return seterr(NULL, rc, "dataset %s: out of memory", s->name);
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------ held */
+
+uint32_t store_remote_tier(const cxlp_store *s)
+{
+    if (s->remote >= 0)
+        return (uint32_t)s->remote;
+    for (uint32_t t = 0; s->n_shards && t < attach_n_tiers(s->a); t++)
+        if ((attach_tier(s->a, t)->flags & TIER_REMOTE) && loc_present(store_word(s, 0, t)))
+            return t;
+    return UINT32_MAX;
+}
+
+/* Asks peer i which shards it has in memory, into bits. 0 or an error. */
+static int held_ask(cxlp_store *s, struct rt_held *h, int i, uint8_t *bits)
+{
+    struct rt_held_peer *q = &h->p[i];
+    int rc = 0;
+    if (!q->r) {
+        char url[POOL_SPEC_MAX];
+        struct cxlp_remote_opts o = peer_opts(HELD_ASK_MS);
+        if (peer_url(attach_tier(s->a, h->tier)->path, i, url, sizeof url))
+            return CXLP_EARG;
+        if ((rc = cxlp_remote_open(url, &o, &q->r)))
+            return rc;
+    }
+    uint64_t ver;
+    if ((rc = remote_held(q->r, s->name, &ver, bits, s->n_shards))) {
+        cxlp_remote_close(q->r);
+        q->r = NULL;
+    }
+    return rc;
+}
+
+int store_peer_memory(cxlp_store *s, uint64_t k)
+{
+    if (!s->tiered || s->local_only || k >= s->n_shards)
+        return -1;
+    const size_t nb = s->n_shards / 8 + 1;
+    pthread_mutex_lock(&s->rt_held_mu);
+    struct rt_held *h = s->rt_held;
+    if (!h) {
+        uint32_t t = store_remote_tier(s);
+        int n = t == UINT32_MAX ? 0 : MIN(n_peers(attach_tier(s->a, t)->path), RT_PEERS_MAX);
+        h = n ? calloc(1, sizeof *h + (size_t)n * sizeof h->p[0]) : NULL;
+        for (int i = 0; h && i < n; i++)
+            if (!(h->p[i].bits = calloc(1, nb))) {
+                while (i--)
+                    free(h->p[i].bits);
+                free(h);
+                h = NULL;
+            }
+        if (!h) {
+            pthread_mutex_unlock(&s->rt_held_mu);
+            return -1;
+        }
+        h->tier = t;
+        h->n = n;
+        s->rt_held = h;
+    }
+    uint8_t *tmp = NULL;
+    for (int i = 0; i < h->n; i++) {
+        struct rt_held_peer *q = &h->p[i];
+        uint64_t now = now_ms();
+        if (q->busy || (q->at_ms && now - q->at_ms < (q->ok ? HELD_TTL_MS : HELD_DOWN_MS)))
+            continue;
+        if (!tmp && !(tmp = malloc(nb)))
+            break;
+        q->busy = 1;
+        q->at_ms = now;
+        pthread_mutex_unlock(&s->rt_held_mu);
+        int rc = held_ask(s, h, i, tmp);
+        pthread_mutex_lock(&s->rt_held_mu);
+        q->busy = 0;
+        q->ok = rc == 0;
+        if (!rc)
+            memcpy(q->bits, tmp, nb);
+    }
+    free(tmp);
+    int found = -1;
+    for (int i = 0; i < h->n && found < 0; i++)
+        if (h->p[i].ok && (h->p[i].bits[k / 8] >> (k % 8)) & 1)
+            found = i;
+    pthread_mutex_unlock(&s->rt_held_mu);
+    return found;
 }
 
 /* ---------------------------------------------------------------- mirror */

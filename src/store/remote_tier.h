@@ -21,6 +21,15 @@ uint32_t store_home(const cxlp_store *s);
  * shards read from a peer that holds the same shard table. 0 or an error
  * with its message. */
 int store_remote_reader(const cxlp_store *s, uint32_t u, struct media_reader **out);
+/* The remote tier with words for s's shards: a mirror's home, or a tier
+ * naming peers that hold a dataset of this pool too; UINT32_MAX: none. */
+uint32_t store_remote_tier(const cxlp_store *s);
+/* A peer of the store's remote tier (its index in the tier's list) that
+ * has shard k whole in a memory tier, by the peers' answers to HELD (each
+ * asked again when its answer is 200 ms old, one that did not answer after
+ * 2 s); -1 when none does, or the store has no remote tier or is a
+ * server's (local_only). Thread-safe. */
+int store_peer_memory(cxlp_store *s, uint64_t k);
 /* Closes the store's idle connections (store_free, once no reader is
  * open). */
 void store_remote_free(cxlp_store *s);

@@ -14,6 +14,7 @@
 #include "common/common.h"
 #include "common/fastdiv.h"
 #include "common/flush.h"
+#include "pool/loc.h"
 #include "pool/pool.h"
 #include "sample/feistel.h"
 #include "store/shard.h"
@@ -60,6 +61,12 @@ struct cxlp_store {
     struct rt_idle *rt_idle;  /* its idle connections to peers, under rt_mu:
                                * a reader takes one and gives it back */
     int rt_peer;              /* the peer that answered last (under rt_mu) */
+    struct rt_held *rt_held;  /* per peer: the shards it has in memory
+                               * (remote_tier.c), under rt_held_mu */
+    pthread_mutex_t rt_held_mu;
+    int local_only;           /* reads no remote tier: a server's store, so
+                               * that a peer's read never chains to a third
+                               * host (net/server.c) */
     uint64_t tier_bw[POOL_MAX_TIERS]; /* bytes/s its reads of each staged
                                * tier moved (fetch.c: a moving average) */
     uint64_t tier_down[POOL_MAX_TIERS]; /* monotonic ns until which a staged
@@ -100,6 +107,18 @@ static inline uint64_t store_word(const cxlp_store *s, uint64_t k, uint32_t t)
     if (s->nc)
         cache_invalidate(w, sizeof *w);
     return at_load_acquire(w);
+}
+
+/* 1 when a memory tier (read in place) has a copy of shard k whole; a
+ * pool of one tier is memory. */
+static inline int store_in_memory(const cxlp_store *s, uint64_t k)
+{
+    if (!s->tiered)
+        return 1;
+    for (uint32_t i = 0; i < s->n_mem; i++)
+        if (loc_present(store_word(s, k, s->mem[i])))
+            return 1;
+    return 0;
 }
 
 /* A dataset's staging units as a store knows them (unit.c): the pool's

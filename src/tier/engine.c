@@ -157,6 +157,8 @@ struct tier_engine {
                                   need lists name it (registry_merge) */
     uint16_t *seen;            /* registry_merge's scratch */
     uint8_t *sparse;           /* per item: too sparse to stage (mark_sparse) */
+    uint8_t *away;             /* n_shards bits: shards of another host's share
+                                  (tier_away), never staged here; NULL: none */
     uint64_t *dense_until;     /* per item: judged dense by a plan: not sparse
                                   until pos passes this (a horizon later) */
     uint64_t *window, *wdist, *touched;
@@ -607,6 +609,15 @@ static int sparse_now(const struct tier_engine *e, uint64_t k, uint64_t recs)
                            e->payload_pm, e->horizon)));
 }
 
+/* 1 when item k is of a shard of another host's share (tier_away): never
+ * staged here; its batches read it in part, from the peer that has it in
+ * memory (store/fetch.c) or the home. */
+static int away(const struct tier_engine *e, uint64_t k)
+{
+    uint64_t sh = item_shard(e, k);
+    return e->away && ((e->away[sh / 8] >> (sh % 8)) & 1);
+}
+
 struct cand_key {
     uint64_t span, item;
 };
@@ -706,7 +717,8 @@ static void *stager(void *arg)
             uint64_t c = e->cand[e->cand_i++];
             /* an item too sparse to pay for a copy only into room: none is
              * evicted for it (its batches read it in part) */
-            if (!e->staging[c] && !e->resident[c] && !e->kept[c] && !sparse_no_room(e, c))
+            if (!e->staging[c] && !e->resident[c] && !e->kept[c] && !sparse_no_room(e, c) &&
+                !away(e, c))
                 k = c;
         }
         /* reading in part, a copy is made only while the budget has room
@@ -926,7 +938,7 @@ static int fetch_now(struct tier_engine *e, uint64_t k, uint64_t recs, struct st
          * flight (never victims), and lru evicted this window's instead */
         if (e->pos - e->plan_pos >= e->batch && !e->stop)
             replan(e);
-        if (recs && sparse_now(e, k, recs)) {
+        if (recs && (away(e, k) || sparse_now(e, k, recs))) {
             rc = FETCH_SPARSE;
             break;
         }
@@ -1049,6 +1061,7 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
         return seterr(NULL, rc, "staging: out of memory for a batch of %zu", n);
     uint64_t t0 = now_ns(), hits = 0, misses = 0, priv = 0, parts = 0, part_bytes = 0, no_room = 0;
     uint64_t sparse = 0, sparse_priv = 0;
+    const uint64_t peer0 = io->peer_parts, peer_rec0 = io->peer_records;
     int first = 1, waited = 0;
     /* the batch holds its shards: this engine evicts none of them until
      * batch_end (other processes may: then they are fetched again) */
@@ -1154,6 +1167,8 @@ int engine_batch_begin(struct tier_engine *e, const uint64_t *ids, size_t n)
     e->st.partial_bytes += part_bytes;
     e->st.no_room += no_room;
     e->st.sparse_reads += sparse;
+    e->st.peer_reads += io->peer_parts - peer0;
+    e->st.peer_records += io->peer_records - peer_rec0;
     for (size_t i = 0; i < b->n; i++)
         e->last_use[b->keys[i]] = e->begun; /* >= 1: the batch began */
     pthread_mutex_unlock(&e->mu);
@@ -1321,6 +1336,7 @@ void engine_free(struct tier_engine *e)
     free(e->others);
     free(e->seen);
     free(e->sparse);
+    free(e->away);
     free(e->dense_until);
     free(e);
 }
@@ -1471,7 +1487,10 @@ int engine_create(cxlp_store *s, const struct cxlp_loader_opts *o, cxlp_index_fn
     e->seen = calloc(nn, sizeof *e->seen);
     e->sparse = calloc(nn, 1);
     e->dense_until = calloc(nn, sizeof *e->dense_until);
+    if (o->tier_away && e->sparse_rec && (e->away = malloc(s->n_shards / 8 + 1)))
+        memcpy(e->away, o->tier_away, s->n_shards / 8 + (s->n_shards % 8 != 0));
     if (!e->hcount || !e->others || !e->seen || !e->sparse || !e->dense_until ||
+        (o->tier_away && e->sparse_rec && !e->away) ||
         !e->q || !e->recent || !e->len || !e->next_use || !e->last_use || !e->heat ||
         !e->resident || !e->kept || !e->busy || !e->staging || !e->slow || !e->res_list || !e->window ||
         !e->wdist || !e->touched || !e->mine || !e->foreign || (e->units && !e->kshard)) {

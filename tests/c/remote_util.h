@@ -128,17 +128,33 @@ static inline void ru_ready(void *ctx, const char *addr, int port)
     CHECK(write(ru_port_fd, &port, sizeof port) == (ssize_t)sizeof port);
 }
 
-/* Forks a server of spec on 127.0.0.1 (a free port) logging to log_path;
- * returns its pid and its port in *port. The child exits with 0 when
- * cxlp_serve returned 0 after SIGTERM, else 1. */
-static inline pid_t ru_serve(const char *spec, const char *token_file, const char *log_path, int *port)
+/* A server forked now, before this process holds any UCX state (a child
+ * forked from a process with live UCX contexts inherits their threads'
+ * locks), that starts serving spec (logging to log_path) when
+ * ru_spare_go names its listen address: a host that comes back is a fresh
+ * process, and a server of a pool made later can be forked early. The
+ * child exits with 0 when cxlp_serve returned 0 after SIGTERM, else 1. */
+struct ru_spare {
+    pid_t pid;
+    int go, port;             /* write: the address; read: the bound port */
+};
+
+static inline struct ru_spare ru_spare_fork(const char *spec, const char *token_file,
+                                            const char *log_path)
 {
-    int pfd[2];
-    CHECK(pipe(pfd) == 0);
+    int gfd[2], pfd[2];
+    CHECK(pipe(gfd) == 0 && pipe(pfd) == 0);
+    fflush(stdout);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
+        close(gfd[1]);
         close(pfd[0]);
+        char listen[64] = "";
+        ssize_t n = read(gfd[0], listen, sizeof listen - 1);
+        if (n <= 0)
+            _exit(0);
+        listen[n] = '\0';
         ru_port_fd = pfd[1];
         struct sigaction sa = {.sa_handler = ru_on_term};
         sigemptyset(&sa.sa_mask);
@@ -146,7 +162,7 @@ static inline pid_t ru_serve(const char *spec, const char *token_file, const cha
         FILE *log = fopen(log_path, "a");
         if (!log)
             _exit(1);
-        struct cxlp_serve_opts o = {.listen = "127.0.0.1:0", .token_file = token_file,
+        struct cxlp_serve_opts o = {.listen = listen, .token_file = token_file,
                                     .stop = &ru_stop, .log = log, .ready = ru_ready};
         int rc = cxlp_serve(spec, &o);
         if (rc)
@@ -154,18 +170,36 @@ static inline pid_t ru_serve(const char *spec, const char *token_file, const cha
         fclose(log);
         _exit(rc ? 1 : 0);
     }
+    close(gfd[0]);
     close(pfd[1]);
     if (ru_n_children < 16)
         ru_children[ru_n_children++] = pid;
-    ssize_t n = read(pfd[0], port, sizeof *port);
-    close(pfd[0]);
-    if (n != (ssize_t)sizeof *port) {
+    return (struct ru_spare){pid, gfd[1], pfd[0]};
+}
+
+/* Starts the spare on listen; 0 once it listens (its port in *port), -1
+ * when it did not start (the log says why). */
+static inline int ru_spare_go(struct ru_spare *sp, const char *listen, int *port)
+{
+    CHECK(write(sp->go, listen, strlen(listen)) == (ssize_t)strlen(listen));
+    close(sp->go);
+    ssize_t n = read(sp->port, port, sizeof *port);
+    close(sp->port);
+    return n == (ssize_t)sizeof *port ? 0 : -1;
+}
+
+/* Forks a server of spec on 127.0.0.1 (a free port) logging to log_path;
+ * returns its pid and its port in *port. */
+static inline pid_t ru_serve(const char *spec, const char *token_file, const char *log_path, int *port)
+{
+    struct ru_spare sp = ru_spare_fork(spec, token_file, log_path);
+    if (ru_spare_go(&sp, "127.0.0.1:0", port)) {
         int st;
-        waitpid(pid, &st, 0);
+        waitpid(sp.pid, &st, 0);
         fprintf(stderr, "server did not start (log %s)\n", log_path);
         exit(1);
     }
-    return pid;
+    return sp.pid;
 }
 
 /* 1 when path's text contains needle. */

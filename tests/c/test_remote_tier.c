@@ -40,63 +40,6 @@ static uint64_t ms_now(void)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* A server forked now, before this process holds any UCX state (a child
- * forked from a process with live UCX contexts inherits their threads'
- * locks), that starts serving spec when spare_go names its listen address:
- * a host that comes back is a fresh process. */
-struct spare {
-    pid_t pid;
-    int go, port;             /* write: the address; read: the bound port */
-};
-
-static struct spare spare_fork(const char *spec)
-{
-    int gfd[2], pfd[2];
-    CHECK(pipe(gfd) == 0 && pipe(pfd) == 0);
-    fflush(stdout);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        close(gfd[1]);
-        close(pfd[0]);
-        char listen[64] = "";
-        ssize_t n = read(gfd[0], listen, sizeof listen - 1);
-        if (n <= 0)
-            _exit(0);
-        listen[n] = '\0';
-        ru_port_fd = pfd[1];
-        struct sigaction sa = {.sa_handler = ru_on_term};
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGTERM, &sa, NULL);
-        FILE *log = fopen(logp, "a");
-        if (!log)
-            _exit(1);
-        struct cxlp_serve_opts o = {.listen = listen, .token_file = tok, .stop = &ru_stop,
-                                    .log = log, .ready = ru_ready};
-        int rc = cxlp_serve(spec, &o);
-        if (rc)
-            fprintf(log, "serve failed: %s\n", cxlp_errmsg(NULL));
-        fclose(log);
-        _exit(rc ? 1 : 0);
-    }
-    close(gfd[0]);
-    close(pfd[1]);
-    if (ru_n_children < 16)
-        ru_children[ru_n_children++] = pid;
-    return (struct spare){pid, gfd[1], pfd[0]};
-}
-
-/* Starts the spare on listen; 0 once it listens (its port in *port), -1
- * when it did not start (the log says why). */
-static int spare_go(struct spare *sp, const char *listen, int *port)
-{
-    CHECK(write(sp->go, listen, strlen(listen)) == (ssize_t)strlen(listen));
-    close(sp->go);
-    ssize_t n = read(sp->port, port, sizeof *port);
-    close(sp->port);
-    return n == (ssize_t)sizeof *port ? 0 : -1;
-}
-
 static void kill_server(pid_t pid)
 {
     int st;
@@ -319,7 +262,7 @@ int main(void)
     int p1, p2;
     fflush(stdout);
     pid_t s1 = ru_serve(A, tok, logp, &p1), s2 = ru_serve(A, tok, logp, &p2);
-    struct spare spare = spare_fork(A);
+    struct ru_spare spare = ru_spare_fork(A, tok, logp);
     char u1[200], u2[200], both[420];
     snprintf(u1, sizeof u1, "ucx://127.0.0.1:%d/%s", p1, A);
     snprintf(u2, sizeof u2, "ucx://127.0.0.1:%d/%s", p2, A);
@@ -556,7 +499,7 @@ int main(void)
     char listen[64];
     snprintf(listen, sizeof listen, "127.0.0.1:%d", p2);
     int p4;
-    CHECK_OK(spare_go(&spare, listen, &p4));
+    CHECK_OK(ru_spare_go(&spare, listen, &p4));
     CHECK(p4 == p2);
     rc = cxlp_store_read_copy(sf, nf - 1, rec, sizeof rec, &len);
     if (rc)
