@@ -177,6 +177,8 @@ class CXLDataLoader:
         # staging engine's policy and horizon unless given here
         policy = tier_policy or (getattr(dataset, "tier_policy", None) if tiered else None)
         horizon = lookahead or (getattr(dataset, "prefetch_depth", None) if tiered else None)
+        self._away_key: Optional[tuple] = None
+        self._away_bits: Optional[bytes] = None
         self._tier = {"tier_policy": _core.policy_parse(policy) if policy else 0,
                       "tier_budget": int(memory_budget or 0),
                       "tier_horizon": int(horizon or 0),
@@ -366,12 +368,19 @@ class CXLDataLoader:
             self._gpu = gpu.LoaderGPU(self.device if cuda_dev else None, self.prefetch_to_gpu,
                                       dataset if pin_to_cxl else None)
         if tiered:
-            self._warn_order(memory_budget)
             if isinstance(self._base_order(), HostsCXLSampler):
                 # a host's ranks read a few records of many blocks of other
                 # hosts' shares: those are read in part, not staged whole
-                # (docs/tiers.md, "Sparse items")
+                # (docs/tiers.md, "Sparse items"; docs/remote.md)
                 self._tier["tier_sparse"] = True
+                if memory_budget is None:
+                    # the host's memory is its part of one cache across
+                    # hosts: all of it holds the host's share (a share of a
+                    # tier holding 40% of the dataset, 1/3 of it, outgrows
+                    # 3/4 of the tier and is staged again every epoch)
+                    memory_budget = staging_budget(dataset, None, whole=True)
+                    self._tier["tier_budget"] = int(memory_budget or 0)
+            self._warn_order(memory_budget)
         self._stage_ahead()
 
     def _check_cut_together(self, dataset: CXLDataset, mode: str) -> None:
@@ -392,6 +401,40 @@ class CXLDataLoader:
                          f"{other['name']!r} ({other['dtype']}): collate={mode!r} cuts a "
                          f"record's variable-length fields at the same element counts, so "
                          f"they need equal lengths; choose the fields with columns={keep!r}")
+
+    def _tier_args(self) -> dict:
+        """The staging engine's arguments: self._tier, and for the hosts order
+        the shards of other hosts' shares this epoch (tier_away)."""
+        away = self._away()
+        return self._tier if away is None else dict(self._tier, tier_away=away)
+
+    def _away(self) -> Optional[bytes]:
+        """The hosts order: one bit per shard, set for the shards of no block
+        of this rank's host's share in the sampler's epoch. The engine never
+        stages them; batches read their records in part, from the peer that
+        has them in memory (docs/remote.md, "Reading a peer's memory"), so a
+        host's memory holds its share alone. None for other orders."""
+        base = self._base_order()
+        if (not self._tier.get("tier_sparse") or not isinstance(base, HostsCXLSampler)
+                or not isinstance(self.sampler, DistributedCXLSampler)):
+            return None
+        smp = self.sampler
+        key = (smp.seed, None if base.keep_blocks else smp.epoch)  # keep: one deal
+        if self._away_key == key:
+            return self._away_bits
+        base.seed, base.epoch = smp.seed, smp.epoch
+        store, n = self.dataset.store, len(self.dataset)
+        mine = np.zeros(self.dataset.shards()["n_shards"], dtype=bool)
+        size = base.shard_size
+        for b in base.host_blocks(base.rank_hosts[smp.rank]):
+            i, hi = b * size, min(n, (b + 1) * size)
+            while i < hi:
+                loc = store.locate(i)
+                mine[loc["shard"]] = True
+                i += loc["shard_records"] - loc["index"]
+        self._away_key = key
+        self._away_bits = np.packbits(~mine, bitorder="little").tobytes()
+        return self._away_bits
 
     def _base_order(self) -> Any:
         """The order the sampler splits among ranks (a DistributedCXLSampler's
@@ -568,7 +611,7 @@ class CXLDataLoader:
         if key is None:
             return
         self._ahead = _core.Stager(self.dataset.store, self.sampler._upcoming(key),
-                                   self.batch_size, **self._tier)
+                                   self.batch_size, **self._tier_args())
         self._ahead_key = key
 
     def __len__(self) -> int:
@@ -861,7 +904,7 @@ class CXLDataLoader:
                            drop_last=self.drop_last, numa_node=self.numa_node,
                            first_offset=off, tensor=_from_capsule,
                            segments=self.return_segments, fields=self._fields, **self._slots,
-                           next_order=nxt, **self._tier)
+                           next_order=nxt, **self._tier_args())
         self._engine = eng
         self._ahead_key = key
         self.threads = eng.threads

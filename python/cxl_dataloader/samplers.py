@@ -167,10 +167,12 @@ def order_shard_bytes(shards: dict, per: int) -> int:
     return max(1, shards["max_bytes"] * per // max(1, shards["per_shard"] or per))
 
 
-def staging_budget(dataset: Any, memory_budget: Union[int, str, None]) -> Optional[int]:
+def staging_budget(dataset: Any, memory_budget: Union[int, str, None],
+                   whole: bool = False) -> Optional[int]:
     """The bytes a loader's staging engine may keep copies in: memory_budget,
     else what the engine takes by default, 3/4 of the pool's fastest memory
-    tier; None when the pool has no memory tier."""
+    tier (whole: all of it, the hosts order's default); None when the pool
+    has no memory tier."""
     if memory_budget is not None:
         return parse_size("memory_budget", memory_budget)
     pool = _core.Pool(dataset.spec, readonly=True)
@@ -178,7 +180,9 @@ def staging_budget(dataset: Any, memory_budget: Union[int, str, None]) -> Option
         mem = [t for t in pool.tiers() if not t["staged"]]
     finally:
         pool.close()
-    return mem[0]["capacity"] // 4 * 3 if mem else None
+    if not mem:
+        return None
+    return mem[0]["capacity"] if whole else mem[0]["capacity"] // 4 * 3
 
 
 class CXLSamplerBase(torch.utils.data.Sampler):
@@ -643,8 +647,13 @@ class DistributedCXLSampler(CXLSamplerBase):
     the layout. Blocks: ``shard_size`` ids (default: the dataset's records
     per shard), ``window`` blocks per host window ("auto": as
     window="auto", half the staging budget; the default for a dataset on
-    a pool of tiers; else the default is all of a host's blocks). ``keep_blocks=True``: the blocks stay on their
-    hosts every epoch (see HostsCXLSampler).
+    a pool of tiers; else the default is all of a host's blocks; a
+    CXLDataLoader's default budget for this order is its whole memory tier,
+    and "auto" sizes by it). ``keep_blocks`` (default True here): the blocks
+    stay on their hosts every epoch, each host's in a new order, so its
+    memory is a cache across epochs; False deals them again each epoch (see
+    HostsCXLSampler), and a host then stages its new share from the home
+    (docs/remote.md, "Three emulated hosts").
     """
 
     def __init__(self, dataset: Any, num_replicas: Optional[int] = None,
@@ -654,7 +663,8 @@ class DistributedCXLSampler(CXLSamplerBase):
                  memory_budget: Union[int, str, None] = None, runs: Union[str, bool, int] = "auto",
                  ramp: Optional[bool] = None, topology: Any = None,
                  host_weights: Optional[Sequence[Any]] = None,
-                 ranks_per_host: Optional[int] = None, keep_blocks: bool = False) -> None:
+                 ranks_per_host: Optional[int] = None,
+                 keep_blocks: Optional[bool] = None) -> None:
         world, r = _dist_world_rank(num_replicas, rank)
         if topology is not None:
             if isinstance(order, CXLSamplerBase) or order not in ("random", "block", "hosts"):
@@ -664,14 +674,15 @@ class DistributedCXLSampler(CXLSamplerBase):
                 raise ValueError("topology= shuffles (the hosts order); shuffle=False is "
                                  "the sequential order")
             base = _hosts_base(dataset, seed, world, topology, host_weights, ranks_per_host,
-                               shard_size, window, memory_budget, runs, keep_blocks)
+                               shard_size, window, memory_budget, runs,
+                               True if keep_blocks is None else bool(keep_blocks))
             super().__init__(seed, world, r, drop_last)
             self.base = base
             self.shuffle = shuffle
             self.dataset = dataset
             self._probe()
             return
-        if host_weights is not None or ranks_per_host is not None or keep_blocks:
+        if host_weights is not None or ranks_per_host is not None or keep_blocks is not None:
             raise ValueError("host_weights, ranks_per_host and keep_blocks go with topology=")
         if isinstance(order, CXLSamplerBase):
             base = order
@@ -760,6 +771,8 @@ def _hosts_base(dataset: Any, seed: int, world: int, topology: Any,
         # (docs/remote.md, "Three emulated hosts")
         window = "auto"
     if window == "auto":
+        if memory_budget is None and getattr(dataset, "tiered", False):
+            memory_budget = staging_budget(dataset, None, whole=True)  # the loader's default
         shard_size, window = auto_window(dataset, shard_size, memory_budget, runs)
         block = _rank0_choice([shard_size, window], world)
         shard_size, window = block[0], block[1]
@@ -790,7 +803,8 @@ class BalancedCXLSampler(DistributedCXLSampler):
                  topology: Any = "auto", ranks_per_host: Optional[int] = None,
                  shard_size: Optional[int] = None, window: Union[int, str, None] = None,
                  memory_budget: Union[int, str, None] = None,
-                 runs: Union[str, bool, int] = "auto", keep_blocks: bool = False) -> None:
+                 runs: Union[str, bool, int] = "auto",
+                 keep_blocks: Optional[bool] = None) -> None:
         self.rates = list(rates)
         integer_host_weights(self.rates, "rates")
         super().__init__(dataset, num_replicas, rank, True, seed, drop_last,

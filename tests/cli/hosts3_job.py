@@ -78,7 +78,8 @@ def main() -> int:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seed", type=int, default=3)
-    ap.add_argument("--keep-blocks", action="store_true")
+    ap.add_argument("--keep-blocks", choices=["default", "yes", "no"], default="default",
+                    help="keep_blocks= of the sampler: its default, True or False")
     ap.add_argument("--memory", type=float, default=0.4)
     ap.add_argument("--hosts", type=int, default=3)
     ap.add_argument("--home-dev", default="", help="host 0: the home's block device (loopN)")
@@ -109,7 +110,8 @@ def main() -> int:
     per = ds.shards()["per_shard"]
     win = {"auto": {"window": "auto", "memory_budget": budget},
            "all": {"shard_size": per, "window": -(-n // per)}}[a.window]
-    sampler = DistributedCXLSampler(ds, seed=a.seed, topology="auto", keep_blocks=a.keep_blocks,
+    keep = {"default": None, "yes": True, "no": False}[a.keep_blocks]
+    sampler = DistributedCXLSampler(ds, seed=a.seed, topology="auto", keep_blocks=keep,
                                     **win)
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(
@@ -135,7 +137,7 @@ def main() -> int:
     loader = CXLDataLoader(ds, batch_size=a.batch, sampler=sampler, drop_last=False,
                            memory_budget=budget)
     result: dict = {"n": n, "record_size": rec, "world": world, "shards": ds.shards(),
-                    "keep_blocks": a.keep_blocks, "seed": a.seed, "budget": budget,
+                    "keep_blocks": sampler.base.keep_blocks, "seed": a.seed, "budget": budget,
                     "epochs": []}
     for epoch in range(a.epochs):
         loader.set_epoch(epoch)
@@ -186,6 +188,7 @@ def main() -> int:
                 "samples": sum(r["samples"] for r in allr),
                 "ids_missing": int((seen == 0).sum()), "ids_repeated": int((seen > 1).sum()),
                 "max_count": int(seen.max())})
+    result["budget"] = loader.stats().get("budget") or budget  # the engine's, in bytes
     if rank == 0:
         with open(a.out, "w") as f:
             json.dump(result, f, indent=1)

@@ -4,19 +4,23 @@
 # mount namespace with its own /dev/shm (a private tmpfs) holding its pool
 # shm:acc, with its own host id (CXLP_HOST_ID). Each pool's dram tier holds
 # 40% of the dataset. The home is one file on an ext4 disk (a loop device)
-# mounted in host 0's mount namespace only; host 0 serves its pool
-# (cxlpool serve), hosts 1 and 2 reach the dataset through a remote tier
-# naming that server. A 4-rank torchrun job (gloo over the bridge; ranks
-# 2 + 1 + 1) reads it for 2 epochs with DistributedCXLSampler(topology=
-# "auto") and trains a toy model (tests/cli/hosts3_job.py).
+# mounted in host 0's mount namespace only. Every host serves its pool
+# (cxlpool serve) and its pool's remote tier names the other two servers:
+# hosts 1 and 2 mirror host 0's dataset, host 0 gains them as holders. A
+# 4-rank torchrun job (gloo over the bridge; ranks 2 + 1 + 1) reads it
+# for 2 epochs with DistributedCXLSampler(topology="auto") and trains a
+# toy model (tests/cli/hosts3_job.py).
 # Checks: every id exactly once per epoch and every record's words;
 # the home disk's bytes read in epoch 1 <= 5% of the dataset; the peer
-# fraction of each epoch within 2 points of cxlpool order --stats's. The
-# figures go to stdout and $CXLP_HOSTS3_OUT (JSON) when set.
-# CXLP_HOSTS3_KEEP=1: keep_blocks=True (one deal for every epoch).
-# CXLP_HOSTS3_BUDGET: the loaders' memory_budget: "default" (the loader's,
-# 3/4 of the dram tier), "tier" (the whole dram tier), "split" (the tier
-# over the host's ranks) or bytes.
+# fraction of each epoch (the records the loaders read in part from a
+# peer that had them in memory: loader.stats()["peer_records"], over the
+# dataset's) within 2 points of cxlpool order --stats's. The figures go to
+# stdout and $CXLP_HOSTS3_OUT (JSON) when set.
+# CXLP_HOSTS3_KEEP=1 / 0: keep_blocks=True / False (one deal for every
+# epoch, the default of topology=; or a new deal each epoch).
+# CXLP_HOSTS3_BUDGET: the loaders' memory_budget: "default" (the loader's:
+# for this order the whole dram tier), "tier" (the same, given), "split"
+# (the tier over the host's ranks) or bytes.
 # CXLP_HOSTS3_RATE=1gbit: tc shapes every veth both ways. After the job,
 # host 1 stages the whole dataset from host 0 into a second pool (cxlpool
 # migrate, timed) and ucx_perftest ucp_am_bw runs between the same two
@@ -147,7 +151,10 @@ DRAM=$("$PY" -c "print(int($STORED * $MEM) + $OVER)")
 
 printf 'hosts3-secret\n' >"$T/tok"; chmod 600 "$T/tok"
 export CXLPOOL_TOKEN_FILE="$T/tok" UCX_TLS=tcp
+# every host's pool names the other hosts' servers: a host reads a block
+# another host has in memory from that host (docs/remote.md)
 expect 0 "" on 0 "$CXLPOOL" create shm:acc --tier "dram=shm:accd:$DRAM" \
+  --tier "remote=ucx://$NET.2:7300/acc,ucx://$NET.3:7300/acc" \
   --tier "nvme=file:$T/home/home.tier:$(( STORED * 5 / 4 + (32 << 20) ))"
 expect 0 "" on 0 "$CXLPOOL" ingest shm:acc data "$T/src.bin" --format raw --record-size $REC \
   --shard-bytes "$SHARD" --no-progress
@@ -159,10 +166,19 @@ for _ in $(seq 100); do grep -q "listening on" "$T/serve.out" && break; sleep 0.
 grep -q "listening on" "$T/serve.out" && ok || { fail "serve: $(cat "$T/serve.log")"; finish; }
 for h in 1 2; do
   expect 0 "" on $h "$CXLPOOL" create shm:acc --tier "dram=shm:accd:$DRAM" \
-    --tier "remote=ucx://$NET.1:7300/acc"
+    --tier "remote=ucx://$NET.1:7300/acc,ucx://$NET.$(( 4 - h )):7300/acc"
   expect 0 "" on $h "$CXLPOOL" ls shm:acc
   grep -Eq "^data +$N " "$T/out" && ok || fail "host $h lists: $(cat "$T/out")"
 done
+for h in 1 2; do  # hosts 1 and 2 serve their pools (the mirror: from memory only)
+  onbg $h "$CXLPOOL" serve shm:acc --listen "$NET.$((h + 1)):7300" --token-file "$T/tok" \
+    --metrics-port $((9300 + h)) >"$T/serve$h.out" 2>"$T/serve$h.log" </dev/null &
+  BG+=($!)
+  for _ in $(seq 100); do grep -q "listening on" "$T/serve$h.out" && break; sleep 0.1; done
+  grep -q "listening on" "$T/serve$h.out" && ok || { fail "serve on $h: $(cat "$T/serve$h.log")"; finish; }
+done
+# host 0 lists them: hosts 1 and 2 become holders of its dataset's shards
+expect 0 "" on 0 "$CXLPOOL" ls shm:acc
 on 1 "$PY" -c "from cxl_dataloader import CXLDataset; CXLDataset('shm:acc', 'data')" \
   2>"$T/pyerr" </dev/null
 if grep -q "no UCX" "$T/pyerr"; then
@@ -171,7 +187,7 @@ fi
 [ ! -s "$T/pyerr" ] && ok || fail "host 1 opens the dataset: $(tail -3 "$T/pyerr")"
 
 # the job: torchrun on each host, ranks 2 + 1 + 1, rendezvous on host 0
-KEEP=(); [ "${CXLP_HOSTS3_KEEP:-0}" = 1 ] && KEEP=(--keep-blocks)
+KEEP=(); case ${CXLP_HOSTS3_KEEP:-} in 1) KEEP=(--keep-blocks yes) ;; 0) KEEP=(--keep-blocks no) ;; esac
 BUDGET=${CXLP_HOSTS3_BUDGET:-default}
 RES="$T/result.json"
 RANKS=${CXLP_HOSTS3_RANKS:-2,1,1}
@@ -200,7 +216,8 @@ secs=$(( $(date +%s) - t0 ))
 # the prediction, for the job's blocks and seed
 PS=$("$PY" -c "import json; print(json.load(open('$RES'))['shards']['per_shard'])")
 "$CXLPOOL" order --n "$N" --stats --shard-size "$PS" --hosts 3 --memory $MEM \
-  --ranks-per-host "$RANKS" --epochs 2 --seed 3 "${KEEP[@]}" --json >"$T/pred.json" 2>"$T/err" &&
+  --ranks-per-host "$RANKS" --epochs 2 --seed 3 $(grep -q '"keep_blocks": true' "$RES" &&
+  echo --keep-blocks) --json >"$T/pred.json" 2>"$T/err" &&
   ok || fail "order --stats: $(cat "$T/err")"
 
 "$PY" - "$RES" "$T/pred.json" "$STORED" "$secs" "${CXLP_HOSTS3_OUT:-}" >"$T/verdict" <<'EOF'
@@ -215,6 +232,8 @@ print(f"keep_blocks {res['keep_blocks']}, loader budget {res['budget'] or 'defau
       f"dataset {n} records of {rec} bytes in {res['shards']['n_shards']} shards")
 for e in res["epochs"]:
     ranks = e["ranks"]
+    # the records ranks read in part from a peer that had them in memory
+    peer_records = sum(r["loader"].get("peer_records", 0) for r in ranks)  # per epoch
     r0 = next(r for r in ranks if "home_read_bytes" in r["after"])
     home = r0["after"]["home_read_bytes"] - r0["before"]["home_read_bytes"]
     m0, m1 = r0["before"].get("metrics", {}), r0["after"].get("metrics", {})
@@ -234,7 +253,7 @@ for e in res["epochs"]:
     # bytes in came from the disk; the rest of the disk's reads were the
     # server's, and what the server sent beyond those came from its memory
     server_home = max(0, home - h0["dram_bytes_in"])
-    peer_bytes = max(0, served - server_home)
+    peer_fraction = peer_records / n
     staged = sum(h["dram_bytes_in"] for h in hosts)
     p = pred["epochs"][e["epoch"]]
     predicted = {"local": p["local"], "peer": p["peer"], "home": p["home"],
@@ -245,7 +264,7 @@ for e in res["epochs"]:
            "ids_missing": e["ids_missing"], "ids_repeated": e["ids_repeated"],
            "home_bytes": home, "home_fraction": home / ds_bytes,
            "served_bytes": served, "served_from_home_bytes": server_home,
-           "peer_bytes": peer_bytes, "peer_fraction": peer_bytes / ds_bytes,
+           "peer_records": peer_records, "peer_fraction": peer_fraction,
            "staged_bytes": staged, "staged_fraction": staged / ds_bytes,
            "predicted": predicted,
            "sampler_host_reads": {k: v / tot for k, v in sampler.items()},
@@ -260,14 +279,14 @@ for e in res["epochs"]:
                      f"{e['ids_missing']} ids missing, {e['ids_repeated']} repeated")
     if e["epoch"] == 1 and home > 0.05 * ds_bytes:
         fails.append(f"epoch 1 read {home / ds_bytes:.3f} of the dataset from the home (> 0.05)")
-    if abs(peer_bytes / ds_bytes - p["peer"]) > 0.02:
-        fails.append(f"epoch {e['epoch']}: peer fraction {peer_bytes / ds_bytes:.4f} "
+    if abs(peer_fraction - p["peer"]) > 0.02:
+        fails.append(f"epoch {e['epoch']}: peer fraction {peer_fraction:.4f} "
                      f"measured, {p['peer']:.4f} predicted")
     print(f"epoch {e['epoch']}: {e['samples']} samples ({e['ids_missing']} missing, "
           f"{e['ids_repeated']} repeated, {e['bad']} bad) in {row['seconds']:.1f} s; home "
           f"{home / ds_bytes:.3f}, staged into memories {staged / ds_bytes:.3f}, served by "
-          f"host 0 {served / ds_bytes:.3f} (from its home {server_home / ds_bytes:.3f}, "
-          f"its memory {peer_bytes / ds_bytes:.3f}) of the dataset; predicted local "
+          f"host 0 {served / ds_bytes:.3f} (from its home {server_home / ds_bytes:.3f}) of "
+          f"the dataset; samples read from a peer's memory {peer_fraction:.4f}; predicted local "
           f"{p['local']:.4f} peer {p['peer']:.4f} home {p['home']:.4f} (the ranks' samplers: "
           + ", ".join(f"{k} {v:.4f}" for k, v in row["sampler_host_reads"].items())
           + f"); loaders: {row['loader_hits']} hits, {row['loader_misses']} misses, "

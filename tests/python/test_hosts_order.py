@@ -47,7 +47,7 @@ name, init, rank, world, out, resume = (sys.argv[1], sys.argv[2], int(sys.argv[3
 dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
 ds = CXLDataset(CXLMemoryPool(name), "d")
 def make():
-    return DistributedCXLSampler(ds, seed=7, topology="auto", window=3)
+    return DistributedCXLSampler(ds, seed=7, topology="auto", window=3, keep_blocks=False)
 s = make()
 res = {"rank_hosts": s.base.rank_hosts, "weights": s.base.weights,
        "host_id": CXLMemoryPool(name).stat()["host_id"]}
@@ -195,7 +195,8 @@ def test_host_capability_counts_no_remote_tier() -> None:
 
 def test_hosts_sampler_in_process_matches_the_processes_and_refuses_other_weights() -> None:
     ss = [DistributedCXLSampler(ROWS, num_replicas=4, rank=r, seed=7, topology=[5, 5, 9, 1],
-                                shard_size=PER_SHARD, window=3) for r in range(4)]
+                                shard_size=PER_SHARD, window=3, keep_blocks=False)
+          for r in range(4)]
     assert ss[0].base.rank_hosts == [0, 0, 1, 2] and ss[0].base.weights == [1, 1, 1]
     ids = [list(s) for s in ss]
     assert sorted(sum(ids, [])) == list(range(ROWS))
@@ -224,10 +225,11 @@ def test_hosts_sampler_in_process_matches_the_processes_and_refuses_other_weight
     firsts = [b for k, b in enumerate(seen) if b not in seen[:k]]
     own = [b for b in firsts if b in hb]
     assert [hb.index(b) // 3 for b in own] == sorted(hb.index(b) // 3 for b in own)
-    # keep_blocks: every block on the same host every epoch, in a new order
+    # keep_blocks (topology='s default): every block on the same host every
+    # epoch, in a new order
     k = DistributedCXLSampler(ROWS, num_replicas=4, rank=0, seed=7, topology=[5, 5, 9, 1],
-                              shard_size=PER_SHARD, window=3, keep_blocks=True)
-    assert k.fingerprint != ss[0].fingerprint
+                              shard_size=PER_SHARD, window=3)
+    assert k.base.keep_blocks and k.fingerprint != ss[0].fingerprint
     e0 = list(k)
     where0 = [k.host_of(i) for i in range(ROWS)]
     k.set_epoch(1)

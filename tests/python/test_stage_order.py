@@ -16,6 +16,7 @@ import pytest
 
 from cxl_dataloader import (CXLDataLoader, CXLDataset, CXLMemoryPool, DistributedCXLSampler,
                             RandomCXLSampler)
+from cxl_dataloader.samplers import staging_budget
 
 ROWS, COLS = 24576, 64          # int64 records of 512 bytes: 12 MiB
 SHARD = 64 * 1024               # 128 records
@@ -210,9 +211,13 @@ def test_topology_on_a_pool_of_tiers_takes_the_auto_window(tiered, tmp_path: Pat
     of one tier, keeps its own (every block of a host's share)."""
     p, name = tiered
     ds = CXLDataset(p, "d")
-    auto = RandomCXLSampler(ds, seed=1, window="auto")
+    # the hosts order's loaders take the whole memory tier as budget, and
+    # its "auto" window is sized by that
+    whole = staging_budget(ds, None, whole=True)
+    auto = RandomCXLSampler(ds, seed=1, window="auto", memory_budget=whole)
     s = DistributedCXLSampler(ds, num_replicas=2, rank=0, seed=1, topology=[0, 1])
     assert (s.base.shard_size, s.base.window) == (auto.shard_size, auto.window)
+    assert s.base.keep_blocks  # topology='s default: one deal for every epoch
     blocks = -(-len(ds) // auto.shard_size)
     assert auto.window < blocks  # a window, not every block
     wide = DistributedCXLSampler(ds, num_replicas=2, rank=0, seed=1, topology=[0, 1],
@@ -220,10 +225,29 @@ def test_topology_on_a_pool_of_tiers_takes_the_auto_window(tiered, tmp_path: Pat
     assert wide.base.window == 2
     # its loader reads scattered records of the other host's blocks in
     # part (docs/tiers.md, "Sparse items"); a block order's does not
+    n_shards = ds.shards()["n_shards"]
+    # rank 0 of hosts [0, 0, 1]: host 0's two ranks read 2/3 of the samples
+    # and hold 1/2, so they read some of host 1's blocks too
+    s = DistributedCXLSampler(ds, num_replicas=3, rank=0, seed=1, topology=[0, 0, 1])
     for sampler, sparse in ((s, True), (auto, False)):
+        held = {k for k in range(n_shards) if ds.store.shard_tiers(k) & 1}  # in dram now
         loader = CXLDataLoader(ds, batch_size=16, sampler=sampler)
         assert sum(1 for _ in loader) == len(loader)
-        assert loader.stats()["sparse"] is sparse
+        st = loader.stats()
+        assert st["sparse"] is sparse
+        assert (st["budget"] == whole) is sparse  # the hosts order: the whole tier
+        assert st["peer_reads"] == st["peer_records"] == 0  # no remote tier
+        if sparse:
+            # the shards of no block of host 0's share: never staged here
+            # (tier_away), read in part; the others staged
+            away = np.unpackbits(np.frombuffer(loader._away(), np.uint8), bitorder="little")
+            mine = {ds.store.locate(i)["shard"] for i in range(len(ds))
+                    if s.host_of(i)[0] == 0}
+            assert [k for k in range(n_shards) if not away[k]] == sorted(mine)
+            assert 0 < len(mine) < n_shards and not away[n_shards:].any()
+            new = {k for k in range(n_shards) if ds.store.shard_tiers(k) & 1} - held
+            assert new and new <= mine, new - mine
+            assert st["sparse_reads"] > 0  # host 1's records: read in part
         loader.close()
     src = tmp_path / "d.npy"
     np.save(src, np.arange(ROWS * COLS, dtype=np.int64).reshape(ROWS, COLS))
