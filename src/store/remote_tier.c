@@ -127,14 +127,16 @@ uint32_t store_home(const cxlp_store *s)
 }
 
 #define HELD_TTL_MS 200u       /* a peer's answer is used this long */
-#define HELD_DOWN_MS 2000u     /* one that did not answer is asked again after this */
-#define HELD_ASK_MS 1000u      /* the timeout of one ask */
+#define HELD_MISS_MS 20u       /* ... or this long, for a shard no peer has */
+#define HELD_DOWN_MS 10000u    /* one that did not answer is asked again after this */
+#define HELD_ASK_MS 500u       /* the timeout of one ask */
 
 struct rt_held_peer {
     cxlp_remote *r;            /* its connection for HELD, NULL: none */
     uint64_t at_ms;            /* when last asked; 0: never */
     int ok, busy;              /* it answered; a thread asks it now */
     uint8_t *bits;             /* n_shards bits: it has shard k in memory */
+    int any;                   /* a bit is set */
 };
 
 struct rt_held {
@@ -428,6 +430,49 @@ static int held_ask(cxlp_store *s, struct rt_held *h, int i, uint8_t *bits)
     return rc;
 }
 
+/* The first peer whose last answer has shard k in memory, or -1. */
+static int held_lookup(const struct rt_held *h, uint64_t k)
+{
+    for (int i = 0; i < h->n; i++)
+        if (h->p[i].ok && (h->p[i].bits[k / 8] >> (k % 8)) & 1)
+            return i;
+    return -1;
+}
+
+/* Asks again every peer whose answer is older than age ms (one that did
+ * not answer: HELD_DOWN_MS) and that no other thread asks now; mu held,
+ * released while asking. 0 when one was asked. */
+static int held_refresh(cxlp_store *s, struct rt_held *h, uint64_t age)
+{
+    const size_t nb = s->n_shards / 8 + 1;
+    uint8_t *tmp = NULL;
+    int asked = 0;
+    for (int i = 0; i < h->n; i++) {
+        struct rt_held_peer *q = &h->p[i];
+        uint64_t now = now_ms();
+        if (q->busy || (q->at_ms && now - q->at_ms < (q->ok ? age : HELD_DOWN_MS)))
+            continue;
+        if (!tmp && !(tmp = malloc(nb)))
+            break;
+        q->busy = 1;
+        q->at_ms = now;
+        pthread_mutex_unlock(&s->rt_held_mu);
+        int rc = held_ask(s, h, i, tmp);
+        pthread_mutex_lock(&s->rt_held_mu);
+        q->busy = 0;
+        q->ok = rc == 0;
+        if (!rc) {
+            memcpy(q->bits, tmp, nb);
+            q->any = 0;
+            for (size_t j = 0; j < nb && !q->any; j++)
+                q->any = tmp[j] != 0;
+        }
+        asked = 1;
+    }
+    free(tmp);
+    return asked ? 0 : -1;
+}
+
 int store_peer_memory(cxlp_store *s, uint64_t k)
 {
     if (!s->tiered || s->local_only || k >= s->n_shards)
@@ -454,29 +499,17 @@ int store_peer_memory(cxlp_store *s, uint64_t k)
         h->n = n;
         s->rt_held = h;
     }
-    uint8_t *tmp = NULL;
-    for (int i = 0; i < h->n; i++) {
-        struct rt_held_peer *q = &h->p[i];
-        uint64_t now = now_ms();
-        if (q->busy || (q->at_ms && now - q->at_ms < (q->ok ? HELD_TTL_MS : HELD_DOWN_MS)))
-            continue;
-        if (!tmp && !(tmp = malloc(nb)))
-            break;
-        q->busy = 1;
-        q->at_ms = now;
-        pthread_mutex_unlock(&s->rt_held_mu);
-        int rc = held_ask(s, h, i, tmp);
-        pthread_mutex_lock(&s->rt_held_mu);
-        q->busy = 0;
-        q->ok = rc == 0;
-        if (!rc)
-            memcpy(q->bits, tmp, nb);
-    }
-    free(tmp);
-    int found = -1;
-    for (int i = 0; i < h->n && found < 0; i++)
-        if (h->p[i].ok && (h->p[i].bits[k / 8] >> (k % 8)) & 1)
-            found = i;
+    (void)held_refresh(s, h, HELD_TTL_MS);
+    int found = held_lookup(h, k);
+    /* none has it: answers this old may miss a copy made since (a peer
+     * stages its window about when this host reads it); where no peer has
+     * any shard in memory (a home's server alone) they are not asked again
+     * so soon */
+    int any = 0;
+    for (int i = 0; i < h->n; i++)
+        any |= h->p[i].ok && h->p[i].any;
+    if (found < 0 && any && held_refresh(s, h, HELD_MISS_MS) == 0)
+        found = held_lookup(h, k);
     pthread_mutex_unlock(&s->rt_held_mu);
     return found;
 }

@@ -26,9 +26,10 @@ int store_remote_reader(const cxlp_store *s, uint32_t u, struct media_reader **o
 uint32_t store_remote_tier(const cxlp_store *s);
 /* A peer of the store's remote tier (its index in the tier's list) that
  * has shard k whole in a memory tier, by the peers' answers to HELD (each
- * asked again when its answer is 200 ms old, one that did not answer after
- * 2 s); -1 when none does, or the store has no remote tier or is a
- * server's (local_only). Thread-safe. */
+ * asked again when its answer is 200 ms old, or 20 ms for a shard none of
+ * them has while some peer has shards in memory; one that did not answer
+ * after 10 s, an ask waiting at most 500 ms); -1 when none does, or the
+ * store has no remote tier or is a server's (local_only). Thread-safe. */
 int store_peer_memory(cxlp_store *s, uint64_t k);
 /* Closes the store's idle connections (store_free, once no reader is
  * open). */

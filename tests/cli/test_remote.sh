@@ -70,6 +70,8 @@ for line in text.splitlines():
         k, v = line.rsplit(" ", 1)
         m[k] = float(v)
 assert m["cxlpool_serve_bytes_total"] >= 3000000, m
+assert m["cxlpool_serve_home_bytes_total"] == 0, m  # a pool of one tier: memory
+assert m['cxlpool_serve_requests_total{op="held"}'] == 0, m
 assert m['cxlpool_serve_requests_total{op="read"}'] >= 12, m
 assert m["cxlpool_serve_refused_total"] == 2, m
 assert m["cxlpool_serve_clients_total"] == 5, m
