@@ -1273,6 +1273,8 @@ static int place(struct tier_engine *e)
     uint64_t placed_bytes = 0;
     for (size_t i = 0; i < np && !rc; i++) {
         struct copy_stat cs = {0};
+        if (away(e, pl[i].shard))
+            continue; /* another host's: read in part from there */
         rc = item_copy(e, pl[i].shard, s->mem[pl[i].tier], FETCH_WAIT | FETCH_KEEP, &io, &cs);
         if (rc == CXLP_EEXIST || rc == 0)
             e->mine[pl[i].shard] = 1;

@@ -81,6 +81,8 @@ def main() -> int:
     ap.add_argument("--keep-blocks", choices=["default", "yes", "no"], default="default",
                     help="keep_blocks= of the sampler: its default, True or False")
     ap.add_argument("--memory", type=float, default=0.4)
+    ap.add_argument("--host-weights", default="",
+                    help="host_weights= of the sampler, one per host (default: topology's)")
     ap.add_argument("--hosts", type=int, default=3)
     ap.add_argument("--home-dev", default="", help="host 0: the home's block device (loopN)")
     ap.add_argument("--home-file", default="", help="host 0: the home tier's file")
@@ -111,7 +113,9 @@ def main() -> int:
     win = {"auto": {"window": "auto", "memory_budget": budget},
            "all": {"shard_size": per, "window": -(-n // per)}}[a.window]
     keep = {"default": None, "yes": True, "no": False}[a.keep_blocks]
+    weights = [int(w) for w in a.host_weights.split(",")] if a.host_weights else None
     sampler = DistributedCXLSampler(ds, seed=a.seed, topology="auto", keep_blocks=keep,
+                                    host_weights=weights,
                                     **win)
     torch.manual_seed(0)
     model = nn.parallel.DistributedDataParallel(

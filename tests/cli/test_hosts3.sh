@@ -26,6 +26,8 @@
 # migrate, timed) and ucx_perftest ucp_am_bw runs between the same two
 # namespaces with the shard's size as message: figures only.
 # CXLP_HOSTS3_RANKS=2,1,1: the ranks of hosts 0, 1, 2.
+# CXLP_HOSTS3_WEIGHTS=2,1,1: the order's host weights (default: the
+# hosts' capability, equal here).
 # CXLP_HOSTS3_WINDOW: the sampler's window, "auto" (the default: half the
 # staging budget, as window="auto" for any tiered dataset) or "all" (every
 # block of a host's share: a full shuffle within it, topology="auto"'s
@@ -199,6 +201,7 @@ for h in 0 1 2; do
     --nnodes 3 --node-rank $h --nproc-per-node "${NPROC[$h]}" --master-addr "$NET.1" \
     --master-port 29533 "$HERE/hosts3_job.py" --pool acc --name data --epochs 2 \
     --memory $MEM --budget "$BUDGET" --window "${CXLP_HOSTS3_WINDOW:-auto}" --out "$RES" \
+    ${CXLP_HOSTS3_WEIGHTS:+--host-weights "$CXLP_HOSTS3_WEIGHTS"} \
     "${KEEP[@]}" "${extra[@]}" >"$T/job$h.log" 2>&1 </dev/null &
   BG+=($!)
   eval "JOB$h=\$!"
@@ -216,7 +219,8 @@ secs=$(( $(date +%s) - t0 ))
 # the prediction, for the job's blocks and seed
 PS=$("$PY" -c "import json; print(json.load(open('$RES'))['shards']['per_shard'])")
 "$CXLPOOL" order --n "$N" --stats --shard-size "$PS" --hosts 3 --memory $MEM \
-  --ranks-per-host "$RANKS" --epochs 2 --seed 3 $(grep -q '"keep_blocks": true' "$RES" &&
+  --ranks-per-host "$RANKS" --epochs 2 --seed 3 ${CXLP_HOSTS3_WEIGHTS:+--weights "$CXLP_HOSTS3_WEIGHTS"} \
+  $(grep -q '"keep_blocks": true' "$RES" &&
   echo --keep-blocks) --json >"$T/pred.json" 2>"$T/err" &&
   ok || fail "order --stats: $(cat "$T/err")"
 
