@@ -6,11 +6,13 @@
 # shard read from the peer, verified, placed) with 1 and 2 threads, after a
 # migration back to the remote tier each time; in the same run,
 # ucx_perftest ucp_am_bw at 16 MiB (what one READ moves) and remote-cat.
-# Usage: bench/remote_tier.sh [CXLPOOL] [SIZE_MB] [ROUNDS]
+# Usage: [SHARD=BYTES] bench/remote_tier.sh [CXLPOOL] [SIZE_MB] [ROUNDS]
+# (SHARD: the ingest's --shard-bytes and ucp_am_bw's message, default 16 MiB)
 set -u
 C=${1:-build/cxlpool}
 SIZE_MB=${2:-256}
 ROUNDS=${3:-3}
+SHARD=${SHARD:-16777216}
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest missing (ucx-utils)"; exit 77; }
 export UCX_TLS=tcp
 T=$(mktemp -d /tmp/cxlp-rtbench.XXXXXX)
@@ -24,7 +26,7 @@ cleanup() {
 trap cleanup EXIT
 "$C" create "$A" $((SIZE_MB + 64))M >/dev/null || exit 1
 head -c $((SIZE_MB << 20)) /dev/urandom >"$T/src.bin"
-"$C" ingest "$A" raw "$T/src.bin" --format raw --record-size 4096 --shard-bytes 16M \
+"$C" ingest "$A" raw "$T/src.bin" --format raw --record-size 4096 --shard-bytes "$SHARD" \
   --no-progress >/dev/null || exit 1
 printf 'bench\n' >"$T/tok"; chmod 600 "$T/tok"
 export CXLPOOL_TOKEN_FILE="$T/tok"
@@ -46,11 +48,11 @@ amb() {
   local p=$((30000 + RANDOM % 20000))
   ucx_perftest -p "$p" >/dev/null 2>&1 & local s=$!
   sleep 0.5
-  ucx_perftest 127.0.0.1 -p "$p" -t ucp_am_bw -s 16777216 -n 100 -w 10 -f 2>&1 |
+  ucx_perftest 127.0.0.1 -p "$p" -t ucp_am_bw -s "$SHARD" -n $(( (1600 << 20) / SHARD + 10 )) -w 10 -f 2>&1 |
     awk '$1 ~ /^[0-9]+$/ && NF == 8 {print $(NF-2)}' | tail -1
   kill "$s" 2>/dev/null; wait "$s" 2>/dev/null
 }
-printf "%-6s %12s %12s %14s %16s\n" round "1 thread" "2 threads" "ucp_am_bw 16M" "remote-cat s"
+printf "%-6s %12s %12s %14s %16s\n" round "1 thread" "2 threads" "ucp_am_bw $SHARD" "remote-cat s"
 for r in $(seq "$ROUNDS"); do
   m1=$(mig 1); m2=$(mig 2); a=$(amb)
   t0=$(date +%s.%N)

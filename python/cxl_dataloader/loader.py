@@ -413,7 +413,9 @@ class CXLDataLoader:
         of this rank's host's share in the sampler's epoch. The engine never
         stages them; batches read their records in part, from the peer that
         has them in memory (docs/remote.md, "Reading a peer's memory"), so a
-        host's memory holds its share alone. None for other orders."""
+        host's memory holds its share alone. None for other orders. With
+        keep_blocks=False the deal is the sampler's epoch now: a stager
+        made before set_epoch of the pass it stages avoids the last one's."""
         base = self._base_order()
         if (not self._tier.get("tier_sparse") or not isinstance(base, HostsCXLSampler)
                 or not isinstance(self.sampler, DistributedCXLSampler)):
