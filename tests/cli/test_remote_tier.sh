@@ -72,4 +72,38 @@ expect 1 "shard 0.*127\.0\.0\.1:$PORT" "$CXLPOOL" cat "$B" raw 5 --format raw
 [ $(( $(date +%s) - start )) -lt 30 ] && ok || fail "a read of a dead peer took $(( $(date +%s) - start )) s"
 expect 0 "" "$CXLPOOL" stat "$B"
 
+# a served pool of tiers counts what it read from its home
+# (cxlpool_serve_home_bytes_total): all of a dataset read from the home
+# alone, nothing more once its copies are in the server's dram
+pool_name H rth
+expect 0 "" "$CXLPOOL" create "$H" --tier dram=shm:8M --tier "nvme=file:$T/h.tier:16M"
+expect 0 "" "$CXLPOOL" ingest "$H" raw "$T/src.bin" --format raw --record-size 1000 \
+  --shard-bytes 256K --no-progress
+MP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$CXLPOOL" serve "$H" --listen 127.0.0.1:0 --token-file "$T/tok" --metrics-port "$MP" \
+  >"$T/hserve.out" 2>"$T/hserve.log" </dev/null &
+HSRV=$!
+for _ in $(seq 100); do grep -q "listening on" "$T/hserve.out" && break; sleep 0.1; done
+HPORT=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$T/hserve.out")
+home_bytes() {
+  python3 - "$MP" <<'PY'
+import sys, urllib.request
+for line in urllib.request.urlopen(f"http://127.0.0.1:{sys.argv[1]}/metrics").read().decode().splitlines():
+    if line.startswith("cxlpool_serve_home_bytes_total "):
+        print(int(float(line.split()[1])))
+PY
+}
+STORED=$("$CXLPOOL" ls "$H" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stored_bytes"])')
+"$CXLPOOL" remote-cat "ucx://127.0.0.1:$HPORT/$H" raw --token-file "$T/tok" >"$T/hcat" 2>"$T/err" </dev/null &&
+  cmp -s "$T/hcat" "$T/src.bin" && ok || fail "remote-cat of a pool of tiers: $(cat "$T/err")"
+h1=$(home_bytes)
+[ -n "$h1" ] && [ "$h1" -ge "$STORED" ] && ok || fail "home bytes after a read of all: '$h1' of $STORED"
+expect 0 "" "$CXLPOOL" migrate "$H" raw dram --no-progress
+"$CXLPOOL" remote-cat "ucx://127.0.0.1:$HPORT/$H" raw --token-file "$T/tok" >"$T/hcat" 2>"$T/err" </dev/null &&
+  cmp -s "$T/hcat" "$T/src.bin" && ok || fail "remote-cat from dram: $(cat "$T/err")"
+h2=$(home_bytes)
+[ "$h2" = "$h1" ] && ok || fail "home bytes moved reading from dram: $h1 then $h2"
+kill "$HSRV"; wait "$HSRV" 2>/dev/null
+"$CXLPOOL" destroy "$H" --yes >/dev/null 2>&1
+
 finish
