@@ -23,7 +23,8 @@
 # (the tier over the host's ranks) or bytes.
 # CXLP_HOSTS3_RATE=1gbit: tc shapes every veth both ways. After the job,
 # host 1 stages the whole dataset from host 0 into a second pool (cxlpool
-# migrate, timed) and ucx_perftest ucp_am_bw runs between the same two
+# migrate: the whole process timed, and the migration's own figure with 1
+# and 2 threads) and ucx_perftest ucp_am_bw runs between the same two
 # namespaces with the shard's size as message: figures only.
 # CXLP_HOSTS3_RANKS=2,1,1: the ranks of hosts 0, 1, 2.
 # CXLP_HOSTS3_WEIGHTS=2,1,1: the order's host weights (default: the
@@ -319,6 +320,12 @@ if command -v ucx_perftest >/dev/null; then
   ta=$(date +%s.%N)
   expect 0 "" on 1 "$CXLPOOL" migrate shm:bw data dram --no-progress
   tb=$(date +%s.%N)
+  own() { awk '{for (i = 1; i < NF; i++) if ($i == "copied" && $(i+1) == "in") s = $(i+2)}
+               END {printf "%.0f", '"$STORED"' / s / 1e6}' "$T/out"; }
+  m1=$(own)
+  expect 0 "" on 1 "$CXLPOOL" migrate shm:bw data remote --no-progress
+  expect 0 "" on 1 "$CXLPOOL" migrate shm:bw data dram --threads 2 --no-progress
+  m2=$(own)
   on 1 "$CXLPOOL" destroy shm:bw --yes >/dev/null
   onbg 0 ucx_perftest -p 29600 >/dev/null 2>&1 </dev/null &
   BG+=($!)
@@ -329,6 +336,7 @@ if command -v ucx_perftest >/dev/null; then
   echo "link${CXLP_HOSTS3_RATE:+ shaped to $CXLP_HOSTS3_RATE}: host 1 staged the dataset" \
        "($STORED bytes) from host 0 at" \
        "$("$PY" -c "print('%.0f' % ($STORED / ($tb - $ta) / 1e6))") MB/s (cxlpool migrate," \
-       "whole process); ucx_perftest ucp_am_bw, $SB-byte messages: ${perf:-?} MB/s"
+       "whole process; the migration's own figure $m1 MB/s, $m2 with 2 threads);" \
+       "ucx_perftest ucp_am_bw, $SB-byte messages: ${perf:-?} MB/s"
 fi
 finish
