@@ -19,6 +19,7 @@
  *     that allows no second try, and a byte of that shard flipped in A's
  *     home, C's copy is intact; a flipped shard no peer has in memory is
  *     refused (CXLP_ECORRUPT: read from A's home);
+ *   - D copies a shard B does not have from its own home, B untried;
  *   - a loader on D whose every shard is another host's (tier_away, with
  *     tier_sparse) stages nothing and reads every batch in part: the
  *     records of shards 0..7 from B (peer_records counts exactly those;
@@ -212,6 +213,12 @@ int main(void)
     struct cxlp_record_loc loc;
     CHECK_OK(cxlp_store_locate(sd, flip_d, &loc));
     CHECK(loc.tiers == (2u | 4u)); /* B and the home */
+    /* a copy of a shard B does not have comes from D's home, not from B
+     * (which would refuse it: a refusal puts the remote tier last for 5 s,
+     * and the epoch below would then read nothing from B) */
+    const uint64_t own = first_of(sd, HELD_B + 3, per) + 2;
+    CHECK_OK(cxlp_store_read_copy(sd, own, rec, sizeof rec, &len));
+    CHECK(rec_ok(rec, len, 1, seed, own));
     uint8_t away[64];
     memset(away, 0xff, sizeof away);
     struct cxlp_sampler_config cfg = {.kind = CXLP_ORDER_BLOCK, .n = n, .seed = 3,
