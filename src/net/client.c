@@ -630,18 +630,25 @@ const char *remote_url(const struct cxlp_remote *r)
     return r->url;
 }
 
+/* A request of op (META, HELD) naming dataset name and nothing more; the
+ * reply's payload is left in r->c.payload (r->c.got bytes). */
+static int call_named(struct cxlp_remote *r, uint32_t op, const char *name, const char *what)
+{
+    struct wire_req q;
+    memset(&q, 0, sizeof q);
+    q.op = op;
+    snprintf(q.name, sizeof q.name, "%s", name);
+    return call_req(r, &q, NULL, 0, what);
+}
+
 int remote_held(struct cxlp_remote *r, const char *name, uint64_t *ver, uint8_t *bits,
                 uint64_t n)
 {
     if (!r || !name || !ver || !bits || strlen(name) > WIRE_NAME_MAX)
         return seterr(r ? &r->obj : NULL, CXLP_EARG, "remote held: bad argument");
-    struct wire_req q;
-    memset(&q, 0, sizeof q);
-    q.op = WIRE_HELD;
-    snprintf(q.name, sizeof q.name, "%s", name);
     char what[128];
     snprintf(what, sizeof what, "shards of %s in memory", name);
-    int rc = call_req(r, &q, NULL, 0, what);
+    int rc = call_named(r, WIRE_HELD, name, what);
     if (rc)
         return rc;
     char err[256];
@@ -660,13 +667,9 @@ int remote_meta(struct cxlp_remote *r, const char *name, struct wire_meta *m)
 {
     if (!r || !name || !m || strlen(name) > WIRE_NAME_MAX)
         return seterr(r ? &r->obj : NULL, CXLP_EARG, "remote meta: bad argument");
-    struct wire_req q;
-    memset(&q, 0, sizeof q);
-    q.op = WIRE_META;
-    snprintf(q.name, sizeof q.name, "%s", name);
     char what[128];
     snprintf(what, sizeof what, "schema of %s", name);
-    int rc = call_req(r, &q, NULL, 0, what);
+    int rc = call_named(r, WIRE_META, name, what);
     if (rc)
         return rc;
     char err[256];

@@ -1,15 +1,18 @@
 /*
  * remote_util.h - what the remote pool tests share: a pool with two
  * datasets (variable-length token sequences; two fixed fields stored as
- * columns), a token file, and a server in a child process (so that it can
- * be stopped, killed or sent SIGTERM) whose port comes back through a pipe.
+ * columns), a token file, a server in a child process (so that it can be
+ * stopped, killed or sent SIGTERM) whose port comes back through a pipe,
+ * and a byte of a record flipped in a pool's or tier's file.
  */
 #ifndef CXLP_REMOTE_UTIL_H
 #define CXLP_REMOTE_UTIL_H
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "records.h"
 #include "test.h"
 
 #define RU_VAR_N 4000u
@@ -200,6 +203,25 @@ static inline pid_t ru_serve(const char *spec, const char *token_file, const cha
         exit(1);
     }
     return sp.pid;
+}
+
+/* Flips one byte inside record i of a fixed records.h dataset (seed) in
+ * the file at path: a pool's shm object or a tier's file, the record
+ * found by its bytes (records.h records are unique). */
+static inline void ru_flip_record(const char *path, uint64_t seed, uint64_t i)
+{
+    int fd = open(path, O_RDWR);
+    CHECK(fd >= 0);
+    off_t size = lseek(fd, 0, SEEK_END);
+    uint8_t *m = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(m != MAP_FAILED);
+    uint8_t rec[REC_FIXED_SIZE];
+    rec_fill(rec, REC_FIXED_SIZE, seed, i);
+    uint8_t *at = memmem(m, (size_t)size, rec, sizeof rec);
+    CHECK(at != NULL);
+    at[100] ^= 0x40;
+    munmap(m, (size_t)size);
+    close(fd);
 }
 
 /* 1 when path's text contains needle. */

@@ -30,8 +30,6 @@
  *     before it intact.
  * Without UCX the test has nothing to run (test_remote_tier checks the
  * refusal). */
-#include <sys/mman.h>
-
 #include "records.h"
 #include "remote_util.h"
 #include "net/net.h"
@@ -41,24 +39,6 @@
 #define HELD_B 8u                 /* shards B copies into its dram */
 
 static char tok[256], logp[256];
-
-/* Flips one byte inside record i of a fixed dataset in the file at path
- * (found by its bytes: records.h records are unique). */
-static void flip_at(const char *path, uint64_t seed, uint64_t i)
-{
-    int fd = open(path, O_RDWR);
-    CHECK(fd >= 0);
-    off_t size = lseek(fd, 0, SEEK_END);
-    uint8_t *m = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    CHECK(m != MAP_FAILED);
-    uint8_t rec[REC_FIXED_SIZE];
-    rec_fill(rec, REC_FIXED_SIZE, seed, i);
-    uint8_t *at = memmem(m, (size_t)size, rec, sizeof rec);
-    CHECK(at != NULL);
-    at[100] ^= 0x40;
-    munmap(m, (size_t)size);
-    close(fd);
-}
 
 /* A pool of tiers: the specs given, in order. */
 static cxlp_pool *make(const char *name, const char **tiers, uint32_t n)
@@ -171,8 +151,8 @@ int main(void)
 
     /* C (A first, then B): a shard B has in memory comes from B */
     const uint64_t flip_b = first_of(sa, 3, per) + 5, flip_home = first_of(sa, HELD_B + 4, per) + 5;
-    flip_at(homeA, seed, flip_b);
-    flip_at(homeA, seed, flip_home);
+    ru_flip_record(homeA, seed, flip_b);
+    ru_flip_record(homeA, seed, flip_home);
     snprintf(t[4], sizeof t[4], "dram=shm:%s.d:8M", C);
     char both[420];
     snprintf(both, sizeof both, "remote=%s,%s", url[0], url[1]);
@@ -207,7 +187,7 @@ int main(void)
     size_t nl;
     CHECK_OK(cxlp_pool_list(d, NULL, 0, &nl)); /* B named as a holder */
     const uint64_t flip_d = first_of(sa, 5, per) + 7;
-    flip_at(homeD, seed, flip_d);
+    ru_flip_record(homeD, seed, flip_d);
     cxlp_store *sd;
     CHECK_OK(cxlp_store_open(d, "d", &sd));
     struct cxlp_record_loc loc;

@@ -21,7 +21,6 @@
  *     reader's timeout.
  * Without UCX, a remote tier is refused (CXLP_EUNSUPPORTED). */
 #include <signal.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -189,30 +188,12 @@ static uint64_t epoch(const char *spec, const char *name, int fixed, int policy,
     return got;
 }
 
-/* Flips one byte inside record i of a fixed dataset in the object at path
- * (found by its bytes: records.h records are unique). */
-static void flip_at(const char *path, uint64_t seed, uint64_t i)
-{
-    int fd = open(path, O_RDWR);
-    CHECK(fd >= 0);
-    off_t size = lseek(fd, 0, SEEK_END);
-    uint8_t *m = mmap(NULL, (size_t)size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    CHECK(m != MAP_FAILED);
-    uint8_t rec[REC_FIXED_SIZE];
-    rec_fill(rec, REC_FIXED_SIZE, seed, i);
-    uint8_t *at = memmem(m, (size_t)size, rec, sizeof rec);
-    CHECK(at != NULL);
-    at[100] ^= 0x40;
-    munmap(m, (size_t)size);
-    close(fd);
-}
-
 /* The same in the shm object of pool. */
 static void flip_record(const char *pool, uint64_t seed, uint64_t i)
 {
     char path[256];
     snprintf(path, sizeof path, "/dev/shm/cxlp.%s", pool);
-    flip_at(path, seed, i);
+    ru_flip_record(path, seed, i);
 }
 
 static void no_ucx(void)
@@ -376,7 +357,7 @@ int main(void)
     CHECK(loc4.tiers == (2u | 4u)); /* the peer and the home, no memory copy */
     char home4[256];
     snprintf(home4, sizeof home4, "/tmp/cxlp-%s.tier", B4);
-    flip_at(home4, seed, 100);
+    ru_flip_record(home4, seed, 100);
     uint8_t r4[REC_FIXED_SIZE];
     uint64_t l4;
     CHECK(setenv("CXLPOOL_TIER_BW", "remote=100M,nvme=10G", 1) == 0); /* the home first */
