@@ -122,6 +122,26 @@ static inline int rec_batch_ok(const struct cxlp_batch *b, uint8_t *seen, uint64
     return 1;
 }
 
+/* Takes loader l's batches until its end or an error, checking each with
+ * rec_batch_ok (seen: n bytes); *got counts the records taken. 0 at the
+ * end, the loader's error, or 1 when a record is wrong or repeated (its
+ * id in *bad). */
+static inline int rec_drain(cxlp_loader *l, uint8_t *seen, uint64_t n, int fixed, uint64_t seed,
+                            uint64_t *got, uint64_t *bad)
+{
+    struct cxlp_batch *b;
+    int rc;
+    *got = *bad = 0;
+    while ((rc = cxlp_loader_next(l, &b)) == 0 && b) {
+        int ok = rec_batch_ok(b, seen, n, fixed, seed, bad);
+        *got += b->rows;
+        cxlp_loader_release(l, b);
+        if (!ok)
+            return 1;
+    }
+    return rc;
+}
+
 /* Expected record count of rec_ingest(fixed, seed, bytes). */
 static inline uint64_t rec_count(int fixed, uint64_t seed, uint64_t bytes)
 {

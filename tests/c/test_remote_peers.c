@@ -209,18 +209,11 @@ int main(void)
     cxlp_loader *l;
     CHECK_OK(rec_loader(sd, 1, &cfg, o, &sm, &l));
     uint8_t *seen = calloc(n, 1);
-    uint64_t got = 0, bad;
-    struct cxlp_batch *bt;
-    int rc;
-    while (!(rc = cxlp_loader_next(l, &bt)) && bt) {
-        if (!rec_batch_ok(bt, seen, n, 1, seed, &bad)) {
-            fprintf(stderr, "record %llu wrong or repeated\n", (unsigned long long)bad);
-            CHECK(0);
-        }
-        got += bt->rows;
-        cxlp_loader_release(l, bt);
-    }
-    if (rc)
+    uint64_t got, bad;
+    int rc = rec_drain(l, seen, n, 1, seed, &got, &bad);
+    if (rc == 1)
+        fprintf(stderr, "record %llu wrong or repeated\n", (unsigned long long)bad);
+    else if (rc)
         fprintf(stderr, "loader: %s\n", cxlp_errmsg(l));
     CHECK_OK(rc);
     CHECK(got == n);
@@ -244,16 +237,10 @@ int main(void)
     CHECK(waitpid(srv_b.pid, &ws, 0) == srv_b.pid);
     memset(seen, 0, n);
     CHECK_OK(rec_loader(sd, 1, &cfg, o, &sm, &l));
-    got = 0;
-    while (!(rc = cxlp_loader_next(l, &bt)) && bt) {
-        if (!rec_batch_ok(bt, seen, n, 1, seed, &bad)) {
-            fprintf(stderr, "record %llu wrong or repeated with B dead\n",
-                    (unsigned long long)bad);
-            CHECK(0);
-        }
-        got += bt->rows;
-        cxlp_loader_release(l, bt);
-    }
+    rc = rec_drain(l, seen, n, 1, seed, &got, &bad);
+    if (rc == 1)
+        fprintf(stderr, "record %llu wrong or repeated with B dead\n", (unsigned long long)bad);
+    CHECK(rc != 1);
     printf("B killed: %llu intact records, then: %s\n", (unsigned long long)got,
            cxlp_errmsg(l));
     CHECK(rc == CXLP_ECORRUPT && strstr(cxlp_errmsg(l), "shard 5") && got < n);

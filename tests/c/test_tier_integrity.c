@@ -65,18 +65,11 @@ static int epoch(cxlp_pool *p, const char *name, struct cxlp_loader_stats *st, c
     cxlp_loader *l;
     CHECK_OK(rec_loader(s, 1, &cfg, o, &sm, &l));
     uint8_t *seen = calloc(n, 1);
-    uint64_t got = 0;
-    int rc;
-    struct cxlp_batch *b;
-    while ((rc = cxlp_loader_next(l, &b)) == 0 && b) {
-        uint64_t bad;
-        if (!rec_batch_ok(b, seen, n, 1, seed, &bad)) {
-            fprintf(stderr, "record %llu wrong or repeated\n", (unsigned long long)bad);
-            CHECK(0);
-        }
-        got += b->rows;
-        cxlp_loader_release(l, b);
-    }
+    uint64_t got, bad;
+    int rc = rec_drain(l, seen, n, 1, seed, &got, &bad);
+    if (rc == 1)
+        fprintf(stderr, "record %llu wrong or repeated\n", (unsigned long long)bad);
+    CHECK(rc != 1);
     if (rc)
         snprintf(msg, cap, "%s", cxlp_errmsg(l));
     else

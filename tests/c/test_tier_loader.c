@@ -44,23 +44,14 @@ static struct epoch run_threads(const char *name, int fixed, int kind, uint64_t 
     CHECK_OK(rec_loader(s, fixed, &cfg, o, &sm, &l));
     uint8_t *seen = calloc(n, 1);
     struct epoch ep = {0};
-    struct cxlp_batch *b;
-    for (;;) {
-        int lrc = cxlp_loader_next(l, &b);
-        if (lrc)
-            fprintf(stderr, "loader: %s\n", cxlp_errmsg(l));
-        CHECK_OK(lrc);
-        if (!b)
-            break;
-        uint64_t bad;
-        if (!rec_batch_ok(b, seen, n, fixed, seed, &bad)) {
-            fprintf(stderr, "record %llu wrong or repeated (policy %s)\n",
-                    (unsigned long long)bad, cxlp_policy_name(policy));
-            CHECK(0);
-        }
-        ep.records += b->rows;
-        cxlp_loader_release(l, b);
-    }
+    uint64_t bad;
+    int lrc = rec_drain(l, seen, n, fixed, seed, &ep.records, &bad);
+    if (lrc == 1)
+        fprintf(stderr, "record %llu wrong or repeated (policy %s)\n",
+                (unsigned long long)bad, cxlp_policy_name(policy));
+    else if (lrc)
+        fprintf(stderr, "loader: %s\n", cxlp_errmsg(l));
+    CHECK_OK(lrc);
     CHECK(ep.records == n);
     CHECK_OK(cxlp_loader_stats(l, &ep.st));
     cxlp_loader_free(l);

@@ -116,21 +116,12 @@ static void run(cxlp_store *s, const uint64_t *ids, size_t n, uint64_t count,
     uint8_t *seen = calloc(count, 1);
     CHECK(seen);
     uint64_t got = 0, bad = 0;
-    struct cxlp_batch *b;
-    for (;;) {
-        int rc = cxlp_loader_next(l, &b);
-        if (rc)
-            fprintf(stderr, "loader: %s\n", cxlp_errmsg(l));
-        CHECK_OK(rc);
-        if (!b)
-            break;
-        int ok = rec_batch_ok(b, seen, count, 1, seed, &bad);
-        if (!ok)
-            fprintf(stderr, "record %llu wrong or repeated\n", (unsigned long long)bad);
-        CHECK(ok);
-        got += b->rows;
-        cxlp_loader_release(l, b);
-    }
+    int rc = rec_drain(l, seen, count, 1, seed, &got, &bad);
+    if (rc == 1)
+        fprintf(stderr, "record %llu wrong or repeated\n", (unsigned long long)bad);
+    else if (rc)
+        fprintf(stderr, "loader: %s\n", cxlp_errmsg(l));
+    CHECK_OK(rc);
     CHECK(got == n);
     for (size_t i = 0; i < n; i++)
         CHECK(seen[ids[i]]);

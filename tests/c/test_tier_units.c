@@ -372,24 +372,14 @@ static void epoch(cxlp_pool *p, const char *name, int fixed, uint64_t per, uint6
     cxlp_loader *l;
     CHECK_OK(rec_loader(s, fixed, &cfg, o, &sm, &l));
     uint8_t *seen = calloc(n, 1);
-    uint64_t got = 0;
-    struct cxlp_batch *b;
-    for (;;) {
-        int rc = cxlp_loader_next(l, &b);
-        if (rc)
-            fprintf(stderr, "loader: %s\n", cxlp_errmsg(l));
-        CHECK_OK(rc);
-        if (!b)
-            break;
-        uint64_t bad;
-        if (!rec_batch_ok(b, seen, n, fixed, seed, &bad)) {
-            fprintf(stderr, "%s: record %llu wrong or repeated (%s)\n", name,
-                    (unsigned long long)bad, cxlp_policy_name(policy));
-            CHECK(0);
-        }
-        got += b->rows;
-        cxlp_loader_release(l, b);
-    }
+    uint64_t got, bad;
+    int rc = rec_drain(l, seen, n, fixed, seed, &got, &bad);
+    if (rc == 1)
+        fprintf(stderr, "%s: record %llu wrong or repeated (%s)\n", name,
+                (unsigned long long)bad, cxlp_policy_name(policy));
+    else if (rc)
+        fprintf(stderr, "loader: %s\n", cxlp_errmsg(l));
+    CHECK_OK(rc);
     CHECK(got == n);
     CHECK_OK(cxlp_loader_stats(l, st));
     cxlp_loader_free(l);
