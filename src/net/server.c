@@ -327,6 +327,20 @@ static struct served *served_get(struct srv *sv, const char *name, int exact, ui
     return d;
 }
 
+/* The served dataset request q names (served_get; exact: at the version
+ * the request names, as READ and DOCS do), or NULL once q is answered
+ * with the reason. */
+static struct served *served_of(struct srv *sv, struct conn *c, const struct wire_req *q,
+                                int exact, uint64_t t0)
+{
+    char msg[WIRE_MSG_MAX];
+    int rc;
+    struct served *d = served_get(sv, q->name, exact, q->ds_version, &rc, msg, sizeof msg);
+    if (!d)
+        reply(sv, c, q->op, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
+    return d;
+}
+
 static int held_of(const struct srv *sv, const struct served *d)
 {
     for (const struct held *h = sv->held; h; h = h->next)
@@ -448,13 +462,9 @@ static void do_list(struct srv *sv, struct conn *c, uint64_t id, uint64_t t0)
 
 static void do_shards(struct srv *sv, struct conn *c, const struct wire_req *q, uint64_t t0)
 {
-    char msg[WIRE_MSG_MAX];
-    int rc;
-    struct served *d = served_get(sv, q->name, 0, 0, &rc, msg, sizeof msg);
-    if (!d) {
-        reply(sv, c, WIRE_SHARDS, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
+    struct served *d = served_of(sv, c, q, 0, t0);
+    if (!d)
         return;
-    }
     uint64_t n = d->s->n_shards;
     struct wire_shard *t = calloc(n ? n : 1, sizeof *t);
     uint8_t *buf = t ? malloc(16 + n * WIRE_SHARD_BYTES) : NULL;
@@ -477,11 +487,9 @@ static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, ui
 {
     char msg[WIRE_MSG_MAX];
     int rc;
-    struct served *d = served_get(sv, q->name, 1, q->ds_version, &rc, msg, sizeof msg);
-    if (!d) {
-        reply(sv, c, WIRE_READ, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
+    struct served *d = served_of(sv, c, q, 1, t0);
+    if (!d)
         return;
-    }
     if (q->shard >= d->s->n_shards) {
         snprintf(msg, sizeof msg, "dataset '%s' has %llu shards, not shard %llu", q->name,
                  (unsigned long long)d->s->n_shards, (unsigned long long)q->shard);
@@ -535,13 +543,9 @@ static void do_read(struct srv *sv, struct conn *c, const struct wire_req *q, ui
  * pool of one tier is memory: every shard. */
 static void do_held(struct srv *sv, struct conn *c, const struct wire_req *q, uint64_t t0)
 {
-    char msg[WIRE_MSG_MAX];
-    int rc;
-    struct served *d = served_get(sv, q->name, 0, 0, &rc, msg, sizeof msg);
-    if (!d) {
-        reply(sv, c, WIRE_HELD, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
+    struct served *d = served_of(sv, c, q, 0, t0);
+    if (!d)
         return;
-    }
     uint64_t n = d->s->n_shards;
     size_t len = wire_held_encode(d->version, NULL, n, NULL);
     uint8_t *bits = calloc(1, len), *buf = bits ? malloc(len) : NULL;
@@ -562,13 +566,9 @@ static void do_held(struct srv *sv, struct conn *c, const struct wire_req *q, ui
  * with a remote tier needs to list the dataset as its own (its mirror). */
 static void do_meta(struct srv *sv, struct conn *c, const struct wire_req *q, uint64_t t0)
 {
-    char msg[WIRE_MSG_MAX];
-    int rc;
-    struct served *d = served_get(sv, q->name, 0, 0, &rc, msg, sizeof msg);
-    if (!d) {
-        reply(sv, c, WIRE_META, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
+    struct served *d = served_of(sv, c, q, 0, t0);
+    if (!d)
         return;
-    }
     struct wire_meta m = {.ds_version = d->version, .schema = d->s->ds.schema,
                           .n_docs = d->s->docs ? d->s->ds.info.n_docs : 0,
                           .docs_checksum = d->s->docs ? d->s->ds.docs_checksum : 0};
@@ -586,12 +586,9 @@ static void do_meta(struct srv *sv, struct conn *c, const struct wire_req *q, ui
 static void do_docs(struct srv *sv, struct conn *c, const struct wire_req *q, uint64_t t0)
 {
     char msg[WIRE_MSG_MAX];
-    int rc;
-    struct served *d = served_get(sv, q->name, 1, q->ds_version, &rc, msg, sizeof msg);
-    if (!d) {
-        reply(sv, c, WIRE_DOCS, q->id, rc, msg, NULL, 0, NULL, NULL, NULL, t0);
+    struct served *d = served_of(sv, c, q, 1, t0);
+    if (!d)
         return;
-    }
     uint64_t have = d->s->docs ? (d->s->ds.info.n_docs + 1) * sizeof(int64_t) : 0;
     if (!range_ok(q->off, q->len, have)) {
         snprintf(msg, sizeof msg, "bytes [%llu, +%llu) are not inside the document index of "
