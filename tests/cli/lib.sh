@@ -51,6 +51,19 @@ expect() {
 }
 
 # is_json FILE: parses as JSON.
+# The port of a `cxlpool serve` whose stdout is file, once it says it
+# listens (within 10 s); nothing when it did not.
+listen_port() {
+  local _
+  for _ in $(seq 100); do grep -q "listening on" "$1" && break; sleep 0.1; done
+  sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$1"
+}
+
+# A free TCP port on 127.0.0.1 (bound, then released).
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
 is_json() {
   if python3 -m json.tool "$1" >/dev/null 2>"$T/jsonerr"; then ok; else
     fail "not JSON ($1): $(head -c 300 "$T/jsonerr"); text: $(head -c 300 "$1")"; fi

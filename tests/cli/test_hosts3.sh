@@ -166,8 +166,7 @@ rm -f "$T/src.bin"
 onbg 0 "$CXLPOOL" serve shm:acc --listen "$NET.1:7300" --token-file "$T/tok" --metrics-port 9300 \
   >"$T/serve.out" 2>"$T/serve.log" </dev/null &
 BG+=($!)
-for _ in $(seq 100); do grep -q "listening on" "$T/serve.out" && break; sleep 0.1; done
-grep -q "listening on" "$T/serve.out" && ok || { fail "serve: $(cat "$T/serve.log")"; finish; }
+[ -n "$(listen_port "$T/serve.out")" ] && ok || { fail "serve: $(cat "$T/serve.log")"; finish; }
 for h in 1 2; do
   expect 0 "" on $h "$CXLPOOL" create shm:acc --tier "dram=shm:accd:$DRAM" \
     --tier "remote=ucx://$NET.1:7300/acc,ucx://$NET.$(( 4 - h )):7300/acc"
@@ -178,8 +177,8 @@ for h in 1 2; do  # hosts 1 and 2 serve their pools (the mirror: from memory onl
   onbg $h "$CXLPOOL" serve shm:acc --listen "$NET.$((h + 1)):7300" --token-file "$T/tok" \
     --metrics-port $((9300 + h)) >"$T/serve$h.out" 2>"$T/serve$h.log" </dev/null &
   BG+=($!)
-  for _ in $(seq 100); do grep -q "listening on" "$T/serve$h.out" && break; sleep 0.1; done
-  grep -q "listening on" "$T/serve$h.out" && ok || { fail "serve on $h: $(cat "$T/serve$h.log")"; finish; }
+  [ -n "$(listen_port "$T/serve$h.out")" ] && ok ||
+    { fail "serve on $h: $(cat "$T/serve$h.log")"; finish; }
 done
 # host 0 lists them: hosts 1 and 2 become holders of its dataset's shards
 expect 0 "" on 0 "$CXLPOOL" ls shm:acc

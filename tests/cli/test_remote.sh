@@ -32,13 +32,11 @@ expect 4 "no-such-file: No such file" \
   "$CXLPOOL" serve "$P" --listen 127.0.0.1:0 --token-file "$T/no-such-file"
 expect 2 "expected ADDR:PORT" "$CXLPOOL" serve "$P" --listen nowhere --token-file "$T/tok"
 
-# a free port for /metrics: bind-and-release from python
-MP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+MP=$(free_port)  # for /metrics
 "$CXLPOOL" serve "$P" --listen 127.0.0.1:0 --token-file "$T/tok" --metrics-port "$MP" \
   >"$T/serve.out" 2>"$T/serve.log" </dev/null &
 SRV=$!
-for _ in $(seq 100); do grep -q "listening on" "$T/serve.out" && break; sleep 0.1; done
-PORT=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$T/serve.out")
+PORT=$(listen_port "$T/serve.out")
 [ -n "$PORT" ] && ok || { fail "serve did not listen: $(cat "$T/serve.log")"; kill "$SRV"; exit 1; }
 URL="ucx://127.0.0.1:$PORT/$P"
 

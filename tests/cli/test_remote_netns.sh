@@ -46,8 +46,7 @@ export UCX_TLS=tcp
 ip netns exec "$NS" "$CXLPOOL" serve "$P" --listen "$NET.2:0" --token-file "$T/tok" \
   >"$T/serve.out" 2>"$T/serve.log" </dev/null &
 SRV=$!
-for _ in $(seq 100); do grep -q "listening on" "$T/serve.out" && break; sleep 0.1; done
-PORT=$(sed -n 's/^listening on .*:\([0-9]*\)$/\1/p' "$T/serve.out")
+PORT=$(listen_port "$T/serve.out")
 [ -n "$PORT" ] && ok || { fail "serve: $(cat "$T/serve.log")"; finish; }
 t0=$(date +%s.%N)
 expect 0 "verified" "$CXLPOOL" remote-cat "ucx://$NET.2:$PORT/$P" raw --token-file "$T/tok"

@@ -28,8 +28,7 @@ fi
 "$CXLPOOL" serve "$A" --listen 127.0.0.1:0 --token-file "$T/tok" \
   >"$T/serve.out" 2>"$T/serve.log" </dev/null &
 SRV=$!
-for _ in $(seq 100); do grep -q "listening on" "$T/serve.out" && break; sleep 0.1; done
-PORT=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$T/serve.out")
+PORT=$(listen_port "$T/serve.out")
 [ -n "$PORT" ] && ok || { fail "serve did not listen: $(cat "$T/serve.log")"; kill "$SRV"; exit 1; }
 URL="ucx://127.0.0.1:$PORT/$A"
 
@@ -79,12 +78,11 @@ pool_name H rth
 expect 0 "" "$CXLPOOL" create "$H" --tier dram=shm:8M --tier "nvme=file:$T/h.tier:16M"
 expect 0 "" "$CXLPOOL" ingest "$H" raw "$T/src.bin" --format raw --record-size 1000 \
   --shard-bytes 256K --no-progress
-MP=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+MP=$(free_port)
 "$CXLPOOL" serve "$H" --listen 127.0.0.1:0 --token-file "$T/tok" --metrics-port "$MP" \
   >"$T/hserve.out" 2>"$T/hserve.log" </dev/null &
 HSRV=$!
-for _ in $(seq 100); do grep -q "listening on" "$T/hserve.out" && break; sleep 0.1; done
-HPORT=$(sed -n 's/^listening on 127.0.0.1:\([0-9]*\)$/\1/p' "$T/hserve.out")
+HPORT=$(listen_port "$T/hserve.out")
 home_bytes() {
   python3 - "$MP" <<'PY'
 import sys, urllib.request
