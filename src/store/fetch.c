@@ -922,8 +922,8 @@ int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store
     uint32_t ver = at_load_acquire(&s->version); /* 0 until a shard settled it */
     if (!s->tiered || (ver && ver < SHARD_VERSION_V3) || at_load_relaxed(&s->no_bsums))
         return 1;
-    struct parts P = {.s = s, .u = store_home(s), .n = n};
-    if (P.u >= attach_n_tiers(a) || !(attach_tier(a, P.u)->flags & TIER_STAGED))
+    const uint32_t home = store_home(s);
+    if (home >= attach_n_tiers(a) || !(attach_tier(a, home)->flags & TIER_STAGED))
         return 1;
     int rc = 0;
     for (size_t i = 0; i < n && !rc; i++) {
@@ -931,12 +931,12 @@ int store_read_parts(cxlp_store *s, struct store_part *v, size_t n, struct store
         if (k >= s->n_shards)
             rc = seterr(NULL, CXLP_ERANGE, "dataset %s: shard %" PRIu64 " of %" PRIu64, s->name,
                         k, s->n_shards);
-        else if (!loc_present(store_word(s, k, P.u)))
+        else if (!loc_present(store_word(s, k, home)))
             rc = 1;
     }
     if (rc || !n)
         return rc;
-    return peers_or_home(s, v, n, io, bytes, P.u);
+    return peers_or_home(s, v, n, io, bytes, home);
 }
 
 /* Shards v[0..n) in part from staged tier u, which holds each of them. */
