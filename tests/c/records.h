@@ -124,20 +124,23 @@ static inline int rec_batch_ok(const struct cxlp_batch *b, uint8_t *seen, uint64
 
 /* Takes loader l's batches until its end or an error, checking each with
  * rec_batch_ok (seen: n bytes); *got counts the records taken. 0 at the
- * end, the loader's error, or 1 when a record is wrong or repeated (its
- * id in *bad). */
+ * end, the loader's error, or 1 when a record is wrong or repeated (said
+ * on stderr, after what). */
 static inline int rec_drain(cxlp_loader *l, uint8_t *seen, uint64_t n, int fixed, uint64_t seed,
-                            uint64_t *got, uint64_t *bad)
+                            uint64_t *got, const char *what)
 {
     struct cxlp_batch *b;
     int rc;
-    *got = *bad = 0;
+    *got = 0;
     while ((rc = cxlp_loader_next(l, &b)) == 0 && b) {
-        int ok = rec_batch_ok(b, seen, n, fixed, seed, bad);
+        uint64_t bad = 0;
+        int ok = rec_batch_ok(b, seen, n, fixed, seed, &bad);
         *got += b->rows;
         cxlp_loader_release(l, b);
-        if (!ok)
+        if (!ok) {
+            fprintf(stderr, "%s: record %llu wrong or repeated\n", what, (unsigned long long)bad);
             return 1;
+        }
     }
     return rc;
 }

@@ -65,10 +65,8 @@ static int epoch(cxlp_pool *p, const char *name, struct cxlp_loader_stats *st, c
     cxlp_loader *l;
     CHECK_OK(rec_loader(s, 1, &cfg, o, &sm, &l));
     uint8_t *seen = calloc(n, 1);
-    uint64_t got, bad;
-    int rc = rec_drain(l, seen, n, 1, seed, &got, &bad);
-    if (rc == 1)
-        fprintf(stderr, "record %llu wrong or repeated\n", (unsigned long long)bad);
+    uint64_t got;
+    int rc = rec_drain(l, seen, n, 1, seed, &got, "epoch");
     CHECK(rc != 1);
     if (rc)
         snprintf(msg, cap, "%s", cxlp_errmsg(l));

@@ -372,12 +372,11 @@ static void epoch(cxlp_pool *p, const char *name, int fixed, uint64_t per, uint6
     cxlp_loader *l;
     CHECK_OK(rec_loader(s, fixed, &cfg, o, &sm, &l));
     uint8_t *seen = calloc(n, 1);
-    uint64_t got, bad;
-    int rc = rec_drain(l, seen, n, fixed, seed, &got, &bad);
-    if (rc == 1)
-        fprintf(stderr, "%s: record %llu wrong or repeated (%s)\n", name,
-                (unsigned long long)bad, cxlp_policy_name(policy));
-    else if (rc)
+    uint64_t got;
+    char what[96];
+    snprintf(what, sizeof what, "%s (%s)", name, cxlp_policy_name(policy));
+    int rc = rec_drain(l, seen, n, fixed, seed, &got, what);
+    if (rc < 0)
         fprintf(stderr, "loader: %s\n", cxlp_errmsg(l));
     CHECK_OK(rc);
     CHECK(got == n);
